@@ -1,0 +1,61 @@
+"""The agent interface every allocator speaks: stable-baselines3's ``predict``."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ballad_env.env import FEATURE_INDEX
+from ballad_env.episode import AL, LR
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What an allocation agent offers: SB3's ``predict`` and a seeded ``reset``."""
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray | int, Any]: ...
+
+    def reset(self, seed: int | None = None) -> None: ...
+
+
+class RuleAgent:
+    """Base for hand-written agents: ``act`` on one observation; ``predict`` handles batches.
+
+    Rules read named features (``FEATURE_INDEX``) and fall back to the other action
+    when their choice's pool is exhausted.
+    """
+
+    name = "rule"
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget episode state; seed any randomness."""
+
+    def act(self, observation: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
+        """Action(s) for one observation or a batch (as SB3's vectorised evaluation passes)."""
+        obs = np.asarray(observation)
+        if obs.ndim == 1:
+            return self._available(obs, self.act(obs)), state
+        return np.array([self._available(o, self.act(o)) for o in obs]), state
+
+    @staticmethod
+    def _available(obs: np.ndarray, action: int) -> int:
+        """``action`` if its pool has labels left, else the other one."""
+        flag = "al_available" if action == AL else "lr_available"
+        return action if obs[FEATURE_INDEX[flag]] > 0.5 else 1 - action
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def feature(obs: np.ndarray, name: str) -> float:
+    """The named observation feature."""
+    return float(obs[FEATURE_INDEX[name]])
+
+
+__all__ = ["AL", "LR", "Agent", "RuleAgent", "feature"]

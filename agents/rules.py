@@ -1,0 +1,70 @@
+"""Hand-written allocation rules: BALLAD's greedy rule and the fixed baselines (SPEC §5)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.base import AL, LR, RuleAgent, feature
+from ballad_env.rewards import REWARDS
+
+
+class BalladAgent(RuleAgent):
+    """BALLAD: LR first, then AL (the initialisation), then the side with the larger latest
+    reward; ties go to AL.
+
+    Parameters
+    ----------
+    reward : str
+        Which signal to compare, ``"entropy"`` (the paper's default) or ``"cosine"``.
+    """
+
+    def __init__(self, reward: str = "entropy") -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}: use one of {REWARDS}")
+        self.reward = reward
+        self.name = "ballad" if reward == "entropy" else f"ballad-{reward}"
+
+    def act(self, observation: np.ndarray) -> int:
+        if feature(observation, "lr_measured") < 0.5:
+            return LR
+        if feature(observation, "al_measured") < 0.5:
+            return AL
+        al = feature(observation, f"{self.reward}_al")
+        lr = feature(observation, f"{self.reward}_lr")
+        return AL if al >= lr else LR
+
+    def __repr__(self) -> str:
+        return f"BalladAgent(reward={self.reward!r})"
+
+
+class AllInAL(RuleAgent):
+    """All-in-AL: every round to Active Learning; tau is then set on the biased training labels."""
+
+    name = "all-in-al"
+
+    def act(self, observation: np.ndarray) -> int:
+        return AL
+
+
+class AllInLR(RuleAgent):
+    """All-in-LR: every round to Learning to Reject; the detector never sees a training label."""
+
+    name = "all-in-lr"
+
+    def act(self, observation: np.ndarray) -> int:
+        return LR
+
+
+class RandomAgent(RuleAgent):
+    """A fair coin each round, from a generator seeded by ``reset(seed)``."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def act(self, observation: np.ndarray) -> int:
+        return int(self._rng.integers(2))

@@ -1,0 +1,88 @@
+"""Costs of mistakes and rejections, and the test-set evaluation of a detector with rejection."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Costs of a false positive, a false negative and a rejection (c_fp, c_fn, c_r)."""
+
+    c_fp: float = 1.0
+    c_fn: float = 1.0
+    c_r: float = 0.0
+
+    @classmethod
+    def for_contamination(
+        cls, contamination: float, c_fp: float = 1.0, c_fn: float = 1.0, c_r: float | None = None
+    ) -> Costs:
+        """Costs with c_r defaulting to gamma (the paper), checked against the cost inequality."""
+        costs = cls(c_fp, c_fn, contamination if c_r is None else c_r)
+        costs.check(contamination)
+        return costs
+
+    def check(self, contamination: float) -> None:
+        """Raise unless c_r <= min(c_fp (1 - gamma), c_fn gamma), all costs positive and finite.
+
+        Otherwise always predicting one class costs less than rejecting (SPEC §1).
+        """
+        values = {"c_fp": self.c_fp, "c_fn": self.c_fn, "c_r": self.c_r}
+        for name, value in values.items():
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"invalid costs: {name} must be a positive finite number, "
+                                 f"got {value!r}")
+        bound = min(self.c_fp * (1 - contamination), self.c_fn * contamination)
+        if self.c_r > bound * (1 + 1e-12):
+            raise ValueError(
+                f"invalid costs: c_r = {self.c_r:g} exceeds min(c_fp * (1 - gamma), c_fn * gamma)"
+                f" = {bound:g} for contamination gamma = {contamination:g}; rejecting would cost "
+                "more than always predicting one class"
+            )
+
+    def per_example(self, fp, fn, rejected, n: int):
+        """(c_fp FP + c_fn FN + c_r R) / n; works elementwise on arrays of counts."""
+        return (self.c_fp * fp + self.c_fn * fn + self.c_r * rejected) / max(1, n)
+
+    @property
+    def max_cost(self) -> float:
+        """The largest cost of one example, to scale costs into [0, 1]."""
+        return max(self.c_fp, self.c_fn, self.c_r)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Test metrics of a detector with a reject option: cost per example, rates, AUC."""
+
+    cost: float
+    fpr: float
+    fnr: float
+    rejection_rate: float
+    auc: float
+
+
+def evaluate(p: np.ndarray, y: np.ndarray, rejected: np.ndarray, costs: Costs) -> Evaluation:
+    """Cost per example (c_fp FP + c_fn FN + c_r R) / n, where FP and FN count accepted examples.
+
+    FPR and FNR are the accepted mistakes over all normals and all anomalies; the ROC AUC
+    ranks by anomaly probability without rejection (NaN when y has one class).
+    """
+    p, y, rejected = np.asarray(p, dtype=np.float64), np.asarray(y), np.asarray(rejected, bool)
+    pred = p > 0.5
+    normal, anomaly = y == 0, y == 1
+    fp = int(np.sum(~rejected & pred & normal))
+    fn = int(np.sum(~rejected & ~pred & anomaly))
+    n_rej = int(rejected.sum())
+    cost = costs.per_example(fp, fn, n_rej, y.size)
+    both_classes = normal.any() and anomaly.any()
+    return Evaluation(
+        cost=float(cost),
+        fpr=fp / normal.sum() if normal.any() else 0.0,
+        fnr=fn / anomaly.sum() if anomaly.any() else 0.0,
+        rejection_rate=n_rej / max(1, y.size),
+        auc=float(roc_auc_score(y, p)) if both_classes else float("nan"),
+    )

@@ -1,0 +1,99 @@
+"""The protocol: stratified 40/40/20 split, scaling, budget and random streams (SPEC §1, §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
+
+SPLIT_FRACTIONS = (0.4, 0.4, 0.2)
+STREAMS = ("split", "prior", "al", "lr", "threshold")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Training (D), validation (V) and test (T) sets, scaled on D."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_val: np.ndarray
+    y_val: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+
+
+def spawn_streams(seed: int | np.random.SeedSequence) -> dict[str, np.random.SeedSequence]:
+    """One independent seed sequence per purpose (split, prior, AL, LR queries, threshold)."""
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return dict(zip(STREAMS, root.spawn(len(STREAMS)), strict=True))
+
+
+def class_split_sizes(n: int) -> tuple[int, int, int]:
+    """Sizes of one class's share of D and V (40% each, rounded half up); T takes the rest."""
+    n_train = int(np.floor(SPLIT_FRACTIONS[0] * n + 0.5))
+    n_val = int(np.floor(SPLIT_FRACTIONS[1] * n + 0.5))
+    return n_train, n_val, n - n_train - n_val
+
+
+def split_sizes(y: np.ndarray) -> tuple[int, int, int]:
+    """Sizes of D, V and T for labels ``y`` (stratified, so they do not depend on the seed)."""
+    sizes = [class_split_sizes(int(np.sum(y == label))) for label in (0, 1)]
+    return tuple(int(a + b) for a, b in zip(*sizes, strict=True))
+
+
+def split_indices(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Stratified 40/40/20 indices (train, val, test), each in sorted order."""
+    parts: list[list[np.ndarray]] = [[], [], []]
+    for label in (0, 1):
+        members = rng.permutation(np.flatnonzero(y == label))
+        n_train, n_val, _ = class_split_sizes(members.size)
+        for part, chunk in zip(parts, np.split(members, [n_train, n_train + n_val]), strict=True):
+            part.append(chunk)
+    return tuple(np.sort(np.concatenate(part)) for part in parts)
+
+
+def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Split:
+    """Split stratified 40/40/20; fit a standard then a min-max scaler on D; apply to all."""
+    train, val, test = split_indices(y, rng)
+    standard = StandardScaler().fit(X[train])
+    minmax = MinMaxScaler().fit(standard.transform(X[train]))
+
+    def scale(idx: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(minmax.transform(standard.transform(X[idx])))
+
+    return Split(scale(train), y[train], scale(val), y[val], scale(test), y[test])
+
+
+@dataclass(frozen=True)
+class Budget:
+    """k rounds of b labels: b = max(1, round(round_fraction |D|)), k = budget / round fraction."""
+
+    n_rounds: int
+    per_round: int
+
+    @classmethod
+    def from_fractions(cls, n_train: int, budget_fraction: float = 0.3,
+                       round_fraction: float = 0.02) -> Budget:
+        """The paper's budget: 30% of |D| in rounds of 2%, so 15 rounds."""
+        if not 0 < round_fraction <= budget_fraction <= 1:
+            raise ValueError(
+                "budget fractions must satisfy 0 < round_fraction <= budget_fraction <= 1; "
+                f"got round_fraction={round_fraction}, budget_fraction={budget_fraction}"
+            )
+        per_round = max(1, int(np.floor(round_fraction * n_train + 0.5)))
+        return cls(n_rounds=int(round(budget_fraction / round_fraction)), per_round=per_round)
+
+    @property
+    def total(self) -> int:
+        """B = k b labels in all."""
+        return self.n_rounds * self.per_round
+
+    def check(self, n_train: int, n_val: int, name: str = "data") -> None:
+        """Raise unless the budget can be spent in whole rounds on D and V together."""
+        rounds_possible = n_train // self.per_round + n_val // self.per_round
+        if rounds_possible < self.n_rounds:
+            raise ValueError(
+                f"too few examples in {name}: {self.n_rounds} rounds of {self.per_round} label(s) "
+                f"need {self.total} examples, but D has {n_train} and V has {n_val}"
+            )

@@ -1,0 +1,65 @@
+"""Pictures and text of an episode's state, for ``env.render()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ballad_env.episode import Episode
+from ballad_env.rejection import confidence
+
+_GRID = 120
+
+
+def ansi(episode: Episode, info: dict[str, Any]) -> str:
+    """One line per fact: round, labels, tau, and the test metrics."""
+    action = info["action"] or "-"
+    return (
+        f"round {episode.rounds_done}/{episode.budget.n_rounds} (last: {action}) | "
+        f"labels D {episode.train_labels.count}/{episode.train_labels.size}, "
+        f"V {episode.val_labels.count}/{episode.val_labels.size}, "
+        f"anomalies found {info['n_anomalies_found']} | tau {episode.tau:.3f} | "
+        f"test cost {info['test_cost']:.4f}, FPR {info['fpr']:.3f}, FNR {info['fnr']:.3f}, "
+        f"rejected {info['rejection_rate']:.3f}, AUC {info['auc']:.3f}\n"
+    )
+
+
+def rgb_array(episode: Episode) -> np.ndarray:
+    """Heat map of the anomaly probability over the (scaled) plane, the rejection region
+    hatched, labeled training and validation points marked; needs 2-D data."""
+    split = episode.split
+    if split.X_train.shape[1] != 2:
+        raise ValueError(f"rgb_array rendering needs 2-D data; {episode.dataset.name} has "
+                         f"{split.X_train.shape[1]} features: use render_mode='ansi'")
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    everything = np.vstack([split.X_train, split.X_val, split.X_test])
+    lo, hi = everything.min(axis=0) - 0.05, everything.max(axis=0) + 0.05
+    xs, ys = np.linspace(lo[0], hi[0], _GRID), np.linspace(lo[1], hi[1], _GRID)
+    grid = np.column_stack([a.ravel() for a in np.meshgrid(xs, ys)])
+    p = episode.scores.detector.anomaly_probability(grid).reshape(_GRID, _GRID)
+
+    fig, ax = plt.subplots(figsize=(5, 5), dpi=80)
+    image = ax.imshow(p, origin="lower", extent=(lo[0], hi[0], lo[1], hi[1]), cmap="RdBu_r",
+                      vmin=0, vmax=1, aspect="auto")
+    if episode.tau > 0:
+        ax.contourf(xs, ys, (confidence(p) < episode.tau).astype(float), levels=[0.5, 1.5],
+                    colors="none", hatches=["//"])
+        ax.contour(xs, ys, confidence(p), levels=[episode.tau], colors="k", linewidths=0.8)
+    ax.scatter(*split.X_train.T, s=3, c="0.6")
+    for X, y, idx, marker in ((split.X_train, split.y_train, episode.train_labels.indices, "o"),
+                              (split.X_val, split.y_val, episode.val_labels.indices, "s")):
+        ax.scatter(*X[idx].T, s=25, marker=marker, c=np.where(y[idx] == 1, "red", "blue"),
+                   edgecolors="k", linewidths=0.5)
+    ax.set_title(f"{episode.dataset.name}: round {episode.rounds_done}, tau = {episode.tau:.2f}"
+                 " (o: D labels, squares: V labels; red anomaly)", fontsize=8)
+    fig.colorbar(image, ax=ax, fraction=0.046, label="P(anomaly)")
+    fig.tight_layout()
+    fig.canvas.draw()
+    frame = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    plt.close(fig)
+    return frame
