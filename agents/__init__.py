@@ -1,4 +1,7 @@
-"""Allocation agents for the BALLAD environment, all speaking SB3's ``predict`` interface."""
+"""Allocation agents for the BALLAD environment, all speaking SB3's ``predict`` interface.
+
+``make_agent(name, env)`` builds one by its command-line name (``agent_names()``).
+"""
 
 from __future__ import annotations
 
@@ -7,28 +10,23 @@ from typing import Any
 from agents.base import Agent, RuleAgent
 from agents.evaluation import RECORD_FIELDS, run_episode
 from agents.oracle import OracleAgent
+from agents.registry import agent_names, make_agent, register_agent
 from agents.rules import AllInAL, AllInLR, BalladAgent, RandomAgent
 
-AGENT_NAMES = ("ballad", "ballad-cosine", "all-in-al", "all-in-lr", "random", "oracle")
+
+def _oracle(env: Any) -> OracleAgent:
+    if env is None:
+        raise ValueError("the oracle agent needs the environment: make_agent('oracle', env)")
+    return OracleAgent(env)
 
 
-def make_agent(name: str, env: Any = None) -> Agent:
-    """An agent by its command-line name; ``oracle`` needs the environment it looks ahead in."""
-    factories = {
-        "ballad": lambda: BalladAgent("entropy"),
-        "ballad-cosine": lambda: BalladAgent("cosine"),
-        "all-in-al": AllInAL,
-        "all-in-lr": AllInLR,
-        "random": RandomAgent,
-    }
-    if name == "oracle":
-        if env is None:
-            raise ValueError("the oracle agent needs the environment: make_agent('oracle', env)")
-        return OracleAgent(env)
-    if name not in factories:
-        raise ValueError(f"unknown agent {name!r}: use one of {AGENT_NAMES}")
-    return factories[name]()
+register_agent("ballad", lambda env: BalladAgent("entropy"))
+register_agent("ballad-cosine", lambda env: BalladAgent("cosine"))
+register_agent("all-in-al", lambda env: AllInAL())
+register_agent("all-in-lr", lambda env: AllInLR())
+register_agent("random", lambda env: RandomAgent())
+register_agent("oracle", _oracle)
 
-
-__all__ = ["AGENT_NAMES", "RECORD_FIELDS", "Agent", "AllInAL", "AllInLR", "BalladAgent",
-           "OracleAgent", "RandomAgent", "RuleAgent", "make_agent", "run_episode"]
+__all__ = ["RECORD_FIELDS", "Agent", "AllInAL", "AllInLR", "BalladAgent", "OracleAgent",
+           "RandomAgent", "RuleAgent", "agent_names", "make_agent", "register_agent",
+           "run_episode"]
