@@ -43,7 +43,12 @@ OBSERVATION_FEATURES = (
     "lr_available",      # V still holds a whole round of unlabeled examples
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATION_FEATURES)}
-REWARD_CHOICES = REWARDS
+#: The paper's signals, then two for learning: the decrease of the test cost (reads test
+#: labels: simulation only) and of the cost estimated on the labels bought so far.
+REWARD_CHOICES = (*REWARDS, "cost", "val_cost")
+
+
+DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
 
 
 class BudgetAllocationEnv(gym.Env):
@@ -80,11 +85,15 @@ class BudgetAllocationEnv(gym.Env):
 
     ## Rewards
     The chosen side's change signal (SPEC §4): ``reward="entropy"`` (default) or
-    ``"cosine"``. The test cost is never the reward; it is in ``info``.
+    ``"cosine"``. For learning policies: ``"cost"``, the decrease of the test cost over
+    the round (it reads test labels, so it is for learning in simulation only), and
+    ``"val_cost"``, the decrease of the cost estimated on the labeled examples that set
+    tau (only labels the agent paid for). ``info`` always reports the test cost.
 
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
-    seed is a new repetition of the paper's protocol. No labels; tau = 0.
+    seed is a new repetition of the paper's protocol. No labels; tau = 0. Given a list
+    of data sets, each reset first draws one of them (``info["dataset"]``).
 
     ## Episode End
     Terminated when the budget is spent (15 rounds by default). Never truncated.
@@ -93,9 +102,10 @@ class BudgetAllocationEnv(gym.Env):
     ## Arguments
     | argument | default | meaning |
     |---|---|---|
-    | dataset | ``"toy"`` | a name (built-in or file stem), a path, ``(X, y)`` or a ``Dataset`` |
+    | dataset | ``"toy"`` | a name (built-in or file stem), a path, ``(X, y)``, a ``Dataset``, |
+    | | | or a list of these: one is drawn per episode |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
-    | reward | ``"entropy"`` | ``"entropy"`` or ``"cosine"`` |
+    | reward | ``"entropy"`` | ``"entropy"``, ``"cosine"``, ``"cost"`` or ``"val_cost"`` |
     | budget_fraction, round_fraction | 0.3, 0.02 | budget and round size, fractions of D |
     | c_fp, c_fn, c_r | 1, 1, gamma | costs; must satisfy the cost inequality |
     | prior | ``"iforest"`` | ``"iforest"``, ``"knn"`` or a pyod detector |
@@ -112,7 +122,7 @@ class BudgetAllocationEnv(gym.Env):
 
     def __init__(
         self,
-        dataset: str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray] = "toy",
+        dataset: DatasetSource | list[DatasetSource] = "toy",
         *,
         data_dir: str | os.PathLike | None = None,
         reward: str = "entropy",
@@ -132,8 +142,14 @@ class BudgetAllocationEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}: use one of "
                              f"{self.metadata['render_modes']}")
-        self.dataset = load_dataset(dataset, data_dir=data_dir)
+        sources = dataset if isinstance(dataset, list) else [dataset]
+        if not sources:
+            raise ValueError("dataset: the list of data sets is empty")
+        self.datasets = [load_dataset(source, data_dir=data_dir) for source in sources]
+        self.dataset = self.datasets[0]
         self.reward_name = reward
+        # The side signal reported as info["reward_al"/"reward_lr"].
+        self._signal = reward if reward in REWARDS else "entropy"
         self.config = EpisodeConfig(
             budget_fraction=budget_fraction, round_fraction=round_fraction, c_fp=c_fp,
             c_fn=c_fn, c_r=c_r, prior=prior, threshold_search=threshold_search,
@@ -147,14 +163,17 @@ class BudgetAllocationEnv(gym.Env):
         self.episode: Episode | None = None
         self._last: RoundResult | None = None
         # Fail now, not at the first reset, on costs or budgets the data cannot support.
-        check_settings(self.dataset, self.config)
+        for data in self.datasets:
+            check_settings(data, self.config)
 
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """Start a new repetition: new split, prior and query orders from ``seed``."""
         super().reset(seed=seed)
-        if seed is None:
+        if len(self.datasets) > 1:
+            self.dataset = self.datasets[int(self.np_random.integers(len(self.datasets)))]
+        if seed is None or len(self.datasets) > 1:
             seed = int(self.np_random.integers(2**63 - 1))
         self.episode = Episode(self.dataset, seed, self.config)
         self._last = None
@@ -168,8 +187,9 @@ class BudgetAllocationEnv(gym.Env):
             raise RuntimeError("step() called after the episode ended: the label budget is "
                                "spent; call reset()")
         action = self._as_action(action)
+        before = self._costs_now()
         self._last = self.episode.step(action)
-        reward = float(self._last.rewards[self.reward_name])
+        reward = self._reward(before)
         return self._observation(), reward, bool(self.episode.done), False, self._info()
 
     def action_masks(self) -> np.ndarray:
@@ -198,6 +218,21 @@ class BudgetAllocationEnv(gym.Env):
         if not self.action_space.contains(value) or np.asarray(action).item() != value:
             raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)")
         return value
+
+    def _costs_now(self) -> dict[str, float]:
+        """The costs a cost-decrease reward compares across a round."""
+        if self.reward_name == "cost":
+            return {"cost": self.episode.evaluate_test().cost}
+        if self.reward_name == "val_cost":
+            return {"val_cost": self.episode.validation_cost()}
+        return {}
+
+    def _reward(self, before: dict[str, float]) -> float:
+        """The chosen side's signal, or the decrease of the chosen cost over the round."""
+        if self.reward_name in REWARDS:
+            return float(self._last.rewards[self.reward_name])
+        after = self._costs_now()
+        return float(before[self.reward_name] - after[self.reward_name])
 
     def _observation(self) -> np.ndarray:
         ep = self.episode
@@ -231,11 +266,12 @@ class BudgetAllocationEnv(gym.Env):
         latest = {side: ep.latest[side] or {"entropy": np.nan, "cosine": np.nan}
                   for side in (AL, LR)}
         return {
+            "dataset": ep.dataset.name,
             "round": ep.rounds_done,
             "action": ACTION_NAMES[last.action] if last else "",
             "test_cost": test.cost, "fpr": test.fpr, "fnr": test.fnr,
             "rejection_rate": test.rejection_rate, "auc": test.auc,
-            "reward_al": latest[AL][self.reward_name], "reward_lr": latest[LR][self.reward_name],
+            "reward_al": latest[AL][self._signal], "reward_lr": latest[LR][self._signal],
             "entropy_al": latest[AL]["entropy"], "entropy_lr": latest[LR]["entropy"],
             "cosine_al": latest[AL]["cosine"], "cosine_lr": latest[LR]["cosine"],
             "tau": ep.tau,
