@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 
 #: The ``info`` figures copied into every record (the indices and mask are left out).
-RECORD_FIELDS = ("round", "action", "test_cost", "fpr", "fnr", "rejection_rate", "auc",
-                 "reward_al", "reward_lr", "entropy_al", "entropy_lr", "cosine_al",
-                 "cosine_lr", "tau", "val_cost", "n_labeled_train", "n_labeled_val",
-                 "n_anomalies_found")
+RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejection_rate",
+                 "auc", "reward_al", "reward_lr", "entropy_al", "entropy_lr", "cosine_al",
+                 "cosine_lr", "al_measured", "lr_measured", "tau", "val_cost",
+                 "n_labeled_train", "n_labeled_val", "n_anomalies_found")
 
 
 def run_episode(env: Any, agent: Any, seed: int, include_start: bool = False

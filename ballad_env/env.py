@@ -234,9 +234,14 @@ class BudgetAllocationEnv(gym.Env):
         after = self._costs_now()
         return float(before[self.reward_name] - after[self.reward_name])
 
+    def _latest_rewards(self) -> dict[int, dict[str, float]]:
+        """Each side's latest rewards; 0 until measured (the ``*_measured`` flags tell)."""
+        return {side: self.episode.latest[side] or {"entropy": 0.0, "cosine": 0.0}
+                for side in (AL, LR)}
+
     def _observation(self) -> np.ndarray:
         ep = self.episode
-        latest = {side: ep.latest[side] or {"entropy": 0.0, "cosine": 0.0} for side in (AL, LR)}
+        latest = self._latest_rewards()
         n_train, n_val = ep.train_labels.size, ep.val_labels.size
         expected = max(1.0, ep.gamma * (n_train + n_val))
         prev = self._last.action if self._last is not None else None
@@ -263,8 +268,7 @@ class BudgetAllocationEnv(gym.Env):
         ep = self.episode
         test = ep.evaluate_test()
         last = self._last
-        latest = {side: ep.latest[side] or {"entropy": np.nan, "cosine": np.nan}
-                  for side in (AL, LR)}
+        latest = self._latest_rewards()
         return {
             "dataset": ep.dataset.name,
             "round": ep.rounds_done,
@@ -274,6 +278,7 @@ class BudgetAllocationEnv(gym.Env):
             "reward_al": latest[AL][self._signal], "reward_lr": latest[LR][self._signal],
             "entropy_al": latest[AL]["entropy"], "entropy_lr": latest[LR]["entropy"],
             "cosine_al": latest[AL]["cosine"], "cosine_lr": latest[LR]["cosine"],
+            "al_measured": ep.latest[AL] is not None, "lr_measured": ep.latest[LR] is not None,
             "tau": ep.tau,
             "val_cost": ep.validation_cost(),
             "n_labeled_train": ep.train_labels.count, "n_labeled_val": ep.val_labels.count,
