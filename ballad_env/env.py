@@ -183,9 +183,6 @@ class BudgetAllocationEnv(gym.Env):
         """Spend one round of labels on AL (0) or LR (1)."""
         if self.episode is None:
             raise RuntimeError("call reset() before step()")
-        if self.episode.done:
-            raise RuntimeError("step() called after the episode ended: the label budget is "
-                               "spent; call reset()")
         action = self._as_action(action)
         before = self._costs_now()
         self._last = self.episode.step(action)

@@ -193,7 +193,8 @@ class Episode:
     def step(self, action: int) -> RoundResult:
         """Spend one round of the budget on ``action`` (AL or LR) and measure its reward."""
         if self.done:
-            raise RuntimeError("the label budget is spent: the episode is over; reset it")
+            raise RuntimeError("step() called after the episode ended: the label budget is "
+                               "spent; call reset()")
         if action not in (AL, LR):
             raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)")
         if not self.available(action):
