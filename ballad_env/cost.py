@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,8 @@ class Costs:
         """
         values = {"c_fp": self.c_fp, "c_fn": self.c_fn, "c_r": self.c_r}
         for name, value in values.items():
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+            if not (is_number and math.isfinite(value) and value > 0):
                 raise ValueError(f"invalid costs: {name} must be a positive finite number, "
                                  f"got {value!r}")
         bound = min(self.c_fp * (1 - contamination), self.c_fn * contamination)

@@ -32,9 +32,10 @@ def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
     """1 - cos(v_new, v_old) of two 0/1 vectors; 0 if both are zero, 1 if exactly one is."""
     v_new = np.asarray(v_new, dtype=np.float64)
     v_old = np.asarray(v_old, dtype=np.float64)
-    norm_new, norm_old = np.linalg.norm(v_new), np.linalg.norm(v_old)
-    if norm_new == 0 and norm_old == 0:
+    sq_new, sq_old = v_new @ v_new, v_old @ v_old
+    if sq_new == 0 and sq_old == 0:
         return 0.0
-    if norm_new == 0 or norm_old == 0:
+    if sq_new == 0 or sq_old == 0:
         return 1.0
-    return float(1.0 - (v_new @ v_old) / (norm_new * norm_old))
+    # One square root of the product: exactly 0 for identical 0/1 vectors.
+    return float(1.0 - (v_new @ v_old) / np.sqrt(sq_new * sq_old))
