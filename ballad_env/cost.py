@@ -7,7 +7,7 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
+from scipy.stats import rankdata
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,18 @@ class Evaluation:
     auc: float
 
 
+def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
+    """ROC AUC as the Mann-Whitney statistic on average ranks (ties count one half).
+
+    Equal to scikit-learn's ``roc_auc_score`` and an order of magnitude cheaper on the
+    small test sets evaluated after every round.
+    """
+    positive = np.asarray(y) == 1
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    ranks = rankdata(score)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
 def evaluate(p: np.ndarray, y: np.ndarray, rejected: np.ndarray, costs: Costs) -> Evaluation:
     """Cost per example (c_fp FP + c_fn FN + c_r R) / n, where FP and FN count accepted examples.
 
@@ -86,5 +98,5 @@ def evaluate(p: np.ndarray, y: np.ndarray, rejected: np.ndarray, costs: Costs) -
         fpr=fp / normal.sum() if normal.any() else 0.0,
         fnr=fn / anomaly.sum() if anomaly.any() else 0.0,
         rejection_rate=n_rej / max(1, y.size),
-        auc=float(roc_auc_score(y, p)) if both_classes else float("nan"),
+        auc=roc_auc(y, p) if both_classes else float("nan"),
     )

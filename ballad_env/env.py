@@ -46,6 +46,43 @@ FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATION_FEATURES)}
 #: The paper's signals, then two for learning: the decrease of the test cost (reads test
 #: labels: simulation only) and of the cost estimated on the labels bought so far.
 REWARD_CHOICES = (*REWARDS, "cost", "val_cost")
+#: The features fixed by the state (i AL rounds, j LR rounds), whatever the path to it.
+STATE_FEATURES = ("budget_used", "labeled_train", "labeled_val", "anomalies_found",
+                  "contamination", "tau", "val_rejection", "val_cost", "al_available",
+                  "lr_available")
+
+
+def state_features(episode: Episode) -> dict[str, float]:
+    """The observation features that depend only on the episode's state, scaled to [0, 1]."""
+    n_train, n_val = episode.train_labels.size, episode.val_labels.size
+    expected_anomalies = max(1.0, episode.gamma * (n_train + n_val))
+    mask = episode.action_mask()
+    return {
+        "budget_used": episode.rounds_done / episode.budget.n_rounds,
+        "labeled_train": episode.train_labels.count / n_train,
+        "labeled_val": episode.val_labels.count / n_val,
+        "anomalies_found": min(1.0, episode.anomalies_found() / expected_anomalies),
+        "contamination": episode.gamma,
+        "tau": episode.tau,
+        "val_rejection": episode.validation_rejection_rate(),
+        "val_cost": min(1.0, episode.validation_cost() / episode.costs.max_cost),
+        "al_available": float(mask[AL]), "lr_available": float(mask[LR]),
+    }
+
+
+def encode_observation(state: dict[str, float], latest: dict[int, dict[str, float] | None],
+                       previous: int | None) -> np.ndarray:
+    """The observation vector: state features plus the path's part, each side's latest
+    rewards (None until measured) and the previous action (None at the start)."""
+    values = dict(state)
+    for side, suffix in ((AL, "al"), (LR, "lr")):
+        rewards = latest[side]
+        values[f"{suffix}_measured"] = rewards is not None
+        for signal in REWARDS:
+            values[f"{signal}_{suffix}"] = rewards[signal] if rewards is not None else 0.0
+    values["prev_al"], values["prev_lr"] = previous == AL, previous == LR
+    obs = np.array([values[name] for name in OBSERVATION_FEATURES], dtype=np.float32)
+    return np.clip(obs, 0.0, 1.0)
 
 
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
@@ -237,29 +274,8 @@ class BudgetAllocationEnv(gym.Env):
                 for side in (AL, LR)}
 
     def _observation(self) -> np.ndarray:
-        ep = self.episode
-        latest = self._latest_rewards()
-        n_train, n_val = ep.train_labels.size, ep.val_labels.size
-        expected = max(1.0, ep.gamma * (n_train + n_val))
-        prev = self._last.action if self._last is not None else None
-        mask = ep.action_mask()
-        values = {
-            "entropy_al": latest[AL]["entropy"], "entropy_lr": latest[LR]["entropy"],
-            "cosine_al": latest[AL]["cosine"], "cosine_lr": latest[LR]["cosine"],
-            "al_measured": ep.latest[AL] is not None, "lr_measured": ep.latest[LR] is not None,
-            "budget_used": ep.rounds_done / ep.budget.n_rounds,
-            "labeled_train": ep.train_labels.count / n_train,
-            "labeled_val": ep.val_labels.count / n_val,
-            "anomalies_found": min(1.0, ep.anomalies_found() / expected),
-            "contamination": ep.gamma,
-            "tau": ep.tau,
-            "val_rejection": ep.validation_rejection_rate(),
-            "val_cost": min(1.0, ep.validation_cost() / ep.costs.max_cost),
-            "prev_al": prev == AL, "prev_lr": prev == LR,
-            "al_available": mask[AL], "lr_available": mask[LR],
-        }
-        obs = np.array([values[name] for name in OBSERVATION_FEATURES], dtype=np.float32)
-        return np.clip(obs, 0.0, 1.0)
+        previous = self._last.action if self._last is not None else None
+        return encode_observation(state_features(self.episode), self.episode.latest, previous)
 
     def _info(self) -> dict[str, Any]:
         ep = self.episode

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ballad_env.cost import Costs, evaluate
+from ballad_env.cost import Costs, evaluate, roc_auc
 
 # ------------------------------------------------------------------------ Costs.check
 
@@ -164,3 +164,16 @@ def test_evaluate_probability_one_half_is_normal() -> None:
     # idx 0: pred 0, y 0 -> TN; idx 1: pred 0, y 1 -> FN. Cost (0 + 2 * 1) / 4 = 0.5.
     assert ev.cost == pytest.approx(0.5)
     assert ev.fpr == 0.0 and ev.fnr == pytest.approx(1 / 2)
+
+
+def test_roc_auc_equals_sklearn_with_ties() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(3, 60))
+        y = rng.integers(0, 2, n)
+        y[:2] = (0, 1)
+        score = np.round(rng.random(n), 1)  # rounding makes many ties
+        assert roc_auc(y, score) == pytest.approx(roc_auc_score(y, score), abs=1e-12)
+    # Hand case: positives score 0.9 and 0.5, negatives 0.5 and 0.1: pairs (0.9>0.5, 0.9>0.1,
+    # 0.5=0.5 counts 1/2, 0.5>0.1) -> 3.5 / 4.
+    assert roc_auc(np.array([1, 1, 0, 0]), np.array([0.9, 0.5, 0.5, 0.1])) == 3.5 / 4
