@@ -31,10 +31,12 @@ def squash(s: np.ndarray | float, threshold: float) -> np.ndarray:
     return -np.expm1(-np.log(2.0) * (s / threshold) ** 2)
 
 
-def make_prior(prior: str | Any = "iforest", seed: int | None = None) -> Any:
+def make_prior(prior: str | Any = "iforest", seed: int | None = None,
+               n_samples: int | None = None) -> Any:
     """Return an unfitted pyod detector: ``"iforest"``, ``"knn"`` or a copy of a given instance.
 
-    ``"knn"`` is the authors' code's prior: the mean distance to 10 neighbours.
+    ``"knn"`` is the authors' code's prior: the mean distance to 10 neighbours (fewer
+    when the training set has no more than 10 points).
     """
     if isinstance(prior, str):
         name = prior.lower()
@@ -45,7 +47,8 @@ def make_prior(prior: str | Any = "iforest", seed: int | None = None) -> Any:
         if name == "knn":
             from pyod.models.knn import KNN
 
-            return KNN(n_neighbors=10, method="mean")
+            neighbours = 10 if n_samples is None else max(1, min(10, n_samples - 1))
+            return KNN(n_neighbors=neighbours, method="mean")
         raise ValueError(f"unknown prior {prior!r}: use one of {PRIORS} or a pyod detector")
     if not hasattr(prior, "fit") or not hasattr(prior, "decision_function"):
         raise TypeError(f"prior {prior!r} has no fit/decision_function: pass a pyod detector")
@@ -160,7 +163,7 @@ class SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold."""
         X = np.asarray(X, dtype=np.float64)
         self.X_train_ = X
-        self.prior_ = make_prior(self.prior, self.random_state).fit(X)
+        self.prior_ = make_prior(self.prior, self.random_state, len(X)).fit(X)
         raw = np.asarray(self.prior_.decision_scores_, dtype=np.float64)
         # Shift scores that can be negative (IForest) so the most normal point scores 0.
         self.score_shift_ = min(0.0, float(raw.min()))

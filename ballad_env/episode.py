@@ -19,7 +19,7 @@ import numpy as np
 
 from ballad_env.cost import Costs, Evaluation, evaluate
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO, PointScores
+from ballad_env.detector import PRIORS, SSDO, PointScores
 from ballad_env.protocol import Budget, spawn_streams, split_and_scale, split_sizes
 from ballad_env.rejection import (
     DEFAULT_TAU,
@@ -56,6 +56,9 @@ class EpisodeConfig:
             raise ValueError(f"unknown AL strategy {self.al_strategy!r}: use one of "
                              f"{AL_STRATEGIES}")
         ThresholdSearch(self.threshold_search, self.bayes_calls)  # validates both
+        if isinstance(self.prior, str) and self.prior.lower() not in PRIORS:
+            raise ValueError(f"unknown prior {self.prior!r}: use one of {PRIORS} or a pyod "
+                             "detector")
 
 
 @dataclass

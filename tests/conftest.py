@@ -1,0 +1,136 @@
+"""Shared fixtures for the environment, agent and property tests.
+
+Most tests run on a small synthetic data set (200 rows, 2-D, 10% anomalies) with the kNN
+prior: a reset then costs a few hundredths of a second, where the default IForest prior
+costs most of a second. The tests that are about the default prior say so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import ballad_env
+from ballad_env.data import DATA_DIR_ENV
+
+ENV_ID = ballad_env.ENV_ID
+
+def make_xy(n: int = 200, n_anomalies: int = 20, d: int = 2,
+            seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian normals around the origin, anomalies shifted away; anomalies come first."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[:n_anomalies] += 3.0 * rng.choice([-1.0, 1.0], size=(n_anomalies, d))
+    y = np.zeros(n, dtype=np.int8)
+    y[:n_anomalies] = 1
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def xy_maker() -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """``xy_maker(n, n_anomalies, d, seed)``: see :func:`make_xy`."""
+    return make_xy
+
+
+@pytest.fixture(scope="session")
+def small_xy() -> tuple[np.ndarray, np.ndarray]:
+    """200 rows, 2 features, 20 anomalies: |D| = |V| = 80, |T| = 40, b = 2 labels a round."""
+    return make_xy()
+
+
+@pytest.fixture(scope="session")
+def tiny_xy() -> tuple[np.ndarray, np.ndarray]:
+    """62 rows, 5 anomalies: |D| = |V| = 25 (23 normals + 2 anomalies each), |T| = 12."""
+    return make_xy(n=62, n_anomalies=5, seed=1)
+
+
+@pytest.fixture
+def make_env(small_xy: tuple[np.ndarray, np.ndarray]) -> Iterator[Callable[..., gym.Env]]:
+    """``make_env(**kwargs)``: ``gym.make`` on the small data set with the kNN prior.
+
+    Keyword arguments override the defaults (``dataset=``, ``prior=`` included); every
+    environment made is closed at teardown.
+    """
+    made: list[gym.Env] = []
+
+    def factory(**kwargs: Any) -> gym.Env:
+        kwargs.setdefault("dataset", small_xy)
+        kwargs.setdefault("prior", "knn")
+        env = gym.make(ENV_ID, **kwargs)
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        env.close()
+
+
+@pytest.fixture(scope="session")
+def benchmark_dir() -> Path:
+    """The folder of benchmark ``.npz`` files: ``$BALLAD_DATA_DIR`` or ``../shared/benchmarks``."""
+    configured = os.environ.get(DATA_DIR_ENV)
+    path = (Path(configured) if configured
+            else Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    if not path.is_dir():
+        pytest.skip(f"benchmark folder {path} is absent")
+    return path
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+def run_actions(env: gym.Env, actions: Sequence[int], seed: int | None = None
+                ) -> list[tuple[Any, ...]]:
+    """Reset (with ``seed``) and take ``actions``; the reset's (obs, info) comes first."""
+    steps: list[tuple[Any, ...]] = [env.reset(seed=seed)]
+    for action in actions:
+        steps.append(env.step(action))
+    return steps
+
+
+def continue_actions(env: gym.Env, actions: Sequence[int]) -> list[tuple[Any, ...]]:
+    """Take ``actions`` from the current state (no reset)."""
+    return [env.step(action) for action in actions]
+
+
+def same_data(a: Any, b: Any) -> bool:
+    """Exact equality of observations, rewards and infos; NaN equals NaN, types must match."""
+    if isinstance(a, dict):
+        return (isinstance(b, dict) and a.keys() == b.keys()
+                and all(same_data(a[k], b[k]) for k in a))
+    if isinstance(a, (list, tuple)):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(same_data(x, y) for x, y in zip(a, b, strict=True)))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
+                and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float | np.floating) and math.isnan(a):
+        return bool(math.isnan(b))
+    return bool(a == b)
+
+
+@pytest.fixture
+def rollout() -> Callable[..., list[tuple[Any, ...]]]:
+    """``rollout(env, actions, seed)``: see :func:`run_actions`."""
+    return run_actions
+
+
+@pytest.fixture
+def proceed() -> Callable[..., list[tuple[Any, ...]]]:
+    """``proceed(env, actions)``: see :func:`continue_actions`."""
+    return continue_actions
+
+
+@pytest.fixture
+def same() -> Callable[[Any, Any], bool]:
+    """``same(a, b)``: see :func:`same_data`."""
+    return same_data
