@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
+	rm -rf results/run  # a fresh run: results of older code must not be resumed
 	$(PY) scripts/compare_agents.py --datasets wdbc --seeds 10 \
 		--agents ballad all-in-al all-in-lr --per-round --output results/run
 

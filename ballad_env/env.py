@@ -279,8 +279,8 @@ class BudgetAllocationEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         ep = self.episode
-        test = ep.evaluate_test()
         last = self._last
+        test = last.evaluation if last is not None else ep.evaluate_test()
         latest = self._latest_rewards()
         return {
             "dataset": ep.dataset.name,

@@ -1,0 +1,129 @@
+"""Compare allocation agents over data sets x seeds x settings; write tidy results and a summary.
+
+Example (the Makefile's ``run`` target)::
+
+    python scripts/compare_agents.py --datasets wdbc --seeds 10 \\
+        --agents ballad all-in-al all-in-lr --per-round --output results/run
+
+Each setting option takes one or more values; the grid runs every combination. Running the
+same command again resumes: finished cells are kept, only missing ones run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from agents.runner import (
+    Grid,
+    RunError,
+    dataset_names,
+    per_round_table,
+    run_grid,
+    seed_range,
+    setting_grid,
+    summary_table,
+    win_counts,
+)
+
+
+def c_r_value(text: str) -> float | None:
+    """``gamma`` (the contamination, the paper's default) or a number."""
+    return None if text.lower() == "gamma" else float(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options, each with a one-line help."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    grid = parser.add_argument_group("grid")
+    grid.add_argument("--datasets", nargs="+", required=True,
+                      help="data set names (built-in or file stems), or 'all' for every file")
+    grid.add_argument("--data-dir", default=None,
+                      help="folder of data files (default: $BALLAD_DATA_DIR)")
+    grid.add_argument("--seeds", type=int, default=10, help="run seeds 0..N-1")
+    grid.add_argument("--agents", nargs="+", default=["ballad", "all-in-al", "all-in-lr"],
+                      help="agent names (ballad, ballad-cosine, all-in-al, all-in-lr, random, "
+                           "oracle, ...) or paths of saved policies (.zip)")
+    setting = parser.add_argument_group("settings (each takes several values: all combinations)")
+    setting.add_argument("--c-fp", nargs="+", type=float, default=[1.0],
+                         help="cost of a false positive")
+    setting.add_argument("--c-fn", nargs="+", type=float, default=[1.0],
+                         help="cost of a false negative")
+    setting.add_argument("--c-r", nargs="+", type=c_r_value, default=[None],
+                         help="cost of a rejection, a number or 'gamma' (the contamination)")
+    setting.add_argument("--reward", nargs="+", default=["entropy"],
+                         help="reward the env reports: entropy, cosine, cost or val_cost")
+    setting.add_argument("--threshold-search", nargs="+", default=["exact"],
+                         choices=["exact", "bayes"], help="how tau is optimised")
+    setting.add_argument("--bayes-calls", nargs="+", type=int, default=[20],
+                         help="evaluations of the bayes threshold search")
+    setting.add_argument("--prior", nargs="+", default=["iforest"], choices=["iforest", "knn"],
+                         help="SSDO's unsupervised prior")
+    run = parser.add_argument_group("execution and output")
+    run.add_argument("--n-jobs", type=int, default=-1,
+                     help="parallel worker processes (-1: all cores, 1: no subprocess)")
+    run.add_argument("--scheduler", default=None,
+                     help="address of a Dask scheduler (e.g. tcp://host:8786): run there instead")
+    run.add_argument("--output", default="results/run",
+                     help="results folder; the same folder again resumes the run")
+    run.add_argument("--per-round", action="store_true",
+                     help="also print mean cost per round (rows) and agent (columns)")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_grid(args: argparse.Namespace) -> Grid:
+    """The grid the options describe."""
+    settings = setting_grid(c_fp=args.c_fp, c_fn=args.c_fn, c_r=args.c_r, reward=args.reward,
+                            threshold_search=args.threshold_search,
+                            bayes_calls=args.bayes_calls, prior=args.prior)
+    return Grid(dataset_names(args.datasets, args.data_dir), seed_range(args.seeds),
+                tuple(args.agents), settings)
+
+
+def report(results: pd.DataFrame, output: Path, per_round: bool) -> None:
+    """Print (and save as CSV) the summary table, the win counts and optionally the rounds."""
+    summary = summary_table(results)
+    summary.to_csv(output / "summary.csv")
+    with pd.option_context("display.width", 200, "display.max_columns", 50,
+                           "display.float_format", "{:.4f}".format):
+        print("\nMean test cost per data set (over seeds and rounds); lowest wins")
+        print(summary.to_string())
+        if "winner" in summary:
+            print("\nData sets won per agent")
+            print(win_counts(summary).to_string())
+        if per_round:
+            rounds = per_round_table(results)
+            rounds.to_csv(output / "per_round.csv")
+            print("\nMean test cost per round (data sets weigh equally)")
+            print(rounds.to_string())
+    print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
+          "agents.runner.load_results); summary: summary.csv")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        grid = build_grid(args)
+        results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                           scheduler=args.scheduler, progress=not args.no_progress)
+    except (RunError, ValueError, FileNotFoundError, NotImplementedError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished cells are kept in {args.output}; run the same command "
+              "again to resume", file=sys.stderr)
+        return 130
+    report(results, Path(args.output), args.per_round)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

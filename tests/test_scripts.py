@@ -1,0 +1,126 @@
+"""Smoke tests: the experiment scripts run as subprocesses with tiny sizes and leave their outputs.
+
+Each script runs once as a subprocess (one seed, the kNN prior, small data: built-in
+``wdbc`` or two ~150-row files written to a temporary data folder); further cases call the
+script's ``main`` in this process, which is faster.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agents.runner import Grid, Setting, run_grid
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def run_script(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    env.pop("BALLAD_DATA_DIR", None)
+    done = subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def load_script(name: str) -> ModuleType:
+    """Import a script as a module (registered, so its dataclasses resolve)."""
+    module_name = f"script_{name.removesuffix('.py')}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """Two small benchmark-style files, ``alpha.npz`` and ``beta.npz``."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for k, (name, n) in enumerate((("alpha", 150), ("beta", 120))):
+        rng = np.random.default_rng(k)
+        X = rng.normal(size=(n, 3))
+        X[: n // 10] += 3.0
+        y = (np.arange(n) < n // 10).astype(np.int8)
+        np.savez(folder / f"{name}.npz", X=X, y=y)
+    return folder
+
+
+def test_compare_agents_writes_results_and_resumes(
+        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "run"
+    args = ["--datasets", "all", "--data-dir", str(data_dir), "--seeds", "1", "--agents",
+            "ballad", "all-in-lr", "--prior", "knn", "--n-jobs", "1", "--per-round",
+            "--no-progress", "--output", str(output)]
+    first = run_script("compare_agents.py", *args)
+    assert "Mean test cost per round" in first.stdout and "winner" in first.stdout
+    assert (output / "run.json").is_file()
+    assert len(list((output / "cells").glob("*.parquet"))) == 4  # alpha, beta x 2 agents
+    assert (output / "summary.csv").is_file() and (output / "per_round.csv").is_file()
+    script = load_script("compare_agents.py")
+    assert script.main(args) == 0  # every cell is done: nothing reruns, same report
+    assert capsys.readouterr().out == first.stdout
+    assert script.main([*args[:-1], str(tmp_path / "x"), "--agents", "nope"]) == 2
+    assert "unknown agent 'nope'" in capsys.readouterr().err
+    assert script.main([*args, "--seeds", "2"]) == 2  # another grid in the same folder
+    assert "holds a different run" in capsys.readouterr().err
+
+
+def test_reproduce_paper_writes_figures_and_tables(tmp_path: Path, data_dir: Path) -> None:
+    docs = tmp_path / "docs"
+    run_script("reproduce_paper.py", "--data-dir", str(data_dir), "--seeds", "1",
+               "--priors", "knn", "--questions", "q1", "q2", "q3", "q4", "--n-jobs", "1",
+               "--no-progress", "--output", str(tmp_path / "results"), "--docs", str(docs))
+    figures = {p.name for p in (docs / "figures").iterdir()}
+    assert {"q1_cost_per_round_knn.png", "q2_entropy_vs_cosine_knn.png",
+            "q3_reward_difference_knn.png", "q4_costs_knn.png"} <= figures
+    tables = {p.name for p in (docs / "tables").iterdir()}
+    assert {"q1_mean_cost_knn.md", "q2_table2_knn.md", "q2_al_share.md",
+            "q3_reward_difference.md", "q4_knn_cfp10.md", "q4_knn_cfn10.md",
+            "paper_vs_ours.md"} <= tables
+    q1 = pd.read_csv(docs / "tables" / "q1_mean_cost_knn.csv", index_col=0)
+    assert list(q1.index) == ["alpha", "beta", "mean"]
+    assert {"ballad", "all-in-al", "all-in-lr", "winner", "paper"} <= set(q1.columns)
+
+
+def test_bayes_comparison_report(tmp_path: Path) -> None:
+    """The bayes report on stored tables (a real bayes run is too slow for a smoke test)."""
+    script = load_script("reproduce_paper.py")
+    setting = Setting(prior="knn", budget_fraction=0.1)
+    main = run_grid(Grid(("wdbc",), (0,), script.MAIN_AGENTS, (setting,)), tmp_path / "main",
+                    n_jobs=1, progress=False)
+    stand_in = main[main["agent"].isin(script.Q1_AGENTS)].assign(
+        setting="knn_bayes20_budget0.1", threshold_search="bayes")
+    writer = script.Writer(tmp_path / "docs")
+    key: dict[str, object] = {}
+    script.bayes(main, stand_in, writer, key)
+    assert key["bayes"]["same_winner"] == 1 and key["bayes"]["datasets"] == 1
+    assert (tmp_path / "docs" / "figures" / "q1_bayes_vs_exact.png").is_file()
+
+
+def test_bench_prints_timings_and_a_profile() -> None:
+    done = run_script("bench.py", "--datasets", "wdbc", "--repeats", "1", "--bayes-repeats",
+                      "0", "--prior", "knn")
+    assert "exact s" in done.stdout and "peak MB" in done.stdout
+    assert "slowest exact episode" in done.stdout
+    assert "Profile of one exact episode on wdbc" in done.stdout
+
+
+@pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py"])
+def test_every_option_has_help(script: str) -> None:
+    parser = load_script(script).build_parser()
+    for action in parser._actions:
+        assert action.help, action.option_strings
