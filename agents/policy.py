@@ -1,0 +1,152 @@
+"""A learned allocation policy: a saved SB3 / sb3-contrib model acting through the agent protocol.
+
+``load_policy("results/policies/run/run.zip", env)`` reads the model and the settings JSON
+saved next to it (``run.json``, written by :func:`agents.training.train`) and returns a
+:class:`PolicyAgent` named after the file stem. The experiment runner resolves an agent
+spec ending in ``.zip`` through this function, so a learned policy is compared by path next
+to ``ballad``, ``all-in-al``, ``all-in-lr``, ``random`` and ``oracle``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.training import ALGORITHM_CLASSES
+from ballad_env.env import FEATURE_INDEX, OBSERVATION_FEATURES
+
+_MASK_FEATURES = [FEATURE_INDEX["al_available"], FEATURE_INDEX["lr_available"]]
+
+
+def is_policy_path(spec: str | Path) -> bool:
+    """Whether an agent spec names a saved model (a path ending in ``.zip``)."""
+    return str(spec).lower().endswith(".zip")
+
+
+def settings_path(model_path: str | Path) -> Path:
+    """The settings JSON saved beside a model: same stem, ``.json``."""
+    return Path(model_path).with_suffix(".json")
+
+
+def mask_from_observation(observation: np.ndarray) -> np.ndarray:
+    """Valid (AL, LR) actions per row, read from the observation's availability features.
+
+    A row with no valid action (the episode is over) allows both, so it stays defined.
+    """
+    mask = np.atleast_2d(observation)[:, _MASK_FEATURES] > 0.5
+    mask[~mask.any(axis=1)] = True
+    return mask
+
+
+class PolicyAgent:
+    """A trained SB3 model behind the agents' ``predict`` / ``reset`` protocol.
+
+    Actions never fall on an exhausted label pool: the model's action probabilities are
+    masked with the availability features of the observation (for every algorithm, not only
+    MaskablePPO). ``deterministic=True`` takes the most probable valid action (ties to AL);
+    ``deterministic=False`` samples with a generator seeded by ``reset(seed)``, so a stochastic
+    run is reproducible too without touching torch's global seed.
+
+    Parameters
+    ----------
+    model : stable_baselines3 algorithm
+        The loaded model (PPO, A2C, DQN or MaskablePPO).
+    settings : dict
+        The run's settings JSON (``algo``, ``config``, ...).
+    name : str
+        Name in result tables; ``load_policy`` uses the model file's stem.
+    """
+
+    def __init__(self, model: Any, settings: dict[str, Any], name: str) -> None:
+        self.model = model
+        self.settings = settings
+        self.name = name
+        self.algo = settings["algo"]
+        self._rng = np.random.default_rng()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Seed the sampling generator (used only by stochastic predictions)."""
+        self._rng = np.random.default_rng(seed)
+
+    def action_probabilities(self, observation: np.ndarray) -> np.ndarray:
+        """Probabilities of (AL, LR) per observation row, restricted to valid actions.
+
+        Actor-critic models give their policy's distribution; DQN gives the epsilon-greedy
+        distribution around its best Q-value, with its final exploration rate.
+        """
+        obs = np.atleast_2d(np.asarray(observation, dtype=np.float32))
+        mask = mask_from_observation(obs)
+        policy = self.model.policy
+        with torch.no_grad():
+            tensor, _ = policy.obs_to_tensor(obs)
+            if self.algo == "dqn":
+                probs = self._epsilon_greedy(policy.q_net(tensor).cpu().numpy(), mask)
+            else:
+                probs = policy.get_distribution(tensor).distribution.probs.cpu().numpy()
+        masked = probs.astype(np.float64) * mask  # float64: sampling needs sums of exactly 1
+        total = masked.sum(axis=1, keepdims=True)
+        # A policy putting ~all its mass on an exhausted pool falls back to the valid action.
+        uniform = mask / mask.sum(axis=1, keepdims=True)
+        return np.where(total > 1e-12, masked / np.maximum(total, 1e-12), uniform)
+
+    def _epsilon_greedy(self, q: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        eps = float(self.settings.get("algorithm_kwargs", {}).get("exploration_final_eps", 0.0))
+        best = np.argmax(np.where(mask, q, -np.inf), axis=1)
+        probs = np.full(q.shape, eps / q.shape[1])
+        probs[np.arange(len(q)), best] += 1.0 - eps
+        return probs
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
+        """Action for one observation (an int) or a batch (an array), as SB3's ``predict``."""
+        probs = self.action_probabilities(observation)
+        if deterministic:
+            actions = np.argmax(probs, axis=1)
+        else:
+            actions = np.array([self._rng.choice(probs.shape[1], p=p) for p in probs])
+        if np.asarray(observation).ndim == 1:
+            return int(actions[0]), state
+        return actions, state
+
+    def __repr__(self) -> str:
+        return f"PolicyAgent(name={self.name!r}, algo={self.algo!r})"
+
+
+def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
+    """Load a saved model and its settings JSON as an agent named after the file stem.
+
+    ``env``, when given, is only checked: its observation space must be the one the model
+    was trained on (the features are dataset-agnostic, so any data set will do).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved model at {path}")
+    settings_file = settings_path(path)
+    if not settings_file.is_file():
+        raise FileNotFoundError(
+            f"no settings file {settings_file} beside the model: scripts/train_policy.py writes "
+            "it; a model trained elsewhere needs at least {\"algo\": \"ppo\"|\"a2c\"|\"dqn\"|"
+            "\"maskable_ppo\"}")
+    settings = json.loads(settings_file.read_text())
+    algo = settings.get("algo")
+    if algo not in ALGORITHM_CLASSES:
+        raise ValueError(f"{settings_file}: unknown algo {algo!r}; use one of "
+                         f"{tuple(ALGORITHM_CLASSES)}")
+    features = settings.get("observation_features", list(OBSERVATION_FEATURES))
+    if list(features) != list(OBSERVATION_FEATURES):
+        raise ValueError(f"{path.name} was trained on observation features {features}, but the "
+                         f"environment now has {list(OBSERVATION_FEATURES)}: retrain it")
+    model = ALGORITHM_CLASSES[algo].load(path, device="cpu")
+    if env is not None and env.observation_space.shape != model.observation_space.shape:
+        raise ValueError(f"{path.name} expects observations of shape "
+                         f"{model.observation_space.shape}, the environment gives "
+                         f"{env.observation_space.shape}")
+    return PolicyAgent(model, settings, name=path.stem)
+
+
+__all__ = ["PolicyAgent", "is_policy_path", "load_policy", "mask_from_observation",
+           "settings_path"]

@@ -1,0 +1,366 @@
+"""Train stable-baselines3 policies on the BALLAD environment, save them, and plot how they learned.
+
+The pieces a training run needs, each small and usable alone: a seeded vector of monitored
+environments (one data set drawn per episode from a list), callbacks (a plain-tqdm progress
+bar, periodic evaluation on fixed seeds that also records the test cost, checkpoints), the
+run itself (model ``<run>.zip`` + settings ``<run>.json`` + monitor CSVs in ``<out>/<run>/``),
+and the training-curve plot read back from those files. ``scripts/train_policy.py`` is
+the command line over :func:`train`; :func:`agents.policy.load_policy` reads what it saves.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import sb3_contrib
+import stable_baselines3
+import torch
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
+from stable_baselines3.common.logger import configure
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from tqdm.auto import tqdm
+
+import ballad_env
+from ballad_env.env import OBSERVATION_FEATURES, BudgetAllocationEnv
+
+#: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
+ALGORITHM_CLASSES: dict[str, type] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
+                                      "maskable_ppo": MaskablePPO}
+ALGORITHMS = tuple(ALGORITHM_CLASSES)
+VEC_ENVS = ("subproc", "dummy")
+#: Written by Monitor at each episode's end: the final test cost, and which data set it was.
+MONITOR_KEYWORDS = ("test_cost", "dataset")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; saved with the model as its settings JSON."""
+
+    algo: str = "ppo"
+    datasets: tuple[str, ...] = ("toy",)
+    data_dir: str | None = None
+    reward: str = "cost"
+    prior: str = "iforest"
+    total_timesteps: int = 3000
+    seed: int = 0
+    n_envs: int = 2
+    vec_env: str = "subproc"
+    # Algorithm settings (None: the per-algorithm default in ``algorithm_kwargs``).
+    learning_rate: float = 3e-4
+    gamma: float = 1.0
+    n_steps: int | None = None
+    batch_size: int | None = None
+    ent_coef: float = 0.01
+    net_arch: tuple[int, ...] = (64, 64)
+    # Evaluation, checkpoints and output.
+    eval_freq: int = 0
+    eval_episodes: int = 6
+    eval_seed: int = 100_000
+    checkpoint_freq: int = 0
+    output_dir: str = "results/policies"
+    run_name: str | None = None
+    torch_threads: int = 1
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        self.datasets = tuple(self.datasets)
+        self.net_arch = tuple(self.net_arch)
+        if self.algo not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algo!r}: use one of {ALGORITHMS}")
+        if self.vec_env not in VEC_ENVS:
+            raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
+        if not self.datasets:
+            raise ValueError("datasets: give at least one data set")
+        if self.n_envs < 1 or self.total_timesteps < 1:
+            raise ValueError("n_envs and total_timesteps must be positive")
+
+    @property
+    def name(self) -> str:
+        """The run name: algorithm, reward, data sets and seed (or the one given)."""
+        if self.run_name:
+            return self.run_name
+        one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
+        sets = one if len(self.datasets) == 1 else f"{len(self.datasets)}sets"
+        return f"{self.algo}-{self.reward}-{sets}-s{self.seed}"
+
+    @property
+    def run_dir(self) -> Path:
+        """Folder holding everything this run writes."""
+        return Path(self.output_dir) / self.name
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Where a finished run put its files, and how long it took."""
+
+    model_path: Path
+    settings_path: Path
+    run_dir: Path
+    seconds: float
+
+
+# --------------------------------------------------------------------------- environments
+class ValidActionWrapper(gym.ActionWrapper):
+    """Replace an action whose label pool is exhausted by the other one (the rule agents'
+    fallback), so algorithms without masks never crash the episode on an invalid choice.
+    """
+
+    def action(self, action: Any) -> int:
+        chosen = int(np.asarray(action).item())
+        mask = self.env.get_wrapper_attr("action_masks")()
+        return chosen if mask[chosen] or not mask.any() else 1 - chosen
+
+
+def build_env(datasets: Sequence[str], data_dir: str | None, reward: str, prior: str,
+              monitor_file: str | None = None) -> gym.Env:
+    """One monitored training environment drawing its data set per episode from ``datasets``."""
+    env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, reward=reward, prior=prior)
+    return Monitor(ValidActionWrapper(env), filename=monitor_file,
+                   info_keywords=MONITOR_KEYWORDS)
+
+
+def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
+                ) -> Callable[[], gym.Env]:
+    """A picklable constructor of worker ``rank``'s environment (for SubprocVecEnv)."""
+    monitor_file = str(monitor_dir / str(rank)) if monitor_dir is not None else None
+    return functools.partial(build_env, config.datasets, config.data_dir, config.reward,
+                             config.prior, monitor_file)
+
+
+def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
+                 n_envs: int | None = None) -> VecEnv:
+    """``n_envs`` workers (subprocesses or in-process); SB3 seeds worker i with seed + i."""
+    n = config.n_envs if n_envs is None else n_envs
+    if monitor_dir is not None:
+        monitor_dir.mkdir(parents=True, exist_ok=True)
+    fns = [env_factory(config, rank, monitor_dir) for rank in range(n)]
+    if config.vec_env == "subproc" and n > 1:
+        return SubprocVecEnv(fns)
+    return DummyVecEnv(fns)
+
+
+# --------------------------------------------------------------------------- algorithms
+def algorithm_class(algo: str) -> type:
+    """The SB3 / sb3-contrib class for an algorithm name."""
+    if algo not in ALGORITHM_CLASSES:
+        raise ValueError(f"unknown algorithm {algo!r}: use one of {ALGORITHMS}")
+    return ALGORITHM_CLASSES[algo]
+
+
+def algorithm_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """Constructor arguments; defaults sized for 15-step episodes and a few thousand steps."""
+    common = {"learning_rate": config.learning_rate, "gamma": config.gamma,
+              "policy_kwargs": {"net_arch": list(config.net_arch)}}
+    if config.algo in ("ppo", "maskable_ppo"):
+        n_steps = config.n_steps or 60  # 4 episodes per worker per update
+        return {**common, "n_steps": n_steps, "ent_coef": config.ent_coef,
+                "batch_size": config.batch_size or 60, "n_epochs": 10, "gae_lambda": 0.95}
+    if config.algo == "a2c":
+        return {**common, "n_steps": config.n_steps or 15, "ent_coef": config.ent_coef}
+    # DQN: a short warm-up and exploration so that learning starts within a few hundred steps.
+    return {**common, "batch_size": config.batch_size or 32, "buffer_size": 50_000,
+            "learning_starts": min(100, config.total_timesteps // 2),
+            "train_freq": 1, "target_update_interval": 150,
+            "exploration_fraction": 0.3, "exploration_final_eps": 0.05}
+
+
+# --------------------------------------------------------------------------- callbacks
+class TqdmProgress(BaseCallback):
+    """A plain-tqdm progress bar (SB3's own needs ``rich``) showing recent return and test cost."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__()
+        self.total = total
+        self.bar = None
+
+    def _on_training_start(self) -> None:
+        self.bar = tqdm(total=self.total, unit="step", dynamic_ncols=True)
+
+    def _on_step(self) -> bool:
+        self.bar.update(self.training_env.num_envs)
+        recent = list(self.model.ep_info_buffer)[-20:]
+        if recent and self.n_calls % 15 == 0:
+            self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
+                                 cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+        return True
+
+    def _on_training_end(self) -> None:
+        self.bar.close()
+
+
+def eval_callback(config: TrainConfig, eval_env: Any, log_dir: Path):
+    """An EvalCallback (the maskable one for MaskablePPO) that evaluates on the same seeded
+    episodes every time and also logs their mean final test cost to ``evaluations.csv``.
+    """
+    base = MaskableEvalCallback if config.algo == "maskable_ppo" else EvalCallback
+
+    class CostEvalCallback(base):
+        def __init__(self) -> None:
+            super().__init__(eval_env, n_eval_episodes=config.eval_episodes,
+                             eval_freq=max(config.eval_freq // config.n_envs, 1),
+                             log_path=str(log_dir), best_model_save_path=str(log_dir),
+                             deterministic=True, verbose=0)
+            self.costs: list[float] = []
+            self.table = log_dir / "evaluations.csv"
+
+        def _log_success_callback(self, locals_: dict, globals_: dict) -> None:
+            super()._log_success_callback(locals_, globals_)
+            if locals_["done"]:
+                self.costs.append(float(locals_["info"]["test_cost"]))
+
+        def _on_step(self) -> bool:
+            due = self.eval_freq > 0 and self.n_calls % self.eval_freq == 0
+            if due:
+                self.costs = []
+                self.eval_env.seed(config.eval_seed)  # the same episodes at every evaluation
+            keep_going = super()._on_step()
+            if due:
+                self._write_row()
+            return keep_going
+
+        def _write_row(self) -> None:
+            new = not self.table.exists()
+            with self.table.open("a") as out:
+                if new:
+                    out.write("timesteps,mean_return,mean_test_cost\n")
+                out.write(f"{self.num_timesteps},{self.last_mean_reward:.6f},"
+                          f"{np.mean(self.costs):.6f}\n")
+
+    return CostEvalCallback()
+
+
+def make_callbacks(config: TrainConfig, run_dir: Path) -> list[Any]:
+    """Progress bar, periodic evaluation and checkpoints, as the settings ask."""
+    callbacks: list[Any] = []
+    if config.progress_bar:
+        callbacks.append(TqdmProgress(config.total_timesteps))
+    if config.eval_freq > 0:
+        eval_config = replace(config, vec_env="dummy")
+        eval_env = make_vec_env(eval_config, monitor_dir=None, n_envs=1)
+        callbacks.append(eval_callback(config, eval_env, run_dir / "eval"))
+    if config.checkpoint_freq > 0:
+        callbacks.append(CheckpointCallback(max(config.checkpoint_freq // config.n_envs, 1),
+                                            str(run_dir / "checkpoints"), name_prefix=config.name))
+    return callbacks
+
+
+# --------------------------------------------------------------------------- the run
+def versions() -> dict[str, str]:
+    """Versions of the packages a saved model depends on."""
+    return {"ballad_env": ballad_env.__version__,
+            "stable_baselines3": stable_baselines3.__version__,
+            "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
+            "gymnasium": gym.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, Any]:
+    """The settings JSON: the config, the algorithm arguments, features, timing and versions."""
+    kwargs = algorithm_kwargs(config)
+    return {"run_name": config.name, "algo": config.algo, "config": asdict(config),
+            "algorithm_kwargs": kwargs, "observation_features": list(OBSERVATION_FEATURES),
+            "num_timesteps": int(model.num_timesteps), "train_seconds": round(seconds, 2),
+            "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def train(config: TrainConfig) -> TrainResult:
+    """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder."""
+    # Seeding, in one place: Python/NumPy/torch here; the model seeds the action space
+    # and the vector env (worker i resets first with seed + i, then draws from its RNG).
+    torch.set_num_threads(config.torch_threads)
+    set_random_seed(config.seed)
+
+    run_dir = config.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = make_vec_env(config, monitor_dir=run_dir / "monitor")
+    try:
+        model = algorithm_class(config.algo)("MlpPolicy", env, seed=config.seed, verbose=0,
+                                             device="cpu", **algorithm_kwargs(config))
+        model.set_logger(configure(str(run_dir / "logs"), ["csv"]))
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            # The evaluation env is deliberately a one-worker DummyVecEnv.
+            warnings.filterwarnings("ignore", message="Training and eval env are not of the same")
+            model.learn(total_timesteps=config.total_timesteps,
+                        callback=make_callbacks(config, run_dir))
+        seconds = time.perf_counter() - start
+    finally:
+        env.close()
+    model_path = run_dir / f"{config.name}.zip"
+    model.save(model_path)
+    settings_path = model_path.with_suffix(".json")
+    settings_path.write_text(json.dumps(settings_dict(config, model, seconds), indent=2) + "\n")
+    return TrainResult(model_path, settings_path, run_dir, seconds)
+
+
+# --------------------------------------------------------------------------- curves
+def read_monitor(run_dir: str | Path):
+    """All workers' episodes of a run as one table, with the global step count at each end.
+
+    Workers write their own CSV; sorting by wall time and summing lengths gives the
+    number of environment steps taken when each episode ended.
+    """
+    import pandas as pd
+
+    files = sorted(Path(run_dir, "monitor").glob("*.monitor.csv"))
+    if not files:
+        raise FileNotFoundError(f"no monitor CSV under {Path(run_dir, 'monitor')}")
+    frame = pd.concat([pd.read_csv(f, skiprows=1) for f in files], ignore_index=True)
+    frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
+    frame["timesteps"] = frame["l"].cumsum()
+    return frame.rename(columns={"r": "return", "l": "length", "t": "seconds"})
+
+
+def plot_training_curves(groups: dict[str, Sequence[str | Path]], path: str | Path,
+                         window: int = 30, title: str | None = None) -> Path:
+    """Episode return and final test cost vs steps: one line per group (its runs averaged on a
+    common step grid after a rolling mean over ``window`` episodes), a band for min-max.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for label, run_dirs in groups.items():
+        frames = [read_monitor(d) for d in run_dirs]
+        end = min(int(f["timesteps"].iloc[-1]) for f in frames)
+        grid = np.linspace(0, end, 100)
+        for ax, column in zip(axes, ("return", "test_cost"), strict=True):
+            curves = np.array([np.interp(grid, f["timesteps"],
+                                         f[column].rolling(window, min_periods=1).mean())
+                               for f in frames])
+            (line,) = ax.plot(grid, curves.mean(axis=0), label=f"{label} (n={len(frames)})")
+            if len(frames) > 1:
+                ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0),
+                                color=line.get_color(), alpha=0.2)
+    axes[0].set(xlabel="environment steps", ylabel=f"episode return (rolling {window})")
+    axes[1].set(xlabel="environment steps", ylabel=f"final test cost (rolling {window})")
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["ALGORITHMS", "MONITOR_KEYWORDS", "TrainConfig", "TrainResult", "ValidActionWrapper",
+           "algorithm_class", "algorithm_kwargs", "build_env", "make_callbacks", "make_vec_env",
+           "plot_training_curves", "read_monitor", "train"]

@@ -1,0 +1,94 @@
+"""Train a stable-baselines3 allocation policy on BALLAD data sets (PPO, A2C, DQN, MaskablePPO).
+
+Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
+``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
+statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
+carries the algorithm, reward, data sets and seed. Compare the result with
+``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to the experiment runner.
+
+Example::
+
+    python scripts/train_policy.py --algo maskable_ppo --reward val_cost \\
+        --datasets Pima WBC Glass --data-dir ../shared/benchmarks --total-timesteps 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agents.training import ALGORITHMS, VEC_ENVS, TrainConfig, plot_training_curves, train
+from ballad_env.env import REWARD_CHOICES
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; every option maps to a ``TrainConfig`` field."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
+    p.add_argument("--datasets", nargs="+", default=["toy"],
+                   help="data sets (names or paths); one is drawn per episode")
+    p.add_argument("--datasets-from", type=Path, default=None,
+                   help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
+    p.add_argument("--data-dir", default=None, help="folder of data files ($BALLAD_DATA_DIR)")
+    p.add_argument("--reward", choices=REWARD_CHOICES, default="cost",
+                   help="reward: cost (reads test labels: simulation only), val_cost, ...")
+    p.add_argument("--prior", default="iforest", help="unsupervised prior: iforest or knn")
+    p.add_argument("--total-timesteps", type=int, default=3000, help="environment steps")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
+    p.add_argument("--n-envs", type=int, default=2, help="parallel environments")
+    p.add_argument("--vec-env", choices=VEC_ENVS, default="subproc",
+                   help="subproc: one process per worker; dummy: all in this process")
+    p.add_argument("--learning-rate", type=float, default=3e-4, help="optimiser step size")
+    p.add_argument("--gamma", type=float, default=1.0,
+                   help="discount (1: the return is the whole cost decrease)")
+    p.add_argument("--n-steps", type=int, default=None,
+                   help="rollout length per worker (PPO/A2C; default 60 and 15)")
+    p.add_argument("--batch-size", type=int, default=None, help="minibatch (PPO 60, DQN 32)")
+    p.add_argument("--ent-coef", type=float, default=0.01, help="entropy bonus (PPO/A2C)")
+    p.add_argument("--net-arch", type=int, nargs="+", default=[64, 64], help="hidden layers")
+    p.add_argument("--eval-freq", type=int, default=0,
+                   help="evaluate every this many steps (0: never)")
+    p.add_argument("--eval-episodes", type=int, default=6, help="episodes per evaluation")
+    p.add_argument("--eval-seed", type=int, default=100_000,
+                   help="seed of the (same) evaluation episodes")
+    p.add_argument("--checkpoint-freq", type=int, default=0,
+                   help="save a checkpoint every this many steps (0: never)")
+    p.add_argument("--output-dir", default="results/policies", help="where runs are written")
+    p.add_argument("--run-name", default=None, help="override the derived run name")
+    p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return p.parse_args(argv)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The run's settings from the parsed command line."""
+    datasets = args.datasets
+    if args.datasets_from is not None:
+        datasets = json.loads(args.datasets_from.read_text())["train"]
+    return TrainConfig(
+        algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir, reward=args.reward,
+        prior=args.prior, total_timesteps=args.total_timesteps, seed=args.seed,
+        n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
+        gamma=args.gamma, n_steps=args.n_steps, batch_size=args.batch_size,
+        ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), eval_freq=args.eval_freq,
+        eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
+        checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
+        run_name=args.run_name, torch_threads=args.torch_threads,
+        progress_bar=not args.no_progress)
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = config_from_args(parse_args(argv))
+    result = train(config)
+    window = max(1, min(30, config.total_timesteps // 150))
+    curve = plot_training_curves({config.name: [result.run_dir]}, result.run_dir / "curve.png",
+                                 window=window, title=config.name)
+    print(f"trained {config.name} in {result.seconds:.1f} s")
+    print(f"model    {result.model_path}")
+    print(f"settings {result.settings_path}")
+    print(f"curve    {curve}")
+
+
+if __name__ == "__main__":
+    main()
