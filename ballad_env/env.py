@@ -280,7 +280,7 @@ class BudgetAllocationEnv(gym.Env):
     def _info(self) -> dict[str, Any]:
         ep = self.episode
         last = self._last
-        test = last.evaluation if last is not None else ep.evaluate_test()
+        test = ep.evaluate_test()
         latest = self._latest_rewards()
         return {
             "dataset": ep.dataset.name,

@@ -132,6 +132,7 @@ class Episode:
         self._threshold_stream = streams["threshold"]
         self.train_labels, self.val_labels = _Labels(n_train), _Labels(n_val)
         self.rounds_done = 0
+        self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
         self.tau = 0.0
         initial = self._outputs(DEFAULT_TAU)
@@ -171,9 +172,15 @@ class Episode:
                    + self.split.y_val[self.val_labels.indices].sum())
 
     def evaluate_test(self) -> Evaluation:
-        """Cost, FPR, FNR, rejection rate and ROC AUC on T with the current detector and tau."""
-        return evaluate(self.p_test, self.split.y_test, confidence(self.p_test) < self.tau,
-                        self.costs)
+        """Cost, FPR, FNR, rejection rate and ROC AUC on T with the current detector and tau.
+
+        Computed once per state: a step, its reward and its ``info`` all read it.
+        """
+        state = (self.n_al, self.n_lr)
+        if self._evaluation is None or self._evaluation[0] != state:
+            self._evaluation = (state, evaluate(self.p_test, self.split.y_test,
+                                                confidence(self.p_test) < self.tau, self.costs))
+        return self._evaluation[1]
 
     def threshold_data(self) -> tuple[np.ndarray, np.ndarray]:
         """Probabilities and labels that set tau: labeled V, else labeled D (biased), else none."""
