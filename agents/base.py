@@ -9,6 +9,18 @@ import numpy as np
 from ballad_env.env import FEATURE_INDEX
 from ballad_env.episode import AL, LR
 
+_MASK_FEATURES = [FEATURE_INDEX["al_available"], FEATURE_INDEX["lr_available"]]
+
+
+def mask_from_observation(observation: np.ndarray) -> np.ndarray:
+    """Valid (AL, LR) actions per row, read from the observation's availability features.
+
+    A row with no valid action (the episode is over) allows both, so it stays defined.
+    """
+    mask = np.atleast_2d(observation)[:, _MASK_FEATURES] > 0.5
+    mask[~mask.any(axis=1)] = True
+    return mask
+
 
 @runtime_checkable
 class Agent(Protocol):
@@ -46,8 +58,7 @@ class RuleAgent:
     @staticmethod
     def _available(obs: np.ndarray, action: int) -> int:
         """``action`` if its pool has labels left, else the other one."""
-        flag = "al_available" if action == AL else "lr_available"
-        return action if obs[FEATURE_INDEX[flag]] > 0.5 else 1 - action
+        return action if mask_from_observation(obs)[0, action] else 1 - action
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -58,4 +69,4 @@ def feature(obs: np.ndarray, name: str) -> float:
     return float(obs[FEATURE_INDEX[name]])
 
 
-__all__ = ["AL", "LR", "Agent", "RuleAgent", "feature"]
+__all__ = ["AL", "LR", "Agent", "RuleAgent", "feature", "mask_from_observation"]

@@ -16,10 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.base import mask_from_observation
 from agents.training import ALGORITHM_CLASSES
-from ballad_env.env import FEATURE_INDEX, OBSERVATION_FEATURES
-
-_MASK_FEATURES = [FEATURE_INDEX["al_available"], FEATURE_INDEX["lr_available"]]
+from ballad_env.env import OBSERVATION_FEATURES
 
 
 def is_policy_path(spec: str | Path) -> bool:
@@ -30,16 +29,6 @@ def is_policy_path(spec: str | Path) -> bool:
 def settings_path(model_path: str | Path) -> Path:
     """The settings JSON saved beside a model: same stem, ``.json``."""
     return Path(model_path).with_suffix(".json")
-
-
-def mask_from_observation(observation: np.ndarray) -> np.ndarray:
-    """Valid (AL, LR) actions per row, read from the observation's availability features.
-
-    A row with no valid action (the episode is over) allows both, so it stays defined.
-    """
-    mask = np.atleast_2d(observation)[:, _MASK_FEATURES] > 0.5
-    mask[~mask.any(axis=1)] = True
-    return mask
 
 
 class PolicyAgent:
@@ -148,5 +137,4 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
     return PolicyAgent(model, settings, name=path.stem)
 
 
-__all__ = ["PolicyAgent", "is_policy_path", "load_policy", "mask_from_observation",
-           "settings_path"]
+__all__ = ["PolicyAgent", "is_policy_path", "load_policy", "settings_path"]

@@ -49,13 +49,13 @@ import pandas as pd
 from agents.evaluation import RECORD_FIELDS, run_episode
 from agents.registry import agent_names, make_agent
 from ballad_env.data import BUILTIN_DATASETS, Dataset, available_datasets, load_dataset
+from ballad_env.detector import PRIORS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.protocol import Budget
 
 RUN_FILE = "run.json"
 CELLS_DIR = "cells"
 FORMAT_VERSION = 1
-PRIORS = ("iforest", "knn")
 #: Packages whose versions are recorded in run.json and must match on resume.
 VERSIONED_PACKAGES = ("ballad-env", "numpy", "scipy", "scikit-learn", "pyod", "scikit-optimize",
                       "gymnasium", "pandas")

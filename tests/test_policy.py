@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from agents import run_episode
-from agents.policy import PolicyAgent, is_policy_path, load_policy, mask_from_observation
+from agents.base import mask_from_observation
+from agents.policy import PolicyAgent, is_policy_path, load_policy
 from agents.training import ALGORITHMS, TrainConfig, ValidActionWrapper, read_monitor, train
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv
 from ballad_env.data import Dataset, load_dataset
