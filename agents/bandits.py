@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import AL, LR, RuleAgent, feature
-from ballad_env.rewards import REWARDS
+from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 _LR_FIRST = re.compile(r"lr-first-(\d+(?:\.\d+)?)")
 
@@ -38,8 +38,8 @@ class HistoryAgent(RuleAgent):
     """
 
     def __init__(self, reward: str = "entropy") -> None:
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}: use one of {REWARDS}")
+        if reward not in SIDE_SIGNAL_NAMES:
+            raise ValueError(f"unknown reward {reward!r}: use one of {SIDE_SIGNAL_NAMES}")
         self.reward = reward
         self.reset()
 
@@ -267,10 +267,12 @@ BANDIT_AGENTS = {
 
 
 def _register() -> None:
-    from agents.registry import register_agent
+    from agents.registry import register_agent, register_agent_pattern
 
     for name, factory in BANDIT_AGENTS.items():
         register_agent(name, factory)
+    register_agent_pattern(_LR_FIRST.pattern, "lr-first-25",
+                           lambda match, env: LRFirst(float(match.group(1))))
 
 
 _register()

@@ -6,8 +6,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ballad_env.env import FEATURE_INDEX
 from ballad_env.episode import AL, LR
+from ballad_env.observation import FEATURE_INDEX
 
 _MASK_FEATURES = [FEATURE_INDEX["al_available"], FEATURE_INDEX["lr_available"]]
 

@@ -1,37 +1,56 @@
-"""Run an agent through episodes and keep one record per round."""
+"""The one episode loop: an agent plays an environment from a seeded reset to the end.
+
+Every place that plays episodes (the experiment runner, the policy study, the benchmark,
+user code) goes through :func:`run_episode`, which calls ``predict`` as SB3's
+``evaluate_policy`` does: the recurrent ``state`` threaded from call to call and
+``episode_start`` true on the first step only.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-#: The ``info`` figures copied into every record (the indices and mask are left out).
-RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejection_rate",
-                 "auc", "reward_al", "reward_lr", "entropy_al", "entropy_lr", "cosine_al",
-                 "cosine_lr", "al_measured", "lr_measured", "tau", "val_cost",
-                 "n_labeled_train", "n_labeled_val", "n_anomalies_found")
+from ballad_env.episode import RECORD_FIELDS
 
 
-def run_episode(env: Any, agent: Any, seed: int, include_start: bool = False
+def run_episode(env: Any, agent: Any, seed: int, *, include_start: bool = False,
+                deterministic: bool = True,
+                on_step: Callable[[np.ndarray, int, float, dict[str, Any]], None] | None = None,
                 ) -> list[dict[str, Any]]:
     """Play one episode of ``agent`` from ``env.reset(seed=seed)``; one record per round.
 
-    Records carry every scalar ``info`` figure plus the step's reward. With
-    ``include_start`` the state before any label comes first, as round 0.
+    Records carry every scalar ``info`` figure (``RECORD_FIELDS``) plus the step's reward.
+    With ``include_start`` the state before any label comes first, as round 0 (reward NaN).
+    ``on_step(observation, action, reward, info)`` sees every step, for callers that need
+    more than the records (the observations, say).
     """
     obs, info = env.reset(seed=seed)
     agent.reset(seed)
-    records = [_record(info, reward=np.nan)] if include_start else []
-    terminated = truncated = False
-    while not (terminated or truncated):
-        action, _ = agent.predict(obs, deterministic=True)
-        obs, reward, terminated, truncated, info = env.step(int(np.asarray(action).item()))
-        records.append(_record(info, reward))
+    records = [episode_record(info, reward=np.nan)] if include_start else []
+    state: Any = None
+    episode_start = np.ones((1,), dtype=bool)
+    done = False
+    while not done:
+        choice, state = agent.predict(obs, state=state, episode_start=episode_start,
+                                      deterministic=deterministic)
+        action = int(np.asarray(choice).item())
+        obs, reward, terminated, truncated, info = env.step(action)
+        done = bool(terminated or truncated)
+        episode_start = np.array([done])
+        records.append(episode_record(info, reward))
+        if on_step is not None:
+            on_step(obs, action, float(reward), info)
     return records
 
 
-def _record(info: dict[str, Any], reward: float) -> dict[str, Any]:
+def episode_record(info: dict[str, Any], reward: float) -> dict[str, Any]:
+    """One round's record: the scalar ``info`` figures and the step's reward."""
     record = {name: info[name] for name in RECORD_FIELDS}
     record["reward"] = float(reward)
     return record
+
+
+__all__ = ["RECORD_FIELDS", "episode_record", "run_episode"]

@@ -15,15 +15,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from sb3_contrib import MaskablePPO
+from stable_baselines3 import A2C, DQN, PPO
 
 from agents.base import mask_from_observation
-from agents.training import ALGORITHM_CLASSES
-from ballad_env.env import OBSERVATION_FEATURES
+from agents.registry import is_policy_path
+from ballad_env.observation import OBSERVATION_FEATURES
 
-
-def is_policy_path(spec: str | Path) -> bool:
-    """Whether an agent spec names a saved model (a path ending in ``.zip``)."""
-    return str(spec).lower().endswith(".zip")
+#: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
+ALGORITHM_CLASSES: dict[str, type] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
+                                      "maskable_ppo": MaskablePPO}
+ALGORITHMS = tuple(ALGORITHM_CLASSES)
 
 
 def settings_path(model_path: str | Path) -> Path:
@@ -137,4 +139,5 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
     return PolicyAgent(model, settings, name=path.stem)
 
 
-__all__ = ["PolicyAgent", "is_policy_path", "load_policy", "settings_path"]
+__all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "is_policy_path", "load_policy",
+           "settings_path"]

@@ -1,30 +1,65 @@
-"""Agents by command-line name, so runners and scripts build them from strings."""
+"""Agents by command-line name, so runners and scripts build them from strings.
+
+A name is either registered as it is (``register_agent("ballad", factory)``) or matches a
+registered pattern (``register_agent_pattern(r"lr-first-(\\d+)", factory)``), so a family of
+agents with a parameter in the name (``lr-first-25``, any percent) needs one entry.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
 from typing import Any
 
 from agents.base import Agent
+from ballad_env.registry import Registry
 
 #: name -> factory taking the environment (only the oracle and learned policies use it).
-_FACTORIES: dict[str, Callable[[Any], Agent]] = {}
+AGENTS: Registry[Callable[[Any], Agent]] = Registry("agent")
+#: (pattern, example name, factory taking the match and the environment).
+_PATTERNS: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], Any], Agent]]] = []
 
 
 def register_agent(name: str, factory: Callable[[Any], Agent]) -> None:
     """Make ``make_agent(name, env)`` return ``factory(env)``; names are unique."""
-    if name in _FACTORIES:
-        raise ValueError(f"agent name {name!r} is already registered")
-    _FACTORIES[name] = factory
+    AGENTS.register(name, factory)
+
+
+def register_agent_pattern(pattern: str, example: str,
+                           factory: Callable[[re.Match[str], Any], Agent]) -> None:
+    """Make every name that fully matches ``pattern`` an agent: ``factory(match, env)``."""
+    _PATTERNS.append((re.compile(pattern), example, factory))
 
 
 def agent_names() -> tuple[str, ...]:
-    """Registered agent names, in registration order."""
-    return tuple(_FACTORIES)
+    """Registered agent names, in registration order (pattern families by their examples)."""
+    return AGENTS.names()
+
+
+def is_agent_name(name: str) -> bool:
+    """Whether ``make_agent(name)`` knows ``name`` (registered, or matching a pattern)."""
+    return name in AGENTS or any(p.fullmatch(name) for p, _, _ in _PATTERNS)
+
+
+def is_policy_path(spec: str | os.PathLike) -> bool:
+    """Whether an agent spec names a saved policy (a path ending in ``.zip``)."""
+    return str(spec).lower().endswith(".zip")
 
 
 def make_agent(name: str, env: Any = None) -> Agent:
-    """The agent called ``name``; ``env`` is the environment it will act in."""
-    if name not in _FACTORIES:
-        raise ValueError(f"unknown agent {name!r}: use one of {', '.join(agent_names())}")
-    return _FACTORIES[name](env)
+    """The agent called ``name`` (or the saved policy at a ``.zip`` path); ``env`` is the
+    environment it will act in."""
+    if is_policy_path(name):
+        from agents.policy import load_policy  # needs the 'rl' extra (torch)
+
+        return load_policy(name, env)
+    if name in AGENTS:
+        return AGENTS[name](env)
+    for pattern, _, factory in _PATTERNS:
+        match = pattern.fullmatch(name)
+        if match is not None:
+            return factory(match, env)
+    families = [example for _, example, _ in _PATTERNS]
+    raise ValueError(f"unknown agent {name!r}: use one of {', '.join(agent_names())}"
+                     + (f" or a name like {', '.join(families)}" if families else ""))

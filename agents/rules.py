@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import AL, LR, RuleAgent, feature
-from ballad_env.rewards import REWARDS
+from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 
 class BalladAgent(RuleAgent):
@@ -19,8 +19,8 @@ class BalladAgent(RuleAgent):
     """
 
     def __init__(self, reward: str = "entropy") -> None:
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}: use one of {REWARDS}")
+        if reward not in SIDE_SIGNAL_NAMES:
+            raise ValueError(f"unknown reward {reward!r}: use one of {SIDE_SIGNAL_NAMES}")
         self.reward = reward
         self.name = "ballad" if reward == "entropy" else f"ballad-{reward}"
 

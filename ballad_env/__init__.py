@@ -1,17 +1,27 @@
 """BALLAD's label-budget allocation problem (Active Learning vs Learning to Reject) for Gymnasium.
 
-``gymnasium.make("ballad_env/BudgetAllocation-v0", dataset="toy")`` builds the environment.
+``gymnasium.make("ballad_env/BudgetAllocation-v0", dataset="toy")`` builds the environment;
+:class:`Settings` holds every option of an episode.
 """
+
+from importlib import metadata
 
 from gymnasium.envs.registration import register
 
 from ballad_env.data import Dataset, available_datasets, load_dataset
-from ballad_env.env import FEATURE_INDEX, OBSERVATION_FEATURES, BudgetAllocationEnv
-from ballad_env.episode import AL, LR, Episode, EpisodeConfig
+from ballad_env.env import BudgetAllocationEnv
+from ballad_env.episode import AL, LR, Episode, Snapshot
+from ballad_env.observation import FEATURE_INDEX, OBSERVATION_FEATURES
+from ballad_env.settings import Settings
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
 
 register(id=ENV_ID, entry_point="ballad_env.env:BudgetAllocationEnv")
+
+try:
+    __version__ = metadata.version("ballad-env")
+except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AL",
@@ -22,8 +32,8 @@ __all__ = [
     "BudgetAllocationEnv",
     "Dataset",
     "Episode",
-    "EpisodeConfig",
+    "Settings",
+    "Snapshot",
     "available_datasets",
     "load_dataset",
 ]
-__version__ = "0.1.0"

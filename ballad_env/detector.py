@@ -10,12 +10,14 @@ incrementally as labels arrive.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-PRIORS = ("iforest", "knn")
+from ballad_env.registry import Registry
+
 _CHUNK_ELEMENTS = 262_144  # one block of pairwise distances: 2 MiB, cache-sized
 _EXP_FLOOR = -700.0  # exp is fast down to here (1e-304); below, it slows 5 to 100-fold
 
@@ -31,27 +33,43 @@ def squash(s: np.ndarray | float, threshold: float) -> np.ndarray:
     return -np.expm1(-np.log(2.0) * (s / threshold) ** 2)
 
 
+#: name -> factory(seed, number of training points) of an unfitted pyod detector.
+PriorFactory = Callable[[int | None, int | None], Any]
+PRIORS: Registry[PriorFactory] = Registry("prior")
+
+
+@PRIORS.register("iforest")
+def _iforest(seed: int | None, n_samples: int | None) -> Any:
+    """The paper's text: IForest with pyod's defaults."""
+    from pyod.models.iforest import IForest
+
+    return IForest(random_state=seed)
+
+
+@PRIORS.register("knn")
+def _knn(seed: int | None, n_samples: int | None) -> Any:
+    """The authors' code: mean distance to 10 neighbours (fewer on tiny training sets)."""
+    from pyod.models.knn import KNN
+
+    neighbours = 10 if n_samples is None else max(1, min(10, n_samples - 1))
+    return KNN(n_neighbors=neighbours, method="mean")
+
+
+def check_prior(prior: str | Any) -> None:
+    """Raise a clear error unless ``prior`` is a registered name or a pyod-like detector."""
+    if isinstance(prior, str):
+        PRIORS[prior.lower()]  # noqa: B018  (raises on an unknown name)
+    elif not hasattr(prior, "fit") or not hasattr(prior, "decision_function"):
+        raise TypeError(f"prior {prior!r} has no fit/decision_function: pass a pyod detector "
+                        f"or one of {', '.join(PRIORS)}")
+
+
 def make_prior(prior: str | Any = "iforest", seed: int | None = None,
                n_samples: int | None = None) -> Any:
-    """Return an unfitted pyod detector: ``"iforest"``, ``"knn"`` or a copy of a given instance.
-
-    ``"knn"`` is the authors' code's prior: the mean distance to 10 neighbours (fewer
-    when the training set has no more than 10 points).
-    """
+    """An unfitted prior: a registered name (``PRIORS``) or a copy of a given detector."""
+    check_prior(prior)
     if isinstance(prior, str):
-        name = prior.lower()
-        if name == "iforest":
-            from pyod.models.iforest import IForest
-
-            return IForest(random_state=seed)
-        if name == "knn":
-            from pyod.models.knn import KNN
-
-            neighbours = 10 if n_samples is None else max(1, min(10, n_samples - 1))
-            return KNN(n_neighbors=neighbours, method="mean")
-        raise ValueError(f"unknown prior {prior!r}: use one of {PRIORS} or a pyod detector")
-    if not hasattr(prior, "fit") or not hasattr(prior, "decision_function"):
-        raise TypeError(f"prior {prior!r} has no fit/decision_function: pass a pyod detector")
+        return PRIORS[prior.lower()](seed, n_samples)
     detector = copy.deepcopy(prior)
     if seed is not None and "random_state" in getattr(detector, "get_params", dict)():
         detector.set_params(random_state=seed)

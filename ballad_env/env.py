@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from typing import Any
 
 import gymnasium as gym
@@ -10,80 +11,10 @@ import numpy as np
 from gymnasium import spaces
 
 from ballad_env.data import Dataset, load_dataset
-from ballad_env.episode import (
-    ACTION_NAMES,
-    AL,
-    LR,
-    Episode,
-    EpisodeConfig,
-    RoundResult,
-    check_settings,
-)
-from ballad_env.rewards import REWARDS
-
-#: Observation features, in order; every one lies in [0, 1] whatever the data set.
-OBSERVATION_FEATURES = (
-    "entropy_al",        # latest AL entropy reward (0 until measured)
-    "entropy_lr",        # latest LR entropy reward
-    "cosine_al",         # latest AL cosine reward
-    "cosine_lr",         # latest LR cosine reward
-    "al_measured",       # 1 once an AL round has been taken
-    "lr_measured",       # 1 once an LR round has been taken
-    "budget_used",       # rounds taken / rounds in the budget
-    "labeled_train",     # labeled fraction of D
-    "labeled_val",       # labeled fraction of V
-    "anomalies_found",   # anomalies labeled / expected anomalies in D and V (clipped to 1)
-    "contamination",     # gamma, the known fraction of anomalies
-    "tau",               # current rejection threshold
-    "val_rejection",     # share of V rejected by tau
-    "val_cost",          # cost estimate on the labels that set tau, over the largest unit cost
-    "prev_al",           # previous action was AL
-    "prev_lr",           # previous action was LR
-    "al_available",      # D still holds a whole round of unlabeled examples
-    "lr_available",      # V still holds a whole round of unlabeled examples
-)
-FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATION_FEATURES)}
-#: The paper's signals, then two for learning: the decrease of the test cost (reads test
-#: labels: simulation only) and of the cost estimated on the labels bought so far.
-REWARD_CHOICES = (*REWARDS, "cost", "val_cost")
-#: The features fixed by the state (i AL rounds, j LR rounds), whatever the path to it.
-STATE_FEATURES = ("budget_used", "labeled_train", "labeled_val", "anomalies_found",
-                  "contamination", "tau", "val_rejection", "val_cost", "al_available",
-                  "lr_available")
-
-
-def state_features(episode: Episode) -> dict[str, float]:
-    """The observation features that depend only on the episode's state, scaled to [0, 1]."""
-    n_train, n_val = episode.train_labels.size, episode.val_labels.size
-    expected_anomalies = max(1.0, episode.gamma * (n_train + n_val))
-    mask = episode.action_mask()
-    return {
-        "budget_used": episode.rounds_done / episode.budget.n_rounds,
-        "labeled_train": episode.train_labels.count / n_train,
-        "labeled_val": episode.val_labels.count / n_val,
-        "anomalies_found": min(1.0, episode.anomalies_found() / expected_anomalies),
-        "contamination": episode.gamma,
-        "tau": episode.tau,
-        "val_rejection": episode.validation_rejection_rate(),
-        "val_cost": min(1.0, episode.validation_cost() / episode.costs.max_cost),
-        "al_available": float(mask[AL]), "lr_available": float(mask[LR]),
-    }
-
-
-def encode_observation(state: dict[str, float], latest: dict[int, dict[str, float] | None],
-                       previous: int | None) -> np.ndarray:
-    """The observation vector: state features plus the path's part, each side's latest
-    rewards (None until measured) and the previous action (None at the start)."""
-    values = dict(state)
-    for side, suffix in ((AL, "al"), (LR, "lr")):
-        rewards = latest[side]
-        values[f"{suffix}_measured"] = rewards is not None
-        for signal in REWARDS:
-            values[f"{signal}_{suffix}"] = rewards[signal] if rewards is not None else 0.0
-    values["prev_al"], values["prev_lr"] = previous == AL, previous == LR
-    obs = np.array([values[name] for name in OBSERVATION_FEATURES], dtype=np.float32)
-    return np.clip(obs, 0.0, 1.0)
-
+from ballad_env.episode import Episode, Snapshot, check_settings
+from ballad_env.observation import OBSERVATION_FEATURES, encode, observation_space
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
+from ballad_env.settings import Settings
 
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
 
@@ -162,46 +93,42 @@ class BudgetAllocationEnv(gym.Env):
         dataset: DatasetSource | list[DatasetSource] = "toy",
         *,
         data_dir: str | os.PathLike | None = None,
-        reward: str = "entropy",
-        budget_fraction: float = 0.3,
-        round_fraction: float = 0.02,
-        c_fp: float = 1.0,
-        c_fn: float = 1.0,
-        c_r: float | None = None,
-        prior: str | Any = "iforest",
-        threshold_search: str = "exact",
-        bayes_calls: int = 20,
-        al_strategy: str = "uncertainty",
+        settings: Settings | None = None,
         render_mode: str | None = None,
+        **options: Any,
     ) -> None:
-        if reward not in REWARD_CHOICES:
-            raise ValueError(f"unknown reward {reward!r}: use one of {REWARD_CHOICES}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}: use one of "
                              f"{self.metadata['render_modes']}")
+        unknown = sorted(set(options) - {f.name for f in fields(Settings)})
+        if unknown:
+            options_list = ", ".join(f.name for f in fields(Settings))
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}: use data_dir, settings, "
+                            f"render_mode or a Settings field ({options_list})")
+        self.settings = (settings or Settings()).replace(**options)
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
             raise ValueError("dataset: the list of data sets is empty")
         self.datasets = [load_dataset(source, data_dir=data_dir) for source in sources]
         self.dataset = self.datasets[0]
-        self.reward_name = reward
+        self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         # The side signal reported as info["reward_al"/"reward_lr"].
-        self._signal = reward if reward in REWARDS else "entropy"
-        self.config = EpisodeConfig(
-            budget_fraction=budget_fraction, round_fraction=round_fraction, c_fp=c_fp,
-            c_fn=c_fn, c_r=c_r, prior=prior, threshold_search=threshold_search,
-            bayes_calls=bayes_calls, al_strategy=al_strategy)
+        self._shown = self.settings.reward if self.settings.reward in SIDE_SIGNAL_NAMES \
+            else SIDE_SIGNAL_NAMES[0]
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
-        n = len(OBSERVATION_FEATURES)
-        self.observation_space = spaces.Box(np.zeros(n, np.float32), np.ones(n, np.float32),
-                                            dtype=np.float32)
+        self.observation_space = observation_space()
         self.feature_names = OBSERVATION_FEATURES
         self.episode: Episode | None = None
-        self._last: RoundResult | None = None
+        self._snapshot: Snapshot | None = None
         # Fail now, not at the first reset, on costs or budgets the data cannot support.
         for data in self.datasets:
-            check_settings(data, self.config)
+            check_settings(data, self.settings)
+
+    @property
+    def reward_name(self) -> str:
+        """The reward this environment gives (``settings.reward``)."""
+        return self.settings.reward
 
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None,
@@ -212,19 +139,30 @@ class BudgetAllocationEnv(gym.Env):
             self.dataset = self.datasets[int(self.np_random.integers(len(self.datasets)))]
         if seed is None or len(self.datasets) > 1:
             seed = int(self.np_random.integers(2**63 - 1))
-        self.episode = Episode(self.dataset, seed, self.config)
-        self._last = None
-        return self._observation(), self._info()
+        self.episode = Episode(self.dataset, seed, self.settings)
+        self._snapshot = self.episode.snapshot()
+        return encode(self._snapshot), self._snapshot.info(self._shown)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1)."""
-        if self.episode is None:
+        if self.episode is None or self._snapshot is None:
             raise RuntimeError("call reset() before step()")
         action = self._as_action(action)
-        before = self._costs_now()
-        self._last = self.episode.step(action)
-        reward = self._reward(before)
-        return self._observation(), reward, bool(self.episode.done), False, self._info()
+        before = self._snapshot
+        result = self.episode.step(action)
+        self._snapshot = after = self.episode.snapshot()
+        signal = self.reward_signal
+        if isinstance(signal, CostDecrease):
+            reward = signal(before, after)
+        else:
+            reward = float(result.rewards[signal.name])
+        return encode(after), reward, bool(self.episode.done), False, after.info(self._shown)
+
+    def snapshot(self) -> Snapshot:
+        """The current state as a frozen record (observation and ``info`` derive from it)."""
+        if self._snapshot is None:
+            raise RuntimeError("call reset() before snapshot()")
+        return self._snapshot
 
     def action_masks(self) -> np.ndarray:
         """Valid actions (AL, LR) now, for sb3-contrib's MaskablePPO."""
@@ -239,7 +177,7 @@ class BudgetAllocationEnv(gym.Env):
         from ballad_env import render
 
         if self.render_mode == "ansi":
-            return render.ansi(self.episode, self._info())
+            return render.ansi(self.snapshot())
         return render.rgb_array(self.episode)
 
     # ----------------------------------------------------------------- hooks
@@ -252,50 +190,3 @@ class BudgetAllocationEnv(gym.Env):
         if not self.action_space.contains(value) or np.asarray(action).item() != value:
             raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)")
         return value
-
-    def _costs_now(self) -> dict[str, float]:
-        """The costs a cost-decrease reward compares across a round."""
-        if self.reward_name == "cost":
-            return {"cost": self.episode.evaluate_test().cost}
-        if self.reward_name == "val_cost":
-            return {"val_cost": self.episode.validation_cost()}
-        return {}
-
-    def _reward(self, before: dict[str, float]) -> float:
-        """The chosen side's signal, or the decrease of the chosen cost over the round."""
-        if self.reward_name in REWARDS:
-            return float(self._last.rewards[self.reward_name])
-        after = self._costs_now()
-        return float(before[self.reward_name] - after[self.reward_name])
-
-    def _latest_rewards(self) -> dict[int, dict[str, float]]:
-        """Each side's latest rewards; 0 until measured (the ``*_measured`` flags tell)."""
-        return {side: self.episode.latest[side] or {"entropy": 0.0, "cosine": 0.0}
-                for side in (AL, LR)}
-
-    def _observation(self) -> np.ndarray:
-        previous = self._last.action if self._last is not None else None
-        return encode_observation(state_features(self.episode), self.episode.latest, previous)
-
-    def _info(self) -> dict[str, Any]:
-        ep = self.episode
-        last = self._last
-        test = ep.evaluate_test()
-        latest = self._latest_rewards()
-        return {
-            "dataset": ep.dataset.name,
-            "round": ep.rounds_done,
-            "action": ACTION_NAMES[last.action] if last else "",
-            "test_cost": test.cost, "fpr": test.fpr, "fnr": test.fnr,
-            "rejection_rate": test.rejection_rate, "auc": test.auc,
-            "reward_al": latest[AL][self._signal], "reward_lr": latest[LR][self._signal],
-            "entropy_al": latest[AL]["entropy"], "entropy_lr": latest[LR]["entropy"],
-            "cosine_al": latest[AL]["cosine"], "cosine_lr": latest[LR]["cosine"],
-            "al_measured": ep.latest[AL] is not None, "lr_measured": ep.latest[LR] is not None,
-            "tau": ep.tau,
-            "val_cost": ep.validation_cost(),
-            "n_labeled_train": ep.train_labels.count, "n_labeled_val": ep.val_labels.count,
-            "n_anomalies_found": ep.anomalies_found(),
-            "queried": last.queried.copy() if last else np.empty(0, dtype=np.intp),
-            "action_mask": ep.action_mask(),
-        }

@@ -12,15 +12,17 @@ j LR rounds does not depend on their order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from ballad_env.cost import Costs, Evaluation, evaluate
 from ballad_env.data import Dataset
-from ballad_env.detector import PRIORS, SSDO, PointScores
+from ballad_env.detector import SSDO, PointScores
 from ballad_env.protocol import Budget, spawn_streams, split_and_scale, split_sizes
+from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.rejection import (
     DEFAULT_TAU,
     ThresholdSearch,
@@ -28,53 +30,14 @@ from ballad_env.rejection import (
     empirical_cost,
     rejection_probability,
 )
-from ballad_env.rewards import REWARDS, cosine_reward, entropy_reward
+from ballad_env.rewards import SIDE_SIGNAL_NAMES, SideOutput
+from ballad_env.settings import Settings
 
 AL, LR = 0, 1
 ACTION_NAMES = ("AL", "LR")
-AL_STRATEGIES = ("uncertainty", "random")
 
 
 @dataclass(frozen=True)
-class EpisodeConfig:
-    """Everything the paper varies. Defaults are the paper's protocol (SPEC §1-§5)."""
-
-    budget_fraction: float = 0.3
-    round_fraction: float = 0.02
-    c_fp: float = 1.0
-    c_fn: float = 1.0
-    c_r: float | None = None  # None: the contamination factor gamma
-    prior: str | Any = "iforest"
-    threshold_search: str = "exact"
-    bayes_calls: int = 20
-    al_strategy: str = "uncertainty"
-    k: int = 30
-    alpha: float = 2.3
-
-    def __post_init__(self) -> None:
-        if self.al_strategy not in AL_STRATEGIES:
-            raise ValueError(f"unknown AL strategy {self.al_strategy!r}: use one of "
-                             f"{AL_STRATEGIES}")
-        ThresholdSearch(self.threshold_search, self.bayes_calls)  # validates both
-        if isinstance(self.prior, str) and self.prior.lower() not in PRIORS:
-            raise ValueError(f"unknown prior {self.prior!r}: use one of {PRIORS} or a pyod "
-                             "detector")
-
-
-@dataclass
-class SideOutput:
-    """A side's detector output on D and V: probabilities (entropy) and 0/1 decisions (cosine)."""
-
-    probability: np.ndarray
-    decision: np.ndarray
-
-    def rewards(self, previous: SideOutput) -> dict[str, float]:
-        """Both reward signals of the change from ``previous`` to this output."""
-        return {"entropy": entropy_reward(self.probability, previous.probability),
-                "cosine": cosine_reward(self.decision, previous.decision)}
-
-
-@dataclass
 class RoundResult:
     """What one round bought and what it measured."""
 
@@ -82,6 +45,101 @@ class RoundResult:
     queried: np.ndarray
     rewards: dict[str, float]
     evaluation: Evaluation
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything that can be observed or reported about an episode at one moment.
+
+    The observation (``ballad_env.observation``), the environment's ``info``, the lattice's
+    per-state figures and the results' columns are all derived from it. ``previous`` and
+    ``latest`` depend on the path to the state; every other field only on the state (i, j).
+    """
+
+    dataset: str
+    round: int
+    n_rounds: int
+    n_al: int
+    n_lr: int
+    previous: int | None  # the action of the round just taken (None at the start)
+    queried: np.ndarray  # indices the previous round labeled, into D or V
+    test_cost: float
+    fpr: float
+    fnr: float
+    rejection_rate: float
+    auc: float
+    tau: float
+    val_cost: float  # M(tau) on the labels that set tau
+    val_rejection: float  # share of all of V rejected
+    n_labeled_train: int
+    n_labeled_val: int
+    n_train: int
+    n_val: int
+    n_anomalies_found: int
+    contamination: float
+    max_cost: float  # the largest unit cost, to scale costs into [0, 1]
+    al_available: bool
+    lr_available: bool
+    latest: dict[int, dict[str, float] | None]  # each side's latest side signals
+
+    @property
+    def action_mask(self) -> np.ndarray:
+        """Boolean (AL, LR): which actions can be taken now."""
+        return np.array([self.al_available, self.lr_available])
+
+    def signal(self, side: int, name: str) -> float:
+        """A side's latest value of side signal ``name`` (0 until that side is measured)."""
+        values = self.latest[side]
+        return values[name] if values is not None else 0.0
+
+    def record(self, shown_signal: str = "entropy") -> dict[str, Any]:
+        """The scalar ``info`` entries (``RECORD_FIELDS``): test figures, both sides' signals
+        (``shown_signal`` also as ``reward_al``/``reward_lr``), tau and label counts."""
+        record: dict[str, Any] = {
+            "dataset": self.dataset, "round": self.round,
+            "action": ACTION_NAMES[self.previous] if self.previous is not None else "",
+            "test_cost": self.test_cost, "fpr": self.fpr, "fnr": self.fnr,
+            "rejection_rate": self.rejection_rate, "auc": self.auc,
+            "reward_al": self.signal(AL, shown_signal), "reward_lr": self.signal(LR, shown_signal),
+        }
+        for name in SIDE_SIGNAL_NAMES:
+            record[f"{name}_al"] = self.signal(AL, name)
+            record[f"{name}_lr"] = self.signal(LR, name)
+        record.update({
+            "al_measured": self.latest[AL] is not None, "lr_measured": self.latest[LR] is not None,
+            "tau": self.tau, "val_cost": self.val_cost,
+            "n_labeled_train": self.n_labeled_train, "n_labeled_val": self.n_labeled_val,
+            "n_anomalies_found": self.n_anomalies_found,
+        })
+        return record
+
+    def info(self, shown_signal: str = "entropy") -> dict[str, Any]:
+        """The environment's ``info``: the record plus the indices just queried and the mask."""
+        return {**self.record(shown_signal), "queried": self.queried.copy(),
+                "action_mask": self.action_mask}
+
+
+#: Snapshot fields that depend on the path to a state, not only on the state (i, j).
+PATH_FIELDS = ("previous", "queried", "latest")
+#: Numeric snapshot fields fixed by the state (i, j): what the lattice stores per state.
+STATE_FIGURES = tuple(f.name for f in fields(Snapshot)
+                      if f.name not in (*PATH_FIELDS, "dataset"))
+#: The keys of ``Snapshot.record``: the columns of tidy per-round results.
+RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejection_rate",
+                 "auc", "reward_al", "reward_lr",
+                 *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
+                 "al_measured", "lr_measured", "tau", "val_cost", "n_labeled_train",
+                 "n_labeled_val", "n_anomalies_found")
+
+
+def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
+    """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid."""
+    costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
+                                    settings.c_r)
+    n_train, n_val, _ = split_sizes(dataset.y)
+    budget = Budget.from_fractions(n_train, settings.budget_fraction, settings.round_fraction)
+    budget.check(n_train, n_val, dataset.name)
+    return costs, budget
 
 
 @dataclass
@@ -99,39 +157,38 @@ class _Labels:
     def count(self) -> int:
         return sum(len(chunk) for chunk in self.order)
 
-
-def check_settings(dataset: Dataset, config: EpisodeConfig) -> tuple[Costs, Budget]:
-    """Costs and budget of ``config`` on ``dataset``; a clear error if either is invalid."""
-    costs = Costs.for_contamination(dataset.contamination, config.c_fp, config.c_fn, config.c_r)
-    n_train, n_val, _ = split_sizes(dataset.y)
-    budget = Budget.from_fractions(n_train, config.budget_fraction, config.round_fraction)
-    budget.check(n_train, n_val, dataset.name)
-    return costs, budget
+    def unlabeled(self) -> np.ndarray:
+        """Sorted indices of the examples not labeled yet."""
+        labeled = np.zeros(self.size, dtype=bool)
+        labeled[self.indices] = True
+        return np.flatnonzero(~labeled)
 
 
 class Episode:
     """One episode: the state after any number of AL and LR rounds, and how it evaluates."""
 
     def __init__(self, dataset: Dataset, seed: int | np.random.SeedSequence,
-                 config: EpisodeConfig | None = None) -> None:
-        self.config = config or EpisodeConfig()
+                 settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
         self.dataset = dataset
-        self.gamma = dataset.contamination
-        cfg = self.config
+        self.contamination = dataset.contamination
+        cfg = self.settings
         self.costs, self.budget = check_settings(dataset, cfg)
         self.search = ThresholdSearch(cfg.threshold_search, cfg.bayes_calls)
         streams = spawn_streams(seed)
         self.split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]))
         n_train, n_val = len(self.split.y_train), len(self.split.y_val)
         prior_seed = int(np.random.default_rng(streams["prior"]).integers(2**31 - 1))
-        detector = SSDO(self.gamma, cfg.prior, cfg.k, cfg.alpha, random_state=prior_seed)
+        detector = SSDO(self.contamination, cfg.prior, cfg.k, cfg.alpha, random_state=prior_seed)
         detector.fit(self.split.X_train)
         self.scores = PointScores(detector, np.vstack([self.split.X_val, self.split.X_test]))
-        self._al_rng = np.random.default_rng(streams["al"])
-        self._lr_order = np.random.default_rng(streams["lr"]).permutation(n_val)
+        self.al_query = AL_QUERIES[cfg.al_strategy](np.random.default_rng(streams["al"]), n_train)
+        self.lr_query = LR_QUERIES[cfg.lr_strategy](np.random.default_rng(streams["lr"]), n_val)
         self._threshold_stream = streams["threshold"]
         self.train_labels, self.val_labels = _Labels(n_train), _Labels(n_val)
         self.rounds_done = 0
+        self.previous: int | None = None
+        self.last_queried = np.empty(0, dtype=np.intp)
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
         self.tau = 0.0
@@ -199,6 +256,24 @@ class Episode:
         """Share of all of V (labeled or not) that tau rejects."""
         return float(np.mean(confidence(self.p_val) < self.tau))
 
+    def snapshot(self) -> Snapshot:
+        """The episode now, as one frozen record (see :class:`Snapshot`)."""
+        test = self.evaluate_test()
+        mask = self.action_mask()
+        return Snapshot(
+            dataset=self.dataset.name, round=self.rounds_done, n_rounds=self.budget.n_rounds,
+            n_al=self.n_al, n_lr=self.n_lr, previous=self.previous,
+            queried=self.last_queried.copy(), test_cost=test.cost, fpr=test.fpr, fnr=test.fnr,
+            rejection_rate=test.rejection_rate, auc=test.auc, tau=self.tau,
+            val_cost=self.validation_cost(), val_rejection=self.validation_rejection_rate(),
+            n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
+            n_train=self.train_labels.size, n_val=self.val_labels.size,
+            n_anomalies_found=self.anomalies_found(), contamination=self.contamination,
+            max_cost=self.costs.max_cost, al_available=bool(mask[AL]),
+            lr_available=bool(mask[LR]),
+            latest={side: None if values is None else dict(values)
+                    for side, values in self.latest.items()})
+
     # ----------------------------------------------------------------- transitions
     def step(self, action: int) -> RoundResult:
         """Spend one round of the budget on ``action`` (AL or LR) and measure its reward."""
@@ -213,6 +288,7 @@ class Episode:
                              f"than {self.budget.per_round} unlabeled examples left")
         queried = self._query_al() if action == AL else self._query_lr()
         self.rounds_done += 1
+        self.previous, self.last_queried = action, queried
         if action == AL:
             self._refresh_probabilities()
         self._refresh_threshold()
@@ -222,26 +298,25 @@ class Episode:
         self.latest[action] = rewards
         return RoundResult(action, queried, rewards, self.evaluate_test())
 
+    def fork(self) -> Episode:
+        """An independent copy to step ahead in (the oracle's look-ahead, the lattice's
+        branches); it shares the read-only parts (data, split, fitted prior), since copying
+        a fitted IForest costs more than the rounds taken from the copy."""
+        shared = (self.dataset, self.split, self.scores.detector.prior_)
+        return copy.deepcopy(self, {id(part): part for part in shared})
+
     def _query_al(self) -> np.ndarray:
-        """Buy b training labels: random in the first AL round, then by uncertainty."""
-        b = self.budget.per_round
-        labeled = np.zeros(self.train_labels.size, dtype=bool)
-        labeled[self.train_labels.indices] = True
-        pool = np.flatnonzero(~labeled)
-        if self.n_al == 0 or self.config.al_strategy == "random":
-            chosen = self._al_rng.choice(pool, size=b, replace=False)
-        else:
-            tie_break = self._al_rng.random(pool.size)
-            order = np.lexsort((tie_break, confidence(self.p_train[pool])))
-            chosen = pool[order[:b]]
+        """Buy b training labels chosen by the AL query strategy; update the detector."""
+        chosen = self.al_query.select(self.p_train, self.train_labels.unlabeled(),
+                                      self.budget.per_round)
         self.train_labels.order.append(chosen)
         self.scores.add_labels(self.split.X_train[chosen], self.split.y_train[chosen])
         return chosen
 
     def _query_lr(self) -> np.ndarray:
-        """Buy b random validation labels (a fixed random order of V, drawn at the start)."""
-        b, start = self.budget.per_round, self.val_labels.count
-        chosen = self._lr_order[start:start + b]
+        """Buy b validation labels chosen by the LR query strategy."""
+        chosen = self.lr_query.select(self.p_val, self.val_labels.unlabeled(),
+                                      self.budget.per_round)
         self.val_labels.order.append(chosen)
         return chosen
 
@@ -252,7 +327,7 @@ class Episode:
         self.p_val, self.p_test = p_other[:n_val], p_other[n_val:]
 
     def _refresh_threshold(self) -> None:
-        """Re-optimise tau on the labels that set it (SPEC §3), seeded by the state (i, j)."""
+        """Re-optimise tau on the labels that set it, seeded by the state (i, j)."""
         p, y = self.threshold_data()
         stream = self._threshold_stream
         state = np.random.SeedSequence(stream.entropy,
@@ -267,5 +342,5 @@ class Episode:
                 LR: SideOutput(rejection_probability(conf, tau), (conf < tau).astype(np.float64))}
 
 
-__all__ = ["AL", "LR", "ACTION_NAMES", "AL_STRATEGIES", "REWARDS", "Episode", "EpisodeConfig",
-           "RoundResult", "SideOutput"]
+__all__ = ["ACTION_NAMES", "AL", "LR", "PATH_FIELDS", "RECORD_FIELDS", "STATE_FIGURES", "Episode",
+           "RoundResult", "Snapshot", "check_settings"]

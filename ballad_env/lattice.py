@@ -21,31 +21,28 @@ reward a greedy agent sees after two LR rounds in a row).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from ballad_env.cost import Evaluation
 from ballad_env.data import Dataset, load_dataset
-from ballad_env.env import STATE_FEATURES, encode_observation, state_features
-from ballad_env.episode import AL, LR, Episode, EpisodeConfig
-from ballad_env.rewards import REWARDS, cosine_reward, entropy
+from ballad_env.episode import AL, LR, STATE_FIGURES, Episode, Snapshot
+from ballad_env.observation import encode
+from ballad_env.rewards import SIDE_SIGNAL_NAMES, SIDE_SIGNALS
+from ballad_env.settings import Settings
 
-#: Per-state figures, each a (k + 1, k + 1) array indexed [i, j] (NaN where unreachable).
-STATE_FIELDS = ("cost", "fpr", "fnr", "rejection_rate", "auc", "tau", "val_cost",
-                "val_rejection", "labeled_train", "labeled_val", "anomalies_found",
-                "al_available", "lr_available")
+#: Per-state figures (the snapshot's state fields), each a (k + 1, k + 1) array indexed
+#: [i, j] (NaN where unreachable).
+STATE_FIELDS = STATE_FIGURES
+_FIELD_TYPES = {f.name: f.type for f in fields(Snapshot)}
 #: Signals that can be scored against the truly better action.
-SIGNALS = (*REWARDS, "val_cost")
+SIGNALS = (*SIDE_SIGNAL_NAMES, "val_cost")
 #: How a signal is read at state (i, j): the rewards of the two moves out of it
 #: ("lookahead") or the latest rewards of the moves into it, as a greedy rule uses them
 #: ("lagged").
 SIGNAL_MODES = ("lookahead", "lagged")
-#: Grid entries holding the environment's state features (for ``Lattice.observation``).
-_FEATURE_KEY = "feature:"
 ACTION_LETTERS = "AL"  # AL -> "A", LR -> "L" in path strings
 
 
@@ -60,22 +57,22 @@ class Lattice:
     dataset: str
     seed: int
     n_rounds: int
-    gamma: float
+    contamination: float
     grid: dict[str, np.ndarray]
     al_reward: dict[str, np.ndarray]
     lr_reward_from: dict[str, np.ndarray]
-    config: EpisodeConfig = field(default_factory=EpisodeConfig)
+    settings: Settings = field(default_factory=Settings)
 
     # ----------------------------------------------------------------- states
     @property
     def cost(self) -> np.ndarray:
         """Test cost per example at every state, [i, j]."""
-        return self.grid["cost"]
+        return self.grid["test_cost"]
 
     @property
     def reachable(self) -> np.ndarray:
         """Boolean [i, j]: the state exists (i + j <= k and both pools held the labels)."""
-        return ~np.isnan(self.grid["cost"])
+        return ~np.isnan(self.grid["test_cost"])
 
     def can_move(self, i: int, j: int, action: int) -> bool:
         """Whether ``action`` can be taken at (i, j)."""
@@ -243,13 +240,24 @@ class Lattice:
         return right, decided
 
     # ----------------------------------------------------------------- agents
+    def snapshot(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
+                 previous: int | None) -> Snapshot:
+        """The episode's snapshot at (i, j), given the parts that depend on the path: each
+        side's latest side signals and the previous action (``queried`` is left empty)."""
+        state = {}
+        for name in STATE_FIELDS:
+            value = self.grid[name][i, j]
+            kind = _FIELD_TYPES[name]
+            state[name] = bool(value) if kind == "bool" else int(value) if kind == "int" \
+                else float(value)
+        return Snapshot(dataset=self.dataset, previous=previous,
+                        queried=np.empty(0, dtype=np.intp), latest=latest, **state)
+
     def observation(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
                     previous: int | None) -> np.ndarray:
-        """The environment's observation at (i, j), given each side's latest rewards and the
-        previous action (the only parts of it that depend on the path).
-        """
-        state = {name: self.grid[_FEATURE_KEY + name][i, j] for name in STATE_FEATURES}
-        return encode_observation(state, latest, previous)
+        """The environment's observation at (i, j) on a path with these ``latest`` signals
+        and ``previous`` action."""
+        return encode(self.snapshot(i, j, latest, previous))
 
     def replay(self, agent: Any) -> tuple[int, ...]:
         """The actions ``agent`` takes in this episode, without stepping an environment.
@@ -271,9 +279,10 @@ class Lattice:
                 raise ValueError(f"{agent!r} chose an impossible action {action} at ({i}, {j})")
             i, j = self._next(i, j, action)
             if action == AL:
-                latest[AL] = {s: float(self.al_reward[s][i]) for s in REWARDS}
+                latest[AL] = {s: float(self.al_reward[s][i]) for s in SIDE_SIGNAL_NAMES}
             else:
-                latest[LR] = {s: float(self.lr_reward_from[s][i, j, last_lr_i]) for s in REWARDS}
+                latest[LR] = {s: float(self.lr_reward_from[s][i, j, last_lr_i])
+                              for s in SIDE_SIGNAL_NAMES}
                 last_lr_i = i
             previous = action
             actions.append(action)
@@ -284,12 +293,12 @@ class Lattice:
         """One dict per reachable state: i, j, the ``STATE_FIELDS`` and the rewards of the
         moves into it (the LR ones with the previous LR round at the same i).
         """
-        lr = {s: self.lr_reward(s) for s in REWARDS}
+        lr = {s: self.lr_reward(s) for s in SIDE_SIGNAL_NAMES}
         records = []
         for i, j in zip(*np.nonzero(self.reachable), strict=True):
             record: dict[str, Any] = {"i": int(i), "j": int(j)}
             record.update({name: float(self.grid[name][i, j]) for name in STATE_FIELDS})
-            for s in REWARDS:
+            for s in SIDE_SIGNAL_NAMES:
                 record[f"{s}_al"] = float(self.al_reward[s][i])
                 record[f"{s}_lr"] = float(lr[s][i, j])
             records.append(record)
@@ -306,100 +315,71 @@ def parse_path(text: str) -> tuple[int, ...]:
     return tuple(ACTION_LETTERS.index(c) for c in text)
 
 
-def build_lattice(dataset: Dataset | str, seed: int, config: EpisodeConfig | None = None,
+def build_lattice(dataset: Dataset | str, seed: int, settings: Settings | None = None,
                   data_dir: str | None = None) -> Lattice:
     """Step one episode through every state (i, j), i + j <= k, and record each.
 
-    The AL chain (i = 0, 1, ...) is stepped once; from each of its states a copy takes
+    The AL chain (i = 0, 1, ...) is stepped once; from each of its states a fork takes
     LR rounds j = 1, ..., k - i. The real ``Episode.step`` does every transition, so the
     environment's rules (tau set on labeled D while V has none, seeded threshold search)
     hold by construction.
     """
     data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_dir=data_dir)
-    config = config or EpisodeConfig()
-    episode = Episode(data, seed, config)
+    settings = settings or Settings()
+    episode = Episode(data, seed, settings)
     k = episode.budget.n_rounds
-    names = (*STATE_FIELDS, *(_FEATURE_KEY + name for name in STATE_FEATURES))
-    grid = {name: np.full((k + 1, k + 1), np.nan) for name in names}
-    al_reward = {s: np.full(k + 1, np.nan) for s in REWARDS}
-    lr_from = {s: np.full((k + 1, k + 1, k + 1), np.nan) for s in REWARDS}
-    lr_outputs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    _record(grid, episode, episode.evaluate_test())
+    grid = {name: np.full((k + 1, k + 1), np.nan) for name in STATE_FIELDS}
+    al_reward = {s: np.full(k + 1, np.nan) for s in SIDE_SIGNAL_NAMES}
+    lr_from = {s: np.full((k + 1, k + 1, k + 1), np.nan) for s in SIDE_SIGNAL_NAMES}
+    lr_summaries: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+    _record(grid, episode.snapshot())
     i = 0
     while True:
-        _walk_lr(episode, grid, lr_from, lr_outputs)
+        _walk_lr(episode, grid, lr_from, lr_summaries)
         if episode.done or not episode.available(AL):
             break
         result = episode.step(AL)
         i += 1
-        for s in REWARDS:
+        for s in SIDE_SIGNAL_NAMES:
             al_reward[s][i] = result.rewards[s]
-        _record(grid, episode, result.evaluation)
-    return Lattice(dataset=data.name, seed=int(seed), n_rounds=k, gamma=episode.gamma,
-                   grid=grid, al_reward=al_reward, lr_reward_from=lr_from, config=config)
+        _record(grid, episode.snapshot())
+    return Lattice(dataset=data.name, seed=int(seed), n_rounds=k,
+                   contamination=episode.contamination, grid=grid, al_reward=al_reward,
+                   lr_reward_from=lr_from, settings=settings)
 
 
 def _walk_lr(start: Episode, grid: dict[str, np.ndarray], lr_from: dict[str, np.ndarray],
-             lr_outputs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]) -> None:
-    """From ``start`` = (i, 0), take LR rounds on a copy to the end of the budget.
+             lr_summaries: dict[tuple[int, int], dict[str, np.ndarray]]) -> None:
+    """From ``start`` = (i, 0), take LR rounds on a fork to the end of the budget.
 
-    Each LR output is kept as (entropy of its rejection probabilities, its decisions), so
-    the rewards against every earlier i0 cost one subtraction each (SPEC §4's formulas).
+    Each LR output is kept as its side signals' summaries, so the rewards against every
+    earlier i0 cost one comparison each.
     """
-    episode = _fork(start)
+    episode = start.fork()
     i = episode.n_al
     while not episode.done and episode.available(LR):
         result = episode.step(LR)
         j = episode.n_lr
-        _record(grid, episode, result.evaluation)
+        _record(grid, episode.snapshot())
         output = episode.stored[LR]
-        lr_outputs[(i, j)] = (entropy(output.probability), output.decision)
+        lr_summaries[(i, j)] = {s.name: s.summarise(output) for s in SIDE_SIGNALS}
         for i0 in range(i + 1):
             if j == 1 or i0 == i:
                 rewards = result.rewards  # j = 1: the initial output, whatever i0
-            elif (i0, j - 1) in lr_outputs:
-                rewards = _rewards_between(lr_outputs[(i, j)], lr_outputs[(i0, j - 1)])
+            elif (i0, j - 1) in lr_summaries:
+                new, old = lr_summaries[(i, j)], lr_summaries[(i0, j - 1)]
+                rewards = {s.name: s.between(new[s.name], old[s.name]) for s in SIDE_SIGNALS}
             else:
                 continue
-            for s in REWARDS:
+            for s in SIDE_SIGNAL_NAMES:
                 lr_from[s][i, j, i0] = rewards[s]
 
 
-def _rewards_between(new: tuple[np.ndarray, np.ndarray], old: tuple[np.ndarray, np.ndarray]
-                     ) -> dict[str, float]:
-    """Both rewards from cached (entropy, decisions) pairs, as ``SideOutput.rewards``."""
-    return {"entropy": float(np.mean(np.abs(new[0] - old[0]))),
-            "cosine": cosine_reward(new[1], old[1])}
-
-
-def _fork(episode: Episode) -> Episode:
-    """A deep copy of ``episode`` that shares its read-only parts (data, split, fitted prior).
-
-    Copying a fitted IForest (100 trees) costs more than the LR rounds taken from the copy;
-    rounds never touch the prior once its probabilities are computed.
-    """
-    shared = (episode.dataset, episode.split, episode.scores.detector.prior_)
-    return copy.deepcopy(episode, {id(part): part for part in shared})
-
-
-def _record(grid: dict[str, np.ndarray], episode: Episode, evaluation: Evaluation) -> None:
-    """Store the figures of ``episode``'s current state (i, j)."""
-    at = (episode.n_al, episode.n_lr)
-    mask = episode.action_mask()
-    values = {
-        "cost": evaluation.cost, "fpr": evaluation.fpr, "fnr": evaluation.fnr,
-        "rejection_rate": evaluation.rejection_rate, "auc": evaluation.auc,
-        "tau": episode.tau, "val_cost": episode.validation_cost(),
-        "val_rejection": episode.validation_rejection_rate(),
-        "labeled_train": episode.train_labels.count / episode.train_labels.size,
-        "labeled_val": episode.val_labels.count / episode.val_labels.size,
-        "anomalies_found": episode.anomalies_found(),
-        "al_available": mask[AL], "lr_available": mask[LR],
-    }
-    values.update({_FEATURE_KEY + name: value
-                   for name, value in state_features(episode).items()})
+def _record(grid: dict[str, np.ndarray], snapshot: Snapshot) -> None:
+    """Store the state figures of ``snapshot`` at its state (i, j)."""
+    at = (snapshot.n_al, snapshot.n_lr)
     for name, table in grid.items():
-        table[at] = float(values[name])
+        table[at] = float(getattr(snapshot, name))
 
 
 __all__ = ["ACTION_LETTERS", "SIGNALS", "SIGNAL_MODES", "STATE_FIELDS", "Lattice",

@@ -10,13 +10,14 @@ search (skopt ``gp_minimize``), kept for faithfulness.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ballad_env.cost import Costs
+from ballad_env.registry import Registry
 
-THRESHOLD_SEARCHES = ("exact", "bayes")
 DEFAULT_TAU = 0.1  # the paper's threshold before any label
 
 
@@ -54,8 +55,15 @@ def search_interval(conf: np.ndarray) -> tuple[float, float]:
     return lo, hi
 
 
+#: name -> search(conf, pred, y, costs, lo, hi, n_calls=..., seed=...) returning tau.
+SearchFunction = Callable[..., float]
+THRESHOLD_SEARCHES: Registry[SearchFunction] = Registry("threshold search")
+
+
+@THRESHOLD_SEARCHES.register("exact")
 def _exact_search(
-    conf: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs, lo: float, hi: float
+    conf: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs, lo: float, hi: float,
+    n_calls: int = 0, seed: int = 0,
 ) -> float:
     """Minimise M over every tau in [lo, hi] that yields a distinct rejection set.
 
@@ -77,11 +85,14 @@ def _exact_search(
     return float(candidates[int(np.argmin(cost))])  # argmin: first, i.e. smallest, tau
 
 
+@THRESHOLD_SEARCHES.register("bayes")
 def _bayes_search(
     conf: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs, lo: float, hi: float,
-    n_calls: int, seed: int,
+    n_calls: int = 20, seed: int = 0,
 ) -> float:
-    """The paper's search: skopt's gp_minimize over [lo, hi] with ``n_calls`` evaluations."""
+    """The paper's search: skopt's gp_minimize over [lo, hi] with ``n_calls`` evaluations.
+
+    ``seed`` comes from the state (i, j), so the search does not depend on the path."""
     from skopt import gp_minimize
 
     def objective(point: list[float]) -> float:
@@ -100,16 +111,14 @@ def _bayes_search(
 
 @dataclass(frozen=True)
 class ThresholdSearch:
-    """How tau is found: ``"exact"`` (default) or ``"bayes"`` with ``n_calls`` evaluations."""
+    """How tau is found: a registered search (``"exact"``, the default, or ``"bayes"``) with
+    ``n_calls`` evaluations where the search takes a number of them."""
 
     method: str = "exact"
     n_calls: int = 20
 
     def __post_init__(self) -> None:
-        if self.method not in THRESHOLD_SEARCHES:
-            raise ValueError(
-                f"unknown threshold search {self.method!r}: use one of {THRESHOLD_SEARCHES}"
-            )
+        THRESHOLD_SEARCHES[self.method]  # noqa: B018  (raises on an unknown name)
         if self.method == "bayes" and self.n_calls < 2:
             raise ValueError(f"bayes threshold search needs n_calls >= 2, got {self.n_calls}")
 
@@ -124,6 +133,5 @@ class ThresholdSearch:
         pred = (p > 0.5).astype(np.int8)
         y = np.asarray(y)
         lo, hi = search_interval(conf)
-        if self.method == "exact":
-            return _exact_search(conf, pred, y, costs, lo, hi)
-        return _bayes_search(conf, pred, y, costs, lo, hi, self.n_calls, seed)
+        search = THRESHOLD_SEARCHES[self.method]
+        return search(conf, pred, y, costs, lo, hi, n_calls=self.n_calls, seed=seed)

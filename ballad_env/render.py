@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from ballad_env.episode import Episode
+from ballad_env.episode import ACTION_NAMES, Episode, Snapshot
 from ballad_env.rejection import confidence
 
 _GRID = 120
 
 
-def ansi(episode: Episode, info: dict[str, Any]) -> str:
+def ansi(snapshot: Snapshot) -> str:
     """One line per fact: round, labels, tau, and the test metrics."""
-    action = info["action"] or "-"
+    s = snapshot
+    action = ACTION_NAMES[s.previous] if s.previous is not None else "-"
     return (
-        f"round {episode.rounds_done}/{episode.budget.n_rounds} (last: {action}) | "
-        f"labels D {episode.train_labels.count}/{episode.train_labels.size}, "
-        f"V {episode.val_labels.count}/{episode.val_labels.size}, "
-        f"anomalies found {info['n_anomalies_found']} | tau {episode.tau:.3f} | "
-        f"test cost {info['test_cost']:.4f}, FPR {info['fpr']:.3f}, FNR {info['fnr']:.3f}, "
-        f"rejected {info['rejection_rate']:.3f}, AUC {info['auc']:.3f}\n"
+        f"round {s.round}/{s.n_rounds} (last: {action}) | "
+        f"labels D {s.n_labeled_train}/{s.n_train}, V {s.n_labeled_val}/{s.n_val}, "
+        f"anomalies found {s.n_anomalies_found} | tau {s.tau:.3f} | "
+        f"test cost {s.test_cost:.4f}, FPR {s.fpr:.3f}, FNR {s.fnr:.3f}, "
+        f"rejected {s.rejection_rate:.3f}, AUC {s.auc:.3f}\n"
     )
 
 

@@ -1,15 +1,27 @@
-"""BALLAD's reward signals: how much the last allocation changed the detector (SPEC §4).
+"""Reward signals: the one table of what a step can be rewarded by (``docs/method.md``, Rewards).
 
-Both compare a side's output now with its output after that side's previous round,
-over all examples of D and V. AL looks at anomaly probabilities (entropy) or anomaly
-predictions (cosine); LR at rejection probabilities or rejection indicators.
+Two kinds of signal:
+
+* **Side signals** (BALLAD's): how much the last allocation to a side changed that side's
+  output, comparing it with the output stored at that side's previous round, over all
+  examples of D and V. AL's output is the anomaly side (probabilities, predictions), LR's
+  the rejection side (rejection probabilities, rejection indicators). Every side signal
+  is reported in ``info``, observed (``<name>_al``, ``<name>_lr``), recorded in the
+  lattice and can be the reward. Add one to ``SIDE_SIGNALS`` below: a ``summarise`` of
+  an output and a ``between`` of two summaries.
+* **Cost decreases**, for learning: the decrease over the step of a cost figure of the
+  episode's snapshot. Register one with ``REWARD_SIGNALS.register``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-REWARDS = ("entropy", "cosine")
+from ballad_env.registry import Registry
 
 
 def entropy(p: np.ndarray) -> np.ndarray:
@@ -21,11 +33,16 @@ def entropy(p: np.ndarray) -> np.ndarray:
     return out
 
 
+def mean_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over examples of |a - b| (0 for no examples)."""
+    if np.size(a) == 0:
+        return 0.0
+    return float(np.mean(np.abs(a - b)))
+
+
 def entropy_reward(p_new: np.ndarray, p_old: np.ndarray) -> float:
     """Mean over examples of |H(p_new) - H(p_old)|."""
-    if np.size(p_new) == 0:
-        return 0.0
-    return float(np.mean(np.abs(entropy(p_new) - entropy(p_old))))
+    return mean_abs_difference(entropy(p_new), entropy(p_old))
 
 
 def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
@@ -39,3 +56,59 @@ def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
         return 1.0
     # One square root of the product: exactly 0 for identical 0/1 vectors.
     return float(1.0 - (v_new @ v_old) / np.sqrt(sq_new * sq_old))
+
+
+@dataclass
+class SideOutput:
+    """A side's detector output on D and V: probabilities and 0/1 decisions."""
+
+    probability: np.ndarray
+    decision: np.ndarray
+
+    def rewards(self, previous: SideOutput) -> dict[str, float]:
+        """Every side signal of the change from ``previous`` to this output."""
+        return {signal.name: signal(self, previous) for signal in SIDE_SIGNALS}
+
+
+@dataclass(frozen=True)
+class SideSignal:
+    """A change signal between two outputs of one side, computed from their summaries
+    (the lattice caches summaries, so comparing against many earlier outputs is cheap)."""
+
+    name: str
+    summarise: Callable[[SideOutput], np.ndarray]
+    between: Callable[[np.ndarray, np.ndarray], float]
+
+    def __call__(self, new: SideOutput, old: SideOutput) -> float:
+        return self.between(self.summarise(new), self.summarise(old))
+
+
+@dataclass(frozen=True)
+class CostDecrease:
+    """Reward = a snapshot cost figure before the step minus after it."""
+
+    name: str
+    figure: str
+
+    def __call__(self, before: Any, after: Any) -> float:
+        return float(getattr(before, self.figure) - getattr(after, self.figure))
+
+
+#: BALLAD's signals, in observation order.
+SIDE_SIGNALS: tuple[SideSignal, ...] = (
+    SideSignal("entropy", lambda out: entropy(out.probability), mean_abs_difference),
+    SideSignal("cosine", lambda out: out.decision, cosine_reward),
+)
+SIDE_SIGNAL_NAMES = tuple(signal.name for signal in SIDE_SIGNALS)
+
+#: Every reward a step can give, by name.
+REWARD_SIGNALS: Registry[SideSignal | CostDecrease] = Registry("reward")
+for _signal in SIDE_SIGNALS:
+    REWARD_SIGNALS.register(_signal.name, _signal)
+#: Decrease of the test cost (reads test labels: for learning in simulation only).
+REWARD_SIGNALS.register("cost", CostDecrease("cost", "test_cost"))
+#: Decrease of the cost estimated on the labels that set tau (only labels paid for).
+REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
+
+__all__ = ["REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease", "SideOutput",
+           "SideSignal", "cosine_reward", "entropy", "entropy_reward", "mean_abs_difference"]

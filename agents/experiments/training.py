@@ -16,7 +16,7 @@ import platform
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,7 @@ import numpy as np
 import sb3_contrib
 import stable_baselines3
 import torch
-from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
-from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.monitor import Monitor
@@ -36,12 +34,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from tqdm.auto import tqdm
 
 import ballad_env
-from ballad_env.env import OBSERVATION_FEATURES, BudgetAllocationEnv
+from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
+from ballad_env.env import BudgetAllocationEnv
+from ballad_env.observation import OBSERVATION_FEATURES
+from ballad_env.settings import Settings
 
-#: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
-ALGORITHM_CLASSES: dict[str, type] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
-                                      "maskable_ppo": MaskablePPO}
-ALGORITHMS = tuple(ALGORITHM_CLASSES)
 VEC_ENVS = ("subproc", "dummy")
 #: Written by Monitor at each episode's end: the final test cost, and which data set it was.
 MONITOR_KEYWORDS = ("test_cost", "dataset")
@@ -54,15 +51,15 @@ class TrainConfig:
     algo: str = "ppo"
     datasets: tuple[str, ...] = ("toy",)
     data_dir: str | None = None
-    reward: str = "cost"
-    prior: str = "iforest"
+    #: The environment's options (reward, costs, budget, prior, threshold search, ...).
+    settings: Settings = field(default_factory=lambda: Settings(reward="cost"))
     total_timesteps: int = 3000
     seed: int = 0
     n_envs: int = 2
     vec_env: str = "subproc"
     # Algorithm settings (None: the per-algorithm default in ``algorithm_kwargs``).
     learning_rate: float = 3e-4
-    gamma: float = 1.0
+    discount: float = 1.0  # SB3's gamma (not the contamination)
     n_steps: int | None = None
     batch_size: int | None = None
     ent_coef: float = 0.01
@@ -78,6 +75,8 @@ class TrainConfig:
     progress_bar: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.settings, dict):  # read back from a settings JSON
+            self.settings = Settings.from_dict(self.settings)
         self.datasets = tuple(self.datasets)
         self.net_arch = tuple(self.net_arch)
         if self.algo not in ALGORITHMS:
@@ -96,7 +95,7 @@ class TrainConfig:
             return self.run_name
         one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
         sets = one if len(self.datasets) == 1 else f"{len(self.datasets)}sets"
-        return f"{self.algo}-{self.reward}-{sets}-s{self.seed}"
+        return f"{self.algo}-{self.settings.reward}-{sets}-s{self.seed}"
 
     @property
     def run_dir(self) -> Path:
@@ -126,10 +125,10 @@ class ValidActionWrapper(gym.ActionWrapper):
         return chosen if mask[chosen] or not mask.any() else 1 - chosen
 
 
-def build_env(datasets: Sequence[str], data_dir: str | None, reward: str, prior: str,
+def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
               monitor_file: str | None = None) -> gym.Env:
     """One monitored training environment drawing its data set per episode from ``datasets``."""
-    env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, reward=reward, prior=prior)
+    env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings)
     return Monitor(ValidActionWrapper(env), filename=monitor_file,
                    info_keywords=MONITOR_KEYWORDS)
 
@@ -138,8 +137,8 @@ def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
                 ) -> Callable[[], gym.Env]:
     """A picklable constructor of worker ``rank``'s environment (for SubprocVecEnv)."""
     monitor_file = str(monitor_dir / str(rank)) if monitor_dir is not None else None
-    return functools.partial(build_env, config.datasets, config.data_dir, config.reward,
-                             config.prior, monitor_file)
+    return functools.partial(build_env, config.datasets, config.data_dir, config.settings,
+                             monitor_file)
 
 
 def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
@@ -164,7 +163,7 @@ def algorithm_class(algo: str) -> type:
 
 def algorithm_kwargs(config: TrainConfig) -> dict[str, Any]:
     """Constructor arguments; defaults sized for 15-step episodes and a few thousand steps."""
-    common = {"learning_rate": config.learning_rate, "gamma": config.gamma,
+    common = {"learning_rate": config.learning_rate, "gamma": config.discount,
               "policy_kwargs": {"net_arch": list(config.net_arch)}}
     if config.algo in ("ppo", "maskable_ppo"):
         n_steps = config.n_steps or 60  # 4 episodes per worker per update

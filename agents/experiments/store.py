@@ -1,0 +1,222 @@
+"""Results on disk: ``run.json`` plus one Parquet file per finished cell.
+
+``<output>/run.json`` records the grid, a fingerprint of each data set, the package versions
+and a hash of the project's source; ``<output>/cells/`` holds one Parquet file per finished
+cell, written to a hidden temporary name and renamed, so a file either is complete or does
+not exist. Why Parquet files per cell rather than one CSV:
+
+* a cell is the unit of work and of completion: an interrupted run loses at most the cells
+  in flight, and resuming is "skip the cells whose file exists and validates";
+* Parquet keeps dtypes (NaN rewards, integer rounds, strings) exactly, so a resumed run's
+  table equals an uninterrupted one bit for bit, and it is compact;
+* the folder reads as one table anywhere: ``pandas.read_parquet("<output>/cells")``
+  (hidden temporary files are ignored), or ``load_results(output)`` which also validates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agents.experiments.grid import Cell, Grid
+from ballad_env.episode import RECORD_FIELDS
+from ballad_env.settings import Settings
+
+RUN_FILE = "run.json"
+
+
+CELLS_DIR = "cells"
+
+
+FORMAT_VERSION = 1
+
+
+KEY_COLUMNS = ("dataset", "setting", "agent", "seed", "round")
+
+
+#: The settings' options, one column each (the reward's name as ``reward_type``: the
+#: ``reward`` column holds each step's reward).
+SETTING_COLUMNS = tuple("reward_type" if f.name == "reward" else f.name
+                        for f in fields(Settings))
+
+
+METRIC_COLUMNS = tuple(name for name in RECORD_FIELDS if name not in ("dataset", "round")
+                       ) + ("reward",)
+
+
+#: ``spent_fraction``: labels bought so far as a fraction of |D| (the paper's x axis,
+#: 0.02, 0.04, ..., 0.30), not the observation's ``budget_used`` (rounds / rounds in budget).
+COLUMNS = (*KEY_COLUMNS, "contamination", "spent_fraction", *SETTING_COLUMNS, *METRIC_COLUMNS)
+
+
+class RunError(RuntimeError):
+    """An output directory that cannot be resumed as asked: mismatched, corrupt or incomplete."""
+
+
+class ResultStore:
+    """An output directory: ``run.json`` plus one Parquet file per finished cell."""
+
+    def __init__(self, output: str | os.PathLike) -> None:
+        self.root = Path(output)
+        self.cells_dir = self.root / CELLS_DIR
+        self.run_file = self.root / RUN_FILE
+
+    # run.json -------------------------------------------------------------
+    def read_manifest(self) -> dict[str, Any] | None:
+        """The stored run description, ``None`` if this is a new output directory."""
+        if not self.run_file.exists():
+            if self.cells_dir.is_dir() and any(self.cells_dir.glob("*.parquet")):
+                raise RunError(f"{self.cells_dir} holds cell files but {self.run_file} is missing:"
+                               " the results cannot be checked. Delete the folder or use another"
+                               " --output.")
+            return None
+        try:
+            manifest = json.loads(self.run_file.read_text())
+        except (OSError, ValueError) as err:
+            raise RunError(f"{self.run_file} is unreadable ({err}). Delete it together with "
+                           f"{self.cells_dir} to start over, or use another --output.") from err
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+            raise RunError(f"{self.run_file} is not a run description of format "
+                           f"{FORMAT_VERSION}; use another --output.")
+        return manifest
+
+    def prepare(self, manifest: dict[str, Any]) -> None:
+        """Start a new run, or check that the stored one is the same run (grid, data, versions)."""
+        stored = self.read_manifest()
+        if stored is None:
+            self.cells_dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write_text(self.run_file, json.dumps(manifest, indent=2) + "\n")
+            return
+        problems = _manifest_differences(stored, manifest)
+        if problems:
+            raise RunError(f"{self.root} holds a different run, so its results cannot be mixed "
+                           "with this one:\n  " + "\n  ".join(problems) + "\nUse another "
+                           f"--output, or delete {self.root} to start over.")
+        self.cells_dir.mkdir(parents=True, exist_ok=True)
+
+    # cells ----------------------------------------------------------------
+    def path(self, cell: Cell) -> Path:
+        return self.cells_dir / cell.filename
+
+    def read(self, cell: Cell) -> pd.DataFrame:
+        """A finished cell's rows, validated against the cell; ``RunError`` names a bad file."""
+        path = self.path(cell)
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises several types for truncated or garbled files
+            raise _corrupt(path, f"unreadable ({type(err).__name__}: {err})") from err
+        problem = _cell_problem(frame, cell)
+        if problem:
+            raise _corrupt(path, problem)
+        return frame
+
+    def write(self, cell: Cell, frame: pd.DataFrame) -> None:
+        """Write a finished cell atomically: a hidden temporary file, then a rename."""
+        path = self.path(cell)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            frame.to_parquet(tmp, index=False)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def finished(self, cells: Iterable[Cell]) -> dict[Cell, pd.DataFrame]:
+        """The cells already on disk, each validated (a corrupt file is an error, not a skip)."""
+        return {cell: self.read(cell) for cell in cells if self.path(cell).exists()}
+
+
+def _corrupt(path: Path, problem: str) -> RunError:
+    return RunError(f"corrupt result file {path}: {problem}. Delete this file and run the same "
+                    "command again to recompute that cell.")
+
+
+def _cell_problem(frame: pd.DataFrame, cell: Cell) -> str | None:
+    """What is wrong with a cell file's rows, or ``None``."""
+    if tuple(frame.columns) != COLUMNS:
+        missing = sorted(set(COLUMNS) - set(frame.columns))
+        extra = sorted(set(frame.columns) - set(COLUMNS))
+        return f"unexpected columns (missing {missing}, extra {extra})"
+    n_rounds = cell.setting.n_rounds
+    if len(frame) != n_rounds or list(frame["round"]) != list(range(1, n_rounds + 1)):
+        return f"expected rounds 1..{n_rounds}, found {len(frame)} rows"
+    expected = dict(zip(("dataset", "setting", "agent", "seed"), cell.key, strict=True))
+    for column, value in expected.items():
+        if set(frame[column].tolist()) != {value}:
+            return f"column {column!r} should be {value!r} throughout"
+    return None
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two run descriptions (creation time ignored)."""
+    problems = []
+    for section in ("grid", "data", "versions"):
+        old, new = stored.get(section, {}), wanted.get(section, {})
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                problems.append(f"{section}.{key}: stored {old.get(key)!r}, now {new.get(key)!r}")
+    return problems
+
+
+def _normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
+    """One dtype per column whatever the values: bool, int64, str or float64 (NaN allowed)."""
+    for column in frame.columns:
+        values = frame[column].tolist()
+        if all(isinstance(v, bool | np.bool_) for v in values):
+            frame[column] = frame[column].astype(bool)
+        elif all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                 for v in values):
+            frame[column] = frame[column].astype(np.int64)
+        elif all(isinstance(v, str) for v in values):
+            frame[column] = frame[column].astype(str)
+        else:
+            frame[column] = frame[column].astype(np.float64)
+    return frame
+
+
+def _concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Cells in the grid's order (so tables list agents as the grid does), rounds within."""
+    return pd.concat(list(frames), ignore_index=True)
+
+
+def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.DataFrame:
+    """The tidy table stored in ``output``, every file validated against ``run.json``.
+
+    A run with cells still missing raises ``RunError`` unless ``allow_partial``.
+    """
+    store = ResultStore(output)
+    manifest = store.read_manifest()
+    if manifest is None:
+        raise RunError(f"{output} holds no results (no {RUN_FILE})")
+    cells = grid_from_manifest(manifest).cells()
+    frames = store.finished(cells)
+    if len(frames) < len(cells) and not allow_partial:
+        raise RunError(f"{output} is incomplete: {len(cells) - len(frames)} of {len(cells)} cells "
+                       "are missing; run the same command again to finish it")
+    if not frames:
+        return pd.DataFrame(columns=list(COLUMNS))
+    return _concat(frames[cell] for cell in cells if cell in frames)
+
+
+def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
+    """The grid a run.json describes (data sets by name)."""
+    grid = manifest["grid"]
+    return Grid(tuple(grid["datasets"]), tuple(grid["seeds"]), tuple(grid["agents"]),
+                tuple(Settings.from_dict(s) for s in grid["settings"]))
+
+
+__all__ = ["COLUMNS", "KEY_COLUMNS", "METRIC_COLUMNS", "SETTING_COLUMNS", "ResultStore",
+           "RunError", "grid_from_manifest", "load_results"]

@@ -1,0 +1,92 @@
+"""The observation: named features in [0, 1], the same for every data set, from a snapshot.
+
+Side-signal features come first (``<signal>_al``, ``<signal>_lr`` for every signal of
+``ballad_env.rewards.SIDE_SIGNALS``), then fixed features. ``STATE_FEATURES`` depend only on
+the state (i AL rounds, j LR rounds); the others on the path to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from ballad_env.episode import AL, LR, Snapshot
+from ballad_env.rewards import SIDE_SIGNAL_NAMES
+
+_SIGNAL_FEATURES = tuple(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr"))
+#: Features fixed by the state (i, j), whatever the path to it, with their meaning.
+STATE_FEATURE_HELP = {
+    "budget_used": "rounds taken / rounds in the budget",
+    "labeled_train": "labeled fraction of D",
+    "labeled_val": "labeled fraction of V",
+    "anomalies_found": "anomalies labeled / expected anomalies in D and V (clipped to 1)",
+    "contamination": "gamma, the known fraction of anomalies",
+    "tau": "current rejection threshold",
+    "val_rejection": "share of V rejected by tau",
+    "val_cost": "cost estimate on the labels that set tau, over the largest unit cost",
+    "al_available": "D still holds a whole round of unlabeled examples",
+    "lr_available": "V still holds a whole round of unlabeled examples",
+}
+STATE_FEATURES = tuple(STATE_FEATURE_HELP)
+#: Observation features, in order.
+OBSERVATION_FEATURES = (
+    *_SIGNAL_FEATURES,
+    "al_measured", "lr_measured",
+    *STATE_FEATURES[:8],
+    "prev_al", "prev_lr",
+    *STATE_FEATURES[8:],
+)
+FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATION_FEATURES)}
+
+
+def state_features(snapshot: Snapshot) -> dict[str, float]:
+    """The features that depend only on the state (i, j), scaled to [0, 1]."""
+    s = snapshot
+    expected_anomalies = max(1.0, s.contamination * (s.n_train + s.n_val))
+    return {
+        "budget_used": s.round / s.n_rounds,
+        "labeled_train": s.n_labeled_train / s.n_train,
+        "labeled_val": s.n_labeled_val / s.n_val,
+        "anomalies_found": min(1.0, s.n_anomalies_found / expected_anomalies),
+        "contamination": s.contamination,
+        "tau": s.tau,
+        "val_rejection": s.val_rejection,
+        "val_cost": min(1.0, s.val_cost / s.max_cost),
+        "al_available": float(s.al_available), "lr_available": float(s.lr_available),
+    }
+
+
+def encode(snapshot: Snapshot) -> np.ndarray:
+    """The observation vector (float32, clipped to [0, 1]) of ``snapshot``."""
+    values: dict[str, float] = dict(state_features(snapshot))
+    for side, suffix in ((AL, "al"), (LR, "lr")):
+        values[f"{suffix}_measured"] = snapshot.latest[side] is not None
+        for name in SIDE_SIGNAL_NAMES:
+            values[f"{name}_{suffix}"] = snapshot.signal(side, name)
+    values["prev_al"] = snapshot.previous == AL
+    values["prev_lr"] = snapshot.previous == LR
+    obs = np.array([values[name] for name in OBSERVATION_FEATURES], dtype=np.float32)
+    return np.clip(obs, 0.0, 1.0)
+
+
+def observation_space() -> spaces.Box:
+    """``Box(0, 1, (len(OBSERVATION_FEATURES),), float32)``."""
+    n = len(OBSERVATION_FEATURES)
+    return spaces.Box(np.zeros(n, np.float32), np.ones(n, np.float32), dtype=np.float32)
+
+
+def feature_table() -> str:
+    """The features as a Markdown table (index, name, meaning), for docs and help."""
+    meaning = {**STATE_FEATURE_HELP,
+               "al_measured": "1 once an AL round has been taken",
+               "lr_measured": "1 once an LR round has been taken",
+               "prev_al": "previous action was AL", "prev_lr": "previous action was LR"}
+    for name in SIDE_SIGNAL_NAMES:
+        meaning[f"{name}_al"] = f"latest AL {name} reward (0 until measured)"
+        meaning[f"{name}_lr"] = f"latest LR {name} reward (0 until measured)"
+    rows = [f"| {i} | {name} | {meaning[name]} |" for i, name in enumerate(OBSERVATION_FEATURES)]
+    return "\n".join(["| index | name | meaning |", "|---|---|---|", *rows])
+
+
+__all__ = ["FEATURE_INDEX", "OBSERVATION_FEATURES", "STATE_FEATURES", "encode",
+           "feature_table", "observation_space", "state_features"]

@@ -1,0 +1,71 @@
+"""Named registries: the extension points of the project (priors, threshold searches, query
+strategies, reward signals, agents).
+
+A registry maps a name to an item (usually a factory). Looking up an unknown name raises a
+``ValueError`` that lists the names there are, so every option is validated in one place
+with one message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar, overload
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Items of one kind by name, in registration order.
+
+    Parameters
+    ----------
+    kind : str
+        What the items are, for error messages (``"prior"``, ``"threshold search"``...).
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    @overload
+    def register(self, name: str) -> Callable[[T], T]: ...
+
+    @overload
+    def register(self, name: str, item: T) -> T: ...
+
+    def register(self, name: str, item: T | None = None) -> T | Callable[[T], T]:
+        """Add ``item`` as ``name`` (names are unique); without ``item``, a decorator."""
+        if item is None:
+            return lambda value: self.register(name, value)
+        if name in self._items:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._items[name] = item
+        return item
+
+    def __getitem__(self, name: str) -> T:
+        if name not in self._items:
+            raise ValueError(f"unknown {self.kind} {name!r}: use one of {', '.join(self)}")
+        return self._items[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def names(self) -> tuple[str, ...]:
+        """Registered names, in registration order."""
+        return tuple(self._items)
+
+    def items(self) -> tuple[tuple[str, T], ...]:
+        """(name, item) pairs, in registration order."""
+        return tuple(self._items.items())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {', '.join(self)})"
+
+
+__all__ = ["Registry"]

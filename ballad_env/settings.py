@@ -1,0 +1,197 @@
+"""One typed, frozen description of an episode's options.
+
+The environment, the episode, the experiment grid, policy training and every script's
+command line are built from :class:`Settings`, so an option is declared, documented and
+validated once. Defaults are the paper's protocol (``docs/method.md``, Protocol).
+Names of priors, threshold searches, query strategies and rewards are checked against
+their registries, so options registered by a user are accepted too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from ballad_env.detector import PRIORS, check_prior
+from ballad_env.protocol import Budget
+from ballad_env.queries import AL_QUERIES, LR_QUERIES
+from ballad_env.rejection import THRESHOLD_SEARCHES
+from ballad_env.rewards import REWARD_SIGNALS
+
+#: The built-in choices; each registry may hold more.
+RewardName = Literal["entropy", "cosine", "cost", "val_cost"]
+PriorName = Literal["iforest", "knn"]
+SearchName = Literal["exact", "bayes"]
+ALQueryName = Literal["uncertainty", "random"]
+LRQueryName = Literal["random"]
+
+
+def _option(default: Any, help: str, short: str | None = None) -> Any:
+    """A settings field: its default, one line of help, and its tag in setting names."""
+    return field(default=default, metadata={"help": help, "short": short})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an episode's outcome depends on besides the data set and the seed."""
+
+    reward: RewardName = _option(
+        "entropy", "reward of a step: entropy or cosine (the paper's signals), cost (decrease "
+        "of the test cost; reads test labels) or val_cost (decrease of the cost estimated on "
+        "bought labels)")
+    c_fp: float = _option(1.0, "cost of a false positive", "cfp")
+    c_fn: float = _option(1.0, "cost of a false negative", "cfn")
+    c_r: float | None = _option(
+        None, "cost of a rejection, a number or 'gamma' (the contamination)", "cr")
+    budget_fraction: float = _option(0.3, "label budget as a fraction of |D|", "budget")
+    round_fraction: float = _option(0.02, "labels per round as a fraction of |D|", "round")
+    prior: PriorName | Any = _option(
+        "iforest", "SSDO's unsupervised prior: a registered name or a pyod detector")
+    threshold_search: SearchName = _option("exact", "how tau is optimised")
+    bayes_calls: int = _option(20, "evaluations of the bayes threshold search")
+    al_strategy: ALQueryName = _option("uncertainty", "which training examples AL labels",
+                                    "al")
+    lr_strategy: LRQueryName = _option("random", "which validation examples LR labels", "lr")
+    k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
+    alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
+
+    def __post_init__(self) -> None:
+        for name in ("budget_fraction", "round_fraction", "c_fp", "c_fn", "alpha"):
+            self._set(name, _finite(name, getattr(self, name)))
+        if self.c_r is not None:
+            self._set("c_r", _finite("c_r", self.c_r))
+        for name in ("c_fp", "c_fn", "c_r"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"invalid costs: {name} must be a positive finite number, "
+                                 f"got {value!r}")
+        REWARD_SIGNALS[self.reward]  # noqa: B018  (each lookup raises on an unknown name)
+        THRESHOLD_SEARCHES[self.threshold_search]  # noqa: B018
+        AL_QUERIES[self.al_strategy]  # noqa: B018
+        LR_QUERIES[self.lr_strategy]  # noqa: B018
+        if isinstance(self.prior, str):
+            self._set("prior", self.prior.lower())
+        check_prior(self.prior)
+        if self.threshold_search != "bayes":
+            self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
+        self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
+        self._set("k", _whole("k", self.k, 1))
+        if self.alpha <= 0:
+            raise ValueError(f"alpha must be positive, got {self.alpha}")
+        Budget.from_fractions(1, self.budget_fraction, self.round_fraction)  # validates both
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    # ----------------------------------------------------------------- derived
+    @property
+    def name(self) -> str:
+        """A stable short id: the prior, then every option that differs from the default."""
+        default = Settings()
+        prior = self.prior if isinstance(self.prior, str) else type(self.prior).__name__.lower()
+        parts = [prior]
+        if self.reward != default.reward:
+            parts.append(self.reward)
+        if self.threshold_search != default.threshold_search:
+            parts.append(f"{self.threshold_search}{self.bayes_calls}")
+        for f in fields(self):
+            short = f.metadata["short"]
+            value = getattr(self, f.name)
+            if short and value != getattr(default, f.name):
+                parts.append(f"{short}{value:g}" if isinstance(value, float | int)
+                             else f"{short}-{value}")
+        return "_".join(parts)
+
+    @property
+    def n_rounds(self) -> int:
+        """Rounds in an episode (the budget rule; it does not depend on |D|)."""
+        return Budget.from_fractions(1, self.budget_fraction, self.round_fraction).n_rounds
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some options changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options and the name, as JSON values (a prior given as an object cannot be)."""
+        if not isinstance(self.prior, str):
+            raise ValueError("settings with a prior object cannot be saved: register the prior "
+                             "by name (ballad_env.detector.PRIORS) to record it")
+        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Settings:
+        """Inverse of :meth:`to_dict`; unknown keys (the name) are ignored, missing ones default."""
+        return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+    @classmethod
+    def grid(cls, base: Settings | None = None, **options: Sequence[Any]) -> tuple[Settings, ...]:
+        """Every combination of the option values given, the others from ``base``:
+        ``Settings.grid(prior=["iforest", "knn"], c_fp=[1, 10])`` gives four settings."""
+        combos: list[dict[str, Any]] = [{}]
+        for name, values in options.items():
+            combos = [{**combo, name: value} for combo in combos for value in values]
+        base = base or cls()
+        return tuple(dict.fromkeys(base.replace(**combo) for combo in combos))
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _whole(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or int(value) != value or value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------- command lines
+def c_r_value(text: str) -> float | None:
+    """``gamma`` (the contamination, the paper's default) or a number."""
+    return None if text.lower() == "gamma" else float(text)
+
+
+_CHOICES = {"reward": REWARD_SIGNALS, "prior": PRIORS, "threshold_search": THRESHOLD_SEARCHES,
+            "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
+_TYPES = {"c_r": c_r_value, "bayes_calls": int, "k": int}
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = False,
+                           only: Sequence[str] | None = None,
+                           defaults: Settings | None = None) -> None:
+    """Add one ``--option`` per settings field (``only`` a subset) to ``parser``.
+
+    With ``several`` each option takes one or more values and :func:`settings_from_args`
+    returns every combination (a grid); otherwise one value each.
+    """
+    defaults = defaults or Settings()
+    group = parser.add_argument_group("settings" + (" (several values each: every "
+                                                    "combination runs)" if several else ""))
+    for f in fields(Settings):
+        if only is not None and f.name not in only:
+            continue
+        default = getattr(defaults, f.name)
+        kind = _TYPES.get(f.name, str if f.name in _CHOICES else float)
+        registry = _CHOICES.get(f.name)
+        shown = "gamma" if default is None else default
+        group.add_argument(f"--{f.name.replace('_', '-')}", type=kind,
+                           nargs="+" if several else None,
+                           default=[default] if several else default,
+                           choices=registry.names() if registry is not None else None,
+                           help=f"{f.metadata['help']} (default: {shown})")
+
+
+def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
+                       ) -> tuple[Settings, ...]:
+    """The settings the parsed options describe: one, or every combination of several values."""
+    options = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    return Settings.grid(base, **{name: value if isinstance(value, list) else [value]
+                                  for name, value in options.items()})
+
+
+__all__ = ["Settings", "add_settings_arguments", "c_r_value", "settings_from_args"]
