@@ -17,22 +17,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents.runner import (
+from agents.experiments import (
     Grid,
     RunError,
     dataset_names,
     per_round_table,
     run_grid,
     seed_range,
-    setting_grid,
     summary_table,
     win_counts,
 )
-
-
-def c_r_value(text: str) -> float | None:
-    """``gamma`` (the contamination, the paper's default) or a number."""
-    return None if text.lower() == "gamma" else float(text)
+from ballad_env.settings import add_settings_arguments, settings_from_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,22 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--seeds", type=int, default=10, help="run seeds 0..N-1")
     grid.add_argument("--agents", nargs="+", default=["ballad", "all-in-al", "all-in-lr"],
                       help="agent names (ballad, ballad-cosine, all-in-al, all-in-lr, random, "
-                           "oracle, ...) or paths of saved policies (.zip)")
-    setting = parser.add_argument_group("settings (each takes several values: all combinations)")
-    setting.add_argument("--c-fp", nargs="+", type=float, default=[1.0],
-                         help="cost of a false positive")
-    setting.add_argument("--c-fn", nargs="+", type=float, default=[1.0],
-                         help="cost of a false negative")
-    setting.add_argument("--c-r", nargs="+", type=c_r_value, default=[None],
-                         help="cost of a rejection, a number or 'gamma' (the contamination)")
-    setting.add_argument("--reward", nargs="+", default=["entropy"],
-                         help="reward the env reports: entropy, cosine, cost or val_cost")
-    setting.add_argument("--threshold-search", nargs="+", default=["exact"],
-                         choices=["exact", "bayes"], help="how tau is optimised")
-    setting.add_argument("--bayes-calls", nargs="+", type=int, default=[20],
-                         help="evaluations of the bayes threshold search")
-    setting.add_argument("--prior", nargs="+", default=["iforest"], choices=["iforest", "knn"],
-                         help="SSDO's unsupervised prior")
+                           "oracle, lr-first-<percent>, ...) or paths of saved policies (.zip)")
+    add_settings_arguments(parser, several=True)
     run = parser.add_argument_group("execution and output")
     run.add_argument("--n-jobs", type=int, default=-1,
                      help="parallel worker processes (-1: all cores, 1: no subprocess)")
@@ -81,11 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_grid(args: argparse.Namespace) -> Grid:
     """The grid the options describe."""
-    settings = setting_grid(c_fp=args.c_fp, c_fn=args.c_fn, c_r=args.c_r, reward=args.reward,
-                            threshold_search=args.threshold_search,
-                            bayes_calls=args.bayes_calls, prior=args.prior)
     return Grid(dataset_names(args.datasets, args.data_dir), seed_range(args.seeds),
-                tuple(args.agents), settings)
+                tuple(args.agents), settings_from_args(args))
 
 
 def report(results: pd.DataFrame, output: Path, per_round: bool) -> None:
@@ -105,7 +83,7 @@ def report(results: pd.DataFrame, output: Path, per_round: bool) -> None:
             print("\nMean test cost per round (data sets weigh equally)")
             print(rounds.to_string())
     print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
-          "agents.runner.load_results); summary: summary.csv")
+          "agents.experiments.load_results); summary: summary.csv")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
-from agents.training import ALGORITHMS, VEC_ENVS, TrainConfig, plot_training_curves, train
-from ballad_env.env import REWARD_CHOICES
+from agents.experiments.training import VEC_ENVS, TrainConfig, plot_training_curves, train
+from agents.policy import ALGORITHMS
+from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -31,17 +32,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--datasets-from", type=Path, default=None,
                    help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
     p.add_argument("--data-dir", default=None, help="folder of data files ($BALLAD_DATA_DIR)")
-    p.add_argument("--reward", choices=REWARD_CHOICES, default="cost",
-                   help="reward: cost (reads test labels: simulation only), val_cost, ...")
-    p.add_argument("--prior", default="iforest", help="unsupervised prior: iforest or knn")
     p.add_argument("--total-timesteps", type=int, default=3000, help="environment steps")
     p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
     p.add_argument("--n-envs", type=int, default=2, help="parallel environments")
     p.add_argument("--vec-env", choices=VEC_ENVS, default="subproc",
                    help="subproc: one process per worker; dummy: all in this process")
     p.add_argument("--learning-rate", type=float, default=3e-4, help="optimiser step size")
-    p.add_argument("--gamma", type=float, default=1.0,
-                   help="discount (1: the return is the whole cost decrease)")
+    p.add_argument("--discount", type=float, default=1.0,
+                   help="SB3's gamma (1: the return is the whole cost decrease)")
     p.add_argument("--n-steps", type=int, default=None,
                    help="rollout length per worker (PPO/A2C; default 60 and 15)")
     p.add_argument("--batch-size", type=int, default=None, help="minibatch (PPO 60, DQN 32)")
@@ -58,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-name", default=None, help="override the derived run name")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_settings_arguments(p, defaults=Settings(reward="cost"))
     return p.parse_args(argv)
 
 
@@ -67,10 +66,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if args.datasets_from is not None:
         datasets = json.loads(args.datasets_from.read_text())["train"]
     return TrainConfig(
-        algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir, reward=args.reward,
-        prior=args.prior, total_timesteps=args.total_timesteps, seed=args.seed,
+        algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
+        settings=settings_from_args(args)[0], total_timesteps=args.total_timesteps, seed=args.seed,
         n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
-        gamma=args.gamma, n_steps=args.n_steps, batch_size=args.batch_size,
+        discount=args.discount, n_steps=args.n_steps, batch_size=args.batch_size,
         ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
         checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
