@@ -8,7 +8,9 @@ data set first.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -146,22 +148,38 @@ def relative_gain(table: pd.DataFrame, agent: str, baseline: str) -> pd.Series:
     return 1.0 - table[agent] / table[baseline]
 
 
-def markdown_table(frame: pd.DataFrame, digits: int = 4, index: bool = True) -> str:
-    """A GitHub Markdown table of ``frame`` (floats with ``digits`` decimals)."""
+def markdown_table(frame: pd.DataFrame, digits: int = 4, index: bool = True,
+                   missing: str = "") -> str:
+    """A GitHub Markdown table of ``frame`` (floats with ``digits`` decimals, NaN as
+    ``missing``), with no extra dependency."""
     frame = frame.reset_index() if index else frame
     header = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in frame.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell_text(v, digits) for v in row) + " |")
+        lines.append("| " + " | ".join(_cell_text(v, digits, missing) for v in row) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _cell_text(value: Any, digits: int) -> str:
+def _cell_text(value: Any, digits: int, missing: str) -> str:
     if isinstance(value, float | np.floating):
-        return "" if math.isnan(value) else f"{value:.{digits}f}"
+        return missing if math.isnan(value) else f"{value:.{digits}f}"
     return str(value)
+
+
+def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
+                title: str | None = None, note: str = "", digits: int = 4, index: bool = True,
+                missing: str = "", csv_float_format: str | None = None) -> Path:
+    """Write ``<folder>/<stem>.csv`` and ``<folder>/<stem>.md`` (with an optional title and
+    note above the table); returns the Markdown file's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(folder / f"{stem}.csv", index=index, float_format=csv_float_format)
+    text = (f"# {title}\n\n" if title else "") + (f"{note}\n\n" if note else "")
+    path = folder / f"{stem}.md"
+    path.write_text(text + markdown_table(frame, digits, index, missing))
+    return path
 
 
 __all__ = ["action_shares", "fresh_rewards", "markdown_table", "operating_points",
            "per_round_table", "relative_gain", "reward_difference_stats", "reward_differences",
-           "summary_table", "win_counts"]
+           "summary_table", "win_counts", "write_table"]
