@@ -94,10 +94,20 @@ class CostDecrease:
         return float(getattr(before, self.figure) - getattr(after, self.figure))
 
 
+def probability_entropy(output: SideOutput) -> np.ndarray:
+    """The entropy signal's summary: H of each example's probability."""
+    return entropy(output.probability)
+
+
+def decisions(output: SideOutput) -> np.ndarray:
+    """The cosine signal's summary: the 0/1 decisions."""
+    return output.decision
+
+
 #: BALLAD's signals, in observation order.
 SIDE_SIGNALS: tuple[SideSignal, ...] = (
-    SideSignal("entropy", lambda out: entropy(out.probability), mean_abs_difference),
-    SideSignal("cosine", lambda out: out.decision, cosine_reward),
+    SideSignal("entropy", probability_entropy, mean_abs_difference),
+    SideSignal("cosine", decisions, cosine_reward),
 )
 SIDE_SIGNAL_NAMES = tuple(signal.name for signal in SIDE_SIGNALS)
 

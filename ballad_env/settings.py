@@ -60,15 +60,20 @@ class Settings:
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
 
     def __post_init__(self) -> None:
-        for name in ("budget_fraction", "round_fraction", "c_fp", "c_fn", "alpha"):
+        for name in ("budget_fraction", "round_fraction", "alpha"):
             self._set(name, _finite(name, getattr(self, name)))
-        if self.c_r is not None:
-            self._set("c_r", _finite("c_r", self.c_r))
         for name in ("c_fp", "c_fn", "c_r"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if value is None:
+                continue
+            try:
+                value = _finite(name, value)
+            except ValueError:
+                value = float("nan")
+            if not value > 0:
                 raise ValueError(f"invalid costs: {name} must be a positive finite number, "
-                                 f"got {value!r}")
+                                 f"got {getattr(self, name)!r}")
+            self._set(name, value)
         REWARD_SIGNALS[self.reward]  # noqa: B018  (each lookup raises on an unknown name)
         THRESHOLD_SEARCHES[self.threshold_search]  # noqa: B018
         AL_QUERIES[self.al_strategy]  # noqa: B018

@@ -237,6 +237,9 @@ class _ScriptedEpisode:
     def available(self, action: int) -> bool:
         return action in self.costs
 
+    def fork(self) -> _ScriptedEpisode:
+        return self
+
     def step(self, action: int) -> SimpleNamespace:
         return SimpleNamespace(evaluation=SimpleNamespace(cost=self.costs[action]))
 

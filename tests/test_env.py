@@ -504,7 +504,7 @@ def test_invalid_costs_raise_at_construction(small_xy, costs) -> None:
 def test_valid_cost_bound_is_inclusive(small_xy) -> None:
     # gamma = 0.1: c_r may equal min(c_fp (1 - gamma), c_fn gamma) = 0.1.
     env = ballad_env.BudgetAllocationEnv(dataset=small_xy, c_r=0.1)
-    assert env.config.c_r == 0.1
+    assert env.settings.c_r == 0.1
 
 
 @pytest.mark.parametrize(
@@ -699,7 +699,7 @@ def test_bayes_threshold_search(make_env, rollout, same) -> None:
 
 
 def test_bayes_calls_are_validated(small_xy) -> None:
-    with pytest.raises(ValueError, match="n_calls"):
+    with pytest.raises(ValueError, match="bayes_calls"):
         ballad_env.BudgetAllocationEnv(dataset=small_xy, threshold_search="bayes",
                                        bayes_calls=1)
 

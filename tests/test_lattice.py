@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import agents
-from ballad_env import AL, LR, BudgetAllocationEnv, EpisodeConfig, load_dataset
-from ballad_env.env import STATE_FEATURES
+from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
 from ballad_env.lattice import (
     STATE_FIELDS,
     Lattice,
@@ -17,13 +16,12 @@ from ballad_env.lattice import (
     parse_path,
     path_string,
 )
-from ballad_env.rewards import REWARDS
+from ballad_env.rewards import SIDE_SIGNAL_NAMES as REWARDS
 
 SEED = 3
 SHORT = {"budget_fraction": 0.1, "round_fraction": 0.02}  # 5 rounds
-COMPARED = {"test_cost": "cost", "fpr": "fpr", "fnr": "fnr",
-            "rejection_rate": "rejection_rate", "auc": "auc", "tau": "tau",
-            "val_cost": "val_cost"}
+COMPARED = ("test_cost", "fpr", "fnr", "rejection_rate", "auc", "tau", "val_cost",
+            "n_labeled_train", "n_labeled_val", "n_anomalies_found")
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +31,12 @@ def dataset(small_xy):
 
 @pytest.fixture(scope="module")
 def lattice(dataset) -> Lattice:
-    return build_lattice(dataset, SEED, EpisodeConfig(prior="knn"))
+    return build_lattice(dataset, SEED, Settings(prior="knn"))
 
 
 @pytest.fixture(scope="module")
 def short_lattice(dataset) -> Lattice:
-    return build_lattice(dataset, SEED, EpisodeConfig(prior="knn", **SHORT))
+    return build_lattice(dataset, SEED, Settings(prior="knn", **SHORT))
 
 
 @pytest.fixture
@@ -69,8 +67,8 @@ def test_lattice_entry_equals_stepping_the_environment_in_any_order(
                 i += 1
             else:
                 j += 1
-            for key, name in COMPARED.items():
-                assert info[key] == lattice.grid[name][i, j], (key, i, j, path_string(actions))
+            for key in COMPARED:
+                assert info[key] == lattice.grid[key][i, j], (key, i, j, path_string(actions))
             if action == AL:
                 for s in REWARDS:
                     assert info[f"{s}_al"] == lattice.al_reward[s][i]
@@ -133,13 +131,16 @@ def hand_lattice() -> Lattice:
     """
     nan = np.nan
     cost = np.array([[0.5, 0.3, 0.0], [0.2, 0.9, nan], [0.8, nan, nan]])
+    i, j = np.indices(cost.shape)
     grid = {name: np.where(np.isnan(cost), nan, 0.0) for name in STATE_FIELDS}
-    grid["cost"] = cost
+    grid["test_cost"] = cost
+    grid["round"] = np.where(np.isnan(cost), nan, i + j)
+    for name, value in (("n_rounds", 2), ("n_train", 10), ("n_val", 10), ("max_cost", 1.0),
+                        ("contamination", 0.1)):
+        grid[name] = np.where(np.isnan(cost), nan, value)
     grid["al_available"] = np.array([[1, 1, 0], [1, 0, nan], [0, nan, nan]], dtype=float)
     grid["lr_available"] = np.array([[1, 1, 0], [0, 0, nan], [0, nan, nan]], dtype=float)
     grid["val_cost"] = np.array([[0.0, 0.4, 0.1], [0.3, 0.2, nan], [0.1, nan, nan]])
-    for name in STATE_FEATURES:  # what the environment would observe there
-        grid["feature:" + name] = grid.get(name, np.where(np.isnan(cost), nan, 0.0))
     al = {"entropy": np.array([nan, 0.05, 0.01]), "cosine": np.array([nan, 0.2, 0.1])}
     lr = {s: np.full((3, 3, 3), nan) for s in REWARDS}
     lr["entropy"][0, 1, :] = 0.08
@@ -201,7 +202,7 @@ def test_replay_matches_running_every_agent_in_the_environment(dataset, seed: in
     names = [n for n in agents.agent_names() if n != "oracle"]
     if seed == 1:
         names = ["random", "epsilon-greedy"]
-    lattice = build_lattice(dataset, seed, EpisodeConfig(prior="knn"))
+    lattice = build_lattice(dataset, seed, Settings(prior="knn"))
     env = BudgetAllocationEnv(dataset, prior="knn")
     for name in names:
         records = agents.run_episode(env, agents.make_agent(name, env), seed)

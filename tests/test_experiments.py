@@ -14,28 +14,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import agents.runner as runner
+import agents.experiments.run as runner
 from agents import make_agent, run_episode
-from agents.runner import (
+from agents.experiments import (
     COLUMNS,
     Cell,
     Grid,
     ResultStore,
     RunError,
-    Setting,
     action_shares,
     load_results,
     per_round_table,
-    reward_differences,
     run_grid,
-    setting_grid,
     summary_table,
     win_counts,
 )
+from agents.experiments.tables import reward_differences
 from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
+from ballad_env.settings import Settings
 
-SETTING = Setting(prior="knn", budget_fraction=0.1)  # 5 rounds
+SETTING = Settings(prior="knn", budget_fraction=0.1)  # 5 rounds
 AGENTS = ("ballad", "all-in-al", "all-in-lr")
 
 
@@ -81,17 +80,17 @@ def count_tasks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, tuple[s
 
 # ---------------------------------------------------------------------------------- settings
 def test_setting_names_are_short_stable_and_distinct() -> None:
-    assert Setting().name == "iforest"
-    assert Setting(prior="knn", c_fp=10).name == "knn_cfp10"
-    assert Setting(threshold_search="bayes").name == "iforest_bayes20"
-    assert Setting(reward="cosine", c_r=0.01).name == "iforest_cosine_cr0.01"
+    assert Settings().name == "iforest"
+    assert Settings(prior="knn", c_fp=10).name == "knn_cfp10"
+    assert Settings(threshold_search="bayes").name == "iforest_bayes20"
+    assert Settings(reward="cosine", c_r=0.01).name == "iforest_cosine_cr0.01"
     # bayes_calls means nothing to the exact search: no second name for the same experiment.
-    assert Setting(bayes_calls=50) == Setting()
-    settings = setting_grid(prior=["iforest", "knn"], c_fp=[1, 10])
+    assert Settings(bayes_calls=50) == Settings()
+    settings = Settings.grid(prior=["iforest", "knn"], c_fp=[1, 10])
     assert [s.name for s in settings] == ["iforest", "iforest_cfp10", "knn", "knn_cfp10"]
-    assert all(Setting.from_dict(s.to_dict()) == s for s in settings)
+    assert all(Settings.from_dict(s.to_dict()) == s for s in settings)
     with pytest.raises(ValueError, match="unknown prior"):
-        Setting(prior="lof")
+        Settings(prior="lof")
 
 
 def test_grid_rejects_repeats_and_empty_axes() -> None:
@@ -131,7 +130,7 @@ def test_cells_equal_fresh_episodes(tmp_path: Path) -> None:
     grid = Grid(DATASETS[:1], (1,), agents, (SETTING,))
     table = run_grid(grid, tmp_path / "run", n_jobs=1, progress=False)
     for agent in agents:
-        env = BudgetAllocationEnv(DATASETS[0], **SETTING.env_kwargs())
+        env = BudgetAllocationEnv(DATASETS[0], settings=SETTING)
         records = pd.DataFrame(run_episode(env, make_agent(agent, env), 1))
         ours = table[table["agent"] == agent].reset_index(drop=True)
         for column in ("test_cost", "action", "tau", "reward", "entropy_al", "n_labeled_val"):
@@ -195,7 +194,7 @@ def test_cell_file_of_another_cell_is_rejected(reference, tmp_path: Path) -> Non
 
 def test_mismatched_grid_or_versions_is_a_clear_error(reference, tmp_path: Path) -> None:
     output = copy_of(reference, tmp_path)
-    other = Grid(DATASETS, (0, 1), AGENTS, (Setting(prior="knn", budget_fraction=0.1, c_fn=2),))
+    other = Grid(DATASETS, (0, 1), AGENTS, (Settings(prior="knn", budget_fraction=0.1, c_fn=2),))
     with pytest.raises(RunError, match=r"different run(.|\n)*grid.settings(.|\n)*another --output"):
         run_grid(other, output, n_jobs=1, progress=False)
     with pytest.raises(RunError, match="grid.seeds"):
@@ -236,7 +235,7 @@ def test_bad_agents_and_costs_fail_before_running(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="saved policy"):
         run_grid(Grid(DATASETS, (0,), (str(tmp_path / "nope.zip"),), (SETTING,)),
                  tmp_path / "b", progress=False)
-    bad_cost = Setting(prior="knn", budget_fraction=0.1, c_r=0.5)
+    bad_cost = Settings(prior="knn", budget_fraction=0.1, c_r=0.5)
     with pytest.raises(ValueError, match="data set syn_a, setting knn_cr0.5_budget0.1"):
         run_grid(Grid(DATASETS, (0,), AGENTS, (bad_cost,)), tmp_path / "c", progress=False)
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
