@@ -244,7 +244,7 @@ class Lattice:
                  previous: int | None) -> Snapshot:
         """The episode's snapshot at (i, j), given the parts that depend on the path: each
         side's latest side signals and the previous action (``queried`` is left empty)."""
-        state = {}
+        state: dict[str, Any] = {}
         for name in STATE_FIELDS:
             value = self.grid[name][i, j]
             kind = _FIELD_TYPES[name]

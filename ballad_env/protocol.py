@@ -38,8 +38,9 @@ def class_split_sizes(n: int) -> tuple[int, int, int]:
 
 def split_sizes(y: np.ndarray) -> tuple[int, int, int]:
     """Sizes of D, V and T for labels ``y`` (stratified, so they do not depend on the seed)."""
-    sizes = [class_split_sizes(int(np.sum(y == label))) for label in (0, 1)]
-    return tuple(int(a + b) for a, b in zip(*sizes, strict=True))
+    normal = class_split_sizes(int(np.sum(y == 0)))
+    anomaly = class_split_sizes(int(np.sum(y == 1)))
+    return (normal[0] + anomaly[0], normal[1] + anomaly[1], normal[2] + anomaly[2])
 
 
 def split_indices(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:

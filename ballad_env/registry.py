@@ -42,6 +42,12 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def unregister(self, name: str) -> T:
+        """Remove ``name`` and return its item (to undo a temporary registration)."""
+        item = self[name]
+        del self._items[name]
+        return item
+
     def __getitem__(self, name: str) -> T:
         if name not in self._items:
             raise ValueError(f"unknown {self.kind} {name!r}: use one of {', '.join(self)}")

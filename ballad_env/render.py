@@ -34,6 +34,7 @@ def rgb_array(episode: Episode) -> np.ndarray:
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     everything = np.vstack([split.X_train, split.X_val, split.X_test])
     lo, hi = everything.min(axis=0) - 0.05, everything.max(axis=0) + 0.05
@@ -48,16 +49,18 @@ def rgb_array(episode: Episode) -> np.ndarray:
         ax.contourf(xs, ys, (confidence(p) < episode.tau).astype(float), levels=[0.5, 1.5],
                     colors="none", hatches=["//"])
         ax.contour(xs, ys, confidence(p), levels=[episode.tau], colors="k", linewidths=0.8)
-    ax.scatter(*split.X_train.T, s=3, c="0.6")
+    ax.scatter(split.X_train[:, 0], split.X_train[:, 1], s=3, c="0.6")
     for X, y, idx, marker in ((split.X_train, split.y_train, episode.train_labels.indices, "o"),
                               (split.X_val, split.y_val, episode.val_labels.indices, "s")):
-        ax.scatter(*X[idx].T, s=25, marker=marker, c=np.where(y[idx] == 1, "red", "blue"),
-                   edgecolors="k", linewidths=0.5)
+        colors = np.where(y[idx] == 1, "red", "blue")
+        ax.scatter(X[idx, 0], X[idx, 1], s=25, marker=marker, c=colors, edgecolors="k",
+                   linewidths=0.5)
     ax.set_title(f"{episode.dataset.name}: round {episode.rounds_done}, tau = {episode.tau:.2f}"
                  " (o: D labels, squares: V labels; red anomaly)", fontsize=8)
     fig.colorbar(image, ax=ax, fraction=0.046, label="P(anomaly)")
     fig.tight_layout()
-    fig.canvas.draw()
-    frame = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    frame = np.asarray(canvas.buffer_rgba())[..., :3].copy()
     plt.close(fig)
     return frame

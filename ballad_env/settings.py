@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ballad_env.detector import PRIORS, check_prior
 from ballad_env.protocol import Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
+from ballad_env.registry import Registry
 from ballad_env.rejection import THRESHOLD_SEARCHES
 from ballad_env.rewards import REWARD_SIGNALS
 
@@ -39,25 +40,26 @@ def _option(default: Any, help: str, short: str | None = None) -> Any:
 class Settings:
     """Everything an episode's outcome depends on besides the data set and the seed."""
 
-    reward: RewardName = _option(
-        "entropy", "reward of a step: entropy or cosine (the paper's signals), cost (decrease "
-        "of the test cost; reads test labels) or val_cost (decrease of the cost estimated on "
-        "bought labels)")
     c_fp: float = _option(1.0, "cost of a false positive", "cfp")
     c_fn: float = _option(1.0, "cost of a false negative", "cfn")
     c_r: float | None = _option(
         None, "cost of a rejection, a number or 'gamma' (the contamination)", "cr")
+    reward: RewardName = _option(
+        "entropy", "reward of a step: entropy or cosine (the paper's signals), cost (decrease "
+        "of the test cost; reads test labels) or val_cost (decrease of the cost estimated on "
+        "bought labels)")
     budget_fraction: float = _option(0.3, "label budget as a fraction of |D|", "budget")
     round_fraction: float = _option(0.02, "labels per round as a fraction of |D|", "round")
-    prior: PriorName | Any = _option(
-        "iforest", "SSDO's unsupervised prior: a registered name or a pyod detector")
     threshold_search: SearchName = _option("exact", "how tau is optimised")
     bayes_calls: int = _option(20, "evaluations of the bayes threshold search")
     al_strategy: ALQueryName = _option("uncertainty", "which training examples AL labels",
-                                    "al")
+                                       "al")
     lr_strategy: LRQueryName = _option("random", "which validation examples LR labels", "lr")
     k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
+    prior: PriorName | Any = _option(
+        "iforest", "SSDO's unsupervised prior: a registered name (in Python also a pyod "
+        "detector instance)")
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -161,9 +163,10 @@ def c_r_value(text: str) -> float | None:
     return None if text.lower() == "gamma" else float(text)
 
 
-_CHOICES = {"reward": REWARD_SIGNALS, "prior": PRIORS, "threshold_search": THRESHOLD_SEARCHES,
-            "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
-_TYPES = {"c_r": c_r_value, "bayes_calls": int, "k": int}
+_CHOICES: dict[str, Registry[Any]] = {
+    "reward": REWARD_SIGNALS, "prior": PRIORS, "threshold_search": THRESHOLD_SEARCHES,
+    "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
+_TYPES: dict[str, Callable[[str], Any]] = {"c_r": c_r_value, "bayes_calls": int, "k": int}
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = False,
@@ -181,7 +184,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = F
         if only is not None and f.name not in only:
             continue
         default = getattr(defaults, f.name)
-        kind = _TYPES.get(f.name, str if f.name in _CHOICES else float)
+        kind: Callable[[str], Any] = _TYPES.get(f.name, str if f.name in _CHOICES else float)
         registry = _CHOICES.get(f.name)
         shown = "gamma" if default is None else default
         group.add_argument(f"--{f.name.replace('_', '-')}", type=kind,

@@ -241,12 +241,14 @@ def test_bad_agents_and_costs_fail_before_running(tmp_path: Path) -> None:
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 # ---------------------------------------------------------------------------------- parallel
 def test_two_jobs_equal_one(reference, tmp_path: Path) -> None:
     table = run_grid(GRID, tmp_path / "run", n_jobs=2, progress=False)
     pd.testing.assert_frame_equal(table, reference[1])
 
 
+@pytest.mark.slow
 def test_dask_cluster_equals_local_run(reference, tmp_path: Path) -> None:
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,

@@ -11,6 +11,7 @@ import math
 
 import gymnasium as gym
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,6 +60,7 @@ def datasets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return X * scale, y
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(

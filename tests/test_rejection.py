@@ -247,6 +247,7 @@ def _bayes_cases() -> list[tuple[np.ndarray, np.ndarray]]:
     return cases
 
 
+@pytest.mark.slow
 def test_bayes_search_close_to_exact_and_deterministic() -> None:
     search = ThresholdSearch("bayes", n_calls=12)
     for i, (p, y) in enumerate(_bayes_cases()):
