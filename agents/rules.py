@@ -1,4 +1,7 @@
-"""Hand-written allocation rules: BALLAD's greedy rule and the fixed baselines (SPEC §5)."""
+"""Hand-written allocation rules: BALLAD's greedy rule and the fixed baselines.
+
+See ``docs/method.md``, Allocation and evaluation.
+"""
 
 from __future__ import annotations
 

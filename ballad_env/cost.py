@@ -30,7 +30,7 @@ class Costs:
     def check(self, contamination: float) -> None:
         """Raise unless c_r <= min(c_fp (1 - gamma), c_fn gamma), all costs positive and finite.
 
-        Otherwise always predicting one class costs less than rejecting (SPEC §1).
+        Otherwise always predicting one class costs less than rejecting (docs/method.md, Protocol).
         """
         values = {"c_fp": self.c_fp, "c_fn": self.c_fn, "c_r": self.c_r}
         for name, value in values.items():

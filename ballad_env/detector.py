@@ -1,4 +1,6 @@
-"""SSDO, the semi-supervised detector of BALLAD, on an unsupervised pyod prior (SPEC §2).
+"""SSDO, the semi-supervised detector of BALLAD, on an unsupervised pyod prior.
+
+See ``docs/method.md``, Detector.
 
 SSDO (Vercruyssen et al., ICDM 2018) propagates the few labels of the training set
 through a Gaussian-like kernel and blends them with the prior's anomaly probability.
@@ -142,7 +144,7 @@ class SSDO:
 
     ``fit`` learns the label-free parts on the training set (prior, its squashing
     threshold, eta); ``add_labels`` adds labeled training examples; the anomaly
-    probability of any point then follows SPEC §2.
+    probability of any point then follows docs/method.md, Detector.
 
     Parameters
     ----------
@@ -232,8 +234,8 @@ class PointScores:
 
     The episode scores the same points (D, V and T) after every round; holding their
     prior probabilities and label sums makes a round cost O(points x new labels).
-    The training set's own probabilities come from the detector (SPEC §2: the prior's
-    training scores as fitted); ``X`` holds only the other points.
+    The training set's own probabilities come from the detector (``docs/method.md``,
+    Detector: the prior's training scores as fitted); ``X`` holds only the other points.
     """
 
     def __init__(self, detector: SSDO, X: np.ndarray) -> None:

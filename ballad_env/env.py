@@ -36,8 +36,9 @@ class BudgetAllocationEnv(gym.Env):
     examples). ``action_masks()`` tells which pools still hold a round of labels.
 
     ## Observation Space
-    ``Box(0, 1, (18,), float32)``; the names are ``OBSERVATION_FEATURES`` (also
-    ``env.feature_names``):
+    ``Box(0, 1, (18,), float32)``, built from the episode's snapshot by
+    ``ballad_env.observation``; the names are ``OBSERVATION_FEATURES`` (also
+    ``env.feature_names``; ``observation.feature_table()`` prints them with their meaning):
 
     | index | name | meaning |
     |---|---|---|
@@ -52,11 +53,12 @@ class BudgetAllocationEnv(gym.Env):
     | 16-17 | al_available, lr_available | the action mask |
 
     ## Rewards
-    The chosen side's change signal (SPEC §4): ``reward="entropy"`` (default) or
-    ``"cosine"``. For learning policies: ``"cost"``, the decrease of the test cost over
-    the round (it reads test labels, so it is for learning in simulation only), and
-    ``"val_cost"``, the decrease of the cost estimated on the labeled examples that set
-    tau (only labels the agent paid for). ``info`` always reports the test cost.
+    A signal of ``ballad_env.rewards.REWARD_SIGNALS`` (``docs/method.md``, Rewards): the
+    chosen side's change signal, ``reward="entropy"`` (default) or ``"cosine"``; for
+    learning policies ``"cost"``, the decrease of the test cost over the round (it reads
+    test labels, so it is for learning in simulation only), and ``"val_cost"``, the
+    decrease of the cost estimated on the labeled examples that set tau (only labels the
+    agent paid for). ``info`` always reports the test cost.
 
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
@@ -73,14 +75,10 @@ class BudgetAllocationEnv(gym.Env):
     | dataset | ``"toy"`` | a name (built-in or file stem), a path, ``(X, y)``, a ``Dataset``, |
     | | | or a list of these: one is drawn per episode |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
-    | reward | ``"entropy"`` | ``"entropy"``, ``"cosine"``, ``"cost"`` or ``"val_cost"`` |
-    | budget_fraction, round_fraction | 0.3, 0.02 | budget and round size, fractions of D |
-    | c_fp, c_fn, c_r | 1, 1, gamma | costs; must satisfy the cost inequality |
-    | prior | ``"iforest"`` | ``"iforest"``, ``"knn"`` or a pyod detector |
-    | threshold_search | ``"exact"`` | ``"exact"`` or ``"bayes"`` (gp_minimize) |
-    | bayes_calls | 20 | evaluations of the bayes search |
-    | al_strategy | ``"uncertainty"`` | ``"uncertainty"`` or ``"random"`` |
+    | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (2-D data) or ``"ansi"`` |
+    | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
+    | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
 
     ## Version History
     * v0: initial version.

@@ -6,8 +6,8 @@ labels, ``step(LR)`` buys b validation labels. Label-free work (split, scaling, 
 eta, prior probabilities of V and T) happens once in ``__init__``; a round only adds
 kernel sums for the new labels and re-thresholds.
 
-Each purpose draws from its own random stream (SPEC §5), so the state after i AL and
-j LR rounds does not depend on their order.
+Each purpose draws from its own random stream (``docs/method.md``, Protocol), so the
+state after i AL and j LR rounds does not depend on their order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The lattice of an episode: every state (i AL rounds, j LR rounds), i + j <= k (SPEC §5).
+"""The lattice of an episode: every state (i AL rounds, j LR rounds), i + j <= k.
 
 Each side draws from its own random stream, so the state after i AL and j LR rounds does
 not depend on their order. One ``Lattice`` therefore holds the test cost (and FPR, FNR,

@@ -1,4 +1,7 @@
-"""The protocol: stratified 40/40/20 split, scaling, budget and random streams (SPEC §1, §5)."""
+"""The protocol: stratified 40/40/20 split, scaling, budget and random streams.
+
+See ``docs/method.md``, Protocol.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Learning to reject: confidence, threshold search and rejection probabilities (SPEC §3).
+"""Learning to reject: confidence, threshold search and rejection probabilities.
+
+See ``docs/method.md``, Rejection.
 
 An example is rejected (the detector abstains) iff its confidence C(x) is below tau.
 tau minimises the empirical cost M(tau) on labeled examples. M is piecewise constant
