@@ -20,7 +20,6 @@ DATA_DIR_ENV = "BALLAD_DATA_DIR"
 BUILTIN_DATASETS = ("toy", "wdbc")
 
 # Supported file extensions, in order of preference when several files share a stem.
-_EXTENSIONS = (".npz", ".mat", ".arff", ".csv")
 _CSV_LABEL_COLUMNS = ("label", "y", "outlier", "class", "is_anomaly")
 _CSV_MISSING = frozenset({"", "?", "na", "nan", "n/a", "null", "none"})
 _TRUE_WORDS = frozenset({"yes", "true", "y", "t"})
@@ -414,6 +413,8 @@ def _is_float(text: str) -> bool:
     return True
 
 
+#: Loaders by file ending, in order of preference when a name matches several files.
+#: A new data format is one entry: a function ``path -> (X, y)``.
 _LOADERS = {".npz": _load_npz, ".mat": _load_mat, ".arff": _load_arff, ".csv": _load_csv}
 
 
@@ -439,7 +440,7 @@ def _resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
 
 def _index_dir(directory: Path) -> dict[str, Path]:
     """Map lower-cased file stems to files, preferring npz > mat > arff > csv."""
-    rank = {ext: i for i, ext in enumerate(_EXTENSIONS)}
+    rank = {ext: i for i, ext in enumerate(_LOADERS)}
     index: dict[str, Path] = {}
     for entry in sorted(directory.iterdir()):
         ext = entry.suffix.lower()
@@ -483,7 +484,7 @@ def _load_file(path: Path) -> Dataset:
     if loader is None:
         raise ValueError(
             f"{path}: unsupported file extension {path.suffix!r}; "
-            f"expected one of {list(_EXTENSIONS)}"
+            f"expected one of {list(_LOADERS)}"
         )
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} does not exist")
@@ -497,7 +498,7 @@ def _looks_like_path(source: str | os.PathLike) -> bool:
     text = str(source)
     if "/" in text or os.sep in text or (os.altsep and os.altsep in text):
         return True
-    return Path(text).suffix.lower() in _EXTENSIONS
+    return Path(text).suffix.lower() in _LOADERS
 
 
 def _load_by_name(name: str, data_dir: str | os.PathLike | None) -> Dataset:
@@ -515,7 +516,7 @@ def _load_by_name(name: str, data_dir: str | os.PathLike | None) -> Dataset:
         if len(names) > _MAX_LISTED:
             listed += f", ... ({len(names)} in total)"
         raise FileNotFoundError(
-            f"unknown data set {name!r}: no file {name}{{{','.join(_EXTENSIONS)}}} in "
+            f"unknown data set {name!r}: no file {name}{{{','.join(_LOADERS)}}} in "
             f"{str(directory)!r}. Available: {listed}"
         )
     return _load_file(path)
