@@ -60,7 +60,7 @@ def _knn(seed: int | None, n_samples: int | None) -> Any:
 def check_prior(prior: str | Any) -> None:
     """Raise a clear error unless ``prior`` is a registered name or a pyod-like detector."""
     if isinstance(prior, str):
-        PRIORS[prior.lower()]  # noqa: B018  (raises on an unknown name)
+        PRIORS.check(prior.lower())
     elif not hasattr(prior, "fit") or not hasattr(prior, "decision_function"):
         raise TypeError(f"prior {prior!r} has no fit/decision_function: pass a pyod detector "
                         f"or one of {', '.join(PRIORS)}")

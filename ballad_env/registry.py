@@ -42,6 +42,10 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def check(self, name: str) -> None:
+        """Raise the registry's ``ValueError`` unless ``name`` is registered."""
+        self[name]  # noqa: B018  (the lookup raises, naming what there is)
+
     def unregister(self, name: str) -> T:
         """Remove ``name`` and return its item (to undo a temporary registration)."""
         item = self[name]

@@ -120,7 +120,7 @@ class ThresholdSearch:
     n_calls: int = 20
 
     def __post_init__(self) -> None:
-        THRESHOLD_SEARCHES[self.method]  # noqa: B018  (raises on an unknown name)
+        THRESHOLD_SEARCHES.check(self.method)
         if self.method == "bayes" and self.n_calls < 2:
             raise ValueError(f"bayes threshold search needs n_calls >= 2, got {self.n_calls}")
 

@@ -76,10 +76,10 @@ class Settings:
                 raise ValueError(f"invalid costs: {name} must be a positive finite number, "
                                  f"got {getattr(self, name)!r}")
             self._set(name, value)
-        REWARD_SIGNALS[self.reward]  # noqa: B018  (each lookup raises on an unknown name)
-        THRESHOLD_SEARCHES[self.threshold_search]  # noqa: B018
-        AL_QUERIES[self.al_strategy]  # noqa: B018
-        LR_QUERIES[self.lr_strategy]  # noqa: B018
+        REWARD_SIGNALS.check(self.reward)
+        THRESHOLD_SEARCHES.check(self.threshold_search)
+        AL_QUERIES.check(self.al_strategy)
+        LR_QUERIES.check(self.lr_strategy)
         if isinstance(self.prior, str):
             self._set("prior", self.prior.lower())
         check_prior(self.prior)
