@@ -171,13 +171,16 @@ _TYPES: dict[str, Callable[[str], Any]] = {"c_r": c_r_value, "bayes_calls": int,
 
 def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = False,
                            only: Sequence[str] | None = None,
-                           defaults: Settings | None = None) -> None:
+                           defaults: Settings | None = None,
+                           several_defaults: dict[str, list[Any]] | None = None) -> None:
     """Add one ``--option`` per settings field (``only`` a subset) to ``parser``.
 
     With ``several`` each option takes one or more values and :func:`settings_from_args`
-    returns every combination (a grid); otherwise one value each.
+    returns every combination (a grid); otherwise one value each. Defaults come from
+    ``defaults``, or for a grid from ``several_defaults`` (field -> list of values).
     """
     defaults = defaults or Settings()
+    lists = several_defaults or {}
     group = parser.add_argument_group("settings" + (" (several values each: every "
                                                     "combination runs)" if several else ""))
     for f in fields(Settings):
@@ -186,10 +189,12 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = F
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = _TYPES.get(f.name, str if f.name in _CHOICES else float)
         registry = _CHOICES.get(f.name)
-        shown = "gamma" if default is None else default
+        if several:
+            default = lists.get(f.name, [default])
+        shown = " ".join("gamma" if v is None else str(v) for v in
+                         (default if several else [default]))
         group.add_argument(f"--{f.name.replace('_', '-')}", type=kind,
-                           nargs="+" if several else None,
-                           default=[default] if several else default,
+                           nargs="+" if several else None, default=default,
                            choices=registry.names() if registry is not None else None,
                            help=f"{f.metadata['help']} (default: {shown})")
 
