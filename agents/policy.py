@@ -1,8 +1,8 @@
 """A learned allocation policy: a saved SB3 / sb3-contrib model acting through the agent protocol.
 
 ``load_policy("results/policies/run/run.zip", env)`` reads the model and the settings JSON
-saved next to it (``run.json``, written by :func:`agents.training.train`) and returns a
-:class:`PolicyAgent` named after the file stem. The experiment runner resolves an agent
+saved next to it (``run.json``, written by :func:`agents.experiments.training.train`) and
+returns a :class:`PolicyAgent` named after the file stem. The experiment runner resolves an agent
 spec ending in ``.zip`` through this function, so a learned policy is compared by path next
 to ``ballad``, ``all-in-al``, ``all-in-lr``, ``random`` and ``oracle``.
 """
@@ -85,7 +85,9 @@ class PolicyAgent:
         return np.where(total > 1e-12, masked / np.maximum(total, 1e-12), uniform)
 
     def _epsilon_greedy(self, q: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        eps = float(self.settings.get("algorithm_kwargs", {}).get("exploration_final_eps", 0.0))
+        """Each action eps / n, plus 1 - eps on the best valid Q-value; eps is the model's
+        final exploration rate (``exploration_final_eps``, saved in the model file)."""
+        eps = float(self.model.exploration_final_eps)
         best = np.argmax(np.where(mask, q, -np.inf), axis=1)
         probs = np.full(q.shape, eps / q.shape[1])
         probs[np.arange(len(q)), best] += 1.0 - eps

@@ -4,7 +4,6 @@ multi-data-set options they train on, checked by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,10 +15,11 @@ import pytest
 
 from agents import run_episode
 from agents.base import mask_from_observation
-from agents.policy import PolicyAgent, is_policy_path, load_policy
-from agents.training import ALGORITHMS, TrainConfig, ValidActionWrapper, read_monitor, train
+from agents.experiments.training import TrainConfig, ValidActionWrapper, read_monitor, train
+from agents.policy import ALGORITHMS, PolicyAgent, is_policy_path, load_policy
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv
 from ballad_env.data import Dataset, load_dataset
+from ballad_env.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 150  # ten toy episodes: enough for every algorithm to update at least once
@@ -33,7 +33,8 @@ def trained(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("policies")
     paths = {}
     for algo in ALGORITHMS:
-        config = TrainConfig(algo=algo, datasets=("toy",), reward="cost", prior=PRIOR,
+        config = TrainConfig(algo=algo, datasets=("toy",),
+                             settings=Settings(reward="cost", prior=PRIOR),
                              total_timesteps=STEPS, n_envs=1, vec_env="dummy", n_steps=30,
                              batch_size=30, seed=1, output_dir=str(out), progress_bar=False)
         paths[algo] = train(config).model_path
@@ -49,6 +50,7 @@ def _costs(records: list[dict]) -> list[float]:
 
 
 # --------------------------------------------------------------------------- train, save, load
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_training_saves_model_settings_and_monitor(trained, algo):
     path = trained[algo]
@@ -65,6 +67,7 @@ def test_training_saves_model_settings_and_monitor(trained, algo):
     assert episodes["timesteps"].iloc[-1] == STEPS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_loaded_policy_acts_deterministically(trained, algo):
     env = BudgetAllocationEnv("toy", reward="cost", prior=PRIOR)
@@ -78,6 +81,7 @@ def test_loaded_policy_acts_deterministically(trained, algo):
     assert set(_actions(first)) <= {"AL", "LR"}
 
 
+@pytest.mark.slow
 def test_stochastic_predictions_follow_the_agent_seed(trained):
     agent = load_policy(trained["ppo"])
     obs = np.tile(BudgetAllocationEnv("toy", prior=PRIOR).reset(seed=0)[0], (50, 1))
@@ -88,6 +92,7 @@ def test_stochastic_predictions_follow_the_agent_seed(trained):
     assert a.shape == (50,) and np.array_equal(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGORITHMS)
 def test_policy_never_chooses_an_exhausted_pool(trained, algo):
     agent = load_policy(trained[algo])
@@ -102,11 +107,70 @@ def test_policy_never_chooses_an_exhausted_pool(trained, algo):
         assert probs[0, 1 - expected] == 0.0 and probs[0, expected] == pytest.approx(1.0)
 
 
+def _start_observations(n_seeds: int = 4) -> np.ndarray:
+    """Observations along toy episodes (ballad's path) where both label pools are open."""
+    from agents import make_agent
+
+    rows: list[np.ndarray] = []
+    env = BudgetAllocationEnv("toy", prior=PRIOR)
+    for seed in range(n_seeds):
+        run_episode(env, make_agent("ballad", env), seed,
+                    on_step=lambda obs, *_: rows.append(obs.copy()))
+    obs = np.array(rows)
+    return obs[mask_from_observation(obs).all(axis=1)]
+
+
+@pytest.mark.slow
+def test_dqn_probabilities_are_epsilon_greedy_with_the_final_rate(trained):
+    """eps = 0.05 (the final rate, as saved): 1 - eps + eps/2 = 0.975 on the greedy action,
+    eps/2 = 0.025 on the other; the initial rate (1.0) would give 0.5 / 0.5 instead."""
+    import torch
+
+    agent = load_policy(trained["dqn"])
+    model = agent.model
+    assert model.exploration_final_eps == 0.05 == model.exploration_rate
+    assert agent.settings["algorithm_kwargs"]["exploration_final_eps"] == 0.05
+    obs = _start_observations()
+    assert len(obs) > 10
+    with torch.no_grad():
+        q = model.q_net(torch.as_tensor(obs)).numpy()
+    greedy = q.argmax(axis=1)
+    expected = np.where(np.arange(2) == greedy[:, None], 0.975, 0.025)
+    np.testing.assert_allclose(agent.action_probabilities(obs), expected, rtol=0, atol=1e-12)
+    wrong = load_policy(trained["dqn"])
+    wrong.model.exploration_final_eps = wrong.model.exploration_initial_eps
+    assert not np.allclose(wrong.action_probabilities(obs), expected, rtol=0, atol=1e-3)
+
+
+def test_training_uses_and_records_non_default_settings(tmp_path):
+    """c_fn = 10 and a 10% budget (5 rounds) reach the training env and the settings JSON."""
+    settings = Settings(reward="cost", prior=PRIOR, c_fn=10.0, budget_fraction=0.1)
+    config = TrainConfig(datasets=("toy",), settings=settings, discount=0.9, total_timesteps=30,
+                         n_envs=1, vec_env="dummy", n_steps=10, batch_size=10, seed=3,
+                         output_dir=str(tmp_path), progress_bar=False)
+    result = train(config)
+    saved = json.loads(result.settings_path.read_text())
+    assert saved["config"]["settings"] == settings.to_dict()
+    assert saved["config"]["settings"]["name"] == "knn_cost_cfn10_budget0.1"
+    assert saved["config"]["discount"] == 0.9 and saved["algorithm_kwargs"]["gamma"] == 0.9
+    assert TrainConfig(**saved["config"]) == config  # the JSON reads back as the config
+    episodes = read_monitor(result.run_dir)
+    assert len(episodes) == 6 and np.all(episodes["length"] == 5)
+    # Worker 0 first resets with the run's seed; its return is the cost decrease, so the start
+    # cost it saw is the one under c_fn = 10 (not the default c_fn = 1).
+    seen = episodes["return"].iloc[0] + episodes["test_cost"].iloc[0]
+    start = BudgetAllocationEnv("toy", settings=settings).reset(seed=3)[1]["test_cost"]
+    default = BudgetAllocationEnv("toy", settings=settings.replace(c_fn=1.0)).reset(seed=3)[1]
+    assert seen == pytest.approx(start, abs=1e-5)
+    assert abs(start - default["test_cost"]) > 1e-3
+
+
 def test_mask_from_observation_allows_both_when_nothing_is_left():
     obs = np.zeros((1, len(FEATURE_INDEX)), dtype=np.float32)
     assert mask_from_observation(obs).tolist() == [[True, True]]
 
 
+@pytest.mark.slow
 def test_load_policy_explains_missing_or_stale_settings(trained, tmp_path):
     model = tmp_path / "copy.zip"
     model.write_bytes(trained["a2c"].read_bytes())
@@ -135,13 +199,15 @@ def test_valid_action_wrapper_switches_when_a_pool_runs_out():
 
 
 # --------------------------------------------------------------------------- the script
+@pytest.mark.slow
 def test_train_policy_script_smoke(tmp_path):
     """The command line end to end: subprocess workers, evaluation, checkpoints, curve."""
     cmd = [sys.executable, str(ROOT / "scripts" / "train_policy.py"), "--algo", "maskable_ppo",
            "--datasets", "toy", "--prior", PRIOR, "--reward", "val_cost", "--total-timesteps", "60",
            "--n-steps", "15", "--batch-size", "30", "--n-envs", "2", "--vec-env", "subproc",
            "--eval-freq", "30", "--eval-episodes", "1", "--checkpoint-freq", "30",
-           "--seed", "4", "--output-dir", str(tmp_path), "--no-progress"]
+           "--seed", "4", "--c-fn", "10", "--discount", "0.95", "--output-dir", str(tmp_path),
+           "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -154,7 +220,10 @@ def test_train_policy_script_smoke(tmp_path):
     evaluations = (run / "eval" / "evaluations.csv").read_text().splitlines()
     assert evaluations[0] == "timesteps,mean_return,mean_test_cost" and len(evaluations) == 3
     agent = load_policy(run / "maskable_ppo-val_cost-toy-s4.zip")
-    assert agent.settings["config"]["reward"] == "val_cost"
+    config = agent.settings["config"]
+    assert config["settings"]["reward"] == "val_cost" and config["settings"]["c_fn"] == 10.0
+    assert config["settings"]["prior"] == PRIOR and config["discount"] == 0.95
+    assert agent.model.gamma == 0.95
 
 
 # --------------------------------------------------------------------------- env options
@@ -225,18 +294,3 @@ def test_cost_rewards_match_a_hand_computation(reward):
         assert info["test_cost"] == pytest.approx(_hand_test_cost(env.episode))
         assert info["val_cost"] == pytest.approx(_hand_val_cost(env.episode))
         before = after
-
-
-# --------------------------------------------------------------------------- the study's split
-def test_policy_split_is_the_stated_rule():
-    """docs/policy_split.json is what its rule gives, 12 + 6 disjoint sets, one per size block."""
-    spec = importlib.util.spec_from_file_location("policy_study",
-                                                  ROOT / "scripts" / "policy_study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
-    split = json.loads((ROOT / "docs" / "policy_split.json").read_text())
-    manifest = {name: {"n": n} for name, n in split["rows"].items()}
-    assert study.make_split(manifest) == split
-    assert len(split["train"]) == 12 and len(split["held_out"]) == 6
-    assert not set(split["train"]) & set(split["held_out"])
-    assert all(len(set(block) & set(split["held_out"])) == 1 for block in split["blocks"])

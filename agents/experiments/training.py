@@ -15,8 +15,8 @@ import json
 import platform
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -268,10 +268,16 @@ def versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
+def config_dict(config: TrainConfig) -> dict[str, Any]:
+    """The config as JSON values; its settings with their name (``Settings.to_dict``)."""
+    return {f.name: (config.settings.to_dict() if f.name == "settings"
+                     else getattr(config, f.name)) for f in fields(config)}
+
+
 def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, Any]:
     """The settings JSON: the config, the algorithm arguments, features, timing and versions."""
     kwargs = algorithm_kwargs(config)
-    return {"run_name": config.name, "algo": config.algo, "config": asdict(config),
+    return {"run_name": config.name, "algo": config.algo, "config": config_dict(config),
             "algorithm_kwargs": kwargs, "observation_features": list(OBSERVATION_FEATURES),
             "num_timesteps": int(model.num_timesteps), "train_seconds": round(seconds, 2),
             "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -325,7 +331,7 @@ def read_monitor(run_dir: str | Path):
     return frame.rename(columns={"r": "return", "l": "length", "t": "seconds"})
 
 
-def plot_training_curves(groups: dict[str, Sequence[str | Path]], path: str | Path,
+def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str | Path,
                          window: int = 30, title: str | None = None) -> Path:
     """Episode return and final test cost vs steps: one line per group (its runs averaged on a
     common step grid after a rolling mean over ``window`` episodes), a band for min-max.

@@ -1,0 +1,542 @@
+"""The learned-policy study: do RL allocation policies beat BALLAD on data sets they never saw?
+
+Four steps, each reading only what the previous one wrote (``scripts/policy_study.py`` is
+their command line):
+
+* split: hold out one benchmark per size block (:func:`make_split`), a rule fixed before
+  any policy was trained;
+* train: one ``scripts/train_policy.py`` run per (algorithm, reward, seed) on the training
+  sets, under the study's :class:`~ballad_env.settings.Settings` (:func:`train_policies`);
+* evaluate: the policies and the baselines on the held-out sets x seeds through the one
+  episode loop :func:`agents.evaluation.run_episode`, one tidy row per (data set, seed,
+  agent, round) appended to ``rounds.csv`` (:func:`evaluate`); agents added later are run on
+  the cells already finished;
+* report: tables and figures from those files (:func:`write_report`).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agents.evaluation import run_episode
+from agents.experiments.run import _ResetDone
+from agents.experiments.tables import write_table
+from agents.registry import is_policy_path, make_agent
+from ballad_env.env import BudgetAllocationEnv
+from ballad_env.episode import RECORD_FIELDS
+from ballad_env.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN_SCRIPT = ROOT / "scripts" / "train_policy.py"
+SPLIT_SEED = 2023  # the paper's year; fixed before any policy was trained
+N_BLOCKS = 6
+ALGOS = ("ppo", "maskable_ppo")
+REWARDS = ("cost", "val_cost")
+BASELINES = ("ballad", "all-in-al", "all-in-lr", "random", "oracle")
+GROUP_ORDER = ("oracle", "ballad", "all-in-al", "all-in-lr", "random",
+               *(f"{a}-{r}" for a in ALGOS for r in REWARDS))
+#: The settings options the study takes (the reward is one of its axes, not an option).
+STUDY_OPTIONS = tuple(f.name for f in fields(Settings) if f.name != "reward")
+#: Columns of ``rounds.csv``: the cell's keys, then every scalar ``info`` figure.
+ROUND_COLUMNS = ("dataset", "seed", "agent", *RECORD_FIELDS[1:])
+#: A study policy's run name: ``<algo>-<reward>-train<n training sets>-s<seed>``.
+RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
+
+
+class StudyError(RuntimeError):
+    """A step cannot go on safely; the message says why and what to do."""
+
+
+# --------------------------------------------------------------------------- split
+def make_split(manifest: dict[str, dict], seed: int = SPLIT_SEED,
+               n_blocks: int = N_BLOCKS) -> dict[str, Any]:
+    """Hold out one data set per size block: sort by rows, cut into ``n_blocks`` blocks of
+    equal count, draw one per block with a seeded generator. Held-out sets thus span small
+    to large data, and the rule never looks at any result.
+    """
+    names = sorted(manifest, key=lambda name: (manifest[name]["n"], name))
+    if len(names) < 2 * n_blocks:
+        raise StudyError(f"{len(names)} data sets cannot fill {n_blocks} blocks of two or more")
+    blocks = np.array_split(np.array(names), n_blocks)
+    rng = np.random.default_rng(seed)
+    held_out = [str(block[rng.integers(len(block))]) for block in blocks]
+    return {
+        "rule": (f"sort the {len(names)} benchmarks by number of rows, cut into {n_blocks} "
+                 f"consecutive blocks of {len(names) // n_blocks}, hold out one per block drawn "
+                 f"with numpy.random.default_rng({seed}).integers(block size), in block order; "
+                 "chosen before any policy was trained"),
+        "seed": seed,
+        "blocks": [[str(n) for n in block] for block in blocks],
+        "train": [n for n in names if n not in held_out],
+        "held_out": held_out,
+        "rows": {n: manifest[n]["n"] for n in names},
+    }
+
+
+def write_split(split: dict[str, Any], path: Path, force: bool = False) -> None:
+    """Write the split as JSON; a different split already there is kept unless ``force``."""
+    if path.exists() and json.loads(path.read_text()) != split and not force:
+        raise StudyError(f"{path} exists and differs: the split is fixed; --force to overwrite")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(split, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------- train
+@dataclass(frozen=True)
+class TrainPlan:
+    """The study's training runs: algorithms x rewards x seeds, and how each one trains."""
+
+    settings: Settings = field(default_factory=Settings)
+    algos: tuple[str, ...] = ALGOS
+    rewards: tuple[str, ...] = REWARDS
+    train_seeds: int = 3
+    timesteps: int = 1200
+    n_envs: int = 2
+    vec_env: str = "dummy"
+    n_steps: int = 30
+    learning_rate: float = 1e-3
+
+
+def policy_dir(study: Path) -> Path:
+    """Where the study's trained policies live (one folder per run)."""
+    return Path(study) / "policies"
+
+
+def run_name(algo: str, reward: str, seed: int, n_train: int) -> str:
+    """The run name of one study policy (``RUN_PATTERN``)."""
+    return f"{algo}-{reward}-train{n_train}-s{seed}"
+
+
+def settings_arguments(settings: Settings) -> list[str]:
+    """``train_policy.py`` options giving ``settings`` (all but the reward)."""
+    argv = []
+    for name in STUDY_OPTIONS:
+        value = getattr(settings, name)
+        argv += [f"--{name.replace('_', '-')}", "gamma" if value is None else str(value)]
+    return argv
+
+
+def train_commands(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path
+                   ) -> dict[str, list[str]]:
+    """One ``train_policy.py`` command per (algorithm, reward, seed), keyed by run name."""
+    n_train = len(json.loads(Path(split_file).read_text())["train"])
+    commands = {}
+    for algo in plan.algos:
+        for reward in plan.rewards:
+            for seed in range(plan.train_seeds):
+                name = run_name(algo, reward, seed, n_train)
+                commands[name] = [
+                    sys.executable, str(TRAIN_SCRIPT),
+                    "--algo", algo, "--reward", reward, "--seed", str(seed),
+                    "--datasets-from", str(split_file), "--data-dir", str(data_dir),
+                    "--total-timesteps", str(plan.timesteps), "--n-envs", str(plan.n_envs),
+                    "--vec-env", plan.vec_env, "--n-steps", str(plan.n_steps),
+                    "--batch-size", str(plan.n_steps), "--learning-rate", str(plan.learning_rate),
+                    "--checkpoint-freq", str(plan.timesteps // 2), "--eval-freq", "0",
+                    "--output-dir", str(policy_dir(study)), "--run-name", name,
+                    "--no-progress", *settings_arguments(plan.settings)]
+    return commands
+
+
+def model_path(study: Path, name: str) -> Path:
+    """The final saved model of run ``name``."""
+    return policy_dir(study) / name / f"{name}.zip"
+
+
+def trained_settings(model: Path) -> Settings:
+    """The settings a saved policy was trained with, from the JSON beside it (both the
+    ``config.settings`` layout and the older one with ``config.reward``/``config.prior``)."""
+    config = json.loads(Path(model).with_suffix(".json").read_text())["config"]
+    return Settings.from_dict(config.get("settings", config))
+
+
+def same_options(a: Settings, b: Settings) -> bool:
+    """Whether two settings agree on everything but the reward (the study's axis)."""
+    reward = Settings().reward
+    return a.replace(reward=reward) == b.replace(reward=reward)
+
+
+def check_trained(models: Iterable[Path], settings: Settings) -> None:
+    """Every saved policy must have been trained under ``settings`` (reward aside)."""
+    for model in models:
+        trained = trained_settings(model)
+        if not same_options(trained, settings):
+            raise StudyError(f"{model.name} was trained with settings {trained.name}, this "
+                             f"step runs {settings.name}: pass the same settings options, or "
+                             "use another --study-dir")
+
+
+def run_commands(commands: dict[str, list[str]], jobs: int, logs: Path,
+                 poll: float = 0.5) -> list[str]:
+    """Run the commands ``jobs`` at a time (output to ``<logs>/<name>.log``), printing each
+    one's end; returns the names of those that failed."""
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    queue, failed = list(commands.items()), []
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    start = time.perf_counter()
+    while queue or running:
+        while queue and len(running) < jobs:
+            name, cmd = queue.pop(0)
+            with (logs / f"{name}.log").open("w") as log:
+                running[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                  env=env), time.perf_counter())
+        time.sleep(poll)
+        for name, (proc, began) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[name]
+            if proc.returncode:
+                failed.append(name)
+            status = "ok" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
+            print(f"{name}: {status} in {time.perf_counter() - began:.0f} s "
+                  f"[{time.perf_counter() - start:.0f} s total]", flush=True)
+    return failed
+
+
+def train_policies(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path,
+                   jobs: int = 2) -> list[str]:
+    """Train the plan's runs that have no saved model yet; saved ones must match the plan's
+    settings. Returns the names of failed runs."""
+    commands = train_commands(plan, split_file, data_dir, study)
+    done = [model_path(study, name) for name in commands if model_path(study, name).exists()]
+    check_trained(done, plan.settings)
+    todo = {name: cmd for name, cmd in commands.items() if not model_path(study, name).exists()}
+    return run_commands(todo, jobs, Path(study) / "logs")
+
+
+# --------------------------------------------------------------------------- evaluate
+def trained_policies(study: Path) -> list[Path]:
+    """The study's saved models (final ones, not checkpoints), sorted by run name."""
+    folder = policy_dir(study)
+    if not folder.is_dir():
+        return []
+    return sorted(d / f"{d.name}.zip" for d in folder.iterdir() if (d / f"{d.name}.zip").is_file())
+
+
+def agent_name(spec: str) -> str:
+    """An agent's name in the round table: the registry name, or a policy file's stem."""
+    return Path(spec).stem if is_policy_path(spec) else str(spec)
+
+
+def evaluation_settings(settings: Settings) -> Settings:
+    """The environment's settings for evaluation: the reward does not change any recorded
+    figure or observation, so it stays at its default (as the study always evaluated)."""
+    return settings.replace(reward=Settings().reward)
+
+
+def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str | Path,
+                  settings: Settings) -> list[dict[str, Any]]:
+    """Every agent on one (data set, seed) from one shared reset; rows from round 0 (start)."""
+    if any(is_policy_path(s) for s in specs):
+        import torch
+
+        torch.set_num_threads(1)
+    env = BudgetAllocationEnv(dataset, data_dir=str(data_dir),
+                              settings=evaluation_settings(settings))
+    obs, info = env.reset(seed=seed)
+    rows = []
+    for spec in specs:
+        prepared = _ResetDone(copy.deepcopy(env), seed, obs.copy(), copy.deepcopy(info))
+        agent = make_agent(spec, prepared.unwrapped)
+        for record in run_episode(prepared, agent, seed, include_start=True):
+            rows.append({"dataset": dataset, "seed": seed, "agent": agent_name(spec),
+                         **{k: record[k] for k in ROUND_COLUMNS[3:]}})
+    return rows
+
+
+def check_replay(dataset: str, seed: int, data_dir: str | Path, settings: Settings) -> None:
+    """Playing from a copy of a reset environment must equal playing from a fresh reset."""
+    got = [(r["action"], r["test_cost"])
+           for r in evaluate_cell(dataset, seed, ["ballad"], data_dir, settings)[1:]]
+    env = BudgetAllocationEnv(dataset, data_dir=str(data_dir),
+                              settings=evaluation_settings(settings))
+    want = [(r["action"], r["test_cost"]) for r in run_episode(env, make_agent("ballad", env),
+                                                               seed)]
+    if got != want:
+        raise StudyError(f"replaying from a copied env differs from a fresh reset: {got} "
+                         f"!= {want}")
+
+
+def finished_agents(rounds: Path) -> dict[tuple[str, int], set[str]]:
+    """Agents already in ``rounds.csv`` per (data set, seed); the file must have our columns."""
+    if not rounds.exists():
+        return {}
+    with rounds.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != ROUND_COLUMNS:
+            raise StudyError(f"{rounds} has other columns than this version writes: evaluate "
+                             "into a new --study-dir (the report still reads the old file)")
+        done: dict[tuple[str, int], set[str]] = {}
+        for row in reader:
+            done.setdefault((row["dataset"], int(row["seed"])), set()).add(row["agent"])
+    return done
+
+
+def pending_cells(datasets: Sequence[str], seeds: int, specs: Sequence[str],
+                  done: dict[tuple[str, int], set[str]]
+                  ) -> list[tuple[str, int, tuple[str, ...]]]:
+    """(data set, seed, agents still to run there) for every cell with something to run."""
+    cells = []
+    for dataset in datasets:
+        for seed in range(seeds):
+            ran = done.get((dataset, seed), set())
+            todo = tuple(s for s in specs if agent_name(s) not in ran)
+            if todo:
+                cells.append((dataset, seed, todo))
+    return cells
+
+
+def check_evaluated_settings(study: Path, settings: Settings) -> None:
+    """Rows already in ``rounds.csv`` must come from the same settings (an ``evaluate.json``
+    without settings is from a study that always ran the default ones)."""
+    meta_file = Path(study) / "evaluate.json"
+    if not (Path(study) / "rounds.csv").exists() or not meta_file.exists():
+        return
+    before = Settings.from_dict(json.loads(meta_file.read_text()).get("settings", {}))
+    if not same_options(before, settings):
+        raise StudyError(f"{study / 'rounds.csv'} holds results under settings {before.name}, "
+                         f"this evaluation runs {settings.name}: use another --study-dir")
+
+
+def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[str],
+             data_dir: str | Path, settings: Settings, jobs: int = 1,
+             progress: bool = True) -> dict[str, Any]:
+    """Run every agent not yet evaluated on each (data set, seed) and append its rows to
+    ``<study>/rounds.csv``; write and return ``evaluate.json``'s content."""
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    check_trained([Path(s) for s in specs if is_policy_path(s)], settings)
+    check_evaluated_settings(study, settings)
+    out = Path(study) / "rounds.csv"
+    cells = pending_cells(datasets, seeds, specs, finished_agents(out))
+    check_replay(datasets[0], 0, data_dir, settings)
+    print(f"{len(specs)} agents: {sum(len(c[2]) for c in cells)} episodes to run in "
+          f"{len(cells)} cells", flush=True)
+    meta = {"agents": list(specs), "held_out": list(datasets), "seeds": seeds,
+            "settings": evaluation_settings(settings).to_dict()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    (out.parent / "evaluate.json").write_text(json.dumps(meta, indent=2) + "\n")
+    new_file = not out.exists()
+    start = time.perf_counter()
+    with out.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=ROUND_COLUMNS)
+        if new_file:
+            writer.writeheader()
+        results = Parallel(n_jobs=jobs, return_as="generator_unordered")(
+            delayed(evaluate_cell)(d, s, todo, data_dir, settings) for d, s, todo in cells)
+        for rows in tqdm(results, total=len(cells), unit="cell", disable=not progress):
+            writer.writerows(rows)
+            f.flush()
+    meta["evaluate_seconds"] = round(time.perf_counter() - start, 1)
+    (out.parent / "evaluate.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+# --------------------------------------------------------------------------- report
+def group_order(groups: Iterable[str]) -> list[str]:
+    """The study's groups in report order: the known ones first, then any others as found."""
+    present = list(dict.fromkeys(groups))
+    return [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
+
+
+def load_rounds(rounds: Path) -> pd.DataFrame:
+    """The tidy round table, with each agent's group (policy run without its seed) and seed."""
+    df = pd.read_csv(rounds)
+    parts = df["agent"].str.extract(RUN_PATTERN)
+    df["group"] = parts["group"].fillna(df["agent"])
+    df["train_seed"] = pd.to_numeric(parts["train_seed"])
+    df["action"] = df["action"].fillna("")
+    return df
+
+
+def episode_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (data set, seed, agent): final and mean-over-rounds cost, AL share,
+    switches, and the round of the first switch."""
+    played = df[df["round"] > 0].sort_values("round")
+    keys = ["dataset", "seed", "agent", "group", "train_seed"]
+
+    def summary(g: pd.DataFrame) -> dict[str, float]:
+        actions = g["action"].to_numpy()
+        changes = np.flatnonzero(actions[1:] != actions[:-1])
+        return {"final_cost": g["test_cost"].iloc[-1], "mean_cost": g["test_cost"].mean(),
+                "al_share": float(np.mean(actions == "AL")), "switches": len(changes),
+                "first_switch": float(changes[0] + 2) if len(changes) else np.nan}
+
+    rows = [{**dict(zip(keys, k, strict=True)), **summary(g)}
+            for k, g in played.groupby(keys, dropna=False, sort=False)]
+    return pd.DataFrame(rows)
+
+
+def headline(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per agent group: cost (spread over training seeds), paired difference to BALLAD with a
+    bootstrap interval over (data set, seed) cells, wins, and what the agent does.
+    """
+    rng = np.random.default_rng(seed)
+    cells = ["dataset", "seed"]
+    ballad = episodes[episodes["group"] == "ballad"].set_index(cells)["final_cost"]
+    rows = []
+    for group in group_order(episodes["group"]):
+        e = episodes[episodes["group"] == group]
+        per_seed = e.groupby("train_seed", dropna=False)[["final_cost", "mean_cost"]].mean()
+        per_cell = e.groupby(cells)["final_cost"].mean()
+        diff = (per_cell - ballad.reindex(per_cell.index)).to_numpy()
+        boot = rng.choice(diff, size=(n_boot, len(diff))).mean(axis=1)
+        paired = e.set_index(cells)["final_cost"] - ballad.reindex(e.set_index(cells).index)
+        rows.append({
+            "agent": group, "runs": len(per_seed),
+            "final_cost": per_seed["final_cost"].mean(),
+            "final_cost_sd_seeds": per_seed["final_cost"].std() if len(per_seed) > 1 else np.nan,
+            "mean_cost": per_seed["mean_cost"].mean(),
+            "mean_cost_sd_seeds": per_seed["mean_cost"].std() if len(per_seed) > 1 else np.nan,
+            "vs_ballad_pct": 100 * (per_seed["final_cost"].mean() / ballad.mean() - 1),
+            "diff_vs_ballad": diff.mean(), "diff_ci_low": np.quantile(boot, 0.025),
+            "diff_ci_high": np.quantile(boot, 0.975),
+            "win": float(np.mean(paired < -1e-12)), "tie": float(np.mean(np.abs(paired) <= 1e-12)),
+            "al_share": e["al_share"].mean(), "switches": e["switches"].mean(),
+            "first_switch": e["first_switch"].mean(),
+            "never_switch": e["first_switch"].isna().mean(),
+        })
+    return pd.DataFrame(rows)
+
+
+def per_dataset(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Final test cost per held-out data set (rows) and agent group (columns)."""
+    table = episodes.groupby(["dataset", "group"])["final_cost"].mean().unstack()
+    return table[group_order(table.columns)]
+
+
+def by_training_seed(df: pd.DataFrame, episodes: pd.DataFrame) -> pd.DataFrame:
+    """What each learned policy does: cost, AL share, switches and its most common sequence of
+    actions (A = AL, L = LR) with the share of held-out episodes that follow it exactly.
+    """
+    played = df[df["round"] > 0].sort_values("round")
+    letters = played.groupby(["group", "train_seed", "dataset", "seed"])["action"].agg(
+        lambda a: "".join(x[0] for x in a))
+    rows = []
+    policies = episodes.dropna(subset=["train_seed"])
+    for (group, seed), e in policies.groupby(["group", "train_seed"]):
+        counts = letters.loc[(group, seed)].value_counts()
+        rows.append({"agent": group, "train_seed": int(seed),
+                     "final_cost": e["final_cost"].mean(), "mean_cost": e["mean_cost"].mean(),
+                     "al_share": e["al_share"].mean(), "switches": e["switches"].mean(),
+                     "modal_sequence": counts.index[0],
+                     "modal_share": counts.iloc[0] / counts.sum()})
+    return pd.DataFrame(rows)
+
+
+def val_cost_bias(df: pd.DataFrame) -> pd.DataFrame:
+    """Estimated cost (on the labels that set tau) next to the test cost, for the fixed rules."""
+    rules = df[df["group"].isin(["all-in-al", "all-in-lr", "ballad"]) & (df["round"] > 0)]
+    table = rules.groupby(["group", "round"])[["val_cost", "test_cost"]].mean().reset_index()
+    return table[table["round"].isin([1, 2, 5, 10, 15])]
+
+
+def training_times(models: Sequence[Path]) -> pd.DataFrame:
+    """Wall time, steps and episodes of every run, from the settings JSON beside its model."""
+    rows = []
+    for path in models:
+        s = json.loads(Path(path).with_suffix(".json").read_text())
+        settings = trained_settings(path)
+        rows.append({"run": s["run_name"], "algo": s["algo"], "reward": settings.reward,
+                     "seed": s["config"]["seed"], "timesteps": s["num_timesteps"],
+                     "episodes": s["num_timesteps"] // settings.n_rounds,
+                     "train_seconds": s["train_seconds"]})
+    return pd.DataFrame(rows)
+
+
+def plot_by_round(df: pd.DataFrame, column: str, ylabel: str, path: Path,
+                  groups: Sequence[str]) -> None:
+    """``column`` against the round, one panel per held-out data set, one line per group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(df["dataset"]))
+    fig, axes = plt.subplots(2, (len(datasets) + 1) // 2, figsize=(13, 6.5), sharex=True,
+                             constrained_layout=True, squeeze=False)
+    for ax, name in zip(axes.flat, datasets, strict=False):
+        d = df[df["dataset"] == name]
+        for group in groups:
+            curve = d[d["group"] == group].groupby("round")[column].mean()
+            style = "--" if group in BASELINES else "-"
+            ax.plot(curve.index, curve.to_numpy(), style, label=group, lw=1.4)
+        ax.set_title(name)
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+    axes.flat[0].legend(fontsize=7)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def policy_runs(models: Sequence[Path]) -> dict[str, list[Path]]:
+    """Run folders of the saved policies per group (run name without its seed)."""
+    runs: dict[str, list[Path]] = {}
+    for model in models:
+        match = re.fullmatch(RUN_PATTERN, model.stem)
+        if match:
+            runs.setdefault(match["group"], []).append(model.parent)
+    return {g: runs[g] for g in group_order(runs)}
+
+
+def curves_title(models: Sequence[Path], runs: dict[str, list[Path]]) -> str:
+    """The learning curves' title: how many training sets and seeds (per group, at most)."""
+    n_sets = len(json.loads(models[0].with_suffix(".json").read_text())["config"]["datasets"])
+    n_seeds = max(len(r) for r in runs.values())
+    seeds = f"{n_seeds} seeds" if n_seeds > 1 else "1 seed"
+    return f"training on the {n_sets} training data sets ({seeds}: mean, min-max)"
+
+
+def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy",
+                 window: int = 10) -> dict[str, pd.DataFrame]:
+    """Tables ``<tables>/<prefix>_*`` and figures ``<figures>/<prefix>_*`` from the study's
+    saved files only; returns the tables by name."""
+    from agents.experiments.training import plot_training_curves
+
+    figures.mkdir(parents=True, exist_ok=True)
+    df = load_rounds(Path(study) / "rounds.csv")
+    episodes = episode_table(df)
+    models = trained_policies(study)
+    frames = {"heldout_summary": headline(episodes),
+              "heldout_by_dataset": per_dataset(episodes).reset_index(),
+              "by_training_seed": by_training_seed(df, episodes),
+              "val_cost_bias": val_cost_bias(df), "training_time": training_times(models)}
+    for name, frame in frames.items():
+        write_table(frame, tables, f"{prefix}_{name}", index=False, csv_float_format="%.6g",
+                    digits=1 if name == "training_time" else 4)
+    groups = group_order(df["group"])
+    plot_by_round(df, "test_cost", "test cost", figures / f"{prefix}_cost_by_round.png", groups)
+    played = df[df["round"] > 0].assign(is_al=(df["action"] == "AL").astype(float))
+    plot_by_round(played, "is_al", "share of AL", figures / f"{prefix}_al_share.png",
+                  [g for g in groups if g not in ("all-in-al", "all-in-lr")])
+    runs = policy_runs(models)
+    if runs:
+        plot_training_curves(runs, figures / f"{prefix}_learning_curves.png", window=window,
+                             title=curves_title(models, runs))
+    return frames
+
+
+__all__ = ["ALGOS", "BASELINES", "GROUP_ORDER", "REWARDS", "ROUND_COLUMNS", "STUDY_OPTIONS",
+           "StudyError", "TrainPlan", "agent_name", "by_training_seed", "check_replay",
+           "check_trained", "episode_table", "evaluate", "evaluate_cell", "finished_agents",
+           "group_order", "headline", "load_rounds", "make_split", "pending_cells",
+           "per_dataset", "plot_by_round", "policy_dir", "policy_runs", "run_commands",
+           "run_name", "train_commands", "train_policies", "trained_policies",
+           "trained_settings", "training_times", "val_cost_bias", "write_report",
+           "write_split"]
