@@ -294,3 +294,13 @@ def test_cost_rewards_match_a_hand_computation(reward):
         assert info["test_cost"] == pytest.approx(_hand_test_cost(env.episode))
         assert info["val_cost"] == pytest.approx(_hand_val_cost(env.episode))
         before = after
+
+
+def test_run_names_tell_settings_apart() -> None:
+    """Runs under other settings never share a folder; default runs keep their short name."""
+    assert TrainConfig(datasets=("toy",)).name == "ppo-cost-toy-s0"
+    assert TrainConfig(algo="dqn", datasets=("a", "b"), seed=2,
+                       settings=Settings(reward="val_cost")).name == "dqn-val_cost-2sets-s2"
+    costly = TrainConfig(datasets=("toy",), settings=Settings(reward="cost", c_fn=10))
+    assert costly.name == "ppo-cost-toy-iforest_cost_cfn10-s0"
+    assert costly.run_dir != TrainConfig(datasets=("toy",)).run_dir

@@ -16,7 +16,6 @@ their command line):
 
 from __future__ import annotations
 
-import copy
 import csv
 import json
 import os
@@ -33,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from agents.evaluation import run_episode
-from agents.experiments.run import _ResetDone
+from agents.experiments.run import play_agents
 from agents.experiments.tables import write_table
 from agents.registry import is_policy_path, make_agent
 from ballad_env.env import BudgetAllocationEnv
@@ -248,15 +247,10 @@ def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str |
         torch.set_num_threads(1)
     env = BudgetAllocationEnv(dataset, data_dir=str(data_dir),
                               settings=evaluation_settings(settings))
-    obs, info = env.reset(seed=seed)
-    rows = []
-    for spec in specs:
-        prepared = _ResetDone(copy.deepcopy(env), seed, obs.copy(), copy.deepcopy(info))
-        agent = make_agent(spec, prepared.unwrapped)
-        for record in run_episode(prepared, agent, seed, include_start=True):
-            rows.append({"dataset": dataset, "seed": seed, "agent": agent_name(spec),
-                         **{k: record[k] for k in ROUND_COLUMNS[3:]}})
-    return rows
+    return [{"dataset": dataset, "seed": seed, "agent": agent_name(spec),
+             **{k: record[k] for k in ROUND_COLUMNS[3:]}}
+            for spec, _, records in play_agents(env, seed, specs, include_start=True)
+            for record in records]
 
 
 def check_replay(dataset: str, seed: int, data_dir: str | Path, settings: Settings) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -94,15 +94,27 @@ def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame
     with limits:
         dataset = _load(task.dataset, task.data_dir)
         env = BudgetAllocationEnv(dataset, settings=task.setting)
-        obs, info = env.reset(seed=task.seed)
         done = []
-        for spec in task.agents:
-            prepared = _ResetDone(copy.deepcopy(env), task.seed, obs.copy(), copy.deepcopy(info))
-            agent = make_agent(spec, prepared.unwrapped)
-            records = run_episode(prepared, agent, task.seed)
+        for spec, played, records in play_agents(env, task.seed, task.agents):
             cell = Cell(task.name, task.seed, spec, task.setting)
-            done.append((cell, _frame(cell, records, prepared.unwrapped)))
+            done.append((cell, _frame(cell, records, played)))
     return done
+
+
+def play_agents(env: BudgetAllocationEnv, seed: int, specs: Sequence[str], *,
+                include_start: bool = False
+                ) -> list[tuple[str, BudgetAllocationEnv, list[dict[str, Any]]]]:
+    """Every agent of ``specs`` from one reset of ``env`` with ``seed``: each plays its own
+    copy of the reset environment, which common random numbers make identical to a fresh
+    reset. Returns (spec, the environment it played, its records) per agent."""
+    obs, info = env.reset(seed=seed)
+    played = []
+    for spec in specs:
+        prepared = _ResetDone(copy.deepcopy(env), seed, obs.copy(), copy.deepcopy(info))
+        agent = make_agent(spec, prepared.unwrapped)
+        records = run_episode(prepared, agent, seed, include_start=include_start)
+        played.append((spec, prepared.unwrapped, records))
+    return played
 
 
 def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) -> pd.DataFrame:
@@ -235,4 +247,4 @@ def _progress_bar(total: int, done: int, enabled: bool) -> Any:
                 dynamic_ncols=True, smoothing=0.1)
 
 
-__all__ = ["prepare_run", "run_grid"]
+__all__ = ["play_agents", "prepare_run", "run_grid"]

@@ -90,12 +90,15 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        """The run name: algorithm, reward, data sets and seed (or the one given)."""
+        """The run name: algorithm, reward, data sets, any other non-default setting and the
+        seed (or the name given), so runs under other settings never share a folder."""
         if self.run_name:
             return self.run_name
         one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
         sets = one if len(self.datasets) == 1 else f"{len(self.datasets)}sets"
-        return f"{self.algo}-{self.settings.reward}-{sets}-s{self.seed}"
+        settings = self.settings
+        others = "" if settings == Settings(reward=settings.reward) else f"-{settings.name}"
+        return f"{self.algo}-{settings.reward}-{sets}{others}-s{self.seed}"
 
     @property
     def run_dir(self) -> Path:
