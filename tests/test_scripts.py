@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.runner import Grid, Setting, run_grid
+from agents.experiments import Grid, load_results, paper, run_grid
+from agents.experiments.bench import PHASES
+from ballad_env.settings import Settings
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -59,6 +61,7 @@ def data_dir(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_compare_agents_writes_results_and_resumes(
         tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "run"
@@ -70,6 +73,9 @@ def test_compare_agents_writes_results_and_resumes(
     assert (output / "run.json").is_file()
     assert len(list((output / "cells").glob("*.parquet"))) == 4  # alpha, beta x 2 agents
     assert (output / "summary.csv").is_file() and (output / "per_round.csv").is_file()
+    results = load_results(output)  # labels spent: round x 2 % of |D|, up to the 30 % budget
+    for _, cell in results.groupby(["dataset", "agent"]):
+        np.testing.assert_allclose(cell["spent_fraction"], np.arange(1, 16) * 0.02)
     script = load_script("compare_agents.py")
     assert script.main(args) == 0  # every cell is done: nothing reruns, same report
     assert capsys.readouterr().out == first.stdout
@@ -79,6 +85,7 @@ def test_compare_agents_writes_results_and_resumes(
     assert "holds a different run" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reproduce_paper_writes_figures_and_tables(tmp_path: Path, data_dir: Path) -> None:
     docs = tmp_path / "docs"
     run_script("reproduce_paper.py", "--data-dir", str(data_dir), "--seeds", "1",
@@ -98,25 +105,38 @@ def test_reproduce_paper_writes_figures_and_tables(tmp_path: Path, data_dir: Pat
 
 def test_bayes_comparison_report(tmp_path: Path) -> None:
     """The bayes report on stored tables (a real bayes run is too slow for a smoke test)."""
-    script = load_script("reproduce_paper.py")
-    setting = Setting(prior="knn", budget_fraction=0.1)
-    main = run_grid(Grid(("wdbc",), (0,), script.MAIN_AGENTS, (setting,)), tmp_path / "main",
+    setting = Settings(prior="knn", budget_fraction=0.1)
+    main = run_grid(Grid(("wdbc",), (0,), paper.MAIN_AGENTS, (setting,)), tmp_path / "main",
                     n_jobs=1, progress=False)
-    stand_in = main[main["agent"].isin(script.Q1_AGENTS)].assign(
+    stand_in = main[main["agent"].isin(paper.Q1_AGENTS)].assign(
         setting="knn_bayes20_budget0.1", threshold_search="bayes")
-    writer = script.Writer(tmp_path / "docs")
     key: dict[str, object] = {}
-    script.bayes(main, stand_in, writer, key)
+    paper.bayes(main, stand_in, paper.Writer(tmp_path / "docs"), key)
     assert key["bayes"]["same_winner"] == 1 and key["bayes"]["datasets"] == 1
     assert (tmp_path / "docs" / "figures" / "q1_bayes_vs_exact.png").is_file()
+    assert (tmp_path / "docs" / "tables" / "q1_bayes_vs_exact.md").is_file()
 
 
+def test_spent_fraction_is_round_times_round_fraction(tmp_path: Path) -> None:
+    """The results' x axis: labels bought so far as a share of |D|, whatever the round size."""
+    settings = (Settings(prior="knn", budget_fraction=0.1),
+                Settings(prior="knn", budget_fraction=0.2, round_fraction=0.05))
+    results = run_grid(Grid(("wdbc",), (0,), ("all-in-lr",), settings), tmp_path, n_jobs=1,
+                       progress=False)
+    spent = results.groupby("setting", sort=False)["spent_fraction"].apply(list)
+    np.testing.assert_allclose(spent["knn_budget0.1"], [0.02, 0.04, 0.06, 0.08, 0.1])
+    np.testing.assert_allclose(spent["knn_budget0.2_round0.05"], [0.05, 0.1, 0.15, 0.2])
+
+
+@pytest.mark.slow
 def test_bench_prints_timings_and_a_profile() -> None:
     done = run_script("bench.py", "--datasets", "wdbc", "--repeats", "1", "--bayes-repeats",
                       "0", "--prior", "knn")
     assert "exact s" in done.stdout and "peak MB" in done.stdout
     assert "slowest exact episode" in done.stdout
     assert "Profile of one exact episode on wdbc" in done.stdout
+    for label, _, _ in PHASES:  # every phase is found: its function was called
+        assert f"  {label} " in done.stdout, label
 
 
 @pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py"])

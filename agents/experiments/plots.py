@@ -1,7 +1,8 @@
-"""Figures of tidy runner results; they read stored tables and never rerun an experiment.
+"""Figures of tidy harness results; they read stored tables and never rerun an experiment.
 
-Every function takes the tidy table (``agents.runner.load_results``) or the output folder
-it lives in, and writes one image with matplotlib's Agg backend (no display needed).
+Every function takes the tidy table (``agents.experiments.load_results``) or the output
+folder it lives in, and writes one image with matplotlib's Agg backend (no display needed).
+The x axis of the per-round figures is ``spent_fraction``: labels bought as a share of |D|.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import matplotlib
 
@@ -18,9 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from agents.runner import load_results, reward_difference_stats, reward_differences  # noqa: E402
+from agents.experiments.store import load_results  # noqa: E402
+from agents.experiments.tables import reward_difference_stats, reward_differences  # noqa: E402
 
-Results = pd.DataFrame | str | os.PathLike
+Results: TypeAlias = pd.DataFrame | str | os.PathLike
 
 #: Fixed colours so an agent looks the same in every figure.
 AGENT_COLORS = {"ballad": "tab:blue", "ballad-cosine": "tab:purple", "all-in-al": "tab:orange",
@@ -57,9 +60,9 @@ def _save(fig: plt.Figure, path: str | os.PathLike) -> Path:
 
 
 def _curves(table: pd.DataFrame, metric: str) -> pd.Series:
-    """Mean ``metric`` per (setting, agent, budget used) over seeds, then over data sets."""
-    per_dataset = table.groupby(["setting", "agent", "budget_used", "dataset"])[metric].mean()
-    return per_dataset.groupby(level=["setting", "agent", "budget_used"]).mean()
+    """Mean ``metric`` per (setting, agent, labels spent) over seeds, then over data sets."""
+    per_dataset = table.groupby(["setting", "agent", "spent_fraction", "dataset"])[metric].mean()
+    return per_dataset.groupby(level=["setting", "agent", "spent_fraction"]).mean()
 
 
 def _draw(ax: plt.Axes, table: pd.DataFrame, agents: list[str], settings: list[str],
@@ -67,7 +70,7 @@ def _draw(ax: plt.Axes, table: pd.DataFrame, agents: list[str], settings: list[s
     curves = _curves(table, metric)
     for i, agent in enumerate(agents):
         for j, setting in enumerate(settings):
-            if (setting, agent) not in curves.index.droplevel("budget_used"):
+            if (setting, agent) not in curves.index.droplevel("spent_fraction"):
                 continue
             curve = curves.loc[(setting, agent)]
             label = agent if len(settings) == 1 else f"{agent} ({setting})"
