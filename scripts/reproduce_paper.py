@@ -27,7 +27,6 @@ from agents.experiments.paper import (
     report,
     run_experiments,
 )
-from ballad_env.detector import PRIORS
 from ballad_env.settings import add_settings_arguments
 
 
@@ -39,15 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--datasets", nargs="+", default=["all"],
                         help="data sets, or 'all' for every file in the data folder")
     parser.add_argument("--seeds", type=int, default=10, help="repetitions: seeds 0..N-1")
-    parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
-                        choices=PRIORS.names(),
-                        help="SSDO priors to run every question with (the bayes run: the first)")
     parser.add_argument("--questions", nargs="+", default=list(QUESTIONS), choices=QUESTIONS,
                         help="what to run and report")
     parser.add_argument("--bayes-datasets", nargs="+", default=list(DEFAULT_BAYES_DATASETS),
                         help="data sets of the bayes-search run (a subset of --datasets)")
     parser.add_argument("--bayes-seeds", type=int, default=2,
                         help="seeds 0..N-1 of the bayes-search run")
+    add_settings_arguments(parser, several=True, only=["prior"],
+                           several_defaults={"prior": ["iforest", "knn"]})
     add_settings_arguments(parser, only=["bayes_calls"])
     parser.add_argument("--n-jobs", type=int, default=-1,
                         help="parallel worker processes (-1: all cores)")
@@ -68,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def planned(args: argparse.Namespace) -> list[Experiment]:
     """The runs the chosen questions need, from the parsed options."""
-    return experiments(dataset_names(args.datasets, args.data_dir), args.seeds, args.priors,
+    return experiments(dataset_names(args.datasets, args.data_dir), args.seeds, args.prior,
                        args.questions, bayes_datasets=args.bayes_datasets,
                        bayes_seeds=args.bayes_seeds, bayes_calls=args.bayes_calls)
 

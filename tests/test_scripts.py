@@ -89,7 +89,7 @@ def test_compare_agents_writes_results_and_resumes(
 def test_reproduce_paper_writes_figures_and_tables(tmp_path: Path, data_dir: Path) -> None:
     docs = tmp_path / "docs"
     run_script("reproduce_paper.py", "--data-dir", str(data_dir), "--seeds", "1",
-               "--priors", "knn", "--questions", "q1", "q2", "q3", "q4", "--n-jobs", "1",
+               "--prior", "knn", "--questions", "q1", "q2", "q3", "q4", "--n-jobs", "1",
                "--no-progress", "--output", str(tmp_path / "results"), "--docs", str(docs))
     figures = {p.name for p in (docs / "figures").iterdir()}
     assert {"q1_cost_per_round_knn.png", "q2_entropy_vs_cosine_knn.png",
