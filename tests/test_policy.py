@@ -211,15 +211,15 @@ def test_train_policy_script_smoke(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    run = tmp_path / "maskable_ppo-val_cost-toy-s4"
-    for name in ("maskable_ppo-val_cost-toy-s4.zip", "maskable_ppo-val_cost-toy-s4.json",
+    run = tmp_path / f"maskable_ppo-val_cost-toy-{PRIOR}_cfn10-s4"
+    for name in (f"{run.name}.zip", f"{run.name}.json",
                  "curve.png", "monitor/0.monitor.csv", "monitor/1.monitor.csv",
                  "eval/evaluations.csv", "logs/progress.csv"):
         assert (run / name).is_file(), name
     assert len(list((run / "checkpoints").glob("*.zip"))) == 2
     evaluations = (run / "eval" / "evaluations.csv").read_text().splitlines()
     assert evaluations[0] == "timesteps,mean_return,mean_test_cost" and len(evaluations) == 3
-    agent = load_policy(run / "maskable_ppo-val_cost-toy-s4.zip")
+    agent = load_policy(run / f"{run.name}.zip")
     config = agent.settings["config"]
     assert config["settings"]["reward"] == "val_cost" and config["settings"]["c_fn"] == 10.0
     assert config["settings"]["prior"] == PRIOR and config["discount"] == 0.95
@@ -302,5 +302,5 @@ def test_run_names_tell_settings_apart() -> None:
     assert TrainConfig(algo="dqn", datasets=("a", "b"), seed=2,
                        settings=Settings(reward="val_cost")).name == "dqn-val_cost-2sets-s2"
     costly = TrainConfig(datasets=("toy",), settings=Settings(reward="cost", c_fn=10))
-    assert costly.name == "ppo-cost-toy-iforest_cost_cfn10-s0"
+    assert costly.name == "ppo-cost-toy-iforest_cfn10-s0"
     assert costly.run_dir != TrainConfig(datasets=("toy",)).run_dir

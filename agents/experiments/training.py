@@ -96,9 +96,10 @@ class TrainConfig:
             return self.run_name
         one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
         sets = one if len(self.datasets) == 1 else f"{len(self.datasets)}sets"
-        settings = self.settings
-        others = "" if settings == Settings(reward=settings.reward) else f"-{settings.name}"
-        return f"{self.algo}-{settings.reward}-{sets}{others}-s{self.seed}"
+        reward = self.settings.reward
+        others = self.settings.replace(reward=Settings().reward)  # the reward is named already
+        tag = "" if others == Settings() else f"-{others.name}"
+        return f"{self.algo}-{reward}-{sets}{tag}-s{self.seed}"
 
     @property
     def run_dir(self) -> Path:
