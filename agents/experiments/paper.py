@@ -1,5 +1,5 @@
-"""The BALLAD paper's four questions (SPEC §6): the runs they need, and their figures, tables
-and key numbers drawn from the stored results only.
+"""The BALLAD paper's four questions (REPRODUCTION.md): the runs they need, and their
+figures, tables and key numbers drawn from the stored results only.
 
 Three runs, each a resumable grid in its own folder:
 
@@ -48,7 +48,7 @@ Q1_AGENTS = ("ballad", "all-in-al", "all-in-lr")
 MAIN_AGENTS = ("ballad", "ballad-cosine", "all-in-al", "all-in-lr")
 BALLADS = ("ballad", "ballad-cosine")
 QUESTIONS = ("q1", "q2", "q3", "q4", "bayes")
-#: The paper's statements (SPEC §6), to print beside ours.
+#: The paper's statements (REPRODUCTION.md), to print beside ours.
 PAPER: dict[str, Any] = {
     "q1_mean_cost": {"ballad": 0.043, "all-in-al": 0.055, "all-in-lr": 0.054},
     "q1_winners": {
