@@ -7,6 +7,7 @@ costs most of a second. The tests that are about the default prior say so.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,22 @@ import ballad_env
 from ballad_env.data import DATA_DIR_ENV
 
 ENV_ID = ballad_env.ENV_ID
+
+
+def write_data_files(folder: Path, sizes: dict[str, int]) -> Path:
+    """Small benchmark-style ``<name>.npz`` files (3 features, 10% anomalies shifted by 3)
+    and their ``manifest.json``, for the scripts' and studies' tests."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {}
+    for k, (name, n) in enumerate(sizes.items()):
+        rng = np.random.default_rng(k)
+        X = rng.normal(size=(n, 3))
+        X[: n // 10] += 3.0
+        np.savez(folder / f"{name}.npz", X=X, y=(np.arange(n) < n // 10).astype(np.int8))
+        manifest[name] = {"n": n, "d": 3}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
 
 def make_xy(n: int = 200, n_anomalies: int = 20, d: int = 2,
             seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write_data_files
 
 from agents.experiments import lattice_study as study
 from agents.experiments.store import RunError
@@ -223,15 +224,7 @@ def test_check_cells_refuses_mixed_sources_and_missing_agents(tmp_path: Path) ->
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     """Two small benchmark-style files, ``alpha.npz`` (150 rows) and ``beta.npz`` (140)."""
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for k, (name, n) in enumerate((("alpha", 150), ("beta", 140))):
-        rng = np.random.default_rng(k)
-        X = rng.normal(size=(n, 3))
-        X[: n // 10] += 3.0
-        y = (np.arange(n) < n // 10).astype(np.int8)
-        np.savez(folder / f"{name}.npz", X=X, y=y)
-    return folder
+    return write_data_files(tmp_path / "data", {"alpha": 150, "beta": 140})
 
 
 def agent_rows(out: Path) -> pd.DataFrame:

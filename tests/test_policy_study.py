@@ -14,6 +14,7 @@ from types import ModuleType
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write_data_files
 
 from agents import make_agent, run_episode
 from agents.experiments import policy_study as study
@@ -37,18 +38,8 @@ def load_script(name: str) -> ModuleType:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     """Four small benchmark-style files and their manifest (rows 120..150)."""
-    folder = tmp_path / "data"
-    folder.mkdir()
-    manifest = {}
-    for k, (name, n) in enumerate((("alpha", 150), ("beta", 120), ("gamma", 140),
-                                   ("delta", 130))):
-        rng = np.random.default_rng(k)
-        X = rng.normal(size=(n, 3))
-        X[: n // 10] += 3.0
-        np.savez(folder / f"{name}.npz", X=X, y=(np.arange(n) < n // 10).astype(np.int8))
-        manifest[name] = {"n": n, "d": 3}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder
+    return write_data_files(tmp_path / "data", {"alpha": 150, "beta": 120, "gamma": 140,
+                                                "delta": 130})
 
 
 # --------------------------------------------------------------------------- split

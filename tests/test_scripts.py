@@ -17,6 +17,7 @@ from types import ModuleType
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write_data_files
 
 from agents.experiments import Grid, load_results, paper, run_grid
 from agents.experiments.bench import PHASES
@@ -50,15 +51,7 @@ def load_script(name: str) -> ModuleType:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     """Two small benchmark-style files, ``alpha.npz`` and ``beta.npz``."""
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for k, (name, n) in enumerate((("alpha", 150), ("beta", 120))):
-        rng = np.random.default_rng(k)
-        X = rng.normal(size=(n, 3))
-        X[: n // 10] += 3.0
-        y = (np.arange(n) < n // 10).astype(np.int8)
-        np.savez(folder / f"{name}.npz", X=X, y=y)
-    return folder
+    return write_data_files(tmp_path / "data", {"alpha": 150, "beta": 120})
 
 
 @pytest.mark.slow
