@@ -15,19 +15,23 @@ class OracleAgent:
     """Tries both actions on forks of the bound environment's episode and takes the one with
     the lower next test cost (ties to AL). It reads test labels: a reference, not a method.
 
-    It acts in one environment, the one it is bound to; with SB3's ``evaluate_policy`` bind
-    it to the single environment of the vector env (``make_agent("oracle", vec_env.envs[0])``).
+    It acts in one environment, the one it is bound to: a Gymnasium environment, or a
+    vector env holding one in this process (SB3's ``DummyVecEnv`` with one environment, as
+    ``evaluate_policy`` makes), whose environment it then binds to.
     """
 
     name = "oracle"
 
     def __init__(self, env: Any) -> None:
-        self.env = env
+        self.env = _single_env(env)
 
     def reset(self, seed: int | None = None) -> None:
         """Nothing to forget: the oracle reads the bound environment's current state."""
 
     def _episode(self) -> Episode:
+        if self.env is None:
+            raise RuntimeError("the oracle looks ahead in the environment it acts in: bind it "
+                               "with make_agent('oracle', env)")
         env = self.env.unwrapped if hasattr(self.env, "unwrapped") else self.env
         if not isinstance(env, BudgetAllocationEnv) or env.episode is None:
             raise RuntimeError("OracleAgent needs a reset BudgetAllocationEnv to look ahead in")
@@ -47,3 +51,19 @@ class OracleAgent:
         if np.asarray(observation).ndim > 1:
             return np.array([action]), state
         return action, state
+
+
+def _single_env(env: Any) -> Any:
+    """The environment the oracle looks ahead in: ``env`` itself, or the one environment of a
+    vector env that holds its environments in this process (``DummyVecEnv``)."""
+    if env is None or not hasattr(env, "num_envs"):
+        return env
+    envs = getattr(env, "envs", None)
+    if envs is None:
+        raise ValueError(f"the oracle looks ahead in its environment, but {type(env).__name__} "
+                         "runs it in another process: use a DummyVecEnv")
+    if len(envs) != 1:
+        raise ValueError(f"the oracle acts in one environment and this vector env has "
+                         f"{len(envs)}: use n_envs=1, or bind one oracle per environment "
+                         "(make_agent('oracle', vec_env.envs[i]))")
+    return envs[0]

@@ -2,9 +2,10 @@
 
 ``load_policy("results/policies/run/run.zip", env)`` reads the model and the settings JSON
 saved next to it (``run.json``, written by :func:`agents.experiments.training.train`) and
-returns a :class:`PolicyAgent` named after the file stem. The experiment runner resolves an agent
-spec ending in ``.zip`` through this function, so a learned policy is compared by path next
-to ``ballad``, ``all-in-al``, ``all-in-lr``, ``random`` and ``oracle``.
+returns a :class:`PolicyAgent` named after the file stem. A checkpoint or the run's
+``eval/best_model.zip`` takes its run's JSON (``agents.policy_files``). The experiment runner
+resolves an agent spec ending in ``.zip`` through this function, so a learned policy is
+compared by path next to ``ballad``, ``all-in-al``, ``all-in-lr``, ``random`` and ``oracle``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 
 from agents.base import mask_from_observation
+from agents.policy_files import policy_name, settings_file
 from agents.registry import is_policy_path
 from ballad_env.observation import OBSERVATION_FEATURES
 
@@ -29,8 +31,9 @@ ALGORITHMS = tuple(ALGORITHM_CLASSES)
 
 
 def settings_path(model_path: str | Path) -> Path:
-    """The settings JSON saved beside a model: same stem, ``.json``."""
-    return Path(model_path).with_suffix(".json")
+    """The settings JSON of a saved model: beside it (same stem), or its training run's for a
+    checkpoint or ``best_model.zip`` (``agents.policy_files.settings_file``)."""
+    return settings_file(model_path)
 
 
 class PolicyAgent:
@@ -110,7 +113,8 @@ class PolicyAgent:
 
 
 def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
-    """Load a saved model and its settings JSON as an agent named after the file stem.
+    """Load a saved model and its settings JSON as an agent named after the file stem
+    (``agents.policy_files.policy_name``: ``<run>/best_model`` for a run's best model).
 
     ``env``, when given, is only checked: its observation space must be the one the model
     was trained on (the features are dataset-agnostic, so any data set will do).
@@ -118,16 +122,11 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved model at {path}")
-    settings_file = settings_path(path)
-    if not settings_file.is_file():
-        raise FileNotFoundError(
-            f"no settings file {settings_file} beside the model: scripts/train_policy.py writes "
-            "it; a model trained elsewhere needs at least {\"algo\": \"ppo\"|\"a2c\"|\"dqn\"|"
-            "\"maskable_ppo\"}")
-    settings = json.loads(settings_file.read_text())
+    json_file = settings_path(path)
+    settings = json.loads(json_file.read_text())
     algo = settings.get("algo")
     if algo not in ALGORITHM_CLASSES:
-        raise ValueError(f"{settings_file}: unknown algo {algo!r}; use one of "
+        raise ValueError(f"{json_file}: unknown algo {algo!r}; use one of "
                          f"{tuple(ALGORITHM_CLASSES)}")
     features = settings.get("observation_features", list(OBSERVATION_FEATURES))
     if list(features) != list(OBSERVATION_FEATURES):
@@ -138,7 +137,7 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
         raise ValueError(f"{path.name} expects observations of shape "
                          f"{model.observation_space.shape}, the environment gives "
                          f"{env.observation_space.shape}")
-    return PolicyAgent(model, settings, name=path.stem)
+    return PolicyAgent(model, settings, name=policy_name(path))
 
 
 __all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "is_policy_path", "load_policy",

@@ -8,10 +8,11 @@ from importlib import metadata
 
 from gymnasium.envs.registration import register
 
-from ballad_env.data import Dataset, available_datasets, load_dataset
+from ballad_env.data import Dataset, DataWarning, available_datasets, dataset_name, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR, Episode, Snapshot
 from ballad_env.observation import FEATURE_INDEX, OBSERVATION_FEATURES
+from ballad_env.protocol import BudgetWarning
 from ballad_env.settings import Settings
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
@@ -30,10 +31,13 @@ __all__ = [
     "LR",
     "OBSERVATION_FEATURES",
     "BudgetAllocationEnv",
+    "BudgetWarning",
+    "DataWarning",
     "Dataset",
     "Episode",
     "Settings",
     "Snapshot",
     "available_datasets",
+    "dataset_name",
     "load_dataset",
 ]

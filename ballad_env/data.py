@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import os
+import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,11 @@ _CSV_MISSING = frozenset({"", "?", "na", "nan", "n/a", "null", "none"})
 _TRUE_WORDS = frozenset({"yes", "true", "y", "t"})
 _FALSE_WORDS = frozenset({"no", "false", "n", "f"})
 _MAX_LISTED = 30
+
+
+class DataWarning(UserWarning):
+    """Data on which the results are degenerate (every score ties, a test set without
+    anomalies, ...): the run goes on, but its figures mean less than they seem to."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +168,15 @@ def validate_xy(X: Any, y: Any, name: str = "data") -> tuple[np.ndarray, np.ndar
     inf_rows = int(np.isinf(X).any(axis=1).sum())
     if inf_rows:
         raise ValueError(f"{name}: X contains inf in {inf_rows} of {X.shape[0]} rows")
+    largest = np.abs(X).max(axis=0)
+    with np.errstate(over="ignore"):  # values too large for float64 squares: the error below
+        too_large = np.flatnonzero(~np.isfinite(4.0 * X.shape[0] * largest * largest))
+    if too_large.size:
+        column = int(too_large[0])
+        raise ValueError(
+            f"{name}: feature {column} reaches {largest[column]:.3g}, too large to standardise "
+            "in float64 (its squares overflow); rescale X first, e.g. divide each column by "
+            "its largest absolute value")
 
     y = _binary_labels(y, name)
     n_anomalies = int(y.sum())
@@ -175,6 +191,11 @@ def validate_xy(X: Any, y: Any, name: str = "data") -> tuple[np.ndarray, np.ndar
             f"contamination {contamination:.2f} is not below 0.5: {name} has "
             f"{n_anomalies} anomalies among {n} samples; check that 1 marks the anomaly class"
         )
+    if np.array_equal(X.min(axis=0), X.max(axis=0)):  # O(n d), no copy of X
+        warnings.warn(
+            f"{name}: every row of X is the same, so no detector can tell the examples apart: "
+            "every score ties and the ROC AUC stays 0.5 whatever the labels. Check that the "
+            "file's feature columns were read as intended.", DataWarning, stacklevel=2)
     return X, y
 
 
@@ -242,15 +263,35 @@ _BUILTIN_MAKERS = {"toy": make_toy, "wdbc": make_wdbc}
 # ---------------------------------------------------------------------------
 
 
+def _unreadable(path: Path, kind: str, err: Exception, advice: str) -> ValueError:
+    """A file that its loader cannot parse (empty, truncated or another format)."""
+    size = path.stat().st_size if path.is_file() else 0
+    detail = "it is empty (0 bytes)" if size == 0 else f"{type(err).__name__}: {err}"
+    return ValueError(f"{path}: not a readable {kind} file ({detail}). {advice}")
+
+
+_NPZ_ADVICE = "Save the data with numpy.savez(path, X=X, y=y)."
+
+
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read arrays ``X`` and ``y`` from an ADBench-style ``.npz`` file."""
-    with np.load(path, allow_pickle=False) as archive:
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        raise _unreadable(path, ".npz", err, _NPZ_ADVICE) from err
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a single .npy array
+        raise _unreadable(path, ".npz", TypeError("it holds one array, not the arrays X and y"),
+                          _NPZ_ADVICE)
+    with archive:
         missing = [key for key in ("X", "y") if key not in archive.files]
         if missing:
             raise ValueError(
                 f"{path}: .npz file lacks array(s) {missing}; found {sorted(archive.files)}"
             )
-        return archive["X"], archive["y"]
+        try:
+            return archive["X"], archive["y"]
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:  # truncated, pickled
+            raise _unreadable(path, ".npz", err, _NPZ_ADVICE) from err
 
 
 def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -266,6 +307,9 @@ def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
             "with save(..., '-v7'), or convert it to .npz with arrays X and y "
             f"(for example with h5py). Details: {exc}"
         ) from exc
+    except (OSError, ValueError, TypeError, scipy.io.matlab.MatReadError) as exc:
+        raise _unreadable(path, "MATLAB .mat", exc,
+                          "Save the data with scipy.io.savemat(path, {'X': X, 'y': y}).") from exc
     missing = [key for key in ("X", "y") if key not in contents]
     if missing:
         found = sorted(k for k in contents if not k.startswith("__"))
@@ -479,16 +523,20 @@ def available_datasets(data_dir: str | os.PathLike | None = None) -> list[str]:
     return _unique_names(names)
 
 
-def _load_file(path: Path) -> Dataset:
-    loader = _LOADERS.get(path.suffix.lower())
-    if loader is None:
+def _check_file(path: Path) -> Path:
+    """``path`` if it is a data file of a supported format, else a clear error."""
+    if path.suffix.lower() not in _LOADERS:
         raise ValueError(
             f"{path}: unsupported file extension {path.suffix!r}; "
             f"expected one of {list(_LOADERS)}"
         )
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} does not exist")
-    X, y = loader(path)
+    return path
+
+
+def _load_file(path: Path) -> Dataset:
+    X, y = _LOADERS[path.suffix.lower()](path)
     return Dataset(path.stem, *validate_xy(X, y, path.stem))
 
 
@@ -501,7 +549,8 @@ def _looks_like_path(source: str | os.PathLike) -> bool:
     return Path(text).suffix.lower() in _LOADERS
 
 
-def _load_by_name(name: str, data_dir: str | os.PathLike | None) -> Dataset:
+def _find_by_name(name: str, data_dir: str | os.PathLike | None) -> Path:
+    """The file of data set ``name`` in the data directory (stems match in any case)."""
     directory = _resolve_data_dir(data_dir)
     if directory is None:
         raise FileNotFoundError(
@@ -519,7 +568,38 @@ def _load_by_name(name: str, data_dir: str | os.PathLike | None) -> Dataset:
             f"unknown data set {name!r}: no file {name}{{{','.join(_LOADERS)}}} in "
             f"{str(directory)!r}. Available: {listed}"
         )
-    return _load_file(path)
+    return path
+
+
+def data_file(source: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
+    """The file a path or a name refers to, as :func:`load_dataset` finds it: a path as
+    given (a bare file name also in the data directory), a name by its stem in the data
+    directory. Raises :func:`load_dataset`'s errors for unknown names and missing files."""
+    if _looks_like_path(source):
+        path = Path(source).expanduser()
+        if not path.exists() and path.parent == Path("."):
+            directory = _resolve_data_dir(data_dir)
+            if directory is not None and (directory / path.name).exists():
+                path = directory / path.name
+        return _check_file(path)
+    return _find_by_name(str(source), data_dir)
+
+
+def dataset_name(source: Dataset | tuple[Any, Any] | str | os.PathLike,
+                 data_dir: str | os.PathLike | None = None) -> str:
+    """The name :func:`load_dataset` gives ``source``, found without reading the data.
+
+    It is the data set's one key in results: ``"glass"``, ``"Glass"`` and
+    ``"data/Glass.npz"`` all name ``Glass`` (the file's stem); a built-in keeps its name, a
+    ``Dataset`` its own, an ``(X, y)`` tuple is ``"arrays"``.
+    """
+    if isinstance(source, Dataset):
+        return source.name
+    if isinstance(source, tuple):
+        return "arrays"
+    if isinstance(source, str) and source in _BUILTIN_MAKERS:
+        return source
+    return data_file(source, data_dir).stem
 
 
 def load_dataset(
@@ -569,11 +649,4 @@ def load_dataset(
         )
     if isinstance(source, str) and source in _BUILTIN_MAKERS:
         return _BUILTIN_MAKERS[source](seed)
-    if _looks_like_path(source):
-        path = Path(source).expanduser()
-        if not path.exists() and path.parent == Path("."):
-            directory = _resolve_data_dir(data_dir)
-            if directory is not None and (directory / path.name).exists():
-                path = directory / path.name
-        return _load_file(path)
-    return _load_by_name(str(source), data_dir)
+    return _load_file(data_file(source, data_dir))

@@ -76,7 +76,8 @@ class BudgetAllocationEnv(gym.Env):
     | | | or a list of these: one is drawn per episode |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
-    | render_mode | ``None`` | ``"rgb_array"`` (2-D data) or ``"ansi"`` |
+    | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
+    | | | or ``"ansi"`` (one line of text) |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
     | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
 
@@ -119,6 +120,7 @@ class BudgetAllocationEnv(gym.Env):
         self.feature_names = OBSERVATION_FEATURES
         self.episode: Episode | None = None
         self._snapshot: Snapshot | None = None
+        self._history: list[Snapshot] = []  # this episode's snapshots, for render()
         # Fail now, not at the first reset, on costs or budgets the data cannot support.
         for data in self.datasets:
             check_settings(data, self.settings)
@@ -139,6 +141,7 @@ class BudgetAllocationEnv(gym.Env):
             seed = int(self.np_random.integers(2**63 - 1))
         self.episode = Episode(self.dataset, seed, self.settings)
         self._snapshot = self.episode.snapshot()
+        self._history = [self._snapshot]
         return encode(self._snapshot), self._snapshot.info(self._shown)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -149,6 +152,7 @@ class BudgetAllocationEnv(gym.Env):
         before = self._snapshot
         result = self.episode.step(action)
         self._snapshot = after = self.episode.snapshot()
+        self._history.append(after)
         signal = self.reward_signal
         if isinstance(signal, CostDecrease):
             reward = signal(before, after)
@@ -169,14 +173,16 @@ class BudgetAllocationEnv(gym.Env):
         return self.episode.action_mask()
 
     def render(self) -> np.ndarray | str | None:
-        """A heat map of the detector (``"rgb_array"``, 2-D data) or a text summary (``"ansi"``)."""
+        """A picture (``"rgb_array"``: the data with the detector's probabilities, labels,
+        rejections and queries, and cost, tau and labels by round) or a line of text
+        (``"ansi"``)."""
         if self.render_mode is None or self.episode is None:
             return None
         from ballad_env import render
 
         if self.render_mode == "ansi":
             return render.ansi(self.snapshot())
-        return render.rgb_array(self.episode)
+        return render.rgb_array(self.episode, self._history)
 
     # ----------------------------------------------------------------- hooks
     def _as_action(self, action: Any) -> int:

@@ -3,8 +3,11 @@
 An ``Episode`` owns the split, the detector, the labels bought so far, the rejection
 threshold and each side's stored output for the rewards. ``step(AL)`` buys b training
 labels, ``step(LR)`` buys b validation labels. Label-free work (split, scaling, prior,
-eta, prior probabilities of V and T) happens once in ``__init__``; a round only adds
-kernel sums for the new labels and re-thresholds.
+eta, prior probabilities of V and T: an :class:`EpisodeStart`) happens once in
+``__init__``, or is taken from the process's reset cache (``ballad_env.compute``) when
+this data set and seed were started before under the same prior and kernel options; a
+round only adds kernel sums for the new labels and re-thresholds. Both run with one
+BLAS/OpenMP thread by default (``ballad_env.compute``).
 
 Each purpose draws from its own random stream (``docs/method.md``, Protocol), so the
 state after i AL and j LR rounds does not depend on their order.
@@ -18,10 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from ballad_env.compute import RESET_CACHE, thread_limit
 from ballad_env.cost import Costs, Evaluation, evaluate
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO, PointScores
-from ballad_env.protocol import Budget, spawn_streams, split_and_scale, split_sizes
+from ballad_env.detector import SSDO, KernelRows, PointScores, UnlabeledFit
+from ballad_env.protocol import (
+    Budget,
+    Split,
+    spawn_streams,
+    split_and_scale,
+    split_sizes,
+    warn_if_test_lacks_anomalies,
+)
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.rejection import (
     DEFAULT_TAU,
@@ -133,13 +144,100 @@ RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejec
 
 
 def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
-    """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid."""
+    """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid,
+    a ``DataWarning`` if the test set gets no anomaly."""
     costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
                                     settings.c_r)
     n_train, n_val, _ = split_sizes(dataset.y)
     budget = Budget.from_fractions(n_train, settings.budget_fraction, settings.round_fraction)
     budget.check(n_train, n_val, dataset.name)
+    warn_if_test_lacks_anomalies(dataset.y, dataset.name)
     return costs, budget
+
+
+@dataclass(frozen=True, eq=False)
+class EpisodeStart:
+    """The label-free part of a reset: the scaled split, SSDO's unlabeled fit on D, and the
+    prior probabilities and kernel rows of V and T (stacked in ``X_other``).
+
+    It depends on the data set, the seed's split and prior streams, the prior, k and the
+    kernel options only, so every setting, agent and repeated episode of one (data set,
+    seed) can share it. Its arrays are read-only; copies of an episode share it too.
+    """
+
+    split: Split
+    fit: UnlabeledFit
+    X_other: np.ndarray
+    q_other: np.ndarray
+    other_rows: KernelRows
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EpisodeStart:
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held (the fitted prior estimated by its pickled size)."""
+        arrays = [*vars(self.split).values(), self.fit.q_train, self.X_other, self.q_other]
+        return (sum(a.nbytes for a in arrays) + self.fit.rows.nbytes + self.other_rows.nbytes
+                + _pickled_size(self.fit.prior))
+
+    @classmethod
+    def compute(cls, dataset: Dataset, streams: dict[str, np.random.SeedSequence],
+                settings: Settings) -> EpisodeStart:
+        """Split and scale, fit SSDO's label-free parts on D, score V and T with the prior."""
+        split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]))
+        for array in vars(split).values():
+            array.setflags(write=False)
+        detector = _detector(dataset, streams, settings, len(split.y_train))
+        detector.fit(split.X_train)
+        X_other = np.vstack([split.X_val, split.X_test])
+        X_other.setflags(write=False)
+        scores = PointScores(detector, X_other)
+        scores.q.setflags(write=False)
+        return cls(split, detector.unlabeled_, X_other, scores.q, scores.rows)
+
+
+def _prior_seed(streams: dict[str, np.random.SeedSequence]) -> int:
+    return int(np.random.default_rng(streams["prior"]).integers(2**31 - 1))
+
+
+def _detector(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
+              settings: Settings, n_train: int) -> SSDO:
+    """The episode's (unfitted) SSDO, with the eta and kernel options in force for |D|."""
+    return SSDO(dataset.contamination, settings.prior, settings.k, settings.alpha,
+                random_state=_prior_seed(streams), eta_sample=settings.eta_sample_for(n_train),
+                kernel_dtype=settings.kernel_dtype_for(n_train))
+
+
+def _pickled_size(obj: Any) -> int:
+    """Bytes of ``obj`` as pickled, large arrays counted without copying them."""
+    import pickle
+
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    except Exception:  # an unpicklable prior: count nothing rather than fail the episode
+        return 0
+    return len(head) + sum(buffer.raw().nbytes for buffer in buffers)
+
+
+def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
+                  settings: Settings) -> EpisodeStart:
+    """The label-free part of a reset, from the reset cache when it holds it.
+
+    The key is what the part depends on: the data set (this object), the state of the split
+    stream, the prior's seed, and the prior, k, eta and kernel options in force. A prior
+    given as an object is never cached (it has no stable key).
+    """
+    if not isinstance(settings.prior, str):
+        return EpisodeStart.compute(dataset, streams, settings)
+    n_train = split_sizes(dataset.y)[0]
+    key = (tuple(int(v) for v in streams["split"].generate_state(4)), _prior_seed(streams),
+           settings.prior, settings.k, settings.eta_sample_for(n_train),
+           settings.kernel_dtype_for(n_train))
+    return RESET_CACHE.get_or_compute(
+        dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings),
+        lambda start: start.nbytes)
 
 
 @dataclass
@@ -169,19 +267,27 @@ class Episode:
 
     def __init__(self, dataset: Dataset, seed: int | np.random.SeedSequence,
                  settings: Settings | None = None) -> None:
-        self.settings = settings or Settings()
+        with thread_limit():
+            self._start(dataset, seed, settings or Settings())
+
+    def _start(self, dataset: Dataset, seed: int | np.random.SeedSequence,
+               settings: Settings) -> None:
+        self.settings = cfg = settings
         self.dataset = dataset
         self.contamination = dataset.contamination
-        cfg = self.settings
         self.costs, self.budget = check_settings(dataset, cfg)
         self.search = ThresholdSearch(cfg.threshold_search, cfg.bayes_calls)
         streams = spawn_streams(seed)
-        self.split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]))
+        self.start = episode_start(dataset, streams, cfg)
+        self.split = self.start.split
         n_train, n_val = len(self.split.y_train), len(self.split.y_val)
-        prior_seed = int(np.random.default_rng(streams["prior"]).integers(2**31 - 1))
-        detector = SSDO(self.contamination, cfg.prior, cfg.k, cfg.alpha, random_state=prior_seed)
-        detector.fit(self.split.X_train)
-        self.scores = PointScores(detector, np.vstack([self.split.X_val, self.split.X_test]))
+        #: The eta sample and kernel precision in force (the settings' "auto" resolved).
+        self.eta_sample = cfg.eta_sample_for(n_train)
+        self.kernel_dtype = cfg.kernel_dtype_for(n_train)
+        detector = _detector(dataset, streams, cfg, n_train)
+        detector.fit(self.split.X_train, unlabeled=self.start.fit)
+        self.scores = PointScores(detector, self.start.X_other, rows=self.start.other_rows,
+                                  q=self.start.q_other)
         self.al_query = AL_QUERIES[cfg.al_strategy](np.random.default_rng(streams["al"]), n_train)
         self.lr_query = LR_QUERIES[cfg.lr_strategy](np.random.default_rng(streams["lr"]), n_val)
         self._threshold_stream = streams["threshold"]
@@ -277,6 +383,10 @@ class Episode:
     # ----------------------------------------------------------------- transitions
     def step(self, action: int) -> RoundResult:
         """Spend one round of the budget on ``action`` (AL or LR) and measure its reward."""
+        with thread_limit():
+            return self._step(action)
+
+    def _step(self, action: int) -> RoundResult:
         if self.done:
             raise RuntimeError("step() called after the episode ended: the label budget is "
                                "spent; call reset()")
@@ -300,9 +410,11 @@ class Episode:
 
     def fork(self) -> Episode:
         """An independent copy to step ahead in (the oracle's look-ahead, the lattice's
-        branches); it shares the read-only parts (data, split, fitted prior), since copying
-        a fitted IForest costs more than the rounds taken from the copy."""
-        shared = (self.dataset, self.split, self.scores.detector.prior_)
+        branches); it shares the read-only parts (data, the label-free start and its arrays),
+        since copying a fitted IForest costs more than the rounds taken from the copy."""
+        start = self.start
+        shared = (self.dataset, self.split, *vars(self.split).values(), start.X_other,
+                  start.q_other, start.fit.q_train, self.scores.detector.prior_)
         return copy.deepcopy(self, {id(part): part for part in shared})
 
     def _query_al(self) -> np.ndarray:
@@ -343,4 +455,4 @@ class Episode:
 
 
 __all__ = ["ACTION_NAMES", "AL", "LR", "PATH_FIELDS", "RECORD_FIELDS", "STATE_FIGURES", "Episode",
-           "RoundResult", "Snapshot", "check_settings"]
+           "EpisodeStart", "RoundResult", "Snapshot", "check_settings", "episode_start"]

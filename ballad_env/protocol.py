@@ -5,13 +5,21 @@ See ``docs/method.md``, Protocol.
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
+from ballad_env.data import DataWarning
+
 SPLIT_FRACTIONS = (0.4, 0.4, 0.2)
 STREAMS = ("split", "prior", "al", "lr", "threshold")
+
+
+class BudgetWarning(UserWarning):
+    """A budget its rounds cannot spend exactly: episodes spend more or less than asked."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,19 @@ def split_sizes(y: np.ndarray) -> tuple[int, int, int]:
     normal = class_split_sizes(int(np.sum(y == 0)))
     anomaly = class_split_sizes(int(np.sum(y == 1)))
     return (normal[0] + anomaly[0], normal[1] + anomaly[1], normal[2] + anomaly[2])
+
+
+def warn_if_test_lacks_anomalies(y: np.ndarray, name: str = "data") -> None:
+    """Warn (``DataWarning``) when the split leaves the test set T without an anomaly (2 or 4
+    anomalies in all): its FNR is then 0 and its ROC AUC NaN for every agent."""
+    n_anomalies = int(np.sum(y == 1))
+    n_train, n_val, n_test = class_split_sizes(n_anomalies)
+    if n_test == 0:
+        warnings.warn(
+            f"{name}: the test set gets no anomaly ({n_anomalies} anomalies split 40/40/20 "
+            f"per class: {n_train} to D, {n_val} to V, 0 to T), so every agent's test FNR is 0 "
+            "and its ROC AUC NaN, and the test cost counts false positives and rejections "
+            "only. Use data with 3, or 5 or more, anomalies.", DataWarning, stacklevel=3)
 
 
 def split_indices(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -87,6 +108,21 @@ class Budget:
             )
         per_round = max(1, int(np.floor(round_fraction * n_train + 0.5)))
         return cls(n_rounds=int(round(budget_fraction / round_fraction)), per_round=per_round)
+
+    @staticmethod
+    def warn_if_inexact(budget_fraction: float, round_fraction: float) -> None:
+        """Warn (``BudgetWarning``) when whole rounds of ``round_fraction`` do not add up to
+        ``budget_fraction``: the episodes then spend the rounds, not the budget."""
+        n_rounds = int(round(budget_fraction / round_fraction))
+        spent = n_rounds * round_fraction
+        if not math.isclose(spent, budget_fraction, rel_tol=1e-9, abs_tol=1e-12):
+            warnings.warn(
+                f"round_fraction {round_fraction:g} does not divide budget_fraction "
+                f"{budget_fraction:g}: {n_rounds} rounds of {100 * round_fraction:.3g}% spend "
+                f"{100 * spent:.3g}% of |D|, not {100 * budget_fraction:.3g}%. Choose a "
+                "round_fraction that "
+                f"divides the budget, such as {budget_fraction / max(1, n_rounds):.4g}.",
+                BudgetWarning, stacklevel=4)
 
     @property
     def total(self) -> int:

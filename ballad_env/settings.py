@@ -16,7 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ballad_env.detector import PRIORS, check_prior
+from ballad_env.detector import (
+    ETA_SAMPLE_DEFAULT,
+    EXACT_MAX_TRAIN,
+    KERNEL_DTYPES,
+    check_prior,
+)
 from ballad_env.protocol import Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.registry import Registry
@@ -29,6 +34,7 @@ PriorName = Literal["iforest", "knn"]
 SearchName = Literal["exact", "bayes"]
 ALQueryName = Literal["uncertainty", "random"]
 LRQueryName = Literal["random"]
+KernelDType = Literal["float64", "float32"]
 
 
 def _option(default: Any, help: str, short: str | None = None) -> Any:
@@ -58,8 +64,16 @@ class Settings:
     k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
     prior: PriorName | Any = _option(
-        "iforest", "SSDO's unsupervised prior: a registered name (in Python also a pyod "
-        "detector instance)")
+        "iforest", "SSDO's unsupervised prior: iforest (the paper), knn (the authors' code), "
+        "another registered name or any pyod detector's name (ecod, copod, lof, hbos, ...; "
+        "in Python also a pyod detector instance)")
+    eta_sample: int | None = _option(
+        None, "training points whose k-th-neighbour distance sets eta: 0 = all (exact), "
+        f"N = a seeded random N; default: all up to {EXACT_MAX_TRAIN:,} training points, "
+        f"else {ETA_SAMPLE_DEFAULT:,}", "eta")
+    kernel_dtype: KernelDType | None = _option(
+        None, "precision of the kernel sums: float64 (exact) or float32 (about 4x faster); "
+        f"default: float64 up to {EXACT_MAX_TRAIN:,} training points, else float32", "kernel")
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -87,9 +101,15 @@ class Settings:
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
         self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
         self._set("k", _whole("k", self.k, 1))
+        if self.eta_sample is not None:
+            self._set("eta_sample", _whole("eta_sample", self.eta_sample, 0))
+        if self.kernel_dtype is not None and self.kernel_dtype not in KERNEL_DTYPES:
+            raise ValueError(f"unknown kernel_dtype {self.kernel_dtype!r}: use one of "
+                             f"{', '.join(KERNEL_DTYPES)} (or None: by the training set's size)")
         if self.alpha <= 0:
             raise ValueError(f"alpha must be positive, got {self.alpha}")
         Budget.from_fractions(1, self.budget_fraction, self.round_fraction)  # validates both
+        Budget.warn_if_inexact(self.budget_fraction, self.round_fraction)
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -112,6 +132,18 @@ class Settings:
                 parts.append(f"{short}{value:g}" if isinstance(value, float | int)
                              else f"{short}-{value}")
         return "_".join(parts)
+
+    def eta_sample_for(self, n_train: int) -> int:
+        """The eta sample in force on a training set of ``n_train`` points (0: all of them)."""
+        if self.eta_sample is not None:
+            return self.eta_sample
+        return 0 if n_train <= EXACT_MAX_TRAIN else ETA_SAMPLE_DEFAULT
+
+    def kernel_dtype_for(self, n_train: int) -> str:
+        """The kernel precision in force on a training set of ``n_train`` points."""
+        if self.kernel_dtype is not None:
+            return self.kernel_dtype
+        return "float64" if n_train <= EXACT_MAX_TRAIN else "float32"
 
     @property
     def n_rounds(self) -> int:
@@ -163,10 +195,47 @@ def c_r_value(text: str) -> float | None:
     return None if text.lower() == "gamma" else float(text)
 
 
+def prior_name(text: str) -> str:
+    """A prior's name, checked as the library checks it (registered, or a pyod detector's);
+    an unknown one fails with the library's message."""
+    try:
+        check_prior(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text.lower()
+
+
+def eta_sample_value(text: str) -> int | None:
+    """``auto`` (by the training set's size), ``all`` (0) or a number of points."""
+    if text.lower() in ("auto", "none"):
+        return None
+    return 0 if text.lower() == "all" else int(text)
+
+
+def kernel_dtype_value(text: str) -> str | None:
+    """``auto`` (by the training set's size), ``float64`` or ``float32``."""
+    if text.lower() in ("auto", "none"):
+        return None
+    if text not in KERNEL_DTYPES:
+        raise argparse.ArgumentTypeError(f"unknown kernel dtype {text!r}: use auto, "
+                                         f"{', '.join(KERNEL_DTYPES)}")
+    return text
+
+
 _CHOICES: dict[str, Registry[Any]] = {
-    "reward": REWARD_SIGNALS, "prior": PRIORS, "threshold_search": THRESHOLD_SEARCHES,
+    "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,
     "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
-_TYPES: dict[str, Callable[[str], Any]] = {"c_r": c_r_value, "bayes_calls": int, "k": int}
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "c_r": c_r_value, "bayes_calls": int, "k": int, "prior": prior_name,
+    "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value}
+#: How a default of None reads on the command line.
+_NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto"}
+
+
+def option_text(name: str, value: Any) -> str:
+    """How ``value`` of settings field ``name`` is written on a command line (None as the
+    word its option reads: ``gamma`` for c_r, ``auto`` for the size-dependent options)."""
+    return _NONE_SHOWN.get(name, "None") if value is None else str(value)
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = False,
@@ -191,8 +260,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = F
         registry = _CHOICES.get(f.name)
         if several:
             default = lists.get(f.name, [default])
-        shown = " ".join("gamma" if v is None else str(v) for v in
-                         (default if several else [default]))
+        shown = " ".join(option_text(f.name, v) for v in (default if several else [default]))
         group.add_argument(f"--{f.name.replace('_', '-')}", type=kind,
                            nargs="+" if several else None, default=default,
                            choices=registry.names() if registry is not None else None,
@@ -207,4 +275,5 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
                                   for name, value in options.items()})
 
 
-__all__ = ["Settings", "add_settings_arguments", "c_r_value", "settings_from_args"]
+__all__ = ["Settings", "add_settings_arguments", "c_r_value", "option_text", "prior_name",
+           "settings_from_args"]

@@ -7,7 +7,16 @@ one exact episode of the slowest data set is profiled. ``--q1`` also times the w
 grid through the harness. Targets (2 cores): Q1 under 5 minutes, every exact episode under
 5 s, peak memory under 2 GB on KDDCup99. The measuring lives in ``agents.experiments.bench``.
 
+``--scaling`` times one episode per agent on synthetic data of each size in ``--sizes`` and
+dimension in ``--dims`` (5% anomalies): reset, median AL and LR step, episode, peak memory,
+and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 minutes and
+4 GB at 500,000). ``--effects`` plays each data set with the exact and the fast paths
+(sampled eta, float32 kernel sums) and prints how far the costs move. ``synthetic:<n>x<d>``
+names a synthetic data set anywhere a data set is asked for.
+
     .venv/bin/python scripts/bench.py --data-dir ../shared/benchmarks
+    .venv/bin/python scripts/bench.py --scaling --sizes 50000 200000 500000
+    .venv/bin/python scripts/bench.py --effects --datasets KDDCup99 ALOI synthetic:100000x10
 """
 
 from __future__ import annotations
@@ -21,9 +30,17 @@ from agents.experiments.bench import (
     EPISODE_TARGET_S,
     MEMORY_TARGET_MB,
     Q1_TARGET_S,
+    SCALING_DIMS,
+    SCALING_SIZES,
+    SYNTHETIC_PREFIX,
+    bench_dataset,
+    effects_table,
+    fast_path_effects,
     in_fresh_process,
     measure,
+    measure_scaling,
     profile,
+    scaling_table,
     time_q1,
     timings_table,
 )
@@ -50,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
     parser.add_argument("--q1-seeds", type=int, default=10, help="seeds of the --q1 grid")
     parser.add_argument("--n-jobs", type=int, default=-1, help="worker processes for --q1")
+    scaling = parser.add_argument_group("scaling and fast paths")
+    scaling.add_argument("--scaling", action="store_true",
+                         help="time episodes on synthetic data of growing size instead")
+    scaling.add_argument("--sizes", type=int, nargs="+", default=list(SCALING_SIZES),
+                         help="rows of the synthetic data sets (--scaling)")
+    scaling.add_argument("--dims", type=int, nargs="+", default=list(SCALING_DIMS),
+                         help="features of the synthetic data sets (--scaling)")
+    scaling.add_argument("--agents", nargs="+", default=["ballad", "all-in-al"],
+                         help="agents timed (--scaling) or compared (--effects)")
+    scaling.add_argument("--effects", action="store_true",
+                         help="compare the fast paths' costs with the exact path's instead")
+    scaling.add_argument("--effect-seeds", type=int, default=3,
+                         help="seeds 0..N-1 per data set and agent (--effects)")
     return parser
 
 
@@ -71,14 +101,57 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def bench_names(datasets: list[str], data_dir: str | None) -> list[str]:
+    """The data sets to measure: files (or 'all') checked in the data folder, then any
+    ``synthetic:<n>x<d>`` names as given."""
+    synthetic = [name for name in datasets if name.startswith(SYNTHETIC_PREFIX)]
+    files = [name for name in datasets if not name.startswith(SYNTHETIC_PREFIX)]
+    return [*(dataset_names(files, data_dir) if files else ()), *synthetic]
+
+
+def run_scaling(args: argparse.Namespace, settings: Settings) -> None:
+    """One episode per agent, dimension and size, each in a fresh process."""
+    print(f"Scaling: one episode per agent on synthetic data (5% anomalies), {args.prior} "
+          f"prior, {args.threads} thread(s)\n")
+    rows = []
+    for agent in args.agents:
+        for d in args.dims:
+            for n in args.sizes:
+                rows.append(in_fresh_process(measure_scaling, n, d, agent, settings,
+                                             args.threads))
+                print(f"  {agent}, n = {n}, d = {d}: {rows[-1]['episode_s']:.1f} s",
+                      file=sys.stderr)
+    print(scaling_table(rows))
+
+
+def run_effects(args: argparse.Namespace, names: list[str], settings: Settings) -> None:
+    """The fast paths against the exact one, data set by data set."""
+    print(f"Fast paths against the exact path, {args.prior} prior, agents "
+          f"{', '.join(args.agents)}, seeds 0..{args.effect_seeds - 1}: |dcost| is the mean "
+          "absolute test-cost difference per round, dcost the mean difference, same the "
+          "share of episodes with the exact actions\n")
+    rows = []
+    for name in names:
+        rows += in_fresh_process(fast_path_effects, bench_dataset(name, args.data_dir),
+                                 args.data_dir, settings, range(args.effect_seeds), args.agents)
+        print(f"  compared {name}", file=sys.stderr)
+    print(effects_table(rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    settings = Settings(prior=args.prior)
+    if args.scaling:
+        run_scaling(args, settings)
+        return 0
     try:
-        names = dataset_names(args.datasets, args.data_dir)
+        names = bench_names(args.datasets, args.data_dir)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    settings = Settings(prior=args.prior)
+    if args.effects:
+        run_effects(args, names, settings)
+        return 0
     print(f"BALLAD episodes, {args.prior} prior, {args.threads} thread(s); exact: median of "
           f"{args.repeats}, bayes ({args.bayes_calls} calls): median of {args.bayes_repeats}\n")
     rows = []

@@ -6,7 +6,8 @@ Example (the Makefile's ``run`` target)::
         --agents ballad all-in-al all-in-lr --per-round --output results/run
 
 Each setting option takes one or more values; the grid runs every combination. Running the
-same command again resumes: finished cells are kept, only missing ones run.
+same command again resumes: finished cells are kept, only missing ones run. A finished run
+grows the same way: more data sets, seeds, agents or setting values run only the new cells.
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     grid = parser.add_argument_group("grid")
     grid.add_argument("--datasets", nargs="+", required=True,
-                      help="data set names (built-in or file stems), or 'all' for every file")
+                      help="data set names (built-in or file stems, in any case), paths of "
+                           "data files, or 'all' for every file in --data-dir")
     grid.add_argument("--data-dir", default=None,
                       help="folder of data files (default: $BALLAD_DATA_DIR)")
     grid.add_argument("--seeds", type=int, default=10, help="run seeds 0..N-1")
     grid.add_argument("--agents", nargs="+", default=["ballad", "all-in-al", "all-in-lr"],
                       help="agent names (ballad, ballad-cosine, all-in-al, all-in-lr, random, "
-                           "oracle, lr-first-<percent>, ...) or paths of saved policies (.zip)")
+                           "oracle, lr-first-<percent>, ...) or paths of saved policies (.zip, "
+                           "also checkpoints and eval/best_model.zip of a training run)")
     add_settings_arguments(parser, several=True)
     run = parser.add_argument_group("execution and output")
     run.add_argument("--n-jobs", type=int, default=-1,
@@ -49,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", default=None,
                      help="address of a Dask scheduler (e.g. tcp://host:8786): run there instead")
     run.add_argument("--output", default="results/run",
-                     help="results folder; the same folder again resumes the run")
+                     help="results folder; the same folder again resumes the run, or grows it "
+                          "(more data sets, seeds, agents or settings)")
     run.add_argument("--per-round", action="store_true",
                      help="also print mean cost per round (rows) and agent (columns)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")

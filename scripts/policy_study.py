@@ -9,7 +9,9 @@ is ``agents.experiments.policy_study``):
 * ``evaluate`` the trained policies and the baselines on the 6 held-out sets x 10 seeds,
                one tidy row per (data set, seed, agent, round) -> results/policy_study/rounds.csv;
                agents added since the last run are run on the cells already finished
-* ``report``   tables under docs/tables/policy_*, figures under docs/figures/policy_*
+* ``report``   tables under <study-dir>/tables/policy_*, figures under <study-dir>/figures/
+               policy_* (``--docs PATH`` elsewhere; ``--update-docs`` into the repository's
+               docs/, the committed report)
 
 ``train`` and ``evaluate`` take the settings options (``--c-fn 10``, ``--prior knn``, ...);
 evaluation refuses policies trained under other settings, so give both steps the same
@@ -20,7 +22,7 @@ Example::
     python scripts/policy_study.py split
     python scripts/policy_study.py train --timesteps 3000 --jobs 2
     python scripts/policy_study.py evaluate --seeds 10 --jobs 2
-    python scripts/policy_study.py report
+    python scripts/policy_study.py report --update-docs
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import policy_study as study
+from agents.experiments.store import RunError, writable_folder
 from agents.experiments.tables import markdown_table
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
@@ -74,8 +77,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                    progress=not args.no_progress)
 
 
+def report_folder(args: argparse.Namespace) -> Path:
+    """Where the report's tables/ and figures/ go: ``--docs``, the repository's docs/ with
+    ``--update-docs``, else the study folder."""
+    if args.update_docs:
+        return ROOT / "docs"
+    return args.docs if args.docs is not None else args.study_dir
+
+
 def cmd_report(args: argparse.Namespace) -> None:
-    docs = args.docs
+    docs = writable_folder(report_folder(args), "--docs")
     frames = study.write_report(args.study_dir, docs / "tables", docs / "figures",
                                 prefix=args.prefix, window=args.window)
     head = frames["heldout_summary"]
@@ -121,8 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="tables and figures")
     r.add_argument("--window", type=int, default=10, help="episodes in the curves' rolling mean")
     r.add_argument("--prefix", default="policy", help="name prefix of tables and figures")
-    r.add_argument("--docs", type=Path, default=ROOT / "docs",
-                   help="folder whose tables/ and figures/ receive the report")
+    where = r.add_mutually_exclusive_group()
+    where.add_argument("--docs", type=Path, default=None,
+                       help="folder whose tables/ and figures/ receive the report (default: "
+                            "--study-dir)")
+    where.add_argument("--update-docs", action="store_true",
+                       help="write the report into the repository's docs/ (the committed one)")
     return p
 
 
@@ -133,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 "report": cmd_report}
     try:
         commands[args.command](args)
-    except study.StudyError as err:
+    except (study.StudyError, RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

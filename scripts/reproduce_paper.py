@@ -6,10 +6,14 @@ Three runs, each a resumable grid of ``agents.experiments`` in its own folder un
 threshold search on a few data sets and seeds). The analysis lives in
 ``agents.experiments.paper``.
 
-Figures go to ``<docs>/figures/``, tables (Markdown and CSV) to ``<docs>/tables/``; both are
-drawn from the stored results only (``--report-only`` redraws them without running).
+Figures go to ``figures/``, tables (Markdown and CSV) to ``tables/`` under the results folder
+(``--output``), or under ``--docs PATH``; ``--update-docs`` writes them into the repository's
+``docs/``, the committed report. Both are drawn from the stored results only
+(``--report-only`` redraws them without running).
 
     .venv/bin/python scripts/reproduce_paper.py --data-dir ../shared/benchmarks --n-jobs 2
+    .venv/bin/python scripts/reproduce_paper.py --data-dir ../shared/benchmarks --report-only \
+        --update-docs
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from agents.experiments.paper import (
     report,
     run_experiments,
 )
+from ballad_env.data import dataset_name
 from ballad_env.settings import add_settings_arguments
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
     parser.add_argument("--output", default="results/paper",
                         help="raw results folder (one sub-folder per run; resumable)")
-    parser.add_argument("--docs", default="docs",
-                        help="where figures/ and tables/ are written")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--docs", default=None,
+                       help="folder receiving figures/ and tables/ (default: --output)")
+    where.add_argument("--update-docs", action="store_true",
+                       help="write figures/ and tables/ into the repository's docs/ (the "
+                            "committed report)")
     parser.add_argument("--report-only", action="store_true",
                         help="redraw figures and tables from stored results, run nothing")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -64,11 +75,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
+def report_folder(args: argparse.Namespace) -> Path:
+    """Where figures/ and tables/ go: ``--docs``, the repository's docs/ with
+    ``--update-docs``, else the results folder."""
+    if args.update_docs:
+        return REPO / "docs"
+    return Path(args.docs if args.docs is not None else args.output)
+
+
 def planned(args: argparse.Namespace) -> list[Experiment]:
-    """The runs the chosen questions need, from the parsed options."""
-    return experiments(dataset_names(args.datasets, args.data_dir), args.seeds, args.prior,
-                       args.questions, bayes_datasets=args.bayes_datasets,
-                       bayes_seeds=args.bayes_seeds, bayes_calls=args.bayes_calls)
+    """The runs the chosen questions need, from the parsed options (each data set checked to
+    exist; a bayes data set matches a --datasets entry naming the same data set)."""
+    names = dataset_names(args.datasets, args.data_dir)
+    by_key = {dataset_name(name, args.data_dir).lower(): name for name in names}
+    bayes = [by_key[key] for key in (Path(b).stem.lower() for b in args.bayes_datasets)
+             if key in by_key]
+    return experiments(names, args.seeds, args.prior, args.questions,
+                       bayes_datasets=bayes or args.bayes_datasets, bayes_seeds=args.bayes_seeds,
+                       bayes_calls=args.bayes_calls)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         results = run_experiments(planned(args), args.output, data_dir=args.data_dir,
                                   n_jobs=args.n_jobs, scheduler=args.scheduler,
                                   progress=not args.no_progress, report_only=args.report_only)
-        report(results, args.questions, args.docs)
+        docs = report_folder(args)
+        report(results, args.questions, docs)
     except (RunError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -85,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: finished cells are kept under {args.output}; run the same "
               "command again to resume", file=sys.stderr)
         return 130
-    docs = Path(args.docs)
     print(f"figures: {docs / 'figures'}, tables: {docs / 'tables'}", file=sys.stderr)
     return 0
 

@@ -3,8 +3,9 @@
 Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
 ``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
 statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
-carries the algorithm, reward, data sets and seed. Compare the result with
-``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to the experiment runner.
+carries the algorithm, reward, data sets and seed; training again under a run name replaces
+that run's folder. Compare the result with ``agents.policy.load_policy(path)`` or by giving
+the ``.zip`` path to the experiment runner; checkpoints and ``eval/best_model.zip`` work too.
 
 Example::
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from agents.experiments.store import RunError
 from agents.experiments.training import VEC_ENVS, TrainConfig, plot_training_curves, train
 from agents.policy import ALGORITHMS
 from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
@@ -55,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output-dir", default="results/policies", help="where runs are written")
     p.add_argument("--run-name", default=None, help="override the derived run name")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--episode-seeds", type=int, default=0,
+                   help="0: a fresh seed per training episode; N: draw it from 0..N-1, so "
+                        "each reset is computed once per worker and then cached")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_settings_arguments(p, defaults=Settings(reward="cost"))
     return p.parse_args(argv)
@@ -74,12 +80,18 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
         checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
         run_name=args.run_name, torch_threads=args.torch_threads,
+        episode_seeds=args.episode_seeds,
         progress_bar=not args.no_progress)
 
 
-def main(argv: list[str] | None = None) -> None:
-    config = config_from_args(parse_args(argv))
-    result = train(config)
+def main(argv: list[str] | None = None) -> int:
+    """Train, plot the curves and say where everything went; a bad option returns 2."""
+    try:
+        config = config_from_args(parse_args(argv))
+        result = train(config)
+    except (RunError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     window = max(1, min(30, config.total_timesteps // 150))
     curve = plot_training_curves({config.name: [result.run_dir]}, result.run_dir / "curve.png",
                                  window=window, title=config.name)
@@ -87,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"model    {result.model_path}")
     print(f"settings {result.settings_path}")
     print(f"curve    {curve}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

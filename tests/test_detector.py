@@ -407,8 +407,9 @@ def test_make_prior_accepts_pyod_instances() -> None:
 
 
 def test_make_prior_rejects_unknown_string() -> None:
-    with pytest.raises(ValueError, match="unknown prior 'ocsvm'.*iforest.*knn"):
-        make_prior("ocsvm")
+    with pytest.raises(ValueError, match="unknown prior 'isolation': use one of iforest, knn.*"
+                                         "or the name of a pyod detector .*ecod.*lof"):
+        make_prior("isolation")
 
 
 def test_make_prior_rejects_object_without_decision_function() -> None:

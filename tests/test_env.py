@@ -741,11 +741,20 @@ def test_render_rgb_array_on_toy(make_env) -> None:
     assert frame.reshape(-1, 3).astype(float).var(axis=0).sum() > 0
 
 
-def test_render_rgb_array_needs_2d_data(make_env, xy_maker) -> None:
-    env = make_env(dataset=xy_maker(d=3), render_mode="rgb_array")
+@pytest.mark.parametrize("d", [1, 3, 40])
+def test_render_rgb_array_any_dimension(make_env, xy_maker, d) -> None:
+    """Data of any dimension draws (a projection) in frames of one fixed size, which change
+    as the episode goes on (labels, queries, rounds)."""
+    plane = make_env(render_mode="rgb_array")  # 2-D data: the heat map
+    plane.reset(seed=0)
+    env = make_env(dataset=xy_maker(d=d), render_mode="rgb_array")
     env.reset(seed=0)
-    with pytest.raises(ValueError, match="2-D data.*3 features"):
-        env.render()
+    first = env.render()
+    env.step(LR)
+    env.step(AL)
+    later = env.render()
+    assert first.shape == later.shape == plane.render().shape and later.dtype == np.uint8
+    assert not np.array_equal(first, later)
 
 
 def test_render_ansi(make_env) -> None:

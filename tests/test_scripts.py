@@ -74,7 +74,7 @@ def test_compare_agents_writes_results_and_resumes(
     assert capsys.readouterr().out == first.stdout
     assert script.main([*args[:-1], str(tmp_path / "x"), "--agents", "nope"]) == 2
     assert "unknown agent 'nope'" in capsys.readouterr().err
-    assert script.main([*args, "--seeds", "2"]) == 2  # another grid in the same folder
+    assert script.main([*args, "--prior", "iforest"]) == 2  # another grid in the same folder
     assert "holds a different run" in capsys.readouterr().err
 
 

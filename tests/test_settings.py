@@ -25,8 +25,8 @@ def test_settings_are_frozen_and_replace_validates() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.c_fp = 2.0  # type: ignore[misc]
     assert s.replace(c_fn=10).c_fn == 10.0 and s.c_fn == 1.0
-    with pytest.raises(ValueError, match="unknown prior 'lof'"):
-        s.replace(prior="lof")
+    with pytest.raises(ValueError, match="unknown prior 'lofx'"):
+        s.replace(prior="lofx")
 
 
 def test_names_are_short_stable_and_distinct() -> None:

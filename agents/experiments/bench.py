@@ -1,9 +1,12 @@
 """Timing of BALLAD episodes: per data set wall times and peak memory, a profile by phase,
-and the wall time of the Q1 grid; ``scripts/bench.py`` is its command line.
+the wall time of the Q1 grid, the growth of an episode with the data's size (``scaling``),
+and what the fast paths for large data sets do to the costs (``fast_path_effects``);
+``scripts/bench.py`` is its command line.
 
 Episodes are played by ``agents.evaluation.run_episode`` (the project's one loop), on
-environments built from ``Settings``; ``measure`` is meant to run in a fresh process
-(``in_fresh_process``) so that the peak memory it reports is one data set's own.
+environments built from ``Settings``; ``measure`` and ``measure_scaling`` are meant to run
+in a fresh process (``in_fresh_process``) so that the peak memory they report is one data
+set's own. They time every reset in full: the reset cache (``ballad_env.compute``) is off.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from agents.evaluation import run_episode
 from agents.experiments.grid import Grid, seed_range
 from agents.experiments.run import run_grid
 from agents.registry import make_agent
+from ballad_env.compute import set_episode_threads, set_reset_cache_size
+from ballad_env.data import Dataset, validate_xy
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -41,6 +46,7 @@ PHASES = (
     ("reset: prior scores of V and T", ("ballad_env/detector.py",), "prior_probability"),
     ("steps (whole)", ("ballad_env/env.py",), "step"),
     ("AL: kernel sums for new labels", ("ballad_env/detector.py",), "kernel_sums"),
+    ("AL: kernel sums (fast path)", ("ballad_env/detector.py",), "sums"),
     ("threshold search", ("ballad_env/rejection.py",), "__call__"),
     ("rewards", ("ballad_env/rewards.py",), "rewards"),
     ("test evaluation (cost, ROC AUC)", ("ballad_env/cost.py",), "evaluate"),
@@ -83,13 +89,15 @@ def measure(name: str, data_dir: str | None, settings: Settings, repeats: int,
     ``repeats`` seeds, after a warm-up) and the bayes search with ``bayes_calls``."""
     from threadpoolctl import threadpool_limits
 
+    set_episode_threads(threads)
+    set_reset_cache_size(0)
     with threadpool_limits(threads):
-        env = BudgetAllocationEnv(name, data_dir=data_dir,
+        env = BudgetAllocationEnv(bench_dataset(name, data_dir), data_dir=data_dir,
                                   settings=settings.replace(threshold_search="exact"))
         timed_episode(env, repeats)  # warm-up: lazy imports are not an episode's cost
         exact = [timed_episode(env, seed) for seed in range(repeats)]
         peak_exact = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        bayes_env = BudgetAllocationEnv(name, data_dir=data_dir, settings=settings.replace(
+        bayes_env = BudgetAllocationEnv(env.dataset, settings=settings.replace(
             threshold_search="bayes", bayes_calls=bayes_calls))
         bayes = [sum(timed_episode(bayes_env, seed)) for seed in range(bayes_repeats)]
     return {"dataset": name, "n": env.dataset.n_samples, "d": env.dataset.n_features,
@@ -105,8 +113,10 @@ def profile(name: str, data_dir: str | None, settings: Settings, threads: int) -
     """A profile of one exact episode (after a warm-up reset), by phase and by function."""
     from threadpoolctl import threadpool_limits
 
+    set_episode_threads(threads)
+    set_reset_cache_size(0)
     with threadpool_limits(threads):
-        env = BudgetAllocationEnv(name, data_dir=data_dir,
+        env = BudgetAllocationEnv(bench_dataset(name, data_dir), data_dir=data_dir,
                                   settings=settings.replace(threshold_search="exact"))
         env.reset(seed=1)  # warm-up: lazy imports are not an episode's cost
         profiler = cProfile.Profile()
@@ -164,5 +174,195 @@ def time_q1(names: Sequence[str], seeds: int, settings: Settings,
         return time.perf_counter() - start
 
 
-__all__ = ["EPISODE_TARGET_S", "MEMORY_TARGET_MB", "PHASES", "Q1_TARGET_S", "in_fresh_process",
-           "measure", "profile", "time_q1", "timed_episode", "timings_table"]
+# --------------------------------------------------------------------------- scaling
+#: The scaling mode's default sizes (rows) and dimensions, and its targets (2 cores).
+SCALING_SIZES = (50_000, 100_000, 200_000, 500_000)
+SCALING_DIMS = (10, 100)
+SCALING_TARGETS_S = {200_000: 10.0, 500_000: 120.0}
+SCALING_MEMORY_MB = 4096.0
+SYNTHETIC_PREFIX = "synthetic:"
+SCALING_HEADER = (f"{'agent':<10} {'n':>7} {'d':>4} {'reset s':>8} {'AL step':>8} "
+                  f"{'LR step':>8} {'episode':>8} {'peak MB':>8}  paths")
+
+
+def synthetic_dataset(n: int, d: int, contamination: float = 0.05, seed: int = 0) -> Dataset:
+    """n rows in d dimensions with a known contamination: standard normal normals, and
+    anomalies shifted by 3 / sqrt(d) per feature (3 standard deviations away in all)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.zeros(n, dtype=np.int8)
+    y[:max(1, round(contamination * n))] = 1
+    signs = rng.choice([-1.0, 1.0], size=(int(y.sum()), d))
+    X[y == 1] += 3.0 / np.sqrt(d) * signs
+    return Dataset(f"{SYNTHETIC_PREFIX}{n}x{d}", *validate_xy(X, y, "synthetic"))
+
+
+def bench_dataset(name: str, data_dir: str | None) -> Dataset | str:
+    """A data set by name: ``synthetic:<n>x<d>`` makes one (``synthetic_dataset``); any other
+    name is left to the environment's loader."""
+    if not name.startswith(SYNTHETIC_PREFIX):
+        return name
+    try:
+        n, d = (int(part) for part in name[len(SYNTHETIC_PREFIX):].split("x"))
+    except ValueError:
+        raise ValueError(f"{name!r}: write a synthetic data set as synthetic:<rows>x<features>, "
+                         "e.g. synthetic:200000x10") from None
+    return synthetic_dataset(n, d)
+
+
+class _TimedSteps:
+    """An environment whose reset and every step are timed, by action."""
+
+    def __init__(self, env: BudgetAllocationEnv) -> None:
+        self.unwrapped = env
+        self.reset_seconds = 0.0
+        self.step_seconds: dict[int, list[float]] = {0: [], 1: []}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
+        start = time.perf_counter()
+        result = self.unwrapped.reset(seed=seed, options=options)
+        self.reset_seconds = time.perf_counter() - start
+        return result
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        start = time.perf_counter()
+        result = self.unwrapped.step(action)
+        self.step_seconds[action].append(time.perf_counter() - start)
+        return result
+
+
+def measure_scaling(n: int, d: int, agent: str, settings: Settings, threads: int,
+                    seed: int = 0) -> dict[str, Any]:
+    """One episode of ``agent`` on ``synthetic_dataset(n, d)``: the reset, the median AL and
+    LR step, the whole episode and the process's peak memory (after a small warm-up
+    episode, so lazy imports are not counted)."""
+    set_episode_threads(threads)
+    set_reset_cache_size(0)
+    warm = BudgetAllocationEnv(synthetic_dataset(500, d), settings=settings)
+    run_episode(warm, make_agent(agent, warm), seed)
+    env = BudgetAllocationEnv(synthetic_dataset(n, d), settings=settings)
+    timed = _TimedSteps(env)
+    start = time.perf_counter()
+    run_episode(timed, make_agent(agent, env), seed)
+    episode_s = time.perf_counter() - start
+    al, lr = timed.step_seconds[0], timed.step_seconds[1]
+    assert env.episode is not None
+    return {"agent": agent, "n": n, "d": d, "reset_s": timed.reset_seconds,
+            "al_step_s": statistics.median(al) if al else float("nan"),
+            "lr_step_s": statistics.median(lr) if lr else float("nan"), "episode_s": episode_s,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "eta_sample": env.episode.eta_sample, "kernel_dtype": env.episode.kernel_dtype,
+            "threads": threads}
+
+
+def _paths(row: dict[str, Any]) -> str:
+    """The paths a scaling row ran: "exact", or its eta sample and kernel precision."""
+    if row["eta_sample"] == 0 and row["kernel_dtype"] == "float64":
+        return "exact"
+    return f"eta from {row['eta_sample'] or 'all'}, {row['kernel_dtype']} kernel"
+
+
+def growth_exponent(sizes: Sequence[float], seconds: Sequence[float]) -> float:
+    """The slope of log(seconds) against log(size): t ~ n^slope (NaN with fewer than 2)."""
+    if len(sizes) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+
+
+def scaling_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows of ``measure_scaling`` as a fixed-width table, then the growth exponent of the
+    episode time per (agent, d), and each row against the targets that apply to it."""
+    lines = [SCALING_HEADER, "-" * len(SCALING_HEADER)]
+    for r in rows:
+        lines.append(f"{r['agent']:<10} {r['n']:>7} {r['d']:>4} {r['reset_s']:8.2f} "
+                     f"{r['al_step_s']:8.2f} {r['lr_step_s']:8.2f} {r['episode_s']:8.1f} "
+                     f"{r['peak_mb']:8.0f}  {_paths(r)}")
+    lines.append("")
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for r in rows:  # a growth exponent per path: the exact and fast ones grow differently
+        groups.setdefault((r["agent"], r["d"], _paths(r)), []).append(r)
+    for (agent, d, paths), group in groups.items():
+        sizes = [r["n"] for r in group]
+        if len(sizes) > 1:
+            exponent = growth_exponent(sizes, [r["episode_s"] for r in group])
+            lines.append(f"{agent}, d = {d}, {paths}: episode time grows as n^{exponent:.2f} "
+                         f"over {', '.join(f'{n:,}' for n in sizes)} rows")
+    for r in rows:
+        target = SCALING_TARGETS_S.get(r["n"])
+        if target is not None:
+            met = r["episode_s"] <= target and r["peak_mb"] <= SCALING_MEMORY_MB
+            lines.append(f"{r['agent']}, n = {r['n']:,}, d = {r['d']}: {r['episode_s']:.1f} s, "
+                         f"{r['peak_mb']:.0f} MB (target {target:.0f} s, "
+                         f"{SCALING_MEMORY_MB:.0f} MB: {'met' if met else 'missed'})")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- fast paths
+#: The settings compared by ``fast_path_effects``: every exact and fast combination.
+FAST_PATHS = {"exact": {"eta_sample": 0, "kernel_dtype": "float64"},
+              "eta sample": {"eta_sample": 2000, "kernel_dtype": "float64"},
+              "float32": {"eta_sample": 0, "kernel_dtype": "float32"},
+              "both": {"eta_sample": 2000, "kernel_dtype": "float32"}}
+
+
+def fast_path_effects(dataset: Dataset | str, data_dir: str | None, settings: Settings,
+                      seeds: Sequence[int], agents: Sequence[str]) -> list[dict[str, Any]]:
+    """Each fast path against the exact one on one data set: per (path, agent, seed) the
+    relative error of eta, the mean and largest |test cost difference| over the rounds, the
+    mean cost difference and whether the actions were the same."""
+    set_reset_cache_size(0)
+    rows = []
+    for seed in seeds:
+        for agent in agents:
+            played = {}
+            for path, options in FAST_PATHS.items():
+                env = BudgetAllocationEnv(dataset, data_dir=data_dir,
+                                          settings=settings.replace(**options))
+                records = run_episode(env, make_agent(agent, env), seed)
+                assert env.episode is not None
+                played[path] = (records, env.episode.scores.detector.eta_)
+            exact, exact_eta = played["exact"]
+            exact_costs = np.array([r["test_cost"] for r in exact])
+            for path, (records, eta) in played.items():
+                costs = np.array([r["test_cost"] for r in records])
+                rows.append({
+                    "dataset": env.dataset.name, "n": env.dataset.n_samples,
+                    "d": env.dataset.n_features, "path": path, "agent": agent, "seed": seed,
+                    "eta_error": abs(eta / exact_eta - 1.0),
+                    "mean_abs_cost_diff": float(np.mean(np.abs(costs - exact_costs))),
+                    "max_abs_cost_diff": float(np.max(np.abs(costs - exact_costs))),
+                    "mean_cost_diff": float(np.mean(costs - exact_costs)),
+                    "mean_cost": float(np.mean(costs)),
+                    "same_actions": [r["action"] for r in records] == [r["action"]
+                                                                        for r in exact]})
+    return rows
+
+
+def effects_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per data set and fast path (over agents and seeds): the largest eta error, the mean
+    and largest |cost difference| per round, the mean cost difference and the share of
+    episodes with the exact path's actions."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    table = frame[frame.path != "exact"].groupby(["dataset", "n", "d", "path"], sort=False).agg(
+        eta_error=("eta_error", "max"), mean_abs_cost_diff=("mean_abs_cost_diff", "mean"),
+        max_abs_cost_diff=("max_abs_cost_diff", "max"), mean_cost_diff=("mean_cost_diff", "mean"),
+        mean_cost=("mean_cost", "mean"), same_actions=("same_actions", "mean")).reset_index()
+    header = (f"{'data set':<22} {'n':>7} {'d':>4} {'path':<10} {'eta err':>8} "
+              f"{'|dcost|':>9} {'max':>9} {'dcost':>10} {'cost':>7} {'same':>5}")
+    lines = [header, "-" * len(header)]
+    lines += [f"{r.dataset:<22} {r.n:>7} {r.d:>4} {r.path:<10} {r.eta_error:8.2%} "
+              f"{r.mean_abs_cost_diff:9.2e} {r.max_abs_cost_diff:9.2e} {r.mean_cost_diff:+10.2e} "
+              f"{r.mean_cost:7.4f} {r.same_actions:5.0%}"
+              for r in table.itertuples()]
+    return "\n".join(lines)
+
+
+__all__ = ["EPISODE_TARGET_S", "FAST_PATHS", "MEMORY_TARGET_MB", "PHASES", "Q1_TARGET_S",
+           "SCALING_DIMS", "SCALING_MEMORY_MB", "SCALING_SIZES", "SCALING_TARGETS_S",
+           "SYNTHETIC_PREFIX",
+           "bench_dataset", "effects_table", "fast_path_effects", "growth_exponent",
+           "in_fresh_process", "measure", "measure_scaling", "profile", "scaling_table",
+           "synthetic_dataset", "time_q1", "timed_episode", "timings_table"]

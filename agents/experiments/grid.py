@@ -1,20 +1,23 @@
 """What an experiment runs: a grid of data sets x seeds x agents x settings, cell by cell.
 
 A *cell* is one episode: (data set, seed, agent, settings). Agents are named by the
-registry (``agents.make_agent``) or given as the path of a saved policy (``.zip``).
+registry (``agents.make_agent``) or given as the path of a saved policy (``.zip``). A data
+set's key in the results is the name it loads under (``ballad_env.data.dataset_name``), so
+``glass``, ``Glass`` and ``data/Glass.npz`` are one data set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from agents.policy_files import policy_name, settings_file
 from agents.registry import agent_names, is_agent_name, is_policy_path
-from ballad_env.data import BUILTIN_DATASETS, Dataset, available_datasets
+from ballad_env.data import BUILTIN_DATASETS, Dataset, available_datasets, dataset_name
 from ballad_env.settings import Settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
@@ -22,8 +25,9 @@ _SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
 
 # ---------------------------------------------------------------------------------- agents
 def agent_label(spec: str) -> str:
-    """The agent's name in the results: registered names as given, ``policy:<stem>`` for paths."""
-    return f"policy:{Path(spec).stem}" if is_policy_path(spec) else str(spec)
+    """The agent's name in the results: registered names as given, ``policy:<name>`` for a
+    saved policy (its file stem; ``<run>/best_model`` for a run's best model)."""
+    return f"policy:{policy_name(spec)}" if is_policy_path(spec) else str(spec)
 
 
 def _policy_loader() -> Any:
@@ -40,8 +44,9 @@ def _policy_loader() -> Any:
 def check_agent(spec: str) -> None:
     """Raise a clear error now, before any cell runs, if ``spec`` cannot be built."""
     if is_policy_path(spec):
-        if not Path(spec).is_file():
+        if not os.path.isfile(spec):
             raise FileNotFoundError(f"saved policy {spec!r} does not exist")
+        settings_file(spec)
         _policy_loader()
     elif not is_agent_name(spec):
         raise ValueError(f"unknown agent {spec!r}: use one of {', '.join(agent_names())} "
@@ -74,24 +79,30 @@ class Cell:
 class Grid:
     """Agents x data sets x seeds x settings.
 
-    ``datasets`` are names (built-in or file stems in ``data_dir``) or ``Dataset`` objects;
-    ``agents`` are registered names or paths of saved policies; seeds are the integers given
-    to ``env.reset(seed=...)``.
+    ``datasets`` are names (built-in or file stems in ``data_dir``), paths of data files or
+    ``Dataset`` objects; ``agents`` are registered names or paths of saved policies; seeds
+    are the integers given to ``env.reset(seed=...)``. ``keys`` are the data sets' names in
+    the results: :meth:`resolve` (which ``run_grid`` calls) sets them to the names the data
+    sets load under; until then a data set is keyed as given.
     """
 
     datasets: tuple[str | Dataset, ...]
     seeds: tuple[int, ...]
     agents: tuple[str, ...]
     settings: tuple[Settings, ...] = field(default=(Settings(),))
+    keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "datasets", tuple(self.datasets))
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
         object.__setattr__(self, "settings", tuple(self.settings))
+        object.__setattr__(self, "keys", tuple(self.keys))
         for axis in ("datasets", "seeds", "agents", "settings"):
             if not getattr(self, axis):
                 raise ValueError(f"the grid has no {axis}")
+        if self.keys and len(self.keys) != len(self.datasets):
+            raise ValueError("keys: give one per data set")
         for axis, values in (("data set", self.dataset_names), ("seed", self.seeds),
                              ("agent", [agent_label(a) for a in self.agents]),
                              ("setting", [s.name for s in self.settings])):
@@ -103,7 +114,25 @@ class Grid:
 
     @property
     def dataset_names(self) -> tuple[str, ...]:
+        """Each data set's key in the results (``keys``, else the name or string given)."""
+        if self.keys:
+            return self.keys
         return tuple(d.name if isinstance(d, Dataset) else str(d) for d in self.datasets)
+
+    def resolve(self, data_dir: str | os.PathLike | None = None) -> Grid:
+        """This grid with each data set keyed by the name it loads under
+        (``ballad_env.data.dataset_name``); one data set given twice under two names
+        (``Glass`` and ``glass``, or a name and its path) is refused."""
+        keys = tuple(dataset_name(d, data_dir) for d in self.datasets)
+        given: dict[str, list[str]] = {}
+        for key, source in zip(keys, self.datasets, strict=True):
+            given.setdefault(key, []).append(
+                source.name if isinstance(source, Dataset) else str(source))
+        twice = [f"{', '.join(names)} are the same data set {key!r}"
+                 for key, names in given.items() if len(names) > 1]
+        if twice:
+            raise ValueError("; ".join(twice) + ": give each data set once")
+        return dataclasses.replace(self, keys=keys)
 
     def cells(self) -> list[Cell]:
         """Every cell, in a fixed order (setting, data set, agent, seed)."""
@@ -125,8 +154,11 @@ def seed_range(n: int) -> tuple[int, ...]:
 
 def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = None
                   ) -> tuple[str, ...]:
-    """Expand ``all`` to every data file in the data directory (built-ins excluded)."""
+    """The data sets of a command line: ``all`` is every data file in the data directory
+    (built-ins excluded); other names and paths are checked to exist, and kept as given."""
     if list(names) != ["all"]:
+        for name in names:
+            dataset_name(name, data_dir)  # FileNotFoundError naming an unknown data set
         return tuple(names)
     found = [n for n in available_datasets(data_dir) if n not in BUILTIN_DATASETS]
     if not found:

@@ -44,6 +44,8 @@ CELL_FILE = "cell.json"
 CROSSCHECK_FILE = "crosscheck.parquet"
 CROSSCHECK_RECORD = "crosscheck.json"
 CELL_KEYS = ["dataset", "seed", "prior"]
+#: The data set whose lattice LATTICE.md draws.
+FIGURE_DATASET = "Cardiotocography"
 _CELL_NAME = re.compile(r"seed\d+")
 
 #: One cell of the study: (data set, seed, prior).
@@ -63,7 +65,7 @@ class StudyOptions:
     agents: list[str] = field(default_factory=lambda: list(STUDY_AGENTS))
     n_jobs: int = 2
     crosscheck: int = 1
-    figure_dataset: str = "Cardiotocography"
+    figure_dataset: str = FIGURE_DATASET
     report_only: bool = False
 
 
@@ -140,7 +142,7 @@ def run_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[str],
     keys = {"dataset": dataset, "seed": seed, "prior": prior}
     start, cpu_start = time.perf_counter(), time.process_time()
     with threadpool_limits(1):  # two workers on two cores: BLAS threads only oversubscribe
-        data = load_dataset(options.data_dir / f"{dataset}.npz")
+        data = load_dataset(dataset, data_dir=options.data_dir)
         lattice = build_lattice(data, seed, Settings(prior=prior))
         built = time.perf_counter() - start
         paths = {name: ("agent", lattice.replay(make_agent(name))) for name in agent_names}
@@ -208,7 +210,7 @@ def crosscheck_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[
 
     dataset, seed, prior = cell
     with threadpool_limits(1):
-        data = load_dataset(options.data_dir / f"{dataset}.npz")
+        data = load_dataset(dataset, data_dir=options.data_dir)
         lattice = build_lattice(data, seed, Settings(prior=prior))
         env = BudgetAllocationEnv(data, settings=lattice.settings)
         rows = []
@@ -246,8 +248,19 @@ def study_cells(options: StudyOptions) -> list[CellKey]:
 
 
 def dataset_sizes(options: StudyOptions) -> dict[str, int]:
-    """File size of each data set (a proxy for its lattice's cost)."""
-    return {name: (options.data_dir / f"{name}.npz").stat().st_size for name in options.datasets}
+    """Size of each data set's file, or a built-in's array bytes (a proxy for its lattice's
+    cost)."""
+    from ballad_env.data import BUILTIN_DATASETS, data_file, load_dataset
+
+    return {name: (load_dataset(name).X.nbytes if name in BUILTIN_DATASETS
+                   else data_file(name, options.data_dir).stat().st_size)
+            for name in options.datasets}
+
+
+def figure_dataset(datasets: Sequence[str]) -> str:
+    """The data set whose lattice the heat map draws: Cardiotocography (LATTICE.md's) when it
+    is studied, else the first one."""
+    return FIGURE_DATASET if FIGURE_DATASET in datasets else datasets[0]
 
 
 def plan_cells(options: StudyOptions, source: str) -> list[tuple[CellKey, tuple[str, ...]]]:
@@ -270,8 +283,10 @@ def crosscheck_cells(options: StudyOptions) -> list[CellKey]:
 
 def run_study(options: StudyOptions) -> None:
     """Compute every missing or incomplete cell in parallel, then cross-check; record the run."""
-    from joblib import Parallel, delayed
+    from joblib import delayed
     from tqdm import tqdm
+
+    from agents.experiments.workers import local_parallel
 
     source = source_fingerprint()
     n_cells = len(study_cells(options))
@@ -281,7 +296,7 @@ def run_study(options: StudyOptions) -> None:
           + (f", {redo} to recompute for new agents" if redo else ""), flush=True)
     checks = crosscheck_cells(options)
     start = time.perf_counter()
-    with Parallel(n_jobs=options.n_jobs, return_as="generator_unordered") as parallel:
+    with local_parallel(options.n_jobs, return_as="generator_unordered") as parallel:
         jobs = (delayed(run_cell)(options, cell, names, source) for cell, names in todo)
         for _ in tqdm(parallel(jobs), total=len(todo), desc="lattices", file=sys.stdout,
                       mininterval=10):
@@ -586,6 +601,6 @@ def draw_lattice(ax: Any, states: pd.DataFrame, episodes: pd.DataFrame, dataset:
 
 __all__ = ["CELL_FILE", "STUDY_AGENTS", "TABLES", "StudyOptions", "add_regrets",
            "agents_table", "agents_to_compute", "best_fixed_overall", "cell_dir", "collect",
-           "crosscheck_cell", "crosscheck_table", "fixed_curve", "per_dataset_table",
-           "report_tables", "run_cell", "run_study", "signals_table", "summary_table",
-           "write_report"]
+           "crosscheck_cell", "crosscheck_table", "figure_dataset", "fixed_curve",
+           "per_dataset_table", "report_tables", "run_cell", "run_study", "signals_table",
+           "summary_table", "write_report"]

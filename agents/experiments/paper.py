@@ -29,7 +29,7 @@ import pandas as pd
 from agents.experiments import plots
 from agents.experiments.grid import Grid, seed_range
 from agents.experiments.run import run_grid
-from agents.experiments.store import load_results
+from agents.experiments.store import load_results, writable_folder
 from agents.experiments.tables import (
     action_shares,
     fresh_rewards,
@@ -102,7 +102,9 @@ def experiments(datasets: Sequence[str], seeds: int, priors: Sequence[str],
     if "bayes" in wanted:
         bayes_names = tuple(n for n in bayes_datasets if n in names)
         if not bayes_names:
-            raise ValueError("--bayes-datasets: none of them is among --datasets")
+            raise ValueError(f"--bayes-datasets {' '.join(bayes_datasets)}: none of them is "
+                             f"among --datasets ({' '.join(names)}); give some of those, or "
+                             "leave bayes out of --questions")
         setting = Settings(prior=priors[0], threshold_search="bayes", bayes_calls=bayes_calls)
         runs.append(Experiment("bayes", Grid(bayes_names, seed_range(min(bayes_seeds, seeds)),
                                              Q1_AGENTS, (setting,))))
@@ -140,8 +142,8 @@ class Writer:
     docs: Path
 
     def __post_init__(self) -> None:
-        self.tables.mkdir(parents=True, exist_ok=True)
-        self.figures.mkdir(parents=True, exist_ok=True)
+        writable_folder(self.tables, "--docs")
+        writable_folder(self.figures, "--docs")
 
     @property
     def tables(self) -> Path:

@@ -33,11 +33,14 @@ import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.run import play_agents
+from agents.experiments.store import writable_folder
 from agents.experiments.tables import write_table
+from agents.experiments.workers import local_parallel
+from agents.policy_files import policy_fingerprint
 from agents.registry import is_policy_path, make_agent
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import RECORD_FIELDS
-from ballad_env.settings import Settings
+from ballad_env.settings import Settings, option_text
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = ROOT / "scripts" / "train_policy.py"
@@ -125,7 +128,7 @@ def settings_arguments(settings: Settings) -> list[str]:
     argv = []
     for name in STUDY_OPTIONS:
         value = getattr(settings, name)
-        argv += [f"--{name.replace('_', '-')}", "gamma" if value is None else str(value)]
+        argv += [f"--{name.replace('_', '-')}", option_text(name, value)]
     return argv
 
 
@@ -307,24 +310,44 @@ def check_evaluated_settings(study: Path, settings: Settings) -> None:
                          f"this evaluation runs {settings.name}: use another --study-dir")
 
 
+def check_evaluated_policies(study: Path, specs: Sequence[str]) -> dict[str, str]:
+    """Policies with rows in ``rounds.csv`` must be the files evaluated then (a policy
+    retrained under its old path is another policy). Returns the content hash of every
+    policy with rows, those stored and these, for ``evaluate.json``."""
+    hashes = {agent_name(s): policy_fingerprint(s) for s in specs if is_policy_path(s)}
+    meta_file = Path(study) / "evaluate.json"
+    if not (Path(study) / "rounds.csv").exists() or not meta_file.exists():
+        return hashes
+    stored = json.loads(meta_file.read_text()).get("policies", {})
+    for name, digest in hashes.items():
+        if stored.get(name, digest) != digest:
+            raise StudyError(f"{name}.zip has changed since it was evaluated (content "
+                             f"{stored[name]} then, {digest} now): its rows in "
+                             f"{Path(study) / 'rounds.csv'} belong to the policy that was there "
+                             "before. Evaluate into another --study-dir, or delete rounds.csv "
+                             "and evaluate.json there to evaluate every agent again.")
+    return {**stored, **hashes}
+
+
 def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[str],
              data_dir: str | Path, settings: Settings, jobs: int = 1,
              progress: bool = True) -> dict[str, Any]:
     """Run every agent not yet evaluated on each (data set, seed) and append its rows to
     ``<study>/rounds.csv``; write and return ``evaluate.json``'s content."""
-    from joblib import Parallel, delayed
+    from joblib import delayed
     from tqdm.auto import tqdm
 
     check_trained([Path(s) for s in specs if is_policy_path(s)], settings)
     check_evaluated_settings(study, settings)
+    policies = check_evaluated_policies(study, specs)
     out = Path(study) / "rounds.csv"
     cells = pending_cells(datasets, seeds, specs, finished_agents(out))
     check_replay(datasets[0], 0, data_dir, settings)
     print(f"{len(specs)} agents: {sum(len(c[2]) for c in cells)} episodes to run in "
           f"{len(cells)} cells", flush=True)
     meta = {"agents": list(specs), "held_out": list(datasets), "seeds": seeds,
-            "settings": evaluation_settings(settings).to_dict()}
-    out.parent.mkdir(parents=True, exist_ok=True)
+            "settings": evaluation_settings(settings).to_dict(), "policies": policies}
+    writable_folder(out.parent, "--study-dir")
     (out.parent / "evaluate.json").write_text(json.dumps(meta, indent=2) + "\n")
     new_file = not out.exists()
     start = time.perf_counter()
@@ -332,7 +355,7 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
         writer = csv.DictWriter(f, fieldnames=ROUND_COLUMNS)
         if new_file:
             writer.writeheader()
-        results = Parallel(n_jobs=jobs, return_as="generator_unordered")(
+        results = local_parallel(jobs, return_as="generator_unordered")(
             delayed(evaluate_cell)(d, s, todo, data_dir, settings) for d, s, todo in cells)
         for rows in tqdm(results, total=len(cells), unit="cell", disable=not progress):
             writer.writerows(rows)
@@ -527,7 +550,8 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
 
 
 __all__ = ["ALGOS", "BASELINES", "GROUP_ORDER", "REWARDS", "ROUND_COLUMNS", "STUDY_OPTIONS",
-           "StudyError", "TrainPlan", "agent_name", "by_training_seed", "check_replay",
+           "StudyError", "TrainPlan", "agent_name", "by_training_seed",
+           "check_evaluated_policies", "check_replay",
            "check_trained", "episode_table", "evaluate", "evaluate_cell", "finished_agents",
            "group_order", "headline", "load_rounds", "make_split", "pending_cells",
            "per_dataset", "plot_by_round", "policy_dir", "policy_runs", "run_commands",

@@ -6,9 +6,12 @@ one row per data set, seed, agent, settings and round, with every scalar ``info`
 the environment (``ballad_env.episode.RECORD_FIELDS``).
 
 All of an agent's randomness and the environment's come from the integer seed passed to
-``env.reset``, so results never depend on scheduling. The agents of one (data set, seed,
-settings) share one reset: it is done once and copied, which the environment's common
-random numbers make identical to resetting for each agent.
+``env.reset``, so results never depend on scheduling. The cells of one (data set, seed) run
+together, in one process: the label-free part of their reset (split, prior, eta) is computed
+once and shared by every setting through the environment's reset cache
+(``ballad_env.compute``), and the agents of one setting share one reset, done once and
+copied, which the environment's common random numbers make identical to resetting for each
+agent. A grid too small to pay for starting worker processes runs in this process.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from agents.experiments.store import (
     COLUMNS,
     FORMAT_VERSION,
     ResultStore,
+    RunError,
     _concat,
     _normalise_dtypes,
 )
-from agents.registry import make_agent
+from agents.experiments.workers import local_parallel
+from agents.policy_files import policy_fingerprint
+from agents.registry import is_policy_path, make_agent
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
@@ -52,14 +58,19 @@ def _load(source: str | Dataset, data_dir: str | None) -> Dataset:
 
 @dataclass(frozen=True)
 class _Task:
-    """The cells of one (data set, seed, setting): one reset shared by its agents."""
+    """The cells of one (data set, seed): per setting, its agents. One label-free reset (from
+    the reset cache) serves them all, so they run in one process."""
 
     name: str
     dataset: str | Dataset
     data_dir: str | None
     seed: int
-    setting: Settings
-    agents: tuple[str, ...]
+    cells: tuple[tuple[Settings, tuple[str, ...]], ...]
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        """Every agent the task plays, setting after setting."""
+        return tuple(agent for _, agents in self.cells for agent in agents)
 
 
 class _ResetDone:
@@ -93,11 +104,12 @@ def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame
         limits = nullcontext()
     with limits:
         dataset = _load(task.dataset, task.data_dir)
-        env = BudgetAllocationEnv(dataset, settings=task.setting)
         done = []
-        for spec, played, records in play_agents(env, task.seed, task.agents):
-            cell = Cell(task.name, task.seed, spec, task.setting)
-            done.append((cell, _frame(cell, records, played)))
+        for setting, agents in task.cells:
+            env = BudgetAllocationEnv(dataset, settings=setting)
+            for spec, played, records in play_agents(env, task.seed, agents):
+                cell = Cell(task.name, task.seed, spec, setting)
+                done.append((cell, _frame(cell, records, played)))
     return done
 
 
@@ -127,6 +139,8 @@ def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) 
         "seed": cell.seed, "contamination": episode.contamination, **options,
         # the costs in force: c_r resolved from the contamination when not given
         "c_fp": episode.costs.c_fp, "c_fn": episode.costs.c_fn, "c_r": episode.costs.c_r,
+        # the eta sample and kernel precision in force: "auto" resolved by the data's size
+        "eta_sample": episode.eta_sample, "kernel_dtype": episode.kernel_dtype,
     }
     rows = [{**constants, **record,
              "spent_fraction": record["round"] * setting.round_fraction} for record in records]
@@ -136,13 +150,27 @@ def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) 
 
 def _tasks(pending: list[Cell], sources: dict[str, str | Dataset], data_dir: str | None,
            sizes: dict[str, int]) -> list[_Task]:
-    """Group pending cells by (data set, seed, setting); the largest data sets go first."""
-    groups: dict[tuple[str, int, Settings], list[str]] = {}
+    """Group pending cells by (data set, seed), then setting; the largest data sets go first."""
+    groups: dict[tuple[str, int], dict[Settings, list[str]]] = {}
     for cell in pending:
-        groups.setdefault((cell.dataset, cell.seed, cell.setting), []).append(cell.agent)
-    order = sorted(groups, key=lambda k: (-sizes[k[0]], k[0], k[2].name, k[1]))
-    return [_Task(name, sources[name], data_dir, seed, setting,
-                  tuple(groups[(name, seed, setting)])) for name, seed, setting in order]
+        groups.setdefault((cell.dataset, cell.seed), {}).setdefault(cell.setting, []).append(
+            cell.agent)
+    order = sorted(groups, key=lambda k: (-sizes[k[0]], k[0], k[1]))
+    return [_Task(name, sources[name], data_dir, seed,
+                  tuple((setting, tuple(agents)) for setting, agents in groups[name, seed].items()))
+            for name, seed in order]
+
+
+#: Seconds it takes to start worker processes and import the project in them (measured on
+#: two cores); a grid expected to take less runs in this process.
+WORKER_START_S = 5.0
+
+
+def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
+    """A rough in-process time for ``tasks``: 0.2 s per reset, and per cell 0.05 s plus 20 us
+    per row (the benchmark data sets' episodes, ``scripts/bench.py``)."""
+    return sum(0.2 + (0.05 + 2e-5 * sizes[task.name]) * sum(len(a) for _, a in task.cells)
+               for task in tasks)
 
 
 def _execute(tasks: list[_Task], n_jobs: int, scheduler: str | None
@@ -155,12 +183,10 @@ def _execute(tasks: list[_Task], n_jobs: int, scheduler: str | None
     from joblib import Parallel, delayed, parallel_config
 
     jobs = (delayed(_run_task)(task, True) for task in tasks)
-    if scheduler is None:
-        yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+    if scheduler is None:  # local workers that exit with this process, even on SIGKILL
+        yield from local_parallel(n_jobs, return_as="generator_unordered")(jobs)
         return
-    from dask.distributed import Client
-
-    with Client(scheduler) as client, parallel_config(backend="dask"):
+    with connect(scheduler) as client, parallel_config(backend="dask"):
         if sum(client.ncores().values()) < 2:
             # joblib runs a one-thread backend in this process: say so rather than surprise.
             import warnings
@@ -170,9 +196,32 @@ def _execute(tasks: list[_Task], n_jobs: int, scheduler: str | None
         yield from Parallel(n_jobs=-1, return_as="generator_unordered")(jobs)
 
 
+#: Seconds to wait for a Dask scheduler before saying it cannot be reached.
+SCHEDULER_TIMEOUT = 10.0
+
+
+def connect(scheduler: str) -> Any:
+    """A Dask client of the scheduler at ``scheduler``; ``RunError`` if it does not answer
+    within ``SCHEDULER_TIMEOUT`` seconds."""
+    from dask.distributed import Client
+
+    try:
+        return Client(scheduler, timeout=SCHEDULER_TIMEOUT)
+    except (OSError, ValueError) as err:  # timeouts are OSErrors; a malformed address too
+        raise RunError(f"cannot reach the Dask scheduler at {scheduler} within "
+                       f"{SCHEDULER_TIMEOUT:g} s ({err}). Check the address (tcp://host:8786) "
+                       "and that a scheduler runs there with workers, or leave out "
+                       "--scheduler to run on this machine.") from err
+
+
 def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None
                 ) -> tuple[dict[str, Any], dict[str, Dataset]]:
-    """Check every agent and (data set, setting) now; return run.json's content and the data."""
+    """Check every agent and (data set, setting) now; return run.json's content and the data.
+
+    The grid's data sets are keyed by the names they load under (``Grid.resolve``), and each
+    saved policy by a hash of its file, so a retrained policy is never taken for the old one.
+    """
+    grid = grid.resolve(data_dir)
     for spec in grid.agents:
         check_agent(spec)
     directory = None if data_dir is None else str(data_dir)
@@ -186,6 +235,9 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None
                 raise ValueError(f"data set {name}, setting {setting.name}: {err}") from err
     manifest = {"format": FORMAT_VERSION, "grid": grid.describe(),
                 "data": {name: fingerprint(ds) for name, ds in loaded.items()},
+                "policies": {agent_label(spec): {"file": str(spec),
+                                                 "sha256": policy_fingerprint(spec)}
+                             for spec in grid.agents if is_policy_path(spec)},
                 "versions": package_versions(),
                 "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
     return manifest, loaded
@@ -201,15 +253,19 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
     grid : Grid
         The cells to run.
     output : path
-        Results folder. Running again with the same grid skips finished cells; a different
-        grid, other data or other package versions raise ``RunError``, as does a corrupt file.
+        Results folder. Running again with the same grid skips finished cells, and a grid
+        with more data sets, seeds, agents or settings runs only the new cells. A grid that
+        drops any, other data, other package versions or source, a changed saved policy or
+        a corrupt file raise ``RunError``.
     data_dir : path, optional
         Folder of data files (default ``$BALLAD_DATA_DIR``); it must exist on Dask workers too.
     n_jobs : int
-        joblib processes (-1: all cores; 1: this process).
+        joblib processes (-1: all cores; 1: this process). A grid expected to take less than
+        ``WORKER_START_S`` seconds runs in this process whatever ``n_jobs`` says.
     scheduler : str, optional
         Address of a Dask scheduler: run the cells on that cluster through joblib's dask
-        backend instead (``n_jobs`` is then the cluster's size).
+        backend instead (``n_jobs`` is then the cluster's size). ``RunError`` if it does not
+        answer within ``SCHEDULER_TIMEOUT`` seconds.
     progress : bool
         Show a progress bar (cells done, rate, time left) on stderr.
 
@@ -219,6 +275,7 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         The tidy table of the whole grid (``COLUMNS``): cells in the grid's order (setting,
         data set, agent, seed), then rounds; the same whatever the scheduling.
     """
+    grid = grid.resolve(data_dir)
     manifest, loaded = prepare_run(grid, data_dir)
     store = ResultStore(output)
     store.prepare(manifest)
@@ -228,6 +285,8 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
     sources = dict(zip(grid.dataset_names, grid.datasets, strict=True))
     sizes = {name: ds.n_samples for name, ds in loaded.items()}
     tasks = _tasks(pending, sources, None if data_dir is None else str(data_dir), sizes)
+    if _expected_seconds(tasks, sizes) < WORKER_START_S:
+        n_jobs = 1  # too small to pay for starting workers
     bar = _progress_bar(len(cells), len(frames), progress)
     try:
         for finished in _execute(tasks, n_jobs, scheduler):
@@ -247,4 +306,4 @@ def _progress_bar(total: int, done: int, enabled: bool) -> Any:
                 dynamic_ncols=True, smoothing=0.1)
 
 
-__all__ = ["play_agents", "prepare_run", "run_grid"]
+__all__ = ["SCHEDULER_TIMEOUT", "connect", "play_agents", "prepare_run", "run_grid"]

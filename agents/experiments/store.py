@@ -1,9 +1,11 @@
 """Results on disk: ``run.json`` plus one Parquet file per finished cell.
 
-``<output>/run.json`` records the grid, a fingerprint of each data set, the package versions
-and a hash of the project's source; ``<output>/cells/`` holds one Parquet file per finished
-cell, written to a hidden temporary name and renamed, so a file either is complete or does
-not exist. Why Parquet files per cell rather than one CSV:
+``<output>/run.json`` records the grid, a fingerprint of each data set, a hash of each saved
+policy's file, the package versions and a hash of the project's source; ``<output>/cells/``
+holds one Parquet file per finished cell, written to a hidden temporary name and renamed,
+so a file either is complete or does not exist. A rerun may grow the grid (more data sets,
+seeds, agents or settings: ``run.json`` then describes the larger grid), never change what
+is stored. Why Parquet files per cell rather than one CSV:
 
 * a cell is the unit of work and of completion: an interrupted run loses at most the cells
   in flight, and resuming is "skip the cells whose file exists and validates";
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.grid import Cell, Grid
+from agents.experiments.grid import Cell, Grid, agent_label
 from ballad_env.episode import RECORD_FIELDS
 from ballad_env.settings import Settings
 
@@ -57,8 +59,29 @@ METRIC_COLUMNS = tuple(name for name in RECORD_FIELDS if name not in ("dataset",
 COLUMNS = (*KEY_COLUMNS, "contamination", "spent_fraction", *SETTING_COLUMNS, *METRIC_COLUMNS)
 
 
+#: The grid's axes: a stored run may grow along each (more data sets, seeds, agents or
+#: settings), keeping its finished cells, but never lose values.
+GRID_AXES = ("datasets", "seeds", "agents", "settings")
+
+
 class RunError(RuntimeError):
-    """An output directory that cannot be resumed as asked: mismatched, corrupt or incomplete."""
+    """A run that cannot go on as asked: its output folder is mismatched, corrupt, incomplete
+    or not writable, or its cluster cannot be reached."""
+
+
+def writable_folder(folder: str | os.PathLike, option: str = "--output") -> Path:
+    """Create ``folder`` (and its parents) and return it; a folder that cannot be written is a
+    ``RunError`` naming it and the command-line ``option`` that chose it."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise RunError(f"cannot write to {folder} ({err.strerror or err}): choose another "
+                       f"{option}, one you can write to") from err
+    return folder
 
 
 class ResultStore:
@@ -89,18 +112,22 @@ class ResultStore:
         return manifest
 
     def prepare(self, manifest: dict[str, Any]) -> None:
-        """Start a new run, or check that the stored one is the same run (grid, data, versions)."""
+        """Start a new run, or check that the stored one is this run or grows into it: the
+        same data, versions and policies, and a grid holding at least the stored one's data
+        sets, seeds, agents and settings (then ``run.json`` describes the grown grid)."""
         stored = self.read_manifest()
-        if stored is None:
-            self.cells_dir.mkdir(parents=True, exist_ok=True)
+        if stored is not None:
+            problems = _manifest_differences(stored, manifest)
+            if problems:
+                raise RunError(f"{self.root} holds a different run, so its results cannot be "
+                               "mixed with this one:\n  " + "\n  ".join(problems) + "\nA run "
+                               "can grow (more data sets, seeds, agents or settings) but not "
+                               f"change: use another --output, or delete {self.root} to start "
+                               "over.")
+            manifest = {**manifest, "created": stored.get("created", manifest.get("created"))}
+        writable_folder(self.cells_dir)
+        if manifest != stored:
             _atomic_write_text(self.run_file, json.dumps(manifest, indent=2) + "\n")
-            return
-        problems = _manifest_differences(stored, manifest)
-        if problems:
-            raise RunError(f"{self.root} holds a different run, so its results cannot be mixed "
-                           "with this one:\n  " + "\n  ".join(problems) + "\nUse another "
-                           f"--output, or delete {self.root} to start over.")
-        self.cells_dir.mkdir(parents=True, exist_ok=True)
 
     # cells ----------------------------------------------------------------
     def path(self, cell: Cell) -> Path:
@@ -161,13 +188,30 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    """Human-readable differences between two run descriptions (creation time ignored)."""
+    """Why a stored run cannot go on as ``wanted``, in words: a grid axis that lost values,
+    other data, package versions or source, or a saved policy whose file changed."""
     problems = []
-    for section in ("grid", "data", "versions"):
+    old_grid, new_grid = stored.get("grid", {}), wanted.get("grid", {})
+    for axis in GRID_AXES:
+        old, new = old_grid.get(axis, []), new_grid.get(axis, [])
+        same: Any = agent_label if axis == "agents" else (lambda value: value)
+        kept = [same(value) for value in new]
+        if any(same(value) not in kept for value in old):
+            problems.append(f"grid.{axis}: stored {old!r}, now {new!r}")
+    for section in ("data", "versions"):
         old, new = stored.get(section, {}), wanted.get(section, {})
-        for key in sorted(set(old) | set(new)):
+        # a data set new to the grid is not a difference; a package's version always is
+        names = set(old) & set(new) if section == "data" else set(old) | set(new)
+        for key in sorted(names):
             if old.get(key) != new.get(key):
                 problems.append(f"{section}.{key}: stored {old.get(key)!r}, now {new.get(key)!r}")
+    old_policies, new_policies = stored.get("policies", {}), wanted.get("policies", {})
+    for label in sorted(set(old_policies) & set(new_policies)):
+        old, new = old_policies[label], new_policies[label]
+        if old["sha256"] != new["sha256"]:
+            problems.append(f"{new['file']} has changed since its results were stored (content "
+                            f"{old['sha256']} then, {new['sha256']} now): the stored cells of "
+                            f"{label} belong to the policy that was there before")
     return problems
 
 
@@ -218,5 +262,5 @@ def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
                 tuple(Settings.from_dict(s) for s in grid["settings"]))
 
 
-__all__ = ["COLUMNS", "KEY_COLUMNS", "METRIC_COLUMNS", "SETTING_COLUMNS", "ResultStore",
-           "RunError", "grid_from_manifest", "load_results"]
+__all__ = ["COLUMNS", "GRID_AXES", "KEY_COLUMNS", "METRIC_COLUMNS", "SETTING_COLUMNS",
+           "ResultStore", "RunError", "grid_from_manifest", "load_results", "writable_folder"]

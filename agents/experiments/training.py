@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import platform
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from tqdm.auto import tqdm
 
 import ballad_env
+from agents.experiments.store import writable_folder
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATION_FEATURES
@@ -42,6 +44,8 @@ from ballad_env.settings import Settings
 VEC_ENVS = ("subproc", "dummy")
 #: Written by Monitor at each episode's end: the final test cost, and which data set it was.
 MONITOR_KEYWORDS = ("test_cost", "dataset")
+#: The sub-folders a run writes; training again under the same run name replaces them.
+RUN_FOLDERS = ("monitor", "logs", "eval", "checkpoints")
 
 
 @dataclass
@@ -73,6 +77,10 @@ class TrainConfig:
     run_name: str | None = None
     torch_threads: int = 1
     progress_bar: bool = True
+    #: 0: every training episode a fresh seed (the default). N: training episodes draw their
+    #: seed from 0..N-1, so each (data set, seed) reset is computed once per worker and then
+    #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
+    episode_seeds: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):  # read back from a settings JSON
@@ -87,6 +95,9 @@ class TrainConfig:
             raise ValueError("datasets: give at least one data set")
         if self.n_envs < 1 or self.total_timesteps < 1:
             raise ValueError("n_envs and total_timesteps must be positive")
+        if self.episode_seeds < 0:
+            raise ValueError(f"episode_seeds must be >= 0 (0: a fresh seed per episode), got "
+                             f"{self.episode_seeds}")
 
     @property
     def name(self) -> str:
@@ -129,10 +140,32 @@ class ValidActionWrapper(gym.ActionWrapper):
         return chosen if mask[chosen] or not mask.any() else 1 - chosen
 
 
+class SeedPool(gym.Wrapper):
+    """Resets without a seed draw one from 0..n-1 (with a generator seeded by the first seeded
+    reset), so a worker replays n repetitions of the protocol and their label-free resets
+    come from the reset cache. A reset with a seed passes it on unchanged."""
+
+    def __init__(self, env: gym.Env, n: int) -> None:
+        super().__init__(env)
+        self.n = n
+        self.rng = np.random.default_rng()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        else:
+            seed = int(self.rng.integers(self.n))
+        return self.env.reset(seed=seed, options=options)
+
+
 def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
-              monitor_file: str | None = None) -> gym.Env:
-    """One monitored training environment drawing its data set per episode from ``datasets``."""
-    env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings)
+              monitor_file: str | None = None, episode_seeds: int = 0) -> gym.Env:
+    """One monitored training environment drawing its data set per episode from ``datasets``
+    (and its seed from ``episode_seeds`` seeds when that is positive, ``SeedPool``)."""
+    env: gym.Env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings)
+    if episode_seeds > 0:
+        env = SeedPool(env, episode_seeds)
     return Monitor(ValidActionWrapper(env), filename=monitor_file,
                    info_keywords=MONITOR_KEYWORDS)
 
@@ -142,7 +175,7 @@ def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
     """A picklable constructor of worker ``rank``'s environment (for SubprocVecEnv)."""
     monitor_file = str(monitor_dir / str(rank)) if monitor_dir is not None else None
     return functools.partial(build_env, config.datasets, config.data_dir, config.settings,
-                             monitor_file)
+                             monitor_file, config.episode_seeds)
 
 
 def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
@@ -253,7 +286,7 @@ def make_callbacks(config: TrainConfig, run_dir: Path) -> list[Any]:
     if config.progress_bar:
         callbacks.append(TqdmProgress(config.total_timesteps))
     if config.eval_freq > 0:
-        eval_config = replace(config, vec_env="dummy")
+        eval_config = replace(config, vec_env="dummy", episode_seeds=0)
         eval_env = make_vec_env(eval_config, monitor_dir=None, n_envs=1)
         callbacks.append(eval_callback(config, eval_env, run_dir / "eval"))
     if config.checkpoint_freq > 0:
@@ -287,20 +320,53 @@ def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, 
             "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
+def check_data(config: TrainConfig) -> None:
+    """Load every training data set here, before any worker process starts: an unknown name,
+    a bad file or settings the data cannot support is then an error that names it, not a
+    worker's crash (``ConnectionResetError``)."""
+    BudgetAllocationEnv(list(config.datasets), data_dir=config.data_dir,
+                        settings=config.settings)
+
+
+def fresh_run_dir(config: TrainConfig) -> Path:
+    """The run's folder, cleared of what an earlier run under the same name wrote (model,
+    settings, curve, monitor files, logs, evaluations, checkpoints): nothing of it may mix
+    with this run's."""
+    run_dir = writable_folder(config.run_dir, "--output-dir")
+    for folder in RUN_FOLDERS:
+        shutil.rmtree(run_dir / folder, ignore_errors=True)
+    for name in (f"{config.name}.zip", f"{config.name}.json", "curve.png"):
+        (run_dir / name).unlink(missing_ok=True)
+    return run_dir
+
+
+def write_settings(config: TrainConfig, model: Any, seconds: float) -> Path:
+    """Write the run's settings JSON ``<run>/<run>.json`` (see :func:`settings_dict`)."""
+    path = config.run_dir / f"{config.name}.json"
+    path.write_text(json.dumps(settings_dict(config, model, seconds), indent=2) + "\n")
+    return path
+
+
 def train(config: TrainConfig) -> TrainResult:
-    """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder."""
+    """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder.
+
+    An earlier run under the same name is replaced (:func:`fresh_run_dir`). The settings
+    JSON is written when training starts too, so the checkpoints of an interrupted run load
+    as agents; it is completed at the end.
+    """
+    check_data(config)
     # Seeding, in one place: Python/NumPy/torch here; the model seeds the action space
     # and the vector env (worker i resets first with seed + i, then draws from its RNG).
     torch.set_num_threads(config.torch_threads)
     set_random_seed(config.seed)
 
-    run_dir = config.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = fresh_run_dir(config)
     env = make_vec_env(config, monitor_dir=run_dir / "monitor")
     try:
         model = algorithm_class(config.algo)("MlpPolicy", env, seed=config.seed, verbose=0,
                                              device="cpu", **algorithm_kwargs(config))
         model.set_logger(configure(str(run_dir / "logs"), ["csv"]))
+        write_settings(config, model, 0.0)
         start = time.perf_counter()
         with warnings.catch_warnings():
             # The evaluation env is deliberately a one-worker DummyVecEnv.
@@ -312,9 +378,7 @@ def train(config: TrainConfig) -> TrainResult:
         env.close()
     model_path = run_dir / f"{config.name}.zip"
     model.save(model_path)
-    settings_path = model_path.with_suffix(".json")
-    settings_path.write_text(json.dumps(settings_dict(config, model, seconds), indent=2) + "\n")
-    return TrainResult(model_path, settings_path, run_dir, seconds)
+    return TrainResult(model_path, write_settings(config, model, seconds), run_dir, seconds)
 
 
 # --------------------------------------------------------------------------- curves
@@ -370,6 +434,7 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
     return path
 
 
-__all__ = ["ALGORITHMS", "MONITOR_KEYWORDS", "TrainConfig", "TrainResult", "ValidActionWrapper",
-           "algorithm_class", "algorithm_kwargs", "build_env", "make_callbacks", "make_vec_env",
-           "plot_training_curves", "read_monitor", "train"]
+__all__ = ["ALGORITHMS", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
+           "TrainResult", "ValidActionWrapper", "algorithm_class", "algorithm_kwargs",
+           "build_env", "check_data", "fresh_run_dir", "make_callbacks", "make_vec_env",
+           "plot_training_curves", "read_monitor", "train", "write_settings"]

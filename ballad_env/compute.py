@@ -1,0 +1,191 @@
+"""How much of the machine an episode uses, and what it keeps from one reset to the next.
+
+**Threads.** Every reset and step of an episode runs with its BLAS and OpenMP libraries
+limited to one thread (``set_episode_threads`` changes that). Parallelism belongs across
+episodes (the harness runs one episode per worker process), where it scales; two BLAS
+threads inside one episode on a shared two-core machine measured slower, not faster
+(``docs/scale.md``). One thread also makes the environment fork-safe: a forked worker
+(Gymnasium's ``AsyncVectorEnv`` forks by default on Linux) deadlocks in its first OpenMP
+call if the parent process had started an OpenMP thread pool, and a one-thread limit means
+the episode never starts one. The limit is restored when the reset or step returns.
+
+**The reset cache.** The label-free part of a reset (split and scaling, the prior's fit and
+scores, the kernel width eta) depends on the data set, the seed, the prior, k and the
+kernel options, but not on costs, rewards, threshold searches, budgets or agents. It is
+kept in a least-recently-used cache bounded by bytes (``RESET_CACHE``, 1 GiB by default,
+``$BALLAD_RESET_CACHE_MB`` or ``set_reset_cache_size``), so every setting, agent and
+repeated episode of one (data set, seed) after the first starts at once. Entries are
+read-only: results are the same with and without the cache (``tests/test_scale.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+CACHE_SIZE_ENV = "BALLAD_RESET_CACHE_MB"
+_DEFAULT_CACHE_MB = 1024
+
+# ------------------------------------------------------------------------------- threads
+_threads: int | None = 1
+_controller: Any = None
+_controller_modules = -1
+_controller_lock = threading.Lock()
+
+
+def episode_threads() -> int | None:
+    """BLAS/OpenMP threads an episode runs with (None: whatever the libraries use)."""
+    return _threads
+
+
+def set_episode_threads(threads: int | None) -> None:
+    """Run episodes with ``threads`` BLAS/OpenMP threads (default 1); None leaves the
+    libraries' own settings (``OMP_NUM_THREADS`` and so on) alone.
+
+    More than one thread speeds up the matrix products of a single large episode on an
+    otherwise idle machine; it never changes results. With several threads, a process that
+    forks workers after playing an episode may deadlock in them (see the module docstring).
+    """
+    global _threads
+    if threads is not None and (isinstance(threads, bool) or int(threads) != threads
+                                or threads < 1):
+        raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
+    _threads = None if threads is None else int(threads)
+
+
+def _thread_controller() -> Any:
+    """A ``threadpoolctl`` controller of the loaded BLAS/OpenMP libraries, rebuilt when new
+    modules were imported (a new extension module may bring a new library). Building one
+    scans every loaded library (milliseconds); using it costs microseconds."""
+    global _controller, _controller_modules
+    with _controller_lock:
+        if _controller is None or len(sys.modules) != _controller_modules:
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController()
+            _controller_modules = len(sys.modules)
+        return _controller
+
+
+@contextmanager
+def thread_limit(threads: int | None = -1) -> Iterator[None]:
+    """Limit BLAS and OpenMP to ``threads`` (by default ``episode_threads()``; None: no limit)
+    while the block runs."""
+    threads = _threads if threads == -1 else threads
+    if threads is None:
+        yield
+        return
+    with _thread_controller().limit(limits=threads):
+        yield
+
+
+# ------------------------------------------------------------------------------- cache
+class ResetCache:
+    """A least-recently-used map bounded by the bytes of its values.
+
+    Keys hold ``id(owner)`` of an object the value was computed from (a data set); an entry
+    lives no longer than its owner (a ``weakref.finalize`` drops it), so a new object that
+    reuses the id never sees a stale entry. A value larger than the bound is not kept.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = int(max_bytes)
+        self.hits = self.misses = 0
+        self._entries: OrderedDict[tuple[int, Hashable], tuple[Any, int]] = OrderedDict()
+        self._lock = threading.RLock()  # re-entrant: an owner may be collected while held
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held now."""
+        with self._lock:
+            return sum(size for _, size in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get_or_compute(self, owner: object, key: Hashable, compute: Callable[[], Any],
+                       size: Callable[[Any], int]) -> Any:
+        """The value for (``owner``, ``key``): cached, or ``compute()`` and cached if it fits."""
+        full_key = (id(owner), key)
+        with self._lock:
+            entry = self._entries.get(full_key)
+            if entry is not None:
+                self._entries.move_to_end(full_key)
+                self.hits += 1
+                return entry[0]
+            self.misses += 1
+        value = compute()
+        nbytes = int(size(value))
+        if nbytes > self.max_bytes:
+            return value
+        with self._lock:
+            if full_key not in self._entries:
+                self._watch(owner)
+            self._entries[full_key] = (value, nbytes)
+            self._entries.move_to_end(full_key)
+            self._evict()
+        return value
+
+    def clear(self) -> None:
+        """Drop every entry and reset the hit counts."""
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def resize(self, max_bytes: int) -> None:
+        """Change the bound, evicting the least recently used entries beyond it."""
+        with self._lock:
+            self.max_bytes = int(max_bytes)
+            self._evict()
+
+    def _evict(self) -> None:
+        total = sum(size for _, size in self._entries.values())
+        while total > self.max_bytes and self._entries:
+            _, (_, size) = self._entries.popitem(last=False)
+            total -= size
+
+    def _watch(self, owner: object) -> None:
+        """Drop the owner's entries when it is garbage-collected (once per owner)."""
+        owner_id = id(owner)
+        if any(key[0] == owner_id for key in self._entries):
+            return
+        try:
+            weakref.finalize(owner, self._forget, owner_id)
+        except TypeError:  # not weak-referenceable: its id could be reused, so never cache it
+            raise ValueError(f"cannot cache values of a {type(owner).__name__}") from None
+
+    def _forget(self, owner_id: int) -> None:
+        with self._lock:
+            for key in [key for key in self._entries if key[0] == owner_id]:
+                del self._entries[key]
+
+
+def _initial_cache_bytes() -> int:
+    text = os.environ.get(CACHE_SIZE_ENV, "")
+    try:
+        megabytes = float(text) if text else _DEFAULT_CACHE_MB
+    except ValueError:
+        raise ValueError(f"${CACHE_SIZE_ENV}={text!r}: give the reset cache's size in MB "
+                         "(0 turns it off)") from None
+    return int(max(0.0, megabytes) * 2**20)
+
+
+#: The process's cache of label-free reset parts (``ballad_env.episode``).
+RESET_CACHE = ResetCache(_initial_cache_bytes())
+
+
+def set_reset_cache_size(megabytes: float) -> None:
+    """Bound the reset cache to ``megabytes`` (0 turns it off)."""
+    if not megabytes >= 0:
+        raise ValueError(f"the reset cache's size must be >= 0 MB, got {megabytes!r}")
+    RESET_CACHE.resize(int(megabytes * 2**20))
+
+
+__all__ = ["CACHE_SIZE_ENV", "RESET_CACHE", "ResetCache", "episode_threads",
+           "set_episode_threads", "set_reset_cache_size", "thread_limit"]
