@@ -221,7 +221,9 @@ def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
     Zero distances are replaced by the smallest positive one; constant data gives 1.
     ``sample = 0`` (or >= len(X)) uses every point: exact. ``sample = m`` uses m points drawn
     by ``rng``, each searched against all of X: an estimate (about 1% off with m = 2,000,
-    ``docs/scale.md``) in O(m n) instead of O(n^2).
+    ``docs/scale.md``) in O(m n) instead of O(n^2). Not with exact duplicates, though: the
+    smallest positive distance the zeros take is seen only by the exact path, so a sampled
+    point with k duplicates gives a ``DataWarning``.
     """
     n = X.shape[0]
     k = min(k, n - 1)
@@ -229,6 +231,13 @@ def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
         return 1.0
     if 0 < sample < n:
         kth = _sampled_kth_distances(X, k, sample, rng or np.random.default_rng())
+        if np.any(kth == 0):
+            warnings.warn(
+                f"eta from a sample of {sample} training points: {int(np.sum(kth == 0))} of "
+                f"them have {k} or more exact duplicates. Their zero distance counts as the "
+                "smallest positive one in all of D, which a sample cannot see, so eta may be "
+                "far off (on KDDCup99: 2.3 times the exact value). Use eta_sample=0 for the "
+                "exact eta.", DataWarning, stacklevel=2)
     else:
         dist, _ = NearestNeighbors(n_neighbors=k + 1).fit(X).kneighbors(X)
         # Column 0 is the point itself (or a duplicate at distance 0, which is the same

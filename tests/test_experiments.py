@@ -242,7 +242,8 @@ def test_bad_agents_and_costs_fail_before_running(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 # ---------------------------------------------------------------------------------- parallel
-def test_two_jobs_equal_one(reference, tmp_path: Path) -> None:
+def test_two_jobs_equal_one(reference, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(runner, "WORKER_START_S", 0.0)  # workers even for this small grid
     table = run_grid(GRID, tmp_path / "run", n_jobs=2, progress=False)
     pd.testing.assert_frame_equal(table, reference[1])
 

@@ -33,7 +33,7 @@ from ballad_env.compute import (
     set_reset_cache_size,
     thread_limit,
 )
-from ballad_env.data import Dataset, load_dataset, validate_xy
+from ballad_env.data import Dataset, DataWarning, load_dataset, validate_xy
 from ballad_env.detector import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
@@ -217,9 +217,11 @@ def test_the_sampled_eta_is_close_and_seeded() -> None:
     assert all(abs(s / exact - 1) < 0.03 for s in sampled) and sampled[0] != sampled[1]
     assert kernel_width(X, 30, sample=1500, rng=np.random.default_rng(1)) == sampled[0]
     assert kernel_width(X, 30, sample=len(X)) == exact  # a sample of everything is exact
-    # Duplicates: the recomputed distances are exactly 0 and replaced, as in the exact path.
+    # Duplicates: the recomputed distances are exactly 0 (so all-duplicate data gives 1, as
+    # in the exact path), and the sample warns that its eta may be far off.
     dup = np.repeat(rng.random((50, 3)), 40, axis=0)
-    assert kernel_width(dup, 30, sample=200, rng=rng) == kernel_width(dup, 30)
+    with pytest.warns(DataWarning, match="200 of them have 30 or more exact duplicates"):
+        assert kernel_width(dup, 30, sample=200, rng=rng) == kernel_width(dup, 30) == 1.0
 
 
 @pytest.mark.parametrize("eta", [0.003, 0.2, 1.5])
@@ -331,7 +333,8 @@ def test_an_async_vector_env_resets_after_an_episode_in_the_parent(tmp_path: Pat
 
 
 # =============================================================================== priors
-@pytest.mark.parametrize("name", ["ecod", "copod", "lof", "hbos"])
+@pytest.mark.parametrize("name", ["ecod", "copod", "lof",
+                                  pytest.param("hbos", marks=pytest.mark.slow)])  # numba JIT
 def test_any_pyod_detector_is_a_prior_by_name(name: str) -> None:
     env = BudgetAllocationEnv(dataset(seed=12), prior=name, budget_fraction=0.1)
     records = run_episode(env, make_agent("ballad", env), seed=0)
