@@ -9,21 +9,33 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+#: How a detector with a reject option is scored (``docs/method.md``, Cost metric).
+COST_METRICS = ("per_example", "class_conditional")
+
 
 @dataclass(frozen=True)
 class Costs:
-    """Costs of a false positive, a false negative and a rejection (c_fp, c_fn, c_r)."""
+    """Costs of a false positive, a false negative and a rejection (c_fp, c_fn, c_r), and the
+    metric that adds them up: ``"per_example"`` (c_fp FP + c_fn FN + c_r R) / n, or
+    ``"class_conditional"`` c_r R / n + c_fp FP / n_normal + c_fn FN / n_anomaly."""
 
     c_fp: float = 1.0
     c_fn: float = 1.0
     c_r: float = 0.0
+    metric: str = "per_example"
+
+    def __post_init__(self) -> None:
+        if self.metric not in COST_METRICS:
+            raise ValueError(f"unknown cost metric {self.metric!r}: use one of "
+                             f"{', '.join(COST_METRICS)}")
 
     @classmethod
     def for_contamination(
-        cls, contamination: float, c_fp: float = 1.0, c_fn: float = 1.0, c_r: float | None = None
+        cls, contamination: float, c_fp: float = 1.0, c_fn: float = 1.0, c_r: float | None = None,
+        metric: str = "per_example",
     ) -> Costs:
         """Costs with c_r defaulting to gamma (the paper), checked against the cost inequality."""
-        costs = cls(c_fp, c_fn, contamination if c_r is None else c_r)
+        costs = cls(c_fp, c_fn, contamination if c_r is None else c_r, metric)
         costs.check(contamination)
         return costs
 
@@ -50,6 +62,19 @@ class Costs:
         """(c_fp FP + c_fn FN + c_r R) / n; works elementwise on arrays of counts."""
         return (self.c_fp * fp + self.c_fn * fn + self.c_r * rejected) / max(1, n)
 
+    def class_conditional(self, fp, fn, rejected, n_normal: int, n_anomaly: int):
+        """c_r R / n + c_fp FP / n_normal + c_fn FN / n_anomaly (the paper's written formula,
+        with rates over all examples of a class); a class with no example adds 0; elementwise."""
+        n = n_normal + n_anomaly
+        return (self.c_r * rejected / max(1, n) + self.c_fp * fp / max(1, n_normal)
+                + self.c_fn * fn / max(1, n_anomaly))
+
+    def of_counts(self, fp, fn, rejected, n_normal: int, n_anomaly: int):
+        """The cost under ``metric`` of FP, FN and R counted over n_normal + n_anomaly examples."""
+        if self.metric == "class_conditional":
+            return self.class_conditional(fp, fn, rejected, n_normal, n_anomaly)
+        return self.per_example(fp, fn, rejected, n_normal + n_anomaly)
+
     @property
     def max_cost(self) -> float:
         """The largest cost of one example, to scale costs into [0, 1]."""
@@ -58,13 +83,16 @@ class Costs:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Test metrics of a detector with a reject option: cost per example, rates, AUC."""
+    """Test metrics of a detector with a reject option: the cost under the costs' metric,
+    rates, AUC, and the cost under each metric."""
 
     cost: float
     fpr: float
     fnr: float
     rejection_rate: float
     auc: float
+    cost_per_example: float = float("nan")
+    cost_class_conditional: float = float("nan")
 
 
 def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
@@ -80,7 +108,8 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 def evaluate(p: np.ndarray, y: np.ndarray, rejected: np.ndarray, costs: Costs) -> Evaluation:
-    """Cost per example (c_fp FP + c_fn FN + c_r R) / n, where FP and FN count accepted examples.
+    """Cost under ``costs.metric`` (default per example, (c_fp FP + c_fn FN + c_r R) / n), where
+    FP and FN count accepted examples; both metrics' costs are reported too.
 
     FPR and FNR are the accepted mistakes over all normals and all anomalies; the ROC AUC
     ranks by anomaly probability without rejection (NaN when y has one class).
@@ -91,12 +120,16 @@ def evaluate(p: np.ndarray, y: np.ndarray, rejected: np.ndarray, costs: Costs) -
     fp = int(np.sum(~rejected & pred & normal))
     fn = int(np.sum(~rejected & ~pred & anomaly))
     n_rej = int(rejected.sum())
-    cost = costs.per_example(fp, fn, n_rej, y.size)
+    n_normal, n_anomaly = int(normal.sum()), int(anomaly.sum())
+    per_example = float(costs.per_example(fp, fn, n_rej, y.size))
+    conditional = float(costs.class_conditional(fp, fn, n_rej, n_normal, n_anomaly))
     both_classes = normal.any() and anomaly.any()
     return Evaluation(
-        cost=float(cost),
+        cost=conditional if costs.metric == "class_conditional" else per_example,
         fpr=fp / normal.sum() if normal.any() else 0.0,
         fnr=fn / anomaly.sum() if anomaly.any() else 0.0,
         rejection_rate=n_rej / max(1, y.size),
         auc=roc_auc(y, p) if both_classes else float("nan"),
+        cost_per_example=per_example,
+        cost_class_conditional=conditional,
     )

@@ -58,6 +58,25 @@ def squash(s: np.ndarray | float, threshold: float) -> np.ndarray:
     return -np.expm1(-np.log(2.0) * (s / threshold) ** 2)
 
 
+#: How D's prior scores are taken: ``"fitted"`` (pyod's ``decision_scores_``; kNN leaves each
+#: point out of its own neighbours) or ``"rescored"`` (``decision_function`` on D, as the
+#: published code does: each point is its own nearest neighbour).
+TRAIN_SCORINGS = ("fitted", "rescored")
+#: Where the squashing threshold sits: ``"exact"``, the (1 - gamma) quantile, or
+#: ``"whole-percent"``, the published code's ``np.percentile(S, int((1 - gamma) * 100))``.
+SQUASH_QUANTILES = ("exact", "whole-percent")
+
+
+def squash_threshold(scores: np.ndarray, contamination: float, rule: str = "exact") -> float:
+    """The score that squashes to 0.5: the (1 - gamma) quantile of ``scores``, or with
+    ``"whole-percent"`` the quantile at the whole percent at or below it (Python's int())."""
+    if rule not in SQUASH_QUANTILES:
+        raise ValueError(f"unknown squash quantile {rule!r}: use one of "
+                         f"{', '.join(SQUASH_QUANTILES)}")
+    level = 1.0 - contamination if rule == "exact" else int((1.0 - contamination) * 100) / 100
+    return float(np.quantile(scores, level))
+
+
 #: name -> factory(seed, number of training points) of an unfitted pyod detector.
 PriorFactory = Callable[[int | None, int | None], Any]
 PRIORS: Registry[PriorFactory] = Registry("prior")
@@ -464,6 +483,10 @@ class SSDO:
         0: eta from every training point (exact); m: from m random points (``kernel_width``).
     kernel_dtype : str
         ``"float64"`` (exact) or ``"float32"`` kernel sums (``KernelRows``).
+    train_scores : str
+        ``"fitted"`` or ``"rescored"``: D's prior scores (``TRAIN_SCORINGS``).
+    squash_quantile : str
+        ``"exact"`` or ``"whole-percent"``: both squashing thresholds (``squash_threshold``).
 
     References
     ----------
@@ -480,7 +503,12 @@ class SSDO:
         random_state: int | None = None,
         eta_sample: int = 0,
         kernel_dtype: str = "float64",
+        train_scores: str = "fitted",
+        squash_quantile: str = "exact",
     ) -> None:
+        if train_scores not in TRAIN_SCORINGS:
+            raise ValueError(f"unknown train_scores {train_scores!r}: use one of "
+                             f"{', '.join(TRAIN_SCORINGS)}")
         self.contamination = contamination
         self.prior = prior
         self.k = k
@@ -488,6 +516,8 @@ class SSDO:
         self.random_state = random_state
         self.eta_sample = eta_sample
         self.kernel_dtype = kernel_dtype
+        self.train_scores = train_scores
+        self.squash_quantile = squash_quantile
 
     def fit(self, X: np.ndarray, unlabeled: UnlabeledFit | None = None) -> SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold.
@@ -514,10 +544,12 @@ class SSDO:
         X = np.asarray(X, dtype=np.float64)
         prior = make_prior(self.prior, self.random_state, len(X)).fit(X)
         raw = training_scores(prior)
+        if self.train_scores == "rescored":
+            raw = np.asarray(prior.decision_function(X), dtype=np.float64)
         # Shift scores that can be negative (IForest) so the most normal point scores 0.
         shift = min(0.0, float(raw.min()))
         train_scores = raw - shift
-        threshold = float(np.quantile(train_scores, 1.0 - self.contamination))
+        threshold = squash_threshold(train_scores, self.contamination, self.squash_quantile)
         q_train = squash(train_scores, threshold)
         eta_rng = np.random.default_rng(np.random.SeedSequence(self.random_state,
                                                                spawn_key=(1,)))
@@ -545,7 +577,8 @@ class SSDO:
 
     def _update_threshold(self) -> None:
         s_train = posterior_score(self.q_train_, self.da_train_, self.dn_train_, self.alpha)
-        self.score_threshold_ = float(np.quantile(s_train, 1.0 - self.contamination))
+        self.score_threshold_ = squash_threshold(s_train, self.contamination,
+                                                 self.squash_quantile)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Posterior score s(x) of new points."""

@@ -16,6 +16,7 @@ state after i AL and j LR rounds does not depend on their order.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -79,6 +80,8 @@ class Snapshot:
     fnr: float
     rejection_rate: float
     auc: float
+    test_cost_per_example: float  # the test cost under each metric, whichever is in force
+    test_cost_class_conditional: float
     tau: float
     val_cost: float  # M(tau) on the labels that set tau
     val_rejection: float  # share of all of V rejected
@@ -111,6 +114,8 @@ class Snapshot:
             "action": ACTION_NAMES[self.previous] if self.previous is not None else "",
             "test_cost": self.test_cost, "fpr": self.fpr, "fnr": self.fnr,
             "rejection_rate": self.rejection_rate, "auc": self.auc,
+            "test_cost_per_example": self.test_cost_per_example,
+            "test_cost_class_conditional": self.test_cost_class_conditional,
             "reward_al": self.signal(AL, shown_signal), "reward_lr": self.signal(LR, shown_signal),
         }
         for name in SIDE_SIGNAL_NAMES:
@@ -137,7 +142,8 @@ STATE_FIGURES = tuple(f.name for f in fields(Snapshot)
                       if f.name not in (*PATH_FIELDS, "dataset"))
 #: The keys of ``Snapshot.record``: the columns of tidy per-round results.
 RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejection_rate",
-                 "auc", "reward_al", "reward_lr",
+                 "auc", "test_cost_per_example", "test_cost_class_conditional",
+                 "reward_al", "reward_lr",
                  *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
                  "al_measured", "lr_measured", "tau", "val_cost", "n_labeled_train",
                  "n_labeled_val", "n_anomalies_found")
@@ -147,8 +153,8 @@ def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]
     """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid,
     a ``DataWarning`` if the test set gets no anomaly."""
     costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
-                                    settings.c_r)
-    n_train, n_val, _ = split_sizes(dataset.y)
+                                    settings.c_r, settings.cost_metric)
+    n_train, n_val, _ = split_sizes(dataset.y, settings.split)
     budget = Budget.from_fractions(n_train, settings.budget_fraction, settings.round_fraction)
     budget.check(n_train, n_val, dataset.name)
     warn_if_test_lacks_anomalies(dataset.y, dataset.name)
@@ -160,8 +166,8 @@ class EpisodeStart:
     """The label-free part of a reset: the scaled split, SSDO's unlabeled fit on D, and the
     prior probabilities and kernel rows of V and T (stacked in ``X_other``).
 
-    It depends on the data set, the seed's split and prior streams, the prior, k and the
-    kernel options only, so every setting, agent and repeated episode of one (data set,
+    It depends on the data set, the seed's split and prior streams, the split, the prior and
+    how it scores and squashes D, k and the kernel options only, so every setting, agent and repeated episode of one (data set,
     seed) can share it. Its arrays are read-only; copies of an episode share it too.
     """
 
@@ -183,9 +189,11 @@ class EpisodeStart:
 
     @classmethod
     def compute(cls, dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-                settings: Settings) -> EpisodeStart:
-        """Split and scale, fit SSDO's label-free parts on D, score V and T with the prior."""
-        split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]))
+                settings: Settings, split_seed: int = 0) -> EpisodeStart:
+        """Split and scale, fit SSDO's label-free parts on D, score V and T with the prior.
+        ``split_seed``: the authors' split's ``random_state``."""
+        split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]),
+                                settings.split, split_seed)
         for array in vars(split).values():
             array.setflags(write=False)
         detector = _detector(dataset, streams, settings, len(split.y_train))
@@ -197,6 +205,15 @@ class EpisodeStart:
         return cls(split, detector.unlabeled_, X_other, scores.q, scores.rows)
 
 
+def authors_split_seed(seed: int | np.random.SeedSequence,
+                       streams: dict[str, np.random.SeedSequence]) -> int:
+    """The authors' split's ``random_state``: the episode's seed itself when it is an integer
+    (so the published code's splits come back), else a number drawn from the split stream."""
+    if isinstance(seed, int | np.integer):
+        return int(seed)
+    return int(streams["split"].generate_state(1)[0] % (2**31 - 1))
+
+
 def _prior_seed(streams: dict[str, np.random.SeedSequence]) -> int:
     return int(np.random.default_rng(streams["prior"]).integers(2**31 - 1))
 
@@ -206,7 +223,9 @@ def _detector(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
     """The episode's (unfitted) SSDO, with the eta and kernel options in force for |D|."""
     return SSDO(dataset.contamination, settings.prior, settings.k, settings.alpha,
                 random_state=_prior_seed(streams), eta_sample=settings.eta_sample_for(n_train),
-                kernel_dtype=settings.kernel_dtype_for(n_train))
+                kernel_dtype=settings.kernel_dtype_for(n_train),
+                train_scores=settings.prior_train_scores,
+                squash_quantile=settings.squash_quantile)
 
 
 def _pickled_size(obj: Any) -> int:
@@ -222,21 +241,24 @@ def _pickled_size(obj: Any) -> int:
 
 
 def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-                  settings: Settings) -> EpisodeStart:
+                  settings: Settings, split_seed: int = 0) -> EpisodeStart:
     """The label-free part of a reset, from the reset cache when it holds it.
 
     The key is what the part depends on: the data set (this object), the state of the split
-    stream, the prior's seed, and the prior, k, eta and kernel options in force. A prior
-    given as an object is never cached (it has no stable key).
+    stream (and the authors' split's seed), the prior's seed, and the split, prior, D's
+    scoring and squashing, k, eta and kernel options in force. A prior given as an object
+    is never cached (it has no stable key).
     """
     if not isinstance(settings.prior, str):
-        return EpisodeStart.compute(dataset, streams, settings)
-    n_train = split_sizes(dataset.y)[0]
+        return EpisodeStart.compute(dataset, streams, settings, split_seed)
+    n_train = split_sizes(dataset.y, settings.split)[0]
     key = (tuple(int(v) for v in streams["split"].generate_state(4)), _prior_seed(streams),
            settings.prior, settings.k, settings.eta_sample_for(n_train),
-           settings.kernel_dtype_for(n_train))
+           settings.kernel_dtype_for(n_train), settings.split,
+           split_seed if settings.split == "authors" else None, settings.prior_train_scores,
+           settings.squash_quantile)
     return RESET_CACHE.get_or_compute(
-        dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings),
+        dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),
         lambda start: start.nbytes)
 
 
@@ -276,9 +298,9 @@ class Episode:
         self.dataset = dataset
         self.contamination = dataset.contamination
         self.costs, self.budget = check_settings(dataset, cfg)
-        self.search = ThresholdSearch(cfg.threshold_search, cfg.bayes_calls)
+        self.search = ThresholdSearch(cfg.threshold_search, cfg.bayes_calls, cfg.tau_position)
         streams = spawn_streams(seed)
-        self.start = episode_start(dataset, streams, cfg)
+        self.start = episode_start(dataset, streams, cfg, authors_split_seed(seed, streams))
         self.split = self.start.split
         n_train, n_val = len(self.split.y_train), len(self.split.y_val)
         #: The eta sample and kernel precision in force (the settings' "auto" resolved).
@@ -298,7 +320,7 @@ class Episode:
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
         self.tau = 0.0
-        initial = self._outputs(DEFAULT_TAU)
+        initial = self._outputs(DEFAULT_TAU, initial=True)
         self.stored: dict[int, SideOutput] = {AL: initial[AL], LR: initial[LR]}
         self.latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
 
@@ -346,11 +368,14 @@ class Episode:
         return self._evaluation[1]
 
     def threshold_data(self) -> tuple[np.ndarray, np.ndarray]:
-        """Probabilities and labels that set tau: labeled V, else labeled D (biased), else none."""
+        """Probabilities and labels that set tau: labeled V, else labeled D (biased; none with
+        ``tau_without_val="zero"``, so tau = 0), else none."""
         if self.val_labels.count:
             idx = self.val_labels.indices
             return self.p_val[idx], self.split.y_val[idx]
         idx = self.train_labels.indices
+        if self.settings.tau_without_val == "zero":
+            idx = idx[:0]
         return self.p_train[idx], self.split.y_train[idx]
 
     def validation_cost(self) -> float:
@@ -370,7 +395,9 @@ class Episode:
             dataset=self.dataset.name, round=self.rounds_done, n_rounds=self.budget.n_rounds,
             n_al=self.n_al, n_lr=self.n_lr, previous=self.previous,
             queried=self.last_queried.copy(), test_cost=test.cost, fpr=test.fpr, fnr=test.fnr,
-            rejection_rate=test.rejection_rate, auc=test.auc, tau=self.tau,
+            rejection_rate=test.rejection_rate, auc=test.auc,
+            test_cost_per_example=test.cost_per_example,
+            test_cost_class_conditional=test.cost_class_conditional, tau=self.tau,
             val_cost=self.validation_cost(), val_rejection=self.validation_rejection_rate(),
             n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
             n_train=self.train_labels.size, n_val=self.val_labels.size,
@@ -446,12 +473,17 @@ class Episode:
                                        spawn_key=(*stream.spawn_key, self.n_al, self.n_lr))
         self.tau = self.search(p, y, self.costs, seed=int(state.generate_state(1)[0]))
 
-    def _outputs(self, tau: float) -> dict[int, SideOutput]:
-        """Each side's output on D and V: AL the anomaly side, LR the rejection side."""
+    def _outputs(self, tau: float, initial: bool = False) -> dict[int, SideOutput]:
+        """Each side's output on D and V: AL the anomaly side, LR the rejection side. With
+        ``entropy_log="authors"`` the LR side's and the initial AL side's entropies take the
+        natural log."""
         p = np.concatenate([self.p_train, self.p_val])
         conf = confidence(p)
-        return {AL: SideOutput(p, (p > 0.5).astype(np.float64)),
-                LR: SideOutput(rejection_probability(conf, tau), (conf < tau).astype(np.float64))}
+        mixed = self.settings.entropy_log == "authors"
+        return {AL: SideOutput(p, (p > 0.5).astype(np.float64), math.e if mixed and initial
+                               else 2.0),
+                LR: SideOutput(rejection_probability(conf, tau), (conf < tau).astype(np.float64),
+                               math.e if mixed else 2.0)}
 
 
 __all__ = ["ACTION_NAMES", "AL", "LR", "PATH_FIELDS", "RECORD_FIELDS", "STATE_FIGURES", "Episode",

@@ -15,6 +15,11 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from ballad_env.data import DataWarning
 
 SPLIT_FRACTIONS = (0.4, 0.4, 0.2)
+#: ``"stratified"``: ours (40/40/20 per class, rounded half up, from the split stream);
+#: ``"authors"``: the published code's (``authors_split_indices``).
+SPLITS = ("stratified", "authors")
+#: The published code's fractions: 60% of each class set aside, then 0.333 of that to T.
+AUTHORS_ASIDE, AUTHORS_TEST = 0.6, 0.333
 STREAMS = ("split", "prior", "al", "lr", "threshold")
 
 
@@ -47,10 +52,19 @@ def class_split_sizes(n: int) -> tuple[int, int, int]:
     return n_train, n_val, n - n_train - n_val
 
 
-def split_sizes(y: np.ndarray) -> tuple[int, int, int]:
+def authors_class_split_sizes(n: int) -> tuple[int, int, int]:
+    """One class's share of D, V and T in the published code's split: scikit-learn's
+    ``train_test_split`` rounds the part set aside (60%), then T's share of it (0.333), up."""
+    aside = math.ceil(AUTHORS_ASIDE * n)
+    n_test = math.ceil(AUTHORS_TEST * aside)
+    return n - aside, aside - n_test, n_test
+
+
+def split_sizes(y: np.ndarray, method: str = "stratified") -> tuple[int, int, int]:
     """Sizes of D, V and T for labels ``y`` (stratified, so they do not depend on the seed)."""
-    normal = class_split_sizes(int(np.sum(y == 0)))
-    anomaly = class_split_sizes(int(np.sum(y == 1)))
+    sizes = authors_class_split_sizes if method == "authors" else class_split_sizes
+    normal = sizes(int(np.sum(y == 0)))
+    anomaly = sizes(int(np.sum(y == 1)))
     return (normal[0] + anomaly[0], normal[1] + anomaly[1], normal[2] + anomaly[2])
 
 
@@ -78,9 +92,37 @@ def split_indices(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, 
     return tuple(np.sort(np.concatenate(part)) for part in parts)
 
 
-def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Split:
-    """Split stratified 40/40/20; fit a standard then a min-max scaler on D; apply to all."""
-    train, val, test = split_indices(y, rng)
+def authors_split_indices(y: np.ndarray, random_state: int) -> tuple[np.ndarray, ...]:
+    """The published code's split (train, val, test): per class, scikit-learn's
+    ``train_test_split`` sets 60% aside from D, then 0.333 of that aside for T, both with
+    ``random_state``; each part holds the normal examples, then the anomalies, in the order
+    the splits leave them (the published code's order, which its label queries index)."""
+    from sklearn.model_selection import train_test_split
+
+    parts: list[list[np.ndarray]] = [[], [], []]
+    for label in (0, 1):
+        members = np.flatnonzero(y == label)
+        try:
+            train, aside = train_test_split(members, test_size=AUTHORS_ASIDE,
+                                            random_state=random_state)
+            val, test = train_test_split(aside, test_size=AUTHORS_TEST,
+                                         random_state=random_state)
+        except ValueError as err:
+            raise ValueError(f"the authors' split cannot divide the {members.size} examples of "
+                             f"class {label} into D, V and T ({err})") from None
+        for part, chunk in zip(parts, (train, val, test), strict=True):
+            part.append(chunk)
+    return tuple(np.concatenate(part) for part in parts)
+
+
+def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
+                    method: str = "stratified", random_state: int = 0) -> Split:
+    """Split (``method``: stratified 40/40/20 from ``rng``, or the authors' split with
+    ``random_state``); fit a standard then a min-max scaler on D; apply to all."""
+    if method not in SPLITS:
+        raise ValueError(f"unknown split {method!r}: use one of {', '.join(SPLITS)}")
+    train, val, test = (authors_split_indices(y, random_state) if method == "authors"
+                        else split_indices(y, rng))
     standard = StandardScaler().fit(X[train])
     minmax = MinMaxScaler().fit(standard.transform(X[train]))
 

@@ -21,6 +21,10 @@ from ballad_env.cost import Costs
 from ballad_env.registry import Registry
 
 DEFAULT_TAU = 0.1  # the paper's threshold before any label
+#: Where tau goes inside the interval of thresholds that reject the same examples.
+TAU_POSITIONS = ("as-found", "bottom", "middle", "top")
+#: The published code's gp_minimize seed, the same in every round.
+AUTHORS_SEARCH_SEED = 331
 
 
 def confidence(p: np.ndarray) -> np.ndarray:
@@ -39,14 +43,16 @@ def rejection_probability(conf: np.ndarray, tau: float) -> np.ndarray:
 def empirical_cost(
     tau: float, conf: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs
 ) -> float:
-    """M(tau) = (c_fp FP + c_fn FN + c_r R) / m over labeled examples; FP, FN among accepted."""
+    """M(tau) = (c_fp FP + c_fn FN + c_r R) / m over labeled examples (or the class-conditional
+    cost, by ``costs.metric``); FP, FN among accepted."""
     conf, pred, y = np.asarray(conf), np.asarray(pred), np.asarray(y)
     if conf.size == 0:
         return 0.0
     rejected = conf < tau
     fp = np.sum(~rejected & (pred == 1) & (y == 0))
     fn = np.sum(~rejected & (pred == 0) & (y == 1))
-    return float(costs.per_example(fp, fn, rejected.sum(), conf.size))
+    n_anomaly = int(np.sum(y == 1))
+    return float(costs.of_counts(fp, fn, rejected.sum(), conf.size - n_anomaly, n_anomaly))
 
 
 def search_interval(conf: np.ndarray) -> tuple[float, float]:
@@ -83,7 +89,8 @@ def _exact_search(
     cum_fn = np.concatenate([[0], np.cumsum(fn_sorted)])
     fp = cum_fp[-1] - cum_fp[n_rejected]
     fn = cum_fn[-1] - cum_fn[n_rejected]
-    cost = costs.per_example(fp, fn, n_rejected, conf.size)
+    n_anomaly = int(np.sum(y == 1))
+    cost = costs.of_counts(fp, fn, n_rejected, conf.size - n_anomaly, n_anomaly)
     return float(candidates[int(np.argmin(cost))])  # argmin: first, i.e. smallest, tau
 
 
@@ -111,18 +118,60 @@ def _bayes_search(
     return float(evaluated[values == values.min()].min())
 
 
+@THRESHOLD_SEARCHES.register("authors-bayes")
+def _authors_bayes_search(
+    conf: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs, lo: float, hi: float,
+    n_calls: int = 50, seed: int = 0,
+) -> float:
+    """The published code's search: gp_minimize over [lo, hi] started at x0 = Q(0.10) of the
+    confidences, with seed 331 in every round (``seed`` is ignored), returning the best point
+    in the order gp_minimize found it (no tie rule)."""
+    from skopt import gp_minimize
+
+    def objective(point: list[float]) -> float:
+        return empirical_cost(point[0], conf, pred, y, costs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = gp_minimize(objective, [(lo, hi)], n_calls=n_calls,
+                             random_state=AUTHORS_SEARCH_SEED, x0=[np.quantile(conf, 0.10)])
+    return float(result.x[0])
+
+
+def place_tau(tau: float, conf: np.ndarray, lo: float, hi: float, position: str) -> float:
+    """tau moved within [lo, hi] to the bottom, middle or top of the interval of thresholds that
+    reject the same examples {C < tau} (``"as-found"``: unchanged). Every point of it has the
+    same cost on the labeled examples; test examples between them are rejected or not."""
+    if position == "as-found":
+        return tau
+    below, above = conf[conf < tau], conf[conf >= tau]
+    bottom = max(lo, float(np.nextafter(below.max(), np.inf))) if below.size else lo
+    top = min(hi, float(above.min())) if above.size else hi
+    return {"bottom": bottom, "middle": 0.5 * (bottom + top), "top": top}[position]
+
+
+#: Searches that take a number of evaluations (``n_calls``).
+CALL_SEARCHES = ("bayes", "authors-bayes")
+
+
 @dataclass(frozen=True)
 class ThresholdSearch:
-    """How tau is found: a registered search (``"exact"``, the default, or ``"bayes"``) with
-    ``n_calls`` evaluations where the search takes a number of them."""
+    """How tau is found: a registered search (``"exact"``, the default, ``"bayes"`` or
+    ``"authors-bayes"``) with ``n_calls`` evaluations where the search takes a number of them,
+    and where tau is placed in its optimal interval (``position``, one of ``TAU_POSITIONS``)."""
 
     method: str = "exact"
     n_calls: int = 20
+    position: str = "as-found"
 
     def __post_init__(self) -> None:
         THRESHOLD_SEARCHES.check(self.method)
-        if self.method == "bayes" and self.n_calls < 2:
-            raise ValueError(f"bayes threshold search needs n_calls >= 2, got {self.n_calls}")
+        if self.method in CALL_SEARCHES and self.n_calls < 2:
+            raise ValueError(f"{self.method} threshold search needs n_calls >= 2, "
+                             f"got {self.n_calls}")
+        if self.position not in TAU_POSITIONS:
+            raise ValueError(f"unknown tau position {self.position!r}: use one of "
+                             f"{', '.join(TAU_POSITIONS)}")
 
     def __call__(
         self, p: np.ndarray, y: np.ndarray, costs: Costs, seed: int = 0
@@ -136,4 +185,5 @@ class ThresholdSearch:
         y = np.asarray(y)
         lo, hi = search_interval(conf)
         search = THRESHOLD_SEARCHES[self.method]
-        return search(conf, pred, y, costs, lo, hi, n_calls=self.n_calls, seed=seed)
+        tau = search(conf, pred, y, costs, lo, hi, n_calls=self.n_calls, seed=seed)
+        return place_tau(tau, conf, lo, hi, self.position)

@@ -24,12 +24,18 @@ import numpy as np
 from ballad_env.registry import Registry
 
 
-def entropy(p: np.ndarray) -> np.ndarray:
-    """The paper's one-term entropy H(p) = -p log2 p, with H(0) = 0."""
+#: ``"log2"``: H = -p log2 p on both sides (the paper); ``"authors"``: the published code's
+#: mix, natural log on the LR side and in the initial AL output, log2 in later AL outputs.
+ENTROPY_LOGS = ("log2", "authors")
+
+
+def entropy(p: np.ndarray, base: float = 2.0) -> np.ndarray:
+    """The paper's one-term entropy H(p) = -p log2 p (another ``base`` if given), H(0) = 0."""
     p = np.asarray(p, dtype=np.float64)
     out = np.zeros_like(p)
     positive = p > 0
-    out[positive] = -p[positive] * np.log2(p[positive])
+    logs = np.log2(p[positive]) if base == 2.0 else np.log(p[positive]) / np.log(base)
+    out[positive] = -p[positive] * logs
     return out
 
 
@@ -60,10 +66,12 @@ def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
 
 @dataclass
 class SideOutput:
-    """A side's detector output on D and V: probabilities and 0/1 decisions."""
+    """A side's detector output on D and V: probabilities, 0/1 decisions, and the base of the
+    logarithm its entropy is taken in (2; e in the published code's LR side)."""
 
     probability: np.ndarray
     decision: np.ndarray
+    log_base: float = 2.0
 
     def rewards(self, previous: SideOutput) -> dict[str, float]:
         """Every side signal of the change from ``previous`` to this output."""
@@ -96,7 +104,7 @@ class CostDecrease:
 
 def probability_entropy(output: SideOutput) -> np.ndarray:
     """The entropy signal's summary: H of each example's probability."""
-    return entropy(output.probability)
+    return entropy(output.probability, output.log_base)
 
 
 def decisions(output: SideOutput) -> np.ndarray:
@@ -120,5 +128,5 @@ REWARD_SIGNALS.register("cost", CostDecrease("cost", "test_cost"))
 #: Decrease of the cost estimated on the labels that set tau (only labels paid for).
 REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
 
-__all__ = ["REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease", "SideOutput",
+__all__ = ["ENTROPY_LOGS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease", "SideOutput",
            "SideSignal", "cosine_reward", "entropy", "entropy_reward", "mean_abs_difference"]

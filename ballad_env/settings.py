@@ -16,25 +16,42 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ballad_env.cost import COST_METRICS
 from ballad_env.detector import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
     KERNEL_DTYPES,
+    SQUASH_QUANTILES,
+    TRAIN_SCORINGS,
     check_prior,
 )
-from ballad_env.protocol import Budget
+from ballad_env.protocol import SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.registry import Registry
-from ballad_env.rejection import THRESHOLD_SEARCHES
-from ballad_env.rewards import REWARD_SIGNALS
+from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
+from ballad_env.rewards import ENTROPY_LOGS, REWARD_SIGNALS
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "val_cost"]
 PriorName = Literal["iforest", "knn"]
-SearchName = Literal["exact", "bayes"]
+SearchName = Literal["exact", "bayes", "authors-bayes"]
 ALQueryName = Literal["uncertainty", "random"]
 LRQueryName = Literal["random"]
 KernelDType = Literal["float64", "float32"]
+CostMetric = Literal["per_example", "class_conditional"]
+SplitName = Literal["stratified", "authors"]
+TrainScores = Literal["fitted", "rescored"]
+SquashQuantile = Literal["exact", "whole-percent"]
+TauWithoutVal = Literal["train-labels", "zero"]
+TauPosition = Literal["as-found", "bottom", "middle", "top"]
+EntropyLog = Literal["log2", "authors"]
+
+#: The published code's behaviour where it differs from the defaults (docs/method.md,
+#: "The published code's variant"): ``Settings.authors_code()`` switches all of them, and a
+#: setting with all of them is named ``<prior>_authors...``.
+AUTHORS_CODE: dict[str, str] = {
+    "split": "authors", "prior_train_scores": "rescored", "squash_quantile": "whole-percent",
+    "tau_without_val": "zero", "entropy_log": "authors"}
 
 
 def _option(default: Any, help: str, short: str | None = None) -> Any:
@@ -56,8 +73,10 @@ class Settings:
         "bought labels)")
     budget_fraction: float = _option(0.3, "label budget as a fraction of |D|", "budget")
     round_fraction: float = _option(0.02, "labels per round as a fraction of |D|", "round")
-    threshold_search: SearchName = _option("exact", "how tau is optimised")
-    bayes_calls: int = _option(20, "evaluations of the bayes threshold search")
+    threshold_search: SearchName = _option(
+        "exact", "how tau is optimised: exact, bayes (gp_minimize, seeded by the state) or "
+        "authors-bayes (the published code's gp_minimize: x0 at the 10% quantile, seed 331)")
+    bayes_calls: int = _option(20, "evaluations of the bayes threshold searches")
     al_strategy: ALQueryName = _option("uncertainty", "which training examples AL labels",
                                        "al")
     lr_strategy: LRQueryName = _option("random", "which validation examples LR labels", "lr")
@@ -74,6 +93,31 @@ class Settings:
     kernel_dtype: KernelDType | None = _option(
         None, "precision of the kernel sums: float64 (exact) or float32 (about 4x faster); "
         f"default: float64 up to {EXACT_MAX_TRAIN:,} training points, else float32", "kernel")
+    cost_metric: CostMetric = _option(
+        "per_example", "the cost tau minimises and the test cost reports: per_example "
+        "(c_fp FP + c_fn FN + c_r R) / n, what the paper's figures and code compute, or "
+        "class_conditional c_r P(reject) + c_fp FPR + c_fn FNR, the paper's written formula",
+        "metric")
+    split: SplitName = _option(
+        "stratified", "the data split: stratified 40/40/20 (ours) or authors (the published "
+        "code: per class, train_test_split sets 60 percent aside, a third of it for T, "
+        "random_state = the seed)", "split")
+    prior_train_scores: TrainScores = _option(
+        "fitted", "D's prior scores: fitted (pyod's decision_scores_; kNN leaves each point out) "
+        "or rescored (decision_function on D, the published code: each point its own "
+        "neighbour)", "trainscores")
+    squash_quantile: SquashQuantile = _option(
+        "exact", "squashing thresholds at the (1 - gamma) quantile: exact, or whole-percent "
+        "(the published code's np.percentile at int((1 - gamma) * 100))", "squash")
+    tau_without_val: TauWithoutVal = _option(
+        "train-labels", "tau while V has no label: train-labels (set on D's labels) or zero "
+        "(the published code: reject nothing)", "tau0")
+    tau_position: TauPosition = _option(
+        "as-found", "where tau sits in its interval of equal cost: as-found (the search's "
+        "result), bottom, middle or top", "taupos")
+    entropy_log: EntropyLog = _option(
+        "log2", "entropy reward's logarithm: log2 (the paper) or authors (the published code: "
+        "natural log on the LR side and in the initial AL output)", "entropy")
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -97,7 +141,11 @@ class Settings:
         if isinstance(self.prior, str):
             self._set("prior", self.prior.lower())
         check_prior(self.prior)
-        if self.threshold_search != "bayes":
+        for name, choices in _FIXED_CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}: use one of "
+                                 f"{', '.join(choices)}")
+        if self.threshold_search not in CALL_SEARCHES:
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
         self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
         self._set("k", _whole("k", self.k, 1))
@@ -121,17 +169,35 @@ class Settings:
         default = Settings()
         prior = self.prior if isinstance(self.prior, str) else type(self.prior).__name__.lower()
         parts = [prior]
+        authors = self.is_authors_code
+        if authors:
+            parts.append("authors")
         if self.reward != default.reward:
             parts.append(self.reward)
         if self.threshold_search != default.threshold_search:
             parts.append(f"{self.threshold_search}{self.bayes_calls}")
         for f in fields(self):
+            if authors and f.name in AUTHORS_CODE:
+                continue
             short = f.metadata["short"]
             value = getattr(self, f.name)
             if short and value != getattr(default, f.name):
                 parts.append(f"{short}{value:g}" if isinstance(value, float | int)
                              else f"{short}-{value}")
         return "_".join(parts)
+
+    @property
+    def is_authors_code(self) -> bool:
+        """Whether every option of the published code's variant (``AUTHORS_CODE``) is on."""
+        return all(getattr(self, name) == value for name, value in AUTHORS_CODE.items())
+
+    @classmethod
+    def authors_code(cls, **changes: Any) -> Settings:
+        """The published code's variant (``AUTHORS_CODE``): its kNN prior and its threshold
+        search (``authors-bayes``, 50 calls) too; ``changes`` override any option."""
+        values: dict[str, Any] = {"prior": "knn", "threshold_search": "authors-bayes",
+                                  "bayes_calls": 50, **AUTHORS_CODE}
+        return cls(**{**values, **changes})
 
     def eta_sample_for(self, n_train: int) -> int:
         """The eta sample in force on a training set of ``n_train`` points (0: all of them)."""
@@ -222,6 +288,12 @@ def kernel_dtype_value(text: str) -> str | None:
     return text
 
 
+#: Options with a fixed set of values (the others' values come from registries).
+_FIXED_CHOICES: dict[str, tuple[str, ...]] = {
+    "cost_metric": COST_METRICS, "split": SPLITS, "prior_train_scores": TRAIN_SCORINGS,
+    "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
+    "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS}
+
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,
     "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
@@ -256,14 +328,18 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = F
         if only is not None and f.name not in only:
             continue
         default = getattr(defaults, f.name)
-        kind: Callable[[str], Any] = _TYPES.get(f.name, str if f.name in _CHOICES else float)
+        choices = _FIXED_CHOICES.get(f.name)
+        kind: Callable[[str], Any] = _TYPES.get(
+            f.name, str if f.name in _CHOICES or choices else float)
         registry = _CHOICES.get(f.name)
+        if registry is not None:
+            choices = registry.names()
         if several:
             default = lists.get(f.name, [default])
         shown = " ".join(option_text(f.name, v) for v in (default if several else [default]))
         group.add_argument(f"--{f.name.replace('_', '-')}", type=kind,
                            nargs="+" if several else None, default=default,
-                           choices=registry.names() if registry is not None else None,
+                           choices=choices,
                            help=f"{f.metadata['help']} (default: {shown})")
 
 
@@ -275,5 +351,5 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
                                   for name, value in options.items()})
 
 
-__all__ = ["Settings", "add_settings_arguments", "c_r_value", "option_text", "prior_name",
+__all__ = ["AUTHORS_CODE", "Settings", "add_settings_arguments", "c_r_value", "option_text", "prior_name",
            "settings_from_args"]
