@@ -1,0 +1,119 @@
+"""The published code's variant: ablate its differences, and compare with the code itself.
+
+    # each option alone and the preset, both priors, BALLAD / All-in-AL / All-in-LR
+    # (resumable; one process), then its table in docs/tables/authors_code_ablation.*
+    python scripts/authors_code_check.py ablation --data-dir ../shared/benchmarks \\
+        --seeds 3 --output results/authors_code --update-docs
+
+    # ours with the preset on the episodes a run of the published code recorded (JSON lines)
+    python scripts/authors_code_check.py agreement --published published.jsonl \\
+        --output results/authors_agreement
+
+The logic is in ``agents.experiments.authors_code``; ``REPRODUCTION.md`` reads the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agents.experiments import Grid, load_results, run_grid, seed_range
+from agents.experiments.authors_code import (
+    AGENTS,
+    ablation_grid,
+    ablation_settings,
+    ablation_table,
+    agreement_table,
+    load_published,
+)
+from agents.experiments.grid import dataset_names
+from agents.experiments.tables import write_table
+from ballad_env.settings import Settings
+
+DOCS_TABLES = Path(__file__).resolve().parent.parent / "docs" / "tables"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options, each with a one-line help."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["ablation", "agreement"],
+                        help="ablation: each option and the preset; agreement: the preset "
+                             "against the published code's recorded episodes")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder of data files (default: $BALLAD_DATA_DIR)")
+    parser.add_argument("--datasets", nargs="+", default=["all"],
+                        help="ablation: data sets (default: every file in --data-dir)")
+    parser.add_argument("--seeds", type=int, default=3, help="ablation: seeds 0..N-1")
+    parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
+                        help="ablation: the priors")
+    parser.add_argument("--published", default=None,
+                        help="agreement: the published code's episodes (JSON lines)")
+    parser.add_argument("--threshold-search", default="exact",
+                        choices=["exact", "authors-bayes"],
+                        help="agreement: the preset's threshold search")
+    parser.add_argument("--output", default="results/authors_code", help="results folder")
+    parser.add_argument("--n-jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="write the tables into docs/tables (else into <output>/tables)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="tables from the stored results only (a partial run too)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def ablation(args: argparse.Namespace, tables: Path) -> None:
+    if args.report_only:
+        results = load_results(args.output, allow_partial=True)
+    else:
+        grid = ablation_grid(dataset_names(args.datasets, args.data_dir),
+                             seed_range(args.seeds), args.priors)
+        results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                           progress=not args.no_progress)
+    n_seeds = results["seed"].nunique()
+    note = (f"{results['dataset'].nunique()} data sets x {n_seeds} seeds x 15 rounds, "
+            "exact threshold search. Mean test cost per example over data sets (each "
+            "weighs equally), seeds and rounds; d_<strategy>: change from the same prior's "
+            "defaults; wins_<strategy>: data sets won; ballad_vs_*: BALLAD's gain. "
+            "`scripts/authors_code_check.py ablation`.")
+    for metric, stem in (("test_cost_per_example", "authors_code_ablation"),
+                         ("test_cost_class_conditional",
+                          "authors_code_ablation_class_conditional")):
+        table = ablation_table(results, ablation_settings(args.priors), metric)
+        path = write_table(table, tables, stem, title=f"The published code's options: {metric}",
+                           note=note)
+        print(path)
+        print(table[["change", *AGENTS, "wins_ballad", "wins_all-in-al", "wins_all-in-lr"]]
+              .to_string(float_format=lambda v: f"{v:.4f}"))
+
+
+def agreement(args: argparse.Namespace, tables: Path) -> None:
+    if not args.published:
+        raise SystemExit("agreement needs --published (the published code's episodes)")
+    published = load_published(args.published)
+    setting = Settings.authors_code(threshold_search=args.threshold_search)
+    pairs = published[["dataset", "seed"]].drop_duplicates()
+    agents = [a for a in AGENTS if a in set(published["agent"])]
+    grid = Grid(tuple(sorted(pairs["dataset"].unique())), tuple(sorted(pairs["seed"].unique())),
+                tuple(agents), (setting,))
+    results = (load_results(args.output, allow_partial=True) if args.report_only else
+               run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                        progress=not args.no_progress))
+    table = agreement_table(results, published, setting.name)
+    path = write_table(table, tables, "authors_code_agreement",
+                       title="The preset against the published code",
+                       note=f"Setting {setting.name}; the same splits (random_state = seed). "
+                            "Mean test cost per example over rounds, seeds, then data sets.")
+    print(path)
+    print(table.to_string())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    tables = DOCS_TABLES if args.update_docs else Path(args.output) / "tables"
+    {"ablation": ablation, "agreement": agreement}[args.command](args, tables)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
