@@ -167,8 +167,9 @@ class EpisodeStart:
     prior probabilities and kernel rows of V and T (stacked in ``X_other``).
 
     It depends on the data set, the seed's split and prior streams, the split, the prior and
-    how it scores and squashes D, k and the kernel options only, so every setting, agent and repeated episode of one (data set,
-    seed) can share it. Its arrays are read-only; copies of an episode share it too.
+    how it scores and squashes D, k and the kernel options only, so every setting, agent and
+    repeated episode of one (data set, seed) can share it. Its arrays are read-only; copies
+    of an episode share it too.
     """
 
     split: Split

@@ -23,7 +23,6 @@ import numpy as np
 
 from ballad_env.registry import Registry
 
-
 #: ``"log2"``: H = -p log2 p on both sides (the paper); ``"authors"``: the published code's
 #: mix, natural log on the LR side and in the initial AL output, log2 in later AL outputs.
 ENTROPY_LOGS = ("log2", "authors")
@@ -128,5 +127,6 @@ REWARD_SIGNALS.register("cost", CostDecrease("cost", "test_cost"))
 #: Decrease of the cost estimated on the labels that set tau (only labels paid for).
 REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
 
-__all__ = ["ENTROPY_LOGS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease", "SideOutput",
-           "SideSignal", "cosine_reward", "entropy", "entropy_reward", "mean_abs_difference"]
+__all__ = ["ENTROPY_LOGS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease",
+           "SideOutput", "SideSignal", "cosine_reward", "entropy", "entropy_reward",
+           "mean_abs_difference"]

@@ -351,5 +351,5 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
                                   for name, value in options.items()})
 
 
-__all__ = ["AUTHORS_CODE", "Settings", "add_settings_arguments", "c_r_value", "option_text", "prior_name",
-           "settings_from_args"]
+__all__ = ["AUTHORS_CODE", "Settings", "add_settings_arguments", "c_r_value", "option_text",
+           "prior_name", "settings_from_args"]
