@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threshold-search", default="exact",
                         choices=["exact", "authors-bayes"],
                         help="agreement: the preset's threshold search")
+    parser.add_argument("--tau-position", default="as-found",
+                        choices=["as-found", "bottom", "middle", "top"],
+                        help="agreement: where the preset's tau sits in its optimal interval")
     parser.add_argument("--output", default="results/authors_code", help="results folder")
     parser.add_argument("--n-jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--update-docs", action="store_true",
@@ -91,7 +94,8 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not args.published:
         raise SystemExit("agreement needs --published (the published code's episodes)")
     published = load_published(args.published)
-    setting = Settings.authors_code(threshold_search=args.threshold_search)
+    setting = Settings.authors_code(threshold_search=args.threshold_search,
+                                    tau_position=args.tau_position)
     pairs = published[["dataset", "seed"]].drop_duplicates()
     agents = [a for a in AGENTS if a in set(published["agent"])]
     grid = Grid(tuple(sorted(pairs["dataset"].unique())), tuple(sorted(pairs["seed"].unique())),
@@ -100,7 +104,7 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
                run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
                         progress=not args.no_progress))
     table = agreement_table(results, published, setting.name)
-    path = write_table(table, tables, "authors_code_agreement",
+    path = write_table(table, tables, f"authors_code_agreement_{setting.name}",
                        title="The preset against the published code",
                        note=f"Setting {setting.name}; the same splits (random_state = seed). "
                             "Mean test cost per example over rounds, seeds, then data sets.")
