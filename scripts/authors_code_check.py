@@ -106,8 +106,11 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     table = agreement_table(results, published, setting.name)
     path = write_table(table, tables, f"authors_code_agreement_{setting.name}",
                        title="The preset against the published code",
-                       note=f"Setting {setting.name}; the same splits (random_state = seed). "
-                            "Mean test cost per example over rounds, seeds, then data sets.")
+                       note=f"Setting {setting.name}; the same splits (random_state = seed), "
+                            "the labels drawn by each code's own random numbers. Mean test "
+                            "cost per example over rounds, seeds, then data sets; the "
+                            "published code's episodes from a throw-away run of it "
+                            "(REPRODUCTION.md).")
     print(path)
     print(table.to_string())
 
