@@ -174,6 +174,14 @@ def test_authors_split_is_scikit_learns_per_class_split(small_xy) -> None:
     assert set(y[train[n_normal_train:]]) == {1}
 
 
+def test_authors_split_refuses_a_class_too_small_for_d() -> None:
+    """Two anomalies: ceil(0.6 * 2) = 2 set aside leaves D none of them."""
+    y = np.zeros(40, dtype=np.int8)
+    y[:2] = 1
+    with pytest.raises(ValueError, match="cannot divide the 2 examples of class 1"):
+        authors_split_indices(y, 0)
+
+
 def test_episode_uses_the_authors_split_with_the_seed(small_xy) -> None:
     X, y = small_xy
     data = Dataset("small", X, y)
