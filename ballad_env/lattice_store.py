@@ -172,6 +172,18 @@ class LatticeStore:
         _check_header(self.manifest_path, manifest)
         return manifest
 
+    def write_manifest(self, **fields: Any) -> dict[str, Any]:
+        """Write ``store.json`` (format, environment source and ``fields``), keeping what an
+        existing one holds; an existing store of other code is refused (``StoreError``)."""
+        manifest = self.manifest() if self.manifest_path.exists() else {}
+        manifest.update({"format": FORMAT_VERSION, "source": environment_fingerprint(),
+                         **fields})
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.manifest_path.with_name(f".{MANIFEST_FILE}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+        tmp.replace(self.manifest_path)
+        return manifest
+
     def path(self, dataset: str, seed: int, settings: Settings) -> Path:
         """Where the lattice of (``dataset``, ``seed``, ``settings``) is (or goes)."""
         return self.root / setting_key(settings) / dataset / f"seed{int(seed)}.npz"
