@@ -343,3 +343,30 @@ def test_benchmarks_random_sequences_and_agents_equal_the_live_environment(
             expected = agents.run_episode(live, agents.make_agent(agent, live), 1)
             assert equal(expected, agents.run_episode(env, agents.make_agent(agent, env), 1))
 
+
+
+# ------------------------------------------------------------------ training
+@pytest.mark.slow
+def test_training_on_the_replay_store(store, tmp_path) -> None:
+    """PPO trains on the replay environment; its episodes are stored cells of seeds 0-1."""
+    from agents.experiments.training import TrainConfig, read_monitor, train
+
+    settings = Settings(reward="cost", prior="knn")
+    config = TrainConfig(datasets=("arrays",), settings=settings, total_timesteps=120,
+                         n_envs=2, vec_env="dummy", n_steps=30, batch_size=30, seed=2,
+                         episode_seeds=2, replay_store=store, output_dir=str(tmp_path),
+                         progress_bar=False)
+    assert config.name == "ppo-cost-arrays-knn-replay-s2"
+    result = train(config)
+    saved = json.loads(result.settings_path.read_text())
+    assert TrainConfig(**saved["config"]) == config
+    episodes = read_monitor(result.run_dir)
+    assert len(episodes) == 8 and np.all(episodes["length"] == 15)
+    assert set(episodes["dataset"]) == {"arrays"}
+    # The return is the whole cost decrease: return + final cost is a seed 0 or 1 start cost.
+    starts = [LatticeStore(store).load("arrays", s, settings).cost[0, 0] for s in (0, 1)]
+    for start in episodes["return"] + episodes["test_cost"]:
+        assert min(abs(start - s) for s in starts) < 1e-5
+    with pytest.raises(StoreError, match="no lattice of Glass"):
+        train(TrainConfig(datasets=("Glass",), settings=settings, replay_store=store,
+                          output_dir=str(tmp_path), progress_bar=False))
