@@ -3,8 +3,8 @@
 The cells of one (data set, seed) are built together, in one process, so every setting
 with the same prior shares the label-free reset (``ballad_env.compute``'s reset cache);
 they run through the grid runner's machinery (``run._execute``: this process, local joblib
-workers that exit with the runner, or a Dask cluster), largest data sets first, each file
-written as it finishes. A rerun builds only the missing cells; a store from other
+workers that exit with the runner, or a Dask cluster), seed after seed and the largest
+data sets first within a seed, each file written as it finishes. A rerun builds only the missing cells; a store from other
 environment code, package versions or data, or a stored file that cannot be read, stops
 the build with an error naming it, and nothing already built is touched.
 """
@@ -143,7 +143,8 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     for name, seed, setting in todo:
         groups.setdefault((name, seed), []).append(setting)
     sources = dict(zip(names, datasets, strict=True))
-    order = sorted(groups, key=lambda key: (-loaded[key[0]].n_samples, key))
+    # Seed after seed (a store stopped early holds whole seeds), the largest data first.
+    order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
     tasks = [_BuildTask(name, sources[name], directory, seed, tuple(groups[name, seed]),
                         str(store.root)) for name, seed in order]
     total = len(names) * len(seeds) * len(unique)
