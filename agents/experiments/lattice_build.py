@@ -4,9 +4,10 @@ The cells of one (data set, seed) are built together, in one process, so every s
 with the same prior shares the label-free reset (``ballad_env.compute``'s reset cache);
 they run through the grid runner's machinery (``run._execute``: this process, local joblib
 workers that exit with the runner, or a Dask cluster), seed after seed and the largest
-data sets first within a seed, each file written as it finishes. A rerun builds only the missing cells; a store from other
-environment code, package versions or data, or a stored file that cannot be read, stops
-the build with an error naming it, and nothing already built is touched.
+data sets first within a seed, each file written as it finishes. A rerun builds only the
+missing cells; a store from other environment code, package versions or data, or a stored
+file that cannot be read, stops the build with an error naming it, and nothing already
+built is touched.
 """
 
 from __future__ import annotations

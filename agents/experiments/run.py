@@ -177,9 +177,10 @@ def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
 
 
 def _execute(tasks: Sequence[Any], n_jobs: int, scheduler: str | None,
-             work: Callable[[Any, bool], list[Any]] = _run_task) -> Iterator[list[Any]]:
+             work: Callable[[Any, bool], list[Any]] | None = None) -> Iterator[list[Any]]:
     """Yield each task's results as it finishes: in this process, in joblib workers or on
     Dask. ``work(task, single_thread)`` does one task (by default, plays a grid's cells)."""
+    work = work or _run_task
     if scheduler is None and n_jobs == 1:
         for task in tasks:
             yield work(task, False)
