@@ -28,8 +28,8 @@ from ballad_env.settings import add_settings_arguments, settings_from_args
 REPO = Path(__file__).resolve().parents[1]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options, each with a one-line help."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or REPO.parent / "shared" / "benchmarks"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="the store's folder")
@@ -48,6 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="folder receiving lattice_build.csv and .md (the summary table)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_settings_arguments(p, several=True, several_defaults={"prior": ["iforest"]})
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed command line; no data sets or no seeds is a usage error."""
+    p = build_parser()
     args = p.parse_args(argv)
     if args.datasets_from is not None:
         args.datasets = json.loads(args.datasets_from.read_text())["train"]
