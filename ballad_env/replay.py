@@ -131,9 +131,22 @@ def _fresh(info: dict[str, Any]) -> dict[str, Any]:
 class BudgetAllocationReplayEnv(gym.Env):
     """BALLAD's allocation problem replayed from a lattice store (``ballad_env.lattice_store``).
 
-    Same action space, observation space, ``action_masks()``, rewards, termination and
-    ``info`` as ``BudgetAllocationEnv`` for the same (data set, seed, setting) and actions.
-    Each reset draws a cell (data set, seed) of the store with the environment's generator.
+    ## Description
+    The episodes of ``BudgetAllocationEnv`` (``help(ballad_env.BudgetAllocationEnv)``), read
+    from lattices computed beforehand (``scripts/build_lattices.py``, ``REPLAY.md``): no
+    detector runs, so a step is a table look-up, for training policies fast.
+
+    ## Action Space, Observation Space, Rewards, Episode End
+    As ``BudgetAllocationEnv``, to the bit, for the same (data set, seed, setting) and
+    actions: ``Discrete(2)`` with ``action_masks()``; the same 18 features; every reward of
+    ``REWARD_SIGNALS``; terminated after the budget's rounds, never truncated; the same
+    ``info`` (test cost, FPR, FNR, rejection rate, AUC, rewards, tau, label counts, the
+    indices queried, the mask). Stepping after the end or on an exhausted pool raises the
+    live environment's errors.
+
+    ## Starting State
+    Each reset draws a stored cell (data set, seed) with the environment's generator
+    (``reset(seed=...)`` seeds it) and starts at its state (0, 0).
 
     ## Arguments
 
