@@ -40,12 +40,17 @@ from ballad_env.settings import Settings
 #: round before it or -1).
 PathState = tuple[int, int, int, int, int]
 START: PathState = (0, 0, -1, -1, -1)
-#: Cells (lattice and transition table) kept per process, least recently used dropped.
-CACHED_CELLS = 512
+#: Cells (lattice and transition table) kept per process, least recently used dropped. A
+#: cell holds about 0.2 MB, plus 1.1 kB per transition visited (2,661 on every path of 15
+#: rounds: 3 MB). A store larger than this reloads cells and recomputes their transitions,
+#: about 100 times slower; set it (``ballad_env.replay.CACHED_CELLS = n``) to fit memory.
+CACHED_CELLS = 4096
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
 
-_Entry = tuple[PathState, np.ndarray, float, bool, dict[str, Any], Snapshot]
+#: A step's results: the next path state, observation, reward, terminated and the values
+#: of ``info`` (in ``CellReplay.info_keys`` order; a tuple takes a third of a dict's memory).
+_Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
 
 
 class CellReplay:
@@ -61,7 +66,9 @@ class CellReplay:
                                                lattice.settings.round_fraction).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
         snapshot = self.snapshot(START)
-        self.start = (encode(snapshot), snapshot.info(shown), snapshot)
+        info = snapshot.info(shown)
+        self.info_keys = tuple(info)
+        self.start = (encode(snapshot), tuple(info.values()))
 
     def snapshot(self, state: PathState) -> Snapshot:
         """The live environment's snapshot at this path state."""
@@ -93,12 +100,22 @@ class CellReplay:
         after: PathState = ((i + 1, j, AL, lr_i, state[4]) if action == AL
                             else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
         before_snapshot, after_snapshot = self.snapshot(state), self.snapshot(after)
+        info = after_snapshot.info(self.shown)
+        if tuple(info) != self.info_keys:
+            raise RuntimeError(f"info keys changed within an episode: {tuple(info)}")
         entry = (after, encode(after_snapshot),
                  step_reward(self.signal, before_snapshot, after_snapshot),
-                 after[0] + after[1] >= self.lattice.n_rounds,
-                 after_snapshot.info(self.shown), after_snapshot)
+                 after[0] + after[1] >= self.lattice.n_rounds, tuple(info.values()))
         self.transitions[(state, action)] = entry
         return entry
+
+    def info(self, values: tuple[Any, ...]) -> dict[str, Any]:
+        """``info`` from its cached values, its arrays copied: the caller may change it all,
+        as the live environment's."""
+        info = dict(zip(self.info_keys, values))  # noqa: B905 (keys checked when cached)
+        info["queried"] = info["queried"].copy()
+        info["action_mask"] = info["action_mask"].copy()
+        return info
 
 
 _CELLS: OrderedDict[tuple[str, str, str, int, str], CellReplay] = OrderedDict()
@@ -122,10 +139,6 @@ def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings
         _CELLS.move_to_end(key)
     return cell
 
-
-def _fresh(info: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a cached ``info`` the caller may change (as the live environment's)."""
-    return {**info, "queried": info["queried"].copy(), "action_mask": info["action_mask"].copy()}
 
 
 class BudgetAllocationReplayEnv(gym.Env):
@@ -195,7 +208,7 @@ class BudgetAllocationReplayEnv(gym.Env):
         self.feature_names = OBSERVATION_FEATURES
         self._cell: CellReplay | None = None
         self._state: PathState = START
-        self._history: list[Snapshot] = []
+        self._path: list[PathState] = []  # this episode's path states, for render()
 
     @property
     def reward_name(self) -> str:
@@ -248,24 +261,24 @@ class BudgetAllocationReplayEnv(gym.Env):
         self._cell = cell_replay(self.store, dataset, cell_seed, self.settings,
                                  self._setting_key)
         self._state = START
-        obs, info, snapshot = self._cell.start
-        self._history = [snapshot]
-        return obs.copy(), _fresh(info)
+        obs, info = self._cell.start
+        self._path = [START]
+        return obs.copy(), self._cell.info(info)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1): one look-up in the cell's table."""
         if self._cell is None:
             raise RuntimeError("call reset() before step()")
-        self._state, obs, reward, terminated, info, snapshot = self._cell.step(
-            self._state, as_action(action))
-        self._history.append(snapshot)
-        return obs.copy(), reward, terminated, False, _fresh(info)
+        cell = self._cell
+        self._state, obs, reward, terminated, info = cell.step(self._state, as_action(action))
+        self._path.append(self._state)
+        return obs.copy(), reward, terminated, False, cell.info(info)
 
     def snapshot(self) -> Snapshot:
         """The current state as a frozen record (as ``BudgetAllocationEnv.snapshot``)."""
-        if not self._history:
+        if self._cell is None:
             raise RuntimeError("call reset() before snapshot()")
-        return self._history[-1]
+        return self._cell.snapshot(self._state)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions (AL, LR) now, for sb3-contrib's MaskablePPO."""
@@ -284,7 +297,8 @@ class BudgetAllocationReplayEnv(gym.Env):
         if self.render_mode == "ansi":
             return render.ansi(self.snapshot())
         cell = self._cell
-        return render.lattice_rgb_array(cell.lattice.cost, self._history,
+        history = [cell.snapshot(state) for state in self._path]
+        return render.lattice_rgb_array(cell.lattice.cost, history,
                                         cell.lattice.n_rounds * cell.per_round)
 
 

@@ -112,12 +112,14 @@ def hand_lattice() -> Lattice:
 
 def test_hand_lattice_transitions_rewards_and_path_states() -> None:
     cell = CellReplay(hand_lattice(), REWARD_SIGNALS["entropy"], "entropy")
-    state, obs, reward, terminated, info, _ = cell.step(START, LR)
+    state, obs, reward, terminated, values = cell.step(START, LR)
+    info = cell.info(values)
     assert (state, reward, terminated) == ((0, 1, LR, 0, -1), 0.08, False)
     assert (info["entropy_lr"], info["lr_measured"], info["al_measured"]) == (0.08, True, False)
-    state2, _, reward, terminated, info, _ = cell.step(state, LR)
+    state2, _, reward, terminated, _ = cell.step(state, LR)
     assert (state2, reward, terminated) == ((0, 2, LR, 0, 0), 0.02, True)
-    state3, _, reward, _, info, _ = cell.step(state, AL)  # (0, 1) -> (1, 1): AL's reward
+    state3, _, reward, _, values = cell.step(state, AL)  # (0, 1) -> (1, 1): AL's reward
+    info = cell.info(values)
     assert (state3, reward, info["entropy_lr"], info["entropy_al"]) == (
         (1, 1, AL, 0, -1), 0.05, 0.08, 0.05)
     costs = CellReplay(hand_lattice(), REWARD_SIGNALS["cost"], "entropy")
