@@ -92,18 +92,26 @@ def save_lattice(lattice: Lattice, path: str | os.PathLike, **extra: Any) -> int
     return path.stat().st_size
 
 
-def read_header(path: str | os.PathLike) -> dict[str, Any]:
-    """A lattice file's header, checked for format and environment source (``StoreError``)."""
-    path = Path(path)
+def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A lattice file's checked header, and its arrays if asked (``StoreError`` naming it)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
+            _check_header(path, header)
+            values = {name: data[name] for name in data.files if name != "header"} \
+                if arrays else {}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
+        if isinstance(err, StoreError):
+            raise
         raise StoreError(f"lattice file {path} cannot be read ({type(err).__name__}: {err}); "
                          "delete it and build it again (scripts/build_lattices.py resumes)"
                          ) from err
-    _check_header(path, header)
-    return header
+    return header, values
+
+
+def read_header(path: str | os.PathLike) -> dict[str, Any]:
+    """A lattice file's header, checked for format and environment source (``StoreError``)."""
+    return _read(Path(path), arrays=False)[0]
 
 
 def _check_header(path: Path, header: dict[str, Any]) -> None:
@@ -122,17 +130,7 @@ def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: i
     """Read one lattice file; ``StoreError`` naming the file if it is unreadable, from other
     environment code, or not the (``dataset``, ``seed``, ``settings``) asked for."""
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            header = json.loads(str(data["header"]))
-            _check_header(path, header)
-            arrays = {name: data[name] for name in data.files if name != "header"}
-    except StoreError:
-        raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
-        raise StoreError(f"lattice file {path} cannot be read ({type(err).__name__}: {err}); "
-                         "delete it and build it again (scripts/build_lattices.py resumes)"
-                         ) from err
+    header, arrays = _read(path, arrays=True)
     stored = Settings.from_dict(header["settings"])
     wanted = {"dataset": dataset, "seed": seed,
               "settings": None if settings is None else lattice_settings(settings)}

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -189,12 +188,5 @@ def build_summary(cells: pd.DataFrame, n_seeds: int = 100) -> pd.DataFrame:
     return table
 
 
-def store_folder(path: str | os.PathLike) -> Path:
-    """``path`` as a store folder that exists (for ``--replay-store`` options)."""
-    folder = Path(path)
-    LatticeStore(folder)  # refuses a folder that is not a current store, naming the problem
-    return folder
-
-
 __all__ = ["CELL_COLUMNS", "build_store", "build_summary", "pending_cells", "prepare_store",
-           "store_folder", "store_table"]
+           "store_table"]
