@@ -13,7 +13,7 @@ Example::
         --datasets Pima WBC Glass --data-dir ../shared/benchmarks --total-timesteps 3000
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
-from a lattice store built by ``scripts/build_lattices.py`` (about a thousand times faster).
+from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
 """
 
 from __future__ import annotations

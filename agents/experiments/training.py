@@ -83,7 +83,7 @@ class TrainConfig:
     #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
     episode_seeds: int = 0
     #: A lattice store (``scripts/build_lattices.py``): train on the replay environment
-    #: (``ballad_env.replay``), the same episodes a thousand times faster; the data sets are
+    #: (``ballad_env.replay``), the same episodes 200 to 2,000 times faster; the data sets are
     #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
     replay_store: str | None = None
 
