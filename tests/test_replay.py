@@ -30,7 +30,7 @@ from ballad_env.lattice_store import (
     setting_key,
 )
 from ballad_env.replay import START, BudgetAllocationReplayEnv, CellReplay
-from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
 SEEDS = (0, 1, 2)
@@ -154,6 +154,16 @@ def live(dataset) -> BudgetAllocationEnv:
 def test_random_sequences_equal_the_live_environment_for_every_reward(store, dataset
                                                                       ) -> None:
     compare_random_sequences(dataset, "knn", store, SEEDS, 24, np.random.default_rng(0))
+
+
+def test_a_reward_registered_later_is_replayed_too(store, dataset) -> None:
+    """Rewards come from the registry: a new cost decrease needs no change to the replay."""
+    REWARD_SIGNALS.register("fpr_decrease", CostDecrease("fpr_decrease", "fpr"))
+    try:
+        n = len(REWARD_SIGNALS)
+        compare_random_sequences(dataset, "knn", store, SEEDS, n, np.random.default_rng(3))
+    finally:
+        REWARD_SIGNALS.unregister("fpr_decrease")
 
 
 def test_every_registered_agent_plays_the_same_episode(store, dataset) -> None:
