@@ -387,3 +387,15 @@ def test_training_on_the_replay_store(store, tmp_path) -> None:
     with pytest.raises(StoreError, match="no lattice of Glass"):
         train(TrainConfig(datasets=("Glass",), settings=settings, replay_store=store,
                           output_dir=str(tmp_path), progress_bar=False))
+
+
+def test_replay_report_states_the_ratio_and_the_target() -> None:
+    from agents.experiments.bench import REPLAY_TARGET_STEPS, replay_report
+
+    row = {"datasets": ["Glass"], "cells": 3, "build_s": 2.5, "kb_per_cell": 17.0,
+           "replay_steps_per_s": 60_000.0, "live_steps_per_s": 30.0, "ratio": 2_000.0}
+    text = replay_report(row)
+    assert "3 cells (Glass)" in text and "60,000 steps/s" in text
+    assert "2,000x the live one" in text and "target 50,000: met" in text
+    slow = replay_report({**row, "replay_steps_per_s": REPLAY_TARGET_STEPS - 1.0})
+    assert "target 50,000: missed" in slow
