@@ -9,11 +9,13 @@ import numpy as np
 from agents.base import AL, LR
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import Episode
+from ballad_env.replay import BudgetAllocationReplayEnv
 
 
 class OracleAgent:
-    """Tries both actions on forks of the bound environment's episode and takes the one with
-    the lower next test cost (ties to AL). It reads test labels: a reference, not a method.
+    """Tries both actions on forks of the bound environment's episode (or reads their costs
+    from a replay environment's lattice) and takes the one with the lower next test cost
+    (ties to AL). It reads test labels: a reference, not a method.
 
     It acts in one environment, the one it is bound to: a Gymnasium environment, or a
     vector env holding one in this process (SB3's ``DummyVecEnv`` with one environment, as
@@ -38,7 +40,15 @@ class OracleAgent:
         return env.episode
 
     def choose(self) -> int:
-        """The action with the lower next test cost in the bound environment's episode."""
+        """The action with the lower next test cost in the bound environment's episode (in a
+        replay environment, read from its lattice)."""
+        env = getattr(self.env, "unwrapped", self.env)
+        if isinstance(env, BudgetAllocationReplayEnv) and env.lattice is not None:
+            lattice, now = env.lattice, env.snapshot()
+            costs = {action: float(lattice.cost[(now.n_al + (action == AL),
+                                                 now.n_lr + (action == LR))])
+                     for action in (AL, LR) if lattice.can_move(now.n_al, now.n_lr, action)}
+            return min(costs, key=lambda a: (costs[a], a))
         episode = self._episode()
         costs = {action: episode.fork().step(action).evaluation.cost
                  for action in (AL, LR) if episode.available(action)}

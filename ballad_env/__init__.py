@@ -1,6 +1,7 @@
 """BALLAD's label-budget allocation problem (Active Learning vs Learning to Reject) for Gymnasium.
 
-``gymnasium.make("ballad_env/BudgetAllocation-v0", dataset="toy")`` builds the environment;
+``gymnasium.make("ballad_env/BudgetAllocation-v0", dataset="toy")`` builds the environment
+(``"ballad_env/BudgetAllocationReplay-v0"``, ``store=...``: the same from stored lattices);
 :class:`Settings` holds every option of an episode.
 """
 
@@ -16,8 +17,11 @@ from ballad_env.protocol import BudgetWarning
 from ballad_env.settings import Settings
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
+#: The same problem replayed from stored lattices (``ballad_env.replay``), for fast training.
+REPLAY_ENV_ID = "ballad_env/BudgetAllocationReplay-v0"
 
 register(id=ENV_ID, entry_point="ballad_env.env:BudgetAllocationEnv")
+register(id=REPLAY_ENV_ID, entry_point="ballad_env.replay:BudgetAllocationReplayEnv")
 
 try:
     __version__ = metadata.version("ballad-env")
@@ -30,6 +34,7 @@ __all__ = [
     "FEATURE_INDEX",
     "LR",
     "OBSERVATION_FEATURES",
+    "REPLAY_ENV_ID",
     "BudgetAllocationEnv",
     "BudgetWarning",
     "DataWarning",

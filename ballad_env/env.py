@@ -13,7 +13,7 @@ from gymnasium import spaces
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.episode import Episode, Snapshot, check_settings
 from ballad_env.observation import OBSERVATION_FEATURES, encode, observation_space
-from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
 from ballad_env.settings import Settings
 
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
@@ -111,9 +111,7 @@ class BudgetAllocationEnv(gym.Env):
         self.datasets = [load_dataset(source, data_dir=data_dir) for source in sources]
         self.dataset = self.datasets[0]
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
-        # The side signal reported as info["reward_al"/"reward_lr"].
-        self._shown = self.settings.reward if self.settings.reward in SIDE_SIGNAL_NAMES \
-            else SIDE_SIGNAL_NAMES[0]
+        self._shown = shown_signal(self.settings)
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
         self.observation_space = observation_space()
@@ -150,14 +148,10 @@ class BudgetAllocationEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         action = self._as_action(action)
         before = self._snapshot
-        result = self.episode.step(action)
+        self.episode.step(action)
         self._snapshot = after = self.episode.snapshot()
         self._history.append(after)
-        signal = self.reward_signal
-        if isinstance(signal, CostDecrease):
-            reward = signal(before, after)
-        else:
-            reward = float(result.rewards[signal.name])
+        reward = step_reward(self.reward_signal, before, after)
         return encode(after), reward, bool(self.episode.done), False, after.info(self._shown)
 
     def snapshot(self) -> Snapshot:
@@ -186,11 +180,33 @@ class BudgetAllocationEnv(gym.Env):
 
     # ----------------------------------------------------------------- hooks
     def _as_action(self, action: Any) -> int:
-        """Validate an action from any integer-like type; name the problem if it is invalid."""
-        try:
-            value = int(np.asarray(action).item())
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)") from err
-        if not self.action_space.contains(value) or np.asarray(action).item() != value:
-            raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)")
-        return value
+        return as_action(action)
+
+
+def as_action(action: Any) -> int:
+    """Validate an action from any integer-like type; name the problem if it is invalid."""
+    if type(action) is int and (action == 0 or action == 1):  # the common case, fast
+        return action
+    try:
+        value = int(np.asarray(action).item())
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)") from err
+    if value not in (0, 1) or np.asarray(action).item() != value:
+        raise ValueError(f"invalid action {action!r}: use 0 (AL) or 1 (LR)")
+    return value
+
+
+def shown_signal(settings: Settings) -> str:
+    """The side signal ``info["reward_al"/"reward_lr"]`` report: the reward if it is a side
+    signal, else the first one."""
+    return settings.reward if settings.reward in SIDE_SIGNAL_NAMES else SIDE_SIGNAL_NAMES[0]
+
+
+def step_reward(signal: SideSignal | CostDecrease, before: Snapshot, after: Snapshot) -> float:
+    """The reward of the step from ``before`` to ``after``: a cost decrease between the two
+    snapshots, or the side signal the round just measured (its side's latest value)."""
+    if isinstance(signal, CostDecrease):
+        return signal(before, after)
+    if after.previous is None:
+        raise ValueError("no round was taken between the two snapshots")
+    return float(after.signal(after.previous, signal.name))

@@ -62,6 +62,11 @@ class Lattice:
     al_reward: dict[str, np.ndarray]
     lr_reward_from: dict[str, np.ndarray]
     settings: Settings = field(default_factory=Settings)
+    #: Indices each round labels (``info["queried"]``): ``al_queried[i]`` those of the AL
+    #: round into i (into D), ``lr_queried[j]`` those of the LR round into j (into V; the LR
+    #: queries depend on j only, as the lattice requires). Row 0 is unused (-1).
+    al_queried: np.ndarray | None = None
+    lr_queried: np.ndarray | None = None
 
     # ----------------------------------------------------------------- states
     @property
@@ -241,9 +246,10 @@ class Lattice:
 
     # ----------------------------------------------------------------- agents
     def snapshot(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
-                 previous: int | None) -> Snapshot:
+                 previous: int | None, queried: np.ndarray | None = None) -> Snapshot:
         """The episode's snapshot at (i, j), given the parts that depend on the path: each
-        side's latest side signals and the previous action (``queried`` is left empty)."""
+        side's latest side signals and the previous action (``queried``, the indices the
+        previous round labeled, is left empty unless given: see :meth:`queried`)."""
         state: dict[str, Any] = {}
         for name in STATE_FIELDS:
             value = self.grid[name][i, j]
@@ -251,13 +257,22 @@ class Lattice:
             state[name] = bool(value) if kind == "bool" else int(value) if kind == "int" \
                 else float(value)
         return Snapshot(dataset=self.dataset, previous=previous,
-                        queried=np.empty(0, dtype=np.intp), latest=latest, **state)
+                        queried=np.empty(0, dtype=np.intp) if queried is None else queried,
+                        latest=latest, **state)
 
     def observation(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
                     previous: int | None) -> np.ndarray:
         """The environment's observation at (i, j) on a path with these ``latest`` signals
         and ``previous`` action."""
         return encode(self.snapshot(i, j, latest, previous))
+
+    def queried(self, i: int, j: int, action: int | None) -> np.ndarray:
+        """The indices the round ``action`` into (i, j) labeled (empty at the start, or if
+        this lattice does not hold them)."""
+        table = self.al_queried if action == AL else self.lr_queried
+        if action is None or table is None:
+            return np.empty(0, dtype=np.intp)
+        return table[i if action == AL else j].copy()
 
     def replay(self, agent: Any) -> tuple[int, ...]:
         """The actions ``agent`` takes in this episode, without stepping an environment.
@@ -289,6 +304,30 @@ class Lattice:
         return tuple(actions)
 
     # ----------------------------------------------------------------- export
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Every array of the lattice by a flat name (``grid.<field>``, ``al_reward.<signal>``,
+        ``lr_reward_from.<signal>``, ``al_queried``, ``lr_queried``), for an ``.npz`` file;
+        the scalars and settings go with them as ``ballad_env.lattice_store`` writes them."""
+        arrays = {f"grid.{name}": table for name, table in self.grid.items()}
+        arrays.update({f"al_reward.{s}": v for s, v in self.al_reward.items()})
+        arrays.update({f"lr_reward_from.{s}": v for s, v in self.lr_reward_from.items()})
+        if self.al_queried is not None and self.lr_queried is not None:
+            arrays.update(al_queried=self.al_queried, lr_queried=self.lr_queried)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], *, dataset: str, seed: int,
+                    n_rounds: int, contamination: float, settings: Settings) -> Lattice:
+        """Inverse of :meth:`to_arrays`."""
+        def part(prefix: str) -> dict[str, np.ndarray]:
+            return {name.removeprefix(prefix): value for name, value in arrays.items()
+                    if name.startswith(prefix)}
+
+        return cls(dataset=dataset, seed=seed, n_rounds=n_rounds, contamination=contamination,
+                   grid=part("grid."), al_reward=part("al_reward."),
+                   lr_reward_from=part("lr_reward_from."), settings=settings,
+                   al_queried=arrays.get("al_queried"), lr_queried=arrays.get("lr_queried"))
+
     def state_records(self) -> list[dict[str, Any]]:
         """One dict per reachable state: i, j, the ``STATE_FIELDS`` and the rewards of the
         moves into it (the LR ones with the previous LR round at the same i).
@@ -332,34 +371,41 @@ def build_lattice(dataset: Dataset | str, seed: int, settings: Settings | None =
     al_reward = {s: np.full(k + 1, np.nan) for s in SIDE_SIGNAL_NAMES}
     lr_from = {s: np.full((k + 1, k + 1, k + 1), np.nan) for s in SIDE_SIGNAL_NAMES}
     lr_summaries: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+    al_queried = np.full((k + 1, episode.budget.per_round), -1, dtype=np.intp)
+    lr_queried = al_queried.copy()
     _record(grid, episode.snapshot())
     i = 0
     while True:
-        _walk_lr(episode, grid, lr_from, lr_summaries)
+        _walk_lr(episode, grid, lr_from, lr_summaries, lr_queried)
         if episode.done or not episode.available(AL):
             break
         result = episode.step(AL)
         i += 1
         for s in SIDE_SIGNAL_NAMES:
             al_reward[s][i] = result.rewards[s]
+        al_queried[i] = result.queried
         _record(grid, episode.snapshot())
     return Lattice(dataset=data.name, seed=int(seed), n_rounds=k,
                    contamination=episode.contamination, grid=grid, al_reward=al_reward,
-                   lr_reward_from=lr_from, settings=settings)
+                   lr_reward_from=lr_from, settings=settings, al_queried=al_queried,
+                   lr_queried=lr_queried)
 
 
 def _walk_lr(start: Episode, grid: dict[str, np.ndarray], lr_from: dict[str, np.ndarray],
-             lr_summaries: dict[tuple[int, int], dict[str, np.ndarray]]) -> None:
+             lr_summaries: dict[tuple[int, int], dict[str, np.ndarray]],
+             lr_queried: np.ndarray) -> None:
     """From ``start`` = (i, 0), take LR rounds on a fork to the end of the budget.
 
     Each LR output is kept as its side signals' summaries, so the rewards against every
-    earlier i0 cost one comparison each.
+    earlier i0 cost one comparison each. The first fork to reach j records its queries.
     """
     episode = start.fork()
     i = episode.n_al
     while not episode.done and episode.available(LR):
         result = episode.step(LR)
         j = episode.n_lr
+        if lr_queried[j, 0] < 0:
+            lr_queried[j] = result.queried
         _record(grid, episode.snapshot())
         output = episode.stored[LR]
         lr_summaries[(i, j)] = {s.name: s.summarise(output) for s in SIDE_SIGNALS}

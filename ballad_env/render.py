@@ -47,13 +47,49 @@ def rgb_array(episode: Episode, history: Sequence[Snapshot] = ()) -> np.ndarray:
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig = plt.figure(figsize=_FIGSIZE, dpi=_DPI)
     grid = fig.add_gridspec(2, 2, width_ratios=(1.15, 1.0), hspace=0.35, wspace=0.3)
     data_ax = fig.add_subplot(grid[:, 0])
     _draw_data(data_ax, episode)
-    _draw_rounds(fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, 1]), episode, history)
+    _draw_rounds(fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, 1]),
+                 episode.budget.n_rounds, episode.budget.total, history)
+    return _frame(fig)
+
+
+def lattice_rgb_array(cost: np.ndarray, history: Sequence[Snapshot], total_labels: int
+                      ) -> np.ndarray:
+    """One frame of a replayed episode (``ballad_env.replay``), the size of :func:`rgb_array`'s.
+
+    Left: the test cost of every state (i AL, j LR rounds) of the lattice, the path so far
+    drawn on it. Right: as :func:`rgb_array` (``history``: the snapshots from the reset on).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=_FIGSIZE, dpi=_DPI)
+    grid = fig.add_gridspec(2, 2, width_ratios=(1.15, 1.0), hspace=0.35, wspace=0.3)
+    ax = fig.add_subplot(grid[:, 0])
+    image = ax.imshow(cost, origin="lower", cmap="viridis", aspect="auto")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=7)
+    ax.plot([s.n_lr for s in history], [s.n_al for s in history], "o-", color="w", ms=3)
+    ax.set_xlabel("LR rounds j", fontsize=8)
+    ax.set_ylabel("AL rounds i", fontsize=8)
+    ax.set_title("test cost of every state; the path so far (white)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    k = cost.shape[0] - 1
+    _draw_rounds(fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, 1]), k, total_labels,
+                 history)
+    return _frame(fig)
+
+
+def _frame(fig: Any) -> np.ndarray:
+    """The figure's pixels (RGB), the figure closed."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     fig.subplots_adjust(left=0.06, right=0.94, top=0.92, bottom=0.1)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -159,10 +195,10 @@ def _spread_out(n: int) -> np.ndarray:
         np.empty(0, dtype=np.intp)
 
 
-def _draw_rounds(cost_ax: Any, labels_ax: Any, episode: Episode,
+def _draw_rounds(cost_ax: Any, labels_ax: Any, k: int, total_labels: int,
                  history: Sequence[Snapshot]) -> None:
-    """The right panels: test cost and tau by round; labels bought on D and V by round."""
-    k = episode.budget.n_rounds
+    """The right panels: test cost and tau by round; labels bought on D and V by round
+    (``k`` rounds, ``total_labels`` in the budget)."""
     rounds = [s.round for s in history]
     cost_ax.plot(rounds, [s.test_cost for s in history], "o-", ms=3, color="k",
                  label="test cost")
@@ -179,7 +215,7 @@ def _draw_rounds(cost_ax: Any, labels_ax: Any, episode: Episode,
                   bottom=[s.n_labeled_train for s in history], color="tab:orange",
                   label="V (LR)")
     labels_ax.set_xlim(-0.5, k + 0.5)
-    labels_ax.set_ylim(0, max(1, episode.budget.total) * 1.05)
+    labels_ax.set_ylim(0, max(1, total_labels) * 1.05)
     labels_ax.set_xlabel("round", fontsize=8)
     labels_ax.set_ylabel("labels bought", fontsize=8)
     labels_ax.legend(fontsize=7, loc="upper left")

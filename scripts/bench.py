@@ -17,6 +17,11 @@ names a synthetic data set anywhere a data set is asked for.
     .venv/bin/python scripts/bench.py --data-dir ../shared/benchmarks
     .venv/bin/python scripts/bench.py --scaling --sizes 50000 200000 500000
     .venv/bin/python scripts/bench.py --effects --datasets KDDCup99 ALOI synthetic:100000x10
+    .venv/bin/python scripts/bench.py --replay --datasets Glass WBC WDBC
+
+``--replay`` builds a lattice store of the data sets and times the replay environment
+(``ballad_env/BudgetAllocationReplay-v0``) against the live one, steps a second and their
+ratio in one run (target: 50,000 replay steps a second in one process).
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from agents.experiments.bench import (
     fast_path_effects,
     in_fresh_process,
     measure,
+    measure_replay,
     measure_scaling,
     profile,
+    replay_report,
     scaling_table,
     time_q1,
     timings_table,
@@ -67,6 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
     parser.add_argument("--q1-seeds", type=int, default=10, help="seeds of the --q1 grid")
     parser.add_argument("--n-jobs", type=int, default=-1, help="worker processes for --q1")
+    replay = parser.add_argument_group("replay environment")
+    replay.add_argument("--replay", action="store_true",
+                        help="compare the replay environment's steps/s with the live one's "
+                             "on the data sets given instead (a store is built first)")
+    replay.add_argument("--replay-seeds", type=int, default=3, help="seeds in the store")
+    replay.add_argument("--replay-steps", type=int, default=200_000,
+                        help="replay steps timed (after as many to warm up)")
+    replay.add_argument("--live-episodes", type=int, default=10,
+                        help="live episodes timed (fresh seeds)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -151,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.effects:
         run_effects(args, names, settings)
+        return 0
+    if args.replay:
+        print(f"Replay against live environment, {args.prior} prior, random valid actions, "
+              "one process\n")
+        print(replay_report(in_fresh_process(measure_replay, names, args.data_dir, settings,
+                                             args.replay_seeds, args.replay_steps,
+                                             args.live_episodes)))
         return 0
     print(f"BALLAD episodes, {args.prior} prior, {args.threads} thread(s); exact: median of "
           f"{args.repeats}, bayes ({args.bayes_calls} calls): median of {args.bayes_repeats}\n")

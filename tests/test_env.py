@@ -28,7 +28,10 @@ from ballad_env.data import DATA_DIR_ENV
 from ballad_env.rejection import DEFAULT_TAU, ThresholdSearch, confidence, search_interval
 
 #: Every environment id registered under the package's namespace (Minigrid's pattern).
-BALLAD_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("ballad_env/"))
+# The live environments (the replay environment, built from a lattice store, has its own
+# checker tests in tests/test_replay.py).
+BALLAD_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("ballad_env/")
+                    and gym.registry[env_id].entry_point == "ballad_env.env:BudgetAllocationEnv")
 
 #: A short episode: 3 rounds of 2% of D.
 SHORT = {"budget_fraction": 0.06, "round_fraction": 0.02}

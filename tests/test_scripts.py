@@ -132,7 +132,43 @@ def test_bench_prints_timings_and_a_profile() -> None:
         assert f"  {label} " in done.stdout, label
 
 
-@pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py"])
+def test_build_lattices_builds_resumes_and_names_a_corrupt_file(
+        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = load_script("build_lattices.py")
+    store = tmp_path / "store"
+    args = ["--out", str(store), "--datasets", "alpha", "beta", "--data-dir", str(data_dir),
+            "--seeds", "1", "--prior", "knn", "--no-progress", "--summary", str(tmp_path)]
+    assert script.main(args) == 0
+    out = capsys.readouterr().out
+    assert f"2 cells in {store}" in out and "hours_100_seeds" in out
+    files = sorted(store.glob("knn/*/seed0.npz"))
+    assert [f.parent.name for f in files] == ["alpha", "beta"]
+    assert "| knn | alpha | 1 |" in (tmp_path / "lattice_build.md").read_text()
+    files[0].write_bytes(b"not a zip")
+    assert script.main(args) == 2
+    assert f"lattice file {files[0]} cannot be read" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.parse_args(["--out", str(store)])  # no data sets
+
+
+def test_train_policy_takes_a_replay_store(tmp_path: Path) -> None:
+    script = load_script("train_policy.py")
+    config = script.config_from_args(script.parse_args(
+        ["--datasets", "WBC", "--replay-store", str(tmp_path), "--episode-seeds", "5"]))
+    assert (config.replay_store, config.episode_seeds) == (str(tmp_path), 5)
+    assert config.name == "ppo-cost-WBC-replay-s0"
+
+
+@pytest.mark.slow
+def test_bench_times_the_replay_against_the_live_environment() -> None:
+    done = run_script("bench.py", "--replay", "--datasets", "wdbc", "--prior", "knn",
+                      "--replay-seeds", "1", "--replay-steps", "3000", "--live-episodes", "1")
+    assert "store: 1 cells (wdbc)" in done.stdout
+    assert "replay environment:" in done.stdout and "x the live one" in done.stdout
+
+
+@pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py",
+                                    "build_lattices.py"])
 def test_every_option_has_help(script: str) -> None:
     parser = load_script(script).build_parser()
     for action in parser._actions:

@@ -174,6 +174,73 @@ def time_q1(names: Sequence[str], seeds: int, settings: Settings,
         return time.perf_counter() - start
 
 
+# --------------------------------------------------------------------------- replay
+#: Environment steps a second the replay environment must reach in one process.
+REPLAY_TARGET_STEPS = 50_000
+
+
+def random_play(env: Any, n_steps: int, rng: np.random.Generator) -> float:
+    """Seconds to take ``n_steps`` steps (whole episodes, resets included) of random valid
+    actions in ``env`` (a coin per step; the other action when the pool is exhausted)."""
+    coins = rng.integers(2, size=n_steps + 64).tolist()
+    masks = env.unwrapped.action_masks
+    start = time.perf_counter()
+    taken = 0
+    while taken < n_steps:
+        env.reset()
+        done = False
+        while not done:
+            action = coins[taken % len(coins)]
+            if not masks()[action]:
+                action = 1 - action
+            done = env.step(action)[2]
+            taken += 1
+    return time.perf_counter() - start
+
+
+def measure_replay(names: Sequence[str], data_dir: str | None, settings: Settings,
+                   seeds: int, replay_steps: int, live_episodes: int) -> dict[str, Any]:
+    """Steps a second of the live and the replay environment on the same data sets, in one
+    run: a store of ``names`` x ``seeds`` is built first (timed); the live environment
+    plays ``live_episodes`` fresh-seed episodes, the replay environment ``replay_steps``
+    steps (after as many to warm its transition tables), both through ``gymnasium.make``."""
+    import gymnasium as gym
+
+    import ballad_env
+    from agents.experiments.lattice_build import build_store
+
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as root:
+        start = time.perf_counter()
+        cells = build_store(root, names, list(range(seeds)), [settings], data_dir=data_dir,
+                            n_jobs=1, progress=False)
+        build_s = time.perf_counter() - start
+        replay = gym.make(ballad_env.REPLAY_ENV_ID, store=root, settings=settings)
+        replay.reset(seed=0)
+        random_play(replay, replay_steps, rng)  # warm-up: each transition's first visit
+        replay_rate = replay_steps / random_play(replay, replay_steps, rng)
+    live = gym.make(ballad_env.ENV_ID, dataset=list(names), data_dir=data_dir,
+                    settings=settings)
+    live.reset(seed=0)
+    live_steps = live_episodes * settings.n_rounds
+    live_rate = live_steps / random_play(live, live_steps, rng)
+    return {"datasets": list(names), "cells": len(cells), "build_s": build_s,
+            "kb_per_cell": float(np.median(cells["bytes"])) / 1e3,
+            "replay_steps_per_s": replay_rate, "live_steps_per_s": live_rate,
+            "ratio": replay_rate / live_rate}
+
+
+def replay_report(row: dict[str, Any]) -> str:
+    """``measure_replay``'s figures and the verdict against ``REPLAY_TARGET_STEPS``."""
+    verdict = "met" if row["replay_steps_per_s"] >= REPLAY_TARGET_STEPS else "missed"
+    return (f"store: {row['cells']} cells ({', '.join(row['datasets'])}) built in "
+            f"{row['build_s']:.1f} s, {row['kb_per_cell']:.0f} kB per cell\n"
+            f"live environment:   {row['live_steps_per_s']:10,.0f} steps/s (fresh seeds, "
+            "resets included)\n"
+            f"replay environment: {row['replay_steps_per_s']:10,.0f} steps/s "
+            f"({row['ratio']:,.0f}x the live one; target {REPLAY_TARGET_STEPS:,}: {verdict})")
+
+
 # --------------------------------------------------------------------------- scaling
 #: The scaling mode's default sizes (rows) and dimensions, and its targets (2 cores).
 SCALING_SIZES = (50_000, 100_000, 200_000, 500_000)
@@ -361,6 +428,7 @@ def effects_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 __all__ = ["EPISODE_TARGET_S", "FAST_PATHS", "MEMORY_TARGET_MB", "PHASES", "Q1_TARGET_S",
+           "REPLAY_TARGET_STEPS", "measure_replay", "random_play", "replay_report",
            "SCALING_DIMS", "SCALING_MEMORY_MB", "SCALING_SIZES", "SCALING_TARGETS_S",
            "SYNTHETIC_PREFIX",
            "bench_dataset", "effects_table", "fast_path_effects", "growth_exponent",

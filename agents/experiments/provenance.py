@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import platform
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ballad_env.data import Dataset
+from ballad_env.lattice_store import source_hash
 
 VERSIONED_PACKAGES = ("ballad-env", "numpy", "scipy", "scikit-learn", "pyod", "scikit-optimize",
                       "gymnasium", "pandas")
@@ -53,14 +53,7 @@ def source_fingerprint() -> str:
     import agents
     import ballad_env
 
-    digest = hashlib.sha256()
-    for package in (ballad_env, agents):
-        root = Path(package.__file__).parent
-        for path in sorted(root.rglob("*.py")):
-            if path.name not in PRESENTATION_MODULES:
-                digest.update(f"{path.relative_to(root.parent).as_posix()}\n".encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return source_hash([ballad_env, agents], PRESENTATION_MODULES)
 
 
 __all__ = ["VERSIONED_PACKAGES", "fingerprint", "package_versions", "source_fingerprint"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -94,15 +94,18 @@ class _ResetDone:
         return self.unwrapped.step(action)
 
 
-def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame]]:
-    """Play every agent of ``task`` from one shared reset; one table per cell."""
+def worker_limits(single_thread: bool) -> Any:
+    """A context with one BLAS/OpenMP thread in a worker (``single_thread``), else nothing."""
     if single_thread:
         from threadpoolctl import threadpool_limits
 
-        limits: Any = threadpool_limits(1)
-    else:
-        limits = nullcontext()
-    with limits:
+        return threadpool_limits(1)
+    return nullcontext()
+
+
+def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame]]:
+    """Play every agent of ``task`` from one shared reset; one table per cell."""
+    with worker_limits(single_thread):
         dataset = _load(task.dataset, task.data_dir)
         done = []
         for setting, agents in task.cells:
@@ -173,16 +176,18 @@ def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
                for task in tasks)
 
 
-def _execute(tasks: list[_Task], n_jobs: int, scheduler: str | None
-             ) -> Iterator[list[tuple[Cell, pd.DataFrame]]]:
-    """Yield each task's cells as it finishes: in this process, in joblib workers or on Dask."""
+def _execute(tasks: Sequence[Any], n_jobs: int, scheduler: str | None,
+             work: Callable[[Any, bool], list[Any]] | None = None) -> Iterator[list[Any]]:
+    """Yield each task's results as it finishes: in this process, in joblib workers or on
+    Dask. ``work(task, single_thread)`` does one task (by default, plays a grid's cells)."""
+    work = work or _run_task
     if scheduler is None and n_jobs == 1:
         for task in tasks:
-            yield _run_task(task, single_thread=False)
+            yield work(task, False)
         return
     from joblib import Parallel, delayed, parallel_config
 
-    jobs = (delayed(_run_task)(task, True) for task in tasks)
+    jobs = (delayed(work)(task, True) for task in tasks)
     if scheduler is None:  # local workers that exit with this process, even on SIGKILL
         yield from local_parallel(n_jobs, return_as="generator_unordered")(jobs)
         return
@@ -306,4 +311,5 @@ def _progress_bar(total: int, done: int, enabled: bool) -> Any:
                 dynamic_ncols=True, smoothing=0.1)
 
 
-__all__ = ["SCHEDULER_TIMEOUT", "connect", "play_agents", "prepare_run", "run_grid"]
+__all__ = ["SCHEDULER_TIMEOUT", "connect", "play_agents", "prepare_run", "run_grid",
+           "worker_limits"]

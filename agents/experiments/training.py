@@ -39,6 +39,7 @@ from agents.experiments.store import writable_folder
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATION_FEATURES
+from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
 
 VEC_ENVS = ("subproc", "dummy")
@@ -81,11 +82,17 @@ class TrainConfig:
     #: seed from 0..N-1, so each (data set, seed) reset is computed once per worker and then
     #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
     episode_seeds: int = 0
+    #: A lattice store (``scripts/build_lattices.py``): train on the replay environment
+    #: (``ballad_env.replay``), the same episodes 200 to 2,000 times faster; the data sets are
+    #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
+    replay_store: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):  # read back from a settings JSON
             self.settings = Settings.from_dict(self.settings)
         self.datasets = tuple(self.datasets)
+        if self.replay_store is not None:
+            self.replay_store = str(self.replay_store)
         self.net_arch = tuple(self.net_arch)
         if self.algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {self.algo!r}: use one of {ALGORITHMS}")
@@ -110,7 +117,8 @@ class TrainConfig:
         reward = self.settings.reward
         others = self.settings.replace(reward=Settings().reward)  # the reward is named already
         tag = "" if others == Settings() else f"-{others.name}"
-        return f"{self.algo}-{reward}-{sets}{tag}-s{self.seed}"
+        replay = "-replay" if self.replay_store else ""
+        return f"{self.algo}-{reward}-{sets}{tag}{replay}-s{self.seed}"
 
     @property
     def run_dir(self) -> Path:
@@ -160,12 +168,20 @@ class SeedPool(gym.Wrapper):
 
 
 def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
-              monitor_file: str | None = None, episode_seeds: int = 0) -> gym.Env:
+              monitor_file: str | None = None, episode_seeds: int = 0,
+              replay_store: str | None = None) -> gym.Env:
     """One monitored training environment drawing its data set per episode from ``datasets``
-    (and its seed from ``episode_seeds`` seeds when that is positive, ``SeedPool``)."""
-    env: gym.Env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings)
-    if episode_seeds > 0:
-        env = SeedPool(env, episode_seeds)
+    (and its seed from ``episode_seeds`` seeds when that is positive, ``SeedPool``); with
+    ``replay_store``, the replay environment drawing among the store's cells of them."""
+    env: gym.Env
+    if replay_store is not None:
+        seeds = range(episode_seeds) if episode_seeds > 0 else None
+        env = BudgetAllocationReplayEnv(replay_store, datasets=list(datasets), seeds=seeds,
+                                        settings=settings)
+    else:
+        env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings)
+        if episode_seeds > 0:
+            env = SeedPool(env, episode_seeds)
     return Monitor(ValidActionWrapper(env), filename=monitor_file,
                    info_keywords=MONITOR_KEYWORDS)
 
@@ -175,7 +191,7 @@ def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
     """A picklable constructor of worker ``rank``'s environment (for SubprocVecEnv)."""
     monitor_file = str(monitor_dir / str(rank)) if monitor_dir is not None else None
     return functools.partial(build_env, config.datasets, config.data_dir, config.settings,
-                             monitor_file, config.episode_seeds)
+                             monitor_file, config.episode_seeds, config.replay_store)
 
 
 def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
@@ -323,7 +339,12 @@ def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, 
 def check_data(config: TrainConfig) -> None:
     """Load every training data set here, before any worker process starts: an unknown name,
     a bad file or settings the data cannot support is then an error that names it, not a
-    worker's crash (``ConnectionResetError``)."""
+    worker's crash (``ConnectionResetError``). With a replay store, open it and find the
+    data sets' lattices instead."""
+    if config.replay_store is not None:
+        build_env(config.datasets, config.data_dir, config.settings, None,
+                  config.episode_seeds, config.replay_store)
+        return
     BudgetAllocationEnv(list(config.datasets), data_dir=config.data_dir,
                         settings=config.settings)
 

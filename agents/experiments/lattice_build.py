@@ -1,0 +1,192 @@
+"""Build a lattice store (``ballad_env.lattice_store``): data sets x seeds x settings.
+
+The cells of one (data set, seed) are built together, in one process, so every setting
+with the same prior shares the label-free reset (``ballad_env.compute``'s reset cache);
+they run through the grid runner's machinery (``run._execute``: this process, local joblib
+workers that exit with the runner, or a Dask cluster), seed after seed and the largest
+data sets first within a seed, each file written as it finishes. A rerun builds only the
+missing cells; a store from other environment code, package versions or data, or a stored
+file that cannot be read, stops the build with an error naming it, and nothing already
+built is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agents.experiments.provenance import fingerprint, package_versions
+from agents.experiments.run import _execute, _load, _progress_bar, worker_limits
+from agents.experiments.store import RunError, writable_folder
+from ballad_env.data import Dataset, dataset_name
+from ballad_env.lattice import build_lattice
+from ballad_env.lattice_store import (
+    LatticeStore,
+    StoreError,
+    lattice_settings,
+    read_header,
+    save_lattice,
+    setting_key,
+)
+from ballad_env.settings import Settings
+
+#: The columns of :func:`store_table`: one row per stored cell.
+CELL_COLUMNS = ("setting", "dataset", "seed", "n_rounds", "build_seconds", "bytes")
+
+
+@dataclass(frozen=True)
+class _BuildTask:
+    """The lattices of one (data set, seed), one per setting, to build into ``root``."""
+
+    name: str
+    dataset: str | Dataset
+    data_dir: str | None
+    seed: int
+    settings: tuple[Settings, ...]
+    root: str
+
+
+def _build_task(task: _BuildTask, single_thread: bool) -> list[tuple[str, str, int]]:
+    """Build and write the task's lattices; (setting, data set, seed) of each."""
+    store = LatticeStore(task.root)
+    done = []
+    with worker_limits(single_thread):
+        data = _load(task.dataset, task.data_dir)
+        for setting in task.settings:
+            start = time.perf_counter()
+            lattice = build_lattice(data, task.seed, setting)
+            seconds = time.perf_counter() - start
+            save_lattice(lattice, store.path(task.name, task.seed, setting),
+                         build_seconds=round(seconds, 4))
+            done.append((setting_key(setting), task.name, task.seed))
+    return done
+
+
+def _versions() -> dict[str, str]:
+    """The package versions that shape lattices (the environment's source is checked apart)."""
+    return {k: v for k, v in package_versions().items() if k != "ballad-env source"}
+
+
+def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
+                  settings: Sequence[Settings]) -> LatticeStore:
+    """Create or reopen the store at ``root`` for these data sets and settings; ``RunError``
+    (naming the file) if it was built by other code, package versions or data."""
+    folder = writable_folder(root, "--out")
+    store = LatticeStore(folder, create=True)
+    manifest: dict[str, Any] = {}
+    if store.manifest_path.exists():
+        try:
+            manifest = store.manifest()
+        except StoreError as err:
+            raise RunError(str(err)) from err
+        if manifest.get("versions") != _versions():
+            raise RunError(f"{store.manifest_path} was built with other package versions "
+                           f"({manifest.get('versions')}, now {_versions()}): build into a new "
+                           "folder")
+    data = dict(manifest.get("data", {}))
+    for name, dataset in loaded.items():
+        found = fingerprint(dataset)
+        if name in data and data[name] != found:
+            raise RunError(f"{store.manifest_path} holds data set {name} with other data "
+                           f"({data[name]}, now {found}): build into a new folder")
+        data[name] = found
+    known = dict(manifest.get("settings", {}))
+    known.update({setting_key(s): lattice_settings(s).to_dict() for s in settings})
+    store.write_manifest(versions=_versions(), data=data, settings=known)
+    return store
+
+
+def pending_cells(store: LatticeStore, names: Sequence[str], seeds: Sequence[int],
+                  settings: Sequence[Settings]) -> list[tuple[str, int, Settings]]:
+    """The (data set, seed, setting) cells not stored yet. A stored file is read: one that is
+    unreadable or from other code is a ``RunError`` naming it (it is never rebuilt over)."""
+    todo = []
+    for name in names:
+        for seed in seeds:
+            for setting in settings:
+                path = store.path(name, seed, setting)
+                if not path.exists():
+                    todo.append((name, seed, setting))
+                    continue
+                try:
+                    read_header(path)
+                except StoreError as err:
+                    raise RunError(str(err)) from err
+    return todo
+
+
+def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seeds: Sequence[int],
+                settings: Sequence[Settings], *, data_dir: str | os.PathLike | None = None,
+                n_jobs: int = 1, scheduler: str | None = None, progress: bool = True
+                ) -> pd.DataFrame:
+    """Build every missing lattice of ``datasets`` x ``seeds`` x ``settings`` into ``root``.
+
+    ``n_jobs`` local worker processes (1: this process), or a Dask cluster at
+    ``scheduler``. The reward of each setting is irrelevant (a lattice holds every reward);
+    settings that differ only by it are built once. Returns :func:`store_table` of the
+    cells asked for.
+    """
+    directory = None if data_dir is None else str(data_dir)
+    names = [dataset_name(d, directory) for d in datasets]
+    loaded = {name: _load(source, directory) for name, source in zip(names, datasets,
+                                                                      strict=True)}
+    unique = list({setting_key(s): lattice_settings(s) for s in settings}.values())
+    store = prepare_store(root, loaded, unique)
+    todo = pending_cells(store, names, seeds, unique)
+    groups: dict[tuple[str, int], list[Settings]] = {}
+    for name, seed, setting in todo:
+        groups.setdefault((name, seed), []).append(setting)
+    sources = dict(zip(names, datasets, strict=True))
+    # Seed after seed (a store stopped early holds whole seeds), the largest data first.
+    order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
+    tasks = [_BuildTask(name, sources[name], directory, seed, tuple(groups[name, seed]),
+                        str(store.root)) for name, seed in order]
+    total = len(names) * len(seeds) * len(unique)
+    bar = _progress_bar(total, total - len(todo), progress)
+    try:
+        for built in _execute(tasks, n_jobs, scheduler, _build_task):
+            bar.update(len(built))
+    finally:
+        bar.close()
+    return store_table(store, unique, names, seeds)
+
+
+def store_table(store: LatticeStore, settings: Sequence[Settings],
+                datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None
+                ) -> pd.DataFrame:
+    """One row per stored cell of these settings (and data sets and seeds): its build time
+    and file size (``CELL_COLUMNS``)."""
+    rows = []
+    for setting in settings:
+        for name, seed in store.cells(setting):
+            if (datasets is not None and name not in datasets) or \
+                    (seeds is not None and seed not in seeds):
+                continue
+            path = store.path(name, seed, setting)
+            header = read_header(path)
+            rows.append({"setting": setting_key(setting), "dataset": name, "seed": seed,
+                         "n_rounds": header["n_rounds"],
+                         "build_seconds": header.get("build_seconds", np.nan),
+                         "bytes": path.stat().st_size})
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+def build_summary(cells: pd.DataFrame, n_seeds: int = 100) -> pd.DataFrame:
+    """Per setting and data set: cells built, median build seconds and kB per cell, and the
+    time and size of ``n_seeds`` seeds extrapolated from the median (one process)."""
+    grouped = cells.groupby(["setting", "dataset"], sort=True)
+    table = grouped.agg(cells=("seed", "size"), median_seconds=("build_seconds", "median"),
+                        median_kb=("bytes", lambda b: float(np.median(b)) / 1e3)).reset_index()
+    table[f"hours_{n_seeds}_seeds"] = table["median_seconds"] * n_seeds / 3600
+    table[f"mb_{n_seeds}_seeds"] = table["median_kb"] * n_seeds / 1e3
+    return table
+
+
+__all__ = ["CELL_COLUMNS", "build_store", "build_summary", "pending_cells", "prepare_store",
+           "store_table"]

@@ -1,0 +1,211 @@
+"""Lattices on disk: one compressed ``.npz`` file per (data set, seed, setting), in a store.
+
+A store is a folder::
+
+    <root>/store.json                              what made it (``StoreManifest``)
+    <root>/<setting name>/<data set>/seed<N>.npz   one lattice (``save_lattice``)
+
+The setting is the episode's ``Settings`` with the reward left at its default: a lattice
+holds every reward signal, so one file serves every reward choice. Each file records the
+format, the hash of the environment's source that built it (``environment_fingerprint``),
+its keys and settings; a file from other environment code, with other keys, or that cannot
+be read is refused with an error naming it (``StoreError``), never silently used or deleted.
+``agents.experiments.lattice_build`` builds stores; ``ballad_env.replay`` plays them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ballad_env.lattice import Lattice
+from ballad_env.settings import Settings
+
+#: Version of the file layout; a file of another version is refused.
+FORMAT_VERSION = 1
+MANIFEST_FILE = "store.json"
+#: Environment modules that never change a lattice: editing them keeps stores valid.
+NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "lattice_store.py"})
+
+
+class StoreError(ValueError):
+    """A lattice store or file that cannot be used: missing, corrupt, or made by other code."""
+
+
+# --------------------------------------------------------------------------- provenance
+def source_hash(packages: Iterable[ModuleType], excluded: Iterable[str] = ()) -> str:
+    """Hash of the ``.py`` files of ``packages`` (file names in ``excluded`` left out): each
+    file's path relative to its package's parent folder, then its bytes."""
+    skip = frozenset(excluded)
+    digest = hashlib.sha256()
+    for package in packages:
+        root = Path(str(package.__file__)).parent
+        for path in sorted(root.rglob("*.py")):
+            if path.name not in skip:
+                digest.update(f"{path.relative_to(root.parent).as_posix()}\n".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def environment_fingerprint() -> str:
+    """Hash of the ``ballad_env`` source that computes lattices (``NOT_IN_LATTICES`` left out)."""
+    import ballad_env
+
+    return source_hash([ballad_env], NOT_IN_LATTICES)
+
+
+def lattice_settings(settings: Settings) -> Settings:
+    """The settings a lattice is stored under: the reward at its default (it holds them all)."""
+    return settings.replace(reward=Settings().reward)
+
+
+def setting_key(settings: Settings) -> str:
+    """The store's folder name for ``settings`` (``lattice_settings(settings).name``)."""
+    return lattice_settings(settings).name
+
+
+# --------------------------------------------------------------------------- one file
+def save_lattice(lattice: Lattice, path: str | os.PathLike, **extra: Any) -> int:
+    """Write ``lattice`` to ``path`` (a hidden temporary file renamed into place, so a file is
+    complete or absent); ``extra`` JSON values go into its header. Returns the bytes written."""
+    path = Path(path)
+    header = {"format": FORMAT_VERSION, "source": environment_fingerprint(),
+              "dataset": lattice.dataset, "seed": lattice.seed, "n_rounds": lattice.n_rounds,
+              "contamination": lattice.contamination,
+              "settings": lattice_settings(lattice.settings).to_dict(), **extra}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.npz")
+    arrays: dict[str, Any] = {"header": np.array(json.dumps(header)), **lattice.to_arrays()}
+    with open(tmp, "wb") as handle:
+        np.savez_compressed(handle, **arrays)
+    tmp.replace(path)
+    return path.stat().st_size
+
+
+def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A lattice file's checked header, and its arrays if asked (``StoreError`` naming it)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            header = json.loads(str(data["header"]))
+            _check_header(path, header)
+            values = {name: data[name] for name in data.files if name != "header"} \
+                if arrays else {}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
+        if isinstance(err, StoreError):
+            raise
+        raise StoreError(f"lattice file {path} cannot be read ({type(err).__name__}: {err}); "
+                         "delete it and build it again (scripts/build_lattices.py resumes)"
+                         ) from err
+    return header, values
+
+
+def read_header(path: str | os.PathLike) -> dict[str, Any]:
+    """A lattice file's header, checked for format and environment source (``StoreError``)."""
+    return _read(Path(path), arrays=False)[0]
+
+
+def _check_header(path: Path, header: dict[str, Any]) -> None:
+    if header.get("format") != FORMAT_VERSION:
+        raise StoreError(f"{path} has format {header.get('format')!r}, this code "
+                         f"reads format {FORMAT_VERSION}: build the store again")
+    if header.get("source") != environment_fingerprint():
+        raise StoreError(f"{path} was built by other environment code (source "
+                         f"{header.get('source')}, now {environment_fingerprint()}), so its "
+                         "episodes may differ from the environment's: build a new store "
+                         "(scripts/build_lattices.py --out NEW_FOLDER)")
+
+
+def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: int | None = None,
+                 settings: Settings | None = None) -> Lattice:
+    """Read one lattice file; ``StoreError`` naming the file if it is unreadable, from other
+    environment code, or not the (``dataset``, ``seed``, ``settings``) asked for."""
+    path = Path(path)
+    header, arrays = _read(path, arrays=True)
+    stored = Settings.from_dict(header["settings"])
+    wanted = {"dataset": dataset, "seed": seed,
+              "settings": None if settings is None else lattice_settings(settings)}
+    found = {"dataset": header["dataset"], "seed": header["seed"], "settings": stored}
+    for key, value in wanted.items():
+        if value is not None and value != found[key]:
+            raise StoreError(f"lattice file {path} holds {key} {found[key]!r}, not {value!r}")
+    return Lattice.from_arrays(arrays, dataset=header["dataset"], seed=int(header["seed"]),
+                               n_rounds=int(header["n_rounds"]),
+                               contamination=float(header["contamination"]), settings=stored)
+
+
+# --------------------------------------------------------------------------- a store
+class LatticeStore:
+    """A folder of lattice files: where each cell goes, which cells there are, and loading.
+
+    Opening a store checks its ``store.json``: a store built by other environment code is
+    refused (``StoreError``), as is any single file that is.
+    """
+
+    def __init__(self, root: str | os.PathLike, *, create: bool = False) -> None:
+        self.root = Path(root)
+        self.manifest_path = self.root / MANIFEST_FILE
+        if not create:
+            self.manifest()  # fails now, naming the problem
+
+    def manifest(self) -> dict[str, Any]:
+        """``store.json``, checked for format and environment source."""
+        try:
+            manifest = json.loads(self.manifest_path.read_text())
+        except FileNotFoundError:
+            raise StoreError(f"{self.root} is not a lattice store (no {MANIFEST_FILE}): build "
+                             "one with scripts/build_lattices.py --out "
+                             f"{self.root}") from None
+        except (OSError, ValueError) as err:
+            raise StoreError(f"{self.manifest_path} cannot be read ({err})") from err
+        _check_header(self.manifest_path, manifest)
+        return manifest
+
+    def write_manifest(self, **fields: Any) -> dict[str, Any]:
+        """Write ``store.json`` (format, environment source and ``fields``), keeping what an
+        existing one holds; an existing store of other code is refused (``StoreError``)."""
+        manifest = self.manifest() if self.manifest_path.exists() else {}
+        manifest.update({"format": FORMAT_VERSION, "source": environment_fingerprint(),
+                         **fields})
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.manifest_path.with_name(f".{MANIFEST_FILE}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+        tmp.replace(self.manifest_path)
+        return manifest
+
+    def path(self, dataset: str, seed: int, settings: Settings) -> Path:
+        """Where the lattice of (``dataset``, ``seed``, ``settings``) is (or goes)."""
+        return self.root / setting_key(settings) / dataset / f"seed{int(seed)}.npz"
+
+    def cells(self, settings: Settings) -> list[tuple[str, int]]:
+        """Every (data set, seed) stored under ``settings``, sorted."""
+        folder = self.root / setting_key(settings)
+        found = []
+        for path in folder.glob("*/seed*.npz"):
+            digits = path.stem.removeprefix("seed")
+            if digits.isdigit():
+                found.append((path.parent.name, int(digits)))
+        return sorted(found)
+
+    def load(self, dataset: str, seed: int, settings: Settings) -> Lattice:
+        """The lattice of (``dataset``, ``seed``, ``settings``); ``StoreError`` if it is absent,
+        unreadable or stale."""
+        path = self.path(dataset, seed, settings)
+        if not path.exists():
+            raise StoreError(f"the store {self.root} has no lattice for data set {dataset!r}, "
+                             f"seed {seed}, setting {setting_key(settings)} ({path} is absent)")
+        return load_lattice(path, dataset=dataset, seed=seed, settings=settings)
+
+
+__all__ = ["FORMAT_VERSION", "MANIFEST_FILE", "LatticeStore", "StoreError",
+           "environment_fingerprint", "lattice_settings", "load_lattice", "read_header",
+           "save_lattice", "setting_key", "source_hash"]

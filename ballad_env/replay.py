@@ -1,0 +1,306 @@
+"""The replay environment: BALLAD's episodes played from stored lattices, with no detector.
+
+A lattice (``ballad_env.lattice``) holds every state (i AL, j LR rounds) of one (data set,
+seed, setting), and the rewards of every move between them. The parts of the observation
+and ``info`` that depend on the path are known along any path: the latest AL rewards
+depend on i only; the latest LR rewards on the state of the last LR round and of the one
+before it (``Lattice.lr_reward_from``); and the previous action. So a path state
+
+    (i, j, previous action, i of the last LR round, i of the LR round before it)
+
+fixes the snapshot, and stepping is a table look-up. Each transition is computed once per
+process from ``Lattice.snapshot`` through the live environment's own code
+(``observation.encode``, ``Snapshot.info``, ``env.step_reward`` on the registered reward
+signal), then cached, so the replay equals the live environment to the bit for the same
+(data set, seed, setting) and actions, at tens of thousands of steps a second.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ballad_env.env import as_action, shown_signal, step_reward
+from ballad_env.episode import ACTION_NAMES, AL, LR, Snapshot
+from ballad_env.lattice import Lattice
+from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
+from ballad_env.observation import OBSERVATION_FEATURES, encode, observation_space
+from ballad_env.protocol import Budget
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
+from ballad_env.settings import Settings
+
+#: A path state: (i, j, previous action or -1, i of the last LR round or -1, i of the LR
+#: round before it or -1).
+PathState = tuple[int, int, int, int, int]
+START: PathState = (0, 0, -1, -1, -1)
+#: Cells (lattice and transition table) kept per process, least recently used dropped. A
+#: cell holds about 0.2 MB, plus 1.1 kB per transition visited (2,661 on every path of 15
+#: rounds: 3 MB). A store larger than this reloads cells and recomputes their transitions,
+#: about 100 times slower; set it (``ballad_env.replay.CACHED_CELLS = n``) to fit memory.
+CACHED_CELLS = 4096
+#: Keys ``reset(options=...)`` accepts.
+RESET_OPTIONS = ("dataset", "seed")
+
+#: A step's results: the next path state, observation, reward, terminated and the values
+#: of ``info`` (in ``CellReplay.info_keys`` order; a tuple takes a third of a dict's memory).
+_Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
+
+
+class CellReplay:
+    """One lattice as a transition table: path state and action -> the step's results."""
+
+    def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str) -> None:
+        self.lattice = lattice
+        self.signal, self.shown = signal, shown
+        grid = lattice.grid
+        self.masks = np.stack([grid["al_available"] > 0.5, grid["lr_available"] > 0.5], axis=-1)
+        self.per_round = Budget.from_fractions(int(grid["n_train"][0, 0]),
+                                               lattice.settings.budget_fraction,
+                                               lattice.settings.round_fraction).per_round
+        self.transitions: dict[tuple[PathState, int], _Entry] = {}
+        snapshot = self.snapshot(START)
+        info = snapshot.info(shown)
+        self.info_keys = tuple(info)
+        self.start = (encode(snapshot), tuple(info.values()))
+
+    def snapshot(self, state: PathState) -> Snapshot:
+        """The live environment's snapshot at this path state."""
+        i, j, previous, lr_i, lr_i0 = state
+        lat = self.lattice
+        latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
+        if i > 0:
+            latest[AL] = {s: float(lat.al_reward[s][i]) for s in SIDE_SIGNAL_NAMES}
+        if j > 0:  # for j = 1 every i0 holds the same reward (against the initial output)
+            latest[LR] = {s: float(lat.lr_reward_from[s][lr_i, j, max(lr_i0, 0)])
+                          for s in SIDE_SIGNAL_NAMES}
+        action = None if previous < 0 else previous
+        return lat.snapshot(i, j, latest, action, lat.queried(i, j, action))
+
+    def step(self, state: PathState, action: int) -> _Entry:
+        """The step from ``state`` by ``action`` (computed once, then cached); the live
+        episode's errors for a step after the end or on an exhausted pool."""
+        entry = self.transitions.get((state, action))
+        if entry is not None:
+            return entry
+        i, j, _, lr_i, _ = state
+        if i + j >= self.lattice.n_rounds:
+            raise RuntimeError("step() called after the episode ended: the label budget is "
+                               "spent; call reset()")
+        if not self.masks[i, j, action]:
+            pool = "D (training)" if action == AL else "V (validation)"
+            raise ValueError(f"action {ACTION_NAMES[action]} is unavailable: {pool} has fewer "
+                             f"than {self.per_round} unlabeled examples left")
+        after: PathState = ((i + 1, j, AL, lr_i, state[4]) if action == AL
+                            else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
+        before_snapshot, after_snapshot = self.snapshot(state), self.snapshot(after)
+        info = after_snapshot.info(self.shown)
+        if tuple(info) != self.info_keys:
+            raise RuntimeError(f"info keys changed within an episode: {tuple(info)}")
+        entry = (after, encode(after_snapshot),
+                 step_reward(self.signal, before_snapshot, after_snapshot),
+                 after[0] + after[1] >= self.lattice.n_rounds, tuple(info.values()))
+        self.transitions[(state, action)] = entry
+        return entry
+
+    def info(self, values: tuple[Any, ...]) -> dict[str, Any]:
+        """``info`` from its cached values, its arrays copied: the caller may change it all,
+        as the live environment's."""
+        info = dict(zip(self.info_keys, values))  # noqa: B905 (keys checked when cached)
+        info["queried"] = info["queried"].copy()
+        info["action_mask"] = info["action_mask"].copy()
+        return info
+
+
+_CELLS: OrderedDict[tuple[str, str, str, int, str], CellReplay] = OrderedDict()
+
+
+def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings,
+                key_of_settings: str | None = None) -> CellReplay:
+    """The transition table of one stored cell for ``settings``' reward, shared by every
+    replay environment of this process (``CACHED_CELLS`` kept); ``key_of_settings`` is
+    ``setting_key(settings)`` when the caller has it."""
+    key = (str(store.root), key_of_settings or setting_key(settings), dataset, seed,
+           settings.reward)
+    cell = _CELLS.get(key)
+    if cell is None:
+        lattice = store.load(dataset, seed, settings)
+        cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings))
+        _CELLS[key] = cell
+        while len(_CELLS) > CACHED_CELLS:
+            _CELLS.popitem(last=False)
+    else:
+        _CELLS.move_to_end(key)
+    return cell
+
+
+
+class BudgetAllocationReplayEnv(gym.Env):
+    """BALLAD's allocation problem replayed from a lattice store (``ballad_env.lattice_store``).
+
+    ## Description
+    The episodes of ``BudgetAllocationEnv`` (``help(ballad_env.BudgetAllocationEnv)``), read
+    from lattices computed beforehand (``scripts/build_lattices.py``, ``REPLAY.md``): no
+    detector runs, so a step is a table look-up, for training policies fast.
+
+    ## Action Space, Observation Space, Rewards, Episode End
+    As ``BudgetAllocationEnv``, to the bit, for the same (data set, seed, setting) and
+    actions: ``Discrete(2)`` with ``action_masks()``; the same 18 features; every reward of
+    ``REWARD_SIGNALS``; terminated after the budget's rounds, never truncated; the same
+    ``info`` (test cost, FPR, FNR, rejection rate, AUC, rewards, tau, label counts, the
+    indices queried, the mask). Stepping after the end or on an exhausted pool raises the
+    live environment's errors.
+
+    ## Starting State
+    Each reset draws a stored cell (data set, seed) with the environment's generator
+    (``reset(seed=...)`` seeds it) and starts at its state (0, 0).
+
+    ## Arguments
+
+    | argument | default | meaning |
+    |---|---|---|
+    | store | (required) | folder built by ``scripts/build_lattices.py`` |
+    | datasets | every one stored | the data sets to draw from (names) |
+    | seeds | every one stored | the episode seeds to draw from |
+    | settings | ``Settings()`` | the episode's options; any reward works with any store |
+    | render_mode | ``None`` | ``"rgb_array"`` (the lattice's costs and the path) or ``"ansi"`` |
+    | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"`` |
+
+    ``reset(options={"dataset": ..., "seed": ...})`` draws among the stored cells of these
+    data sets and seeds instead (a name or seed, or a list of them).
+
+    ## Version History
+    * v0: initial version.
+    """
+
+    metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
+
+    def __init__(self, store: str | os.PathLike | LatticeStore, *,
+                 datasets: Sequence[str] | str | None = None, seeds: Sequence[int] | None = None,
+                 settings: Settings | None = None, render_mode: str | None = None,
+                 **options: Any) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"unknown render_mode {render_mode!r}: use one of "
+                             f"{self.metadata['render_modes']}")
+        unknown = sorted(set(options) - {f.name for f in fields(Settings)})
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}: use store, datasets, "
+                            "seeds, settings, render_mode or a Settings field")
+        self.settings = (settings or Settings()).replace(**options)
+        self._setting_key = setting_key(self.settings)
+        self.store = store if isinstance(store, LatticeStore) else LatticeStore(store)
+        self._stored = self.store.cells(self.settings)
+        if not self._stored:
+            raise StoreError(f"the store {self.store.root} holds no lattice for the setting "
+                             f"{self._setting_key}: build them with "
+                             "scripts/build_lattices.py")
+        self.cells = self._select(datasets, seeds)
+        self.reward_signal = REWARD_SIGNALS[self.settings.reward]
+        self.render_mode = render_mode
+        self.action_space = spaces.Discrete(2)
+        self.observation_space = observation_space()
+        self.feature_names = OBSERVATION_FEATURES
+        self._cell: CellReplay | None = None
+        self._state: PathState = START
+        self._path: list[PathState] = []  # this episode's path states, for render()
+
+    @property
+    def reward_name(self) -> str:
+        """The reward this environment gives (``settings.reward``)."""
+        return self.settings.reward
+
+    @property
+    def lattice(self) -> Lattice | None:
+        """The lattice of the episode being played (``None`` before the first reset)."""
+        return None if self._cell is None else self._cell.lattice
+
+    def _select(self, datasets: Sequence[str] | str | None, seeds: Any
+                ) -> tuple[tuple[str, int], ...]:
+        """The stored cells of these data sets (names, any case) and seeds; an error naming
+        what the store holds if none is."""
+        cells = self._stored
+        if datasets is not None:
+            wanted = [datasets] if isinstance(datasets, str) else list(datasets)
+            names = {d.lower(): d for d, _ in cells}
+            missing = [d for d in wanted if str(d).lower() not in names]
+            if missing:
+                raise StoreError(f"the store {self.store.root} has no lattice of "
+                                 f"{', '.join(map(str, missing))} under setting "
+                                 f"{self._setting_key}: it holds "
+                                 f"{', '.join(sorted(set(names.values())))}")
+            keep = {names[str(d).lower()] for d in wanted}
+            cells = [c for c in cells if c[0] in keep]
+        if seeds is not None:
+            chosen = {int(s) for s in np.atleast_1d(np.asarray(seeds))}
+            cells = [c for c in cells if c[1] in chosen]
+            if not cells:
+                raise StoreError(f"the store {self.store.root} has no lattice with seeds "
+                                 f"{sorted(chosen)} for these data sets under setting "
+                                 f"{self._setting_key}")
+        return tuple(cells)
+
+    # ----------------------------------------------------------------- Gymnasium API
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode on a cell drawn with the environment's generator."""
+        super().reset(seed=seed)
+        cells = self.cells
+        if options:
+            unknown = sorted(set(options) - set(RESET_OPTIONS))
+            if unknown:
+                raise ValueError(f"unknown reset option(s) {', '.join(unknown)}: use "
+                                 f"{', '.join(RESET_OPTIONS)}")
+            cells = self._select(options.get("dataset"), options.get("seed"))
+        dataset, cell_seed = cells[int(self.np_random.integers(len(cells)))]
+        self._cell = cell_replay(self.store, dataset, cell_seed, self.settings,
+                                 self._setting_key)
+        self._state = START
+        obs, info = self._cell.start
+        self._path = [START]
+        return obs.copy(), self._cell.info(info)
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Spend one round of labels on AL (0) or LR (1): one look-up in the cell's table."""
+        if self._cell is None:
+            raise RuntimeError("call reset() before step()")
+        cell = self._cell
+        self._state, obs, reward, terminated, info = cell.step(self._state, as_action(action))
+        self._path.append(self._state)
+        return obs.copy(), reward, terminated, False, cell.info(info)
+
+    def snapshot(self) -> Snapshot:
+        """The current state as a frozen record (as ``BudgetAllocationEnv.snapshot``)."""
+        if self._cell is None:
+            raise RuntimeError("call reset() before snapshot()")
+        return self._cell.snapshot(self._state)
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions (AL, LR) now, for sb3-contrib's MaskablePPO."""
+        if self._cell is None:
+            return np.ones(2, dtype=bool)
+        i, j = self._state[:2]
+        return self._cell.masks[i, j].copy()
+
+    def render(self) -> np.ndarray | str | None:
+        """The lattice's test costs with the path so far, and the rounds (``"rgb_array"``),
+        or a line of text (``"ansi"``)."""
+        if self.render_mode is None or self._cell is None:
+            return None
+        from ballad_env import render
+
+        if self.render_mode == "ansi":
+            return render.ansi(self.snapshot())
+        cell = self._cell
+        history = [cell.snapshot(state) for state in self._path]
+        return render.lattice_rgb_array(cell.lattice.cost, history,
+                                        cell.lattice.n_rounds * cell.per_round)
+
+
+__all__ = ["CACHED_CELLS", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv", "CellReplay",
+           "cell_replay"]

@@ -1,0 +1,401 @@
+"""The replay environment (ballad_env.replay) and lattice stores (ballad_env.lattice_store,
+agents.experiments.lattice_build): equal to the live environment, step for step."""
+
+from __future__ import annotations
+
+import gc
+import json
+import pickle
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+import agents
+import ballad_env
+from agents.experiments.lattice_build import build_store, build_summary, store_table
+from agents.experiments.store import RunError
+from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
+from ballad_env.lattice import STATE_FIELDS, Lattice, build_lattice
+from ballad_env.lattice_store import (
+    LatticeStore,
+    StoreError,
+    load_lattice,
+    save_lattice,
+    setting_key,
+)
+from ballad_env.replay import START, BudgetAllocationReplayEnv, CellReplay
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
+
+REPLAY_ID = ballad_env.REPLAY_ENV_ID
+SEEDS = (0, 1, 2)
+
+
+def equal(a, b) -> bool:
+    """Exact equality of steps, resets and records: arrays by dtype and value, numbers by
+    value (the live ``info`` holds some test figures as numpy floats, the replay's are
+    Python floats of the same value), NaN equal to NaN."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(equal(x, y) for x, y in zip(a, b, strict=True)))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f")))
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a):
+        return bool(np.isnan(b))
+    if isinstance(a, bool | np.bool_ | str) or isinstance(b, bool | np.bool_ | str):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def test_equal_tells_values_apart() -> None:
+    assert equal({"x": np.float64(0.25), "y": [1, "a"]}, {"x": 0.25, "y": [1, "a"]})
+    assert not equal({"x": 0.25}, {"x": 0.25 + 1e-16 * 4})
+    assert not equal(np.zeros(2, np.float32), np.zeros(2))
+    assert not equal((True,), (1,)) and equal(float("nan"), np.nan)
+
+
+def compare_random_sequences(data, prior: str, store: Path, seeds: tuple[int, ...],
+                             n_sequences: int, rng: np.random.Generator) -> None:
+    """``n_sequences`` random valid action sequences, the reward cycling through every
+    registered reward: observations, rewards, flags, info and masks are identical."""
+    rewards = REWARD_SIGNALS.names()
+    lives = {r: BudgetAllocationEnv(data, prior=prior, reward=r) for r in rewards}
+    replays = {r: gym.make(REPLAY_ID, store=store, prior=prior, reward=r) for r in rewards}
+    for n in range(n_sequences):
+        reward = rewards[n % len(rewards)]
+        live, env = lives[reward], replays[reward].unwrapped
+        seed = seeds[n % len(seeds)]
+        assert equal(live.reset(seed=seed),
+                     env.reset(options={"dataset": data.name, "seed": seed}))
+        done = False
+        while not done:
+            mask = live.action_masks()
+            assert np.array_equal(mask, env.action_masks())
+            action = int(rng.choice(np.flatnonzero(mask)))
+            expected, got = live.step(action), env.step(action)
+            assert equal(expected, got), (reward, seed, n)
+            done = expected[2]
+        assert not env.action_masks().any()
+
+
+# ------------------------------------------------------------------ a hand-made lattice
+def hand_lattice() -> Lattice:
+    """Two rounds; every state reachable. Costs [i, j]: (0,0) 0.5, (0,1) 0.3, (1,0) 0.2,
+    (0,2) 0.0, (1,1) 0.9, (2,0) 0.8. AL rewards (entropy) 0.05 into i = 1, 0.01 into i = 2;
+    LR rewards (entropy) 0.08 for j = 1, 0.02 for (0, 2) after (0, 1), 0.07 at (1, 1)."""
+    nan = np.nan
+    cost = np.array([[0.5, 0.3, 0.0], [0.2, 0.9, nan], [0.8, nan, nan]])
+    i, j = np.indices(cost.shape)
+    grid = {name: np.where(np.isnan(cost), nan, 0.0) for name in STATE_FIELDS}
+    grid["test_cost"] = cost
+    grid["round"] = np.where(np.isnan(cost), nan, i + j)
+    for name, value in (("n_rounds", 2), ("n_train", 50), ("n_val", 50), ("max_cost", 1.0),
+                        ("contamination", 0.1)):
+        grid[name] = np.where(np.isnan(cost), nan, value)
+    grid["n_al"], grid["n_lr"] = i.astype(float), j.astype(float)
+    done = i + j == 2
+    grid["al_available"] = np.where(np.isnan(cost), nan, ~done)
+    grid["lr_available"] = grid["al_available"].copy()
+    al = {s: np.array([nan, 0.05, 0.01]) for s in SIDE_SIGNAL_NAMES}
+    lr = {s: np.full((3, 3, 3), nan) for s in SIDE_SIGNAL_NAMES}
+    for s in SIDE_SIGNAL_NAMES:
+        lr[s][0, 1, :] = lr[s][1, 1, :] = 0.08
+        lr[s][0, 2, 0] = 0.02
+    return Lattice("hand", 0, 2, 0.1, grid, al, lr, Settings(budget_fraction=0.04))
+
+
+def test_hand_lattice_transitions_rewards_and_path_states() -> None:
+    cell = CellReplay(hand_lattice(), REWARD_SIGNALS["entropy"], "entropy")
+    state, obs, reward, terminated, values = cell.step(START, LR)
+    info = cell.info(values)
+    assert (state, reward, terminated) == ((0, 1, LR, 0, -1), 0.08, False)
+    assert (info["entropy_lr"], info["lr_measured"], info["al_measured"]) == (0.08, True, False)
+    state2, _, reward, terminated, _ = cell.step(state, LR)
+    assert (state2, reward, terminated) == ((0, 2, LR, 0, 0), 0.02, True)
+    state3, _, reward, _, values = cell.step(state, AL)  # (0, 1) -> (1, 1): AL's reward
+    info = cell.info(values)
+    assert (state3, reward, info["entropy_lr"], info["entropy_al"]) == (
+        (1, 1, AL, 0, -1), 0.05, 0.08, 0.05)
+    costs = CellReplay(hand_lattice(), REWARD_SIGNALS["cost"], "entropy")
+    assert costs.step(START, AL)[2] == pytest.approx(0.5 - 0.2)
+    assert costs.step(START, LR)[2] == pytest.approx(0.5 - 0.3)
+    assert costs.step((0, 1, LR, 0, -1), AL)[2] == pytest.approx(0.3 - 0.9)
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        cell.step(state2, AL)
+
+
+# ------------------------------------------------------------------ small synthetic store
+@pytest.fixture(scope="module")
+def dataset(small_xy):
+    return load_dataset(small_xy)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, dataset) -> Path:
+    """Seeds 0-2 of the small synthetic data set, kNN prior."""
+    root = tmp_path_factory.mktemp("store")
+    build_store(root, [dataset], list(SEEDS), [Settings(prior="knn")], progress=False)
+    return root
+
+
+@pytest.fixture
+def live(dataset) -> BudgetAllocationEnv:
+    return BudgetAllocationEnv(dataset, prior="knn")
+
+
+def test_random_sequences_equal_the_live_environment_for_every_reward(store, dataset
+                                                                      ) -> None:
+    compare_random_sequences(dataset, "knn", store, SEEDS, 24, np.random.default_rng(0))
+
+
+def test_a_reward_registered_later_is_replayed_too(store, dataset) -> None:
+    """Rewards come from the registry: a new cost decrease needs no change to the replay."""
+    REWARD_SIGNALS.register("fpr_decrease", CostDecrease("fpr_decrease", "fpr"))
+    try:
+        n = len(REWARD_SIGNALS)
+        compare_random_sequences(dataset, "knn", store, SEEDS, n, np.random.default_rng(3))
+    finally:
+        REWARD_SIGNALS.unregister("fpr_decrease")
+
+
+def test_every_registered_agent_plays_the_same_episode(store, dataset) -> None:
+    for seed in (0, 2):
+        for name in agents.agent_names():
+            live = BudgetAllocationEnv(dataset, prior="knn")
+            replay = BudgetAllocationReplayEnv(store, seeds=[seed], prior="knn")
+            expected = agents.run_episode(live, agents.make_agent(name, live), seed,
+                                          include_start=True)
+            got = agents.run_episode(replay, agents.make_agent(name, replay), seed,
+                                     include_start=True)
+            assert equal(expected, got), (name, seed)
+
+
+def test_resets_draw_cells_with_the_environment_generator(store) -> None:
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    assert env.cells == tuple(("arrays", s) for s in SEEDS)
+
+    def drawn(seed: int) -> list[int]:
+        env.reset(seed=seed)
+        return [env.lattice.seed for _ in range(30) if env.reset() is not None]
+
+    first = drawn(5)
+    assert first == drawn(5) and set(first) == set(SEEDS)
+    env.reset(options={"seed": [1]})
+    assert env.lattice.seed == 1
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"prior": "iforest"})
+    with pytest.raises(StoreError, match="no lattice of Glass"):
+        BudgetAllocationReplayEnv(store, datasets=["Glass"], prior="knn")
+    with pytest.raises(StoreError, match="holds no lattice for the setting iforest"):
+        BudgetAllocationReplayEnv(store)  # the default prior was not built
+
+
+def test_live_errors_are_the_replays(store, live) -> None:
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(AL)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="invalid action"):
+        env.step(2)
+    for _ in range(env.lattice.n_rounds):
+        env.step(AL)
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        env.step(LR)
+
+
+def test_gymnasium_and_sb3_env_checkers(store) -> None:
+    """Both checkers, every render mode, warnings as errors (no allow-list needed)."""
+    gc.collect()  # files an earlier test left open must not warn in here
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for mode in ("rgb_array", "ansi"):
+            env = gym.make(REPLAY_ID, store=store, prior="knn", render_mode=mode)
+            gym_check_env(env.unwrapped)
+            env.close()
+        sb3_check_env(gym.make(REPLAY_ID, store=store, prior="knn"), warn=True)
+
+
+def test_render_draws_the_lattice_and_the_rounds(store) -> None:
+    env = BudgetAllocationReplayEnv(store, prior="knn", render_mode="rgb_array")
+    env.reset(seed=0)
+    env.step(LR)
+    frame = env.render()
+    assert frame.shape == (400, 800, 3) and frame.std() > 0
+    text = BudgetAllocationReplayEnv(store, prior="knn", render_mode="ansi")
+    text.reset(seed=0)
+    assert text.render().startswith("round 0/15")
+
+
+def test_vector_envs_and_pickles(store, same) -> None:
+    venv = gym.make_vec(REPLAY_ID, num_envs=2, vectorization_mode="sync", store=store,
+                        prior="knn")
+    obs, _ = venv.reset(seed=0)
+    for _ in range(20):  # past an episode's end: autoreset
+        obs, reward, terminated, _, info = venv.step(np.array([AL, LR]))
+    assert obs.shape == (2, 18) and info["test_cost"].shape == (2,)
+    venv.close()
+    sb3 = DummyVecEnv([lambda: BudgetAllocationReplayEnv(store, prior="knn")] * 2)
+    sb3.reset()
+    for _ in range(15):
+        _, _, dones, infos = sb3.step(np.array([AL, LR]))
+    assert dones.all() and "terminal_observation" in infos[0]
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    env.reset(seed=3)
+    env.step(LR)
+    clone = pickle.loads(pickle.dumps(env))
+    assert same(env.step(AL), clone.step(AL))
+
+
+# ------------------------------------------------------------------ files and stores
+def test_lattice_files_round_trip_exactly(store, dataset) -> None:
+    settings = Settings(prior="knn")
+    loaded = LatticeStore(store).load("arrays", 1, settings)
+    built = build_lattice(dataset, 1, settings)
+    assert loaded.settings == built.settings and loaded.n_rounds == built.n_rounds
+    mine, theirs = loaded.to_arrays(), built.to_arrays()
+    assert mine.keys() == theirs.keys()
+    for name in mine:
+        assert np.array_equal(mine[name], theirs[name], equal_nan=True), name
+        assert mine[name].dtype == theirs[name].dtype, name
+
+
+def copy_store(store: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(store, tmp_path / "store"))
+
+
+def test_stale_and_corrupt_files_are_refused_by_name(store, tmp_path, dataset) -> None:
+    root = copy_store(store, tmp_path)
+    settings = Settings(prior="knn")
+    path = LatticeStore(root).path("arrays", 2, settings)
+    lattice = load_lattice(path)
+    with np.load(path) as data:
+        arrays = dict(data)
+    header = json.loads(str(arrays["header"]))
+    arrays["header"] = np.array(json.dumps({**header, "source": "0123456789abcdef"}))
+    np.savez_compressed(path, **arrays)
+    with pytest.raises(StoreError, match=f"{path}.*other environment code"):
+        load_lattice(path)
+    env = BudgetAllocationReplayEnv(root, seeds=[2], prior="knn")
+    with pytest.raises(StoreError, match=str(path)):
+        env.reset(seed=0)
+    save_lattice(lattice, path)
+    path.write_bytes(path.read_bytes()[:500])  # a truncated file
+    with pytest.raises(StoreError, match=f"lattice file {path} cannot be read"):
+        load_lattice(path)
+    before = {p: p.read_bytes() for p in root.rglob("*.npz")}
+    with pytest.raises(RunError, match=str(path)):
+        build_store(root, [dataset], list(SEEDS), [settings], progress=False)
+    assert before == {p: p.read_bytes() for p in root.rglob("*.npz")}  # nothing lost
+    with pytest.raises(StoreError, match="holds seed 1, not 2"):
+        load_lattice(LatticeStore(root).path("arrays", 1, settings), seed=2)
+
+
+def test_a_store_of_other_code_or_no_store_is_refused(store, tmp_path, dataset) -> None:
+    with pytest.raises(StoreError, match="is not a lattice store"):
+        BudgetAllocationReplayEnv(tmp_path)
+    root = copy_store(store, tmp_path)
+    manifest = json.loads((root / "store.json").read_text())
+    (root / "store.json").write_text(json.dumps({**manifest, "source": "old"}))
+    with pytest.raises(StoreError, match="other environment code"):
+        BudgetAllocationReplayEnv(root, prior="knn")
+    with pytest.raises(RunError, match="other environment code"):
+        build_store(root, [dataset], [0], [Settings(prior="knn")], progress=False)
+
+
+def test_build_resumes_grows_and_summarises(store, tmp_path, dataset) -> None:
+    root = copy_store(store, tmp_path)
+    knn = Settings(prior="knn")
+    stamps = {p: p.stat().st_mtime_ns for p in root.rglob("*.npz")}
+    table = build_store(root, [dataset], [0, 1, 2, 3], [knn, knn.replace(reward="cost")],
+                        progress=False)
+    assert list(table["seed"]) == [0, 1, 2, 3]  # one setting: the reward is not a key
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # not rebuilt
+    assert setting_key(knn.replace(reward="cost")) == "knn"
+    summary = build_summary(store_table(LatticeStore(root), [knn]), n_seeds=10)
+    row = summary.iloc[0]
+    assert row["cells"] == 4
+    assert row["hours_10_seeds"] == pytest.approx(row["median_seconds"] * 10 / 3600)
+    assert row["median_kb"] > 0
+
+
+def test_lattice_snapshot_queries_match_the_live_info(store, live) -> None:
+    """The queries a round labels are stored: AL's by i, LR's by j."""
+    lattice = LatticeStore(store).load("arrays", 0, Settings(prior="knn"))
+    live.reset(seed=0)
+    for action, (i, j) in zip([LR, AL, AL, LR], [(0, 1), (1, 1), (2, 1), (2, 2)], strict=True):
+        info = live.step(action)[4]
+        assert np.array_equal(info["queried"], lattice.queried(i, j, action))
+    assert lattice.queried(0, 0, None).size == 0
+
+
+# ------------------------------------------------------------------ benchmark data
+@pytest.mark.slow
+@pytest.mark.parametrize("prior", ["iforest", "knn"])
+def test_benchmarks_random_sequences_and_agents_equal_the_live_environment(
+        benchmark_dir, tmp_path_factory, prior) -> None:
+    """Three small benchmarks, both priors: 50 random sequences each (every reward in turn)
+    and every registered agent on one seed."""
+    root = tmp_path_factory.mktemp(f"bench-{prior}")
+    names = ["Glass", "WBC", "WDBC"]
+    seeds = (0, 1)
+    build_store(root, names, list(seeds), [Settings(prior=prior)], data_dir=benchmark_dir,
+                progress=False)
+    rng = np.random.default_rng(1)
+    for name in names:
+        data = load_dataset(name, data_dir=benchmark_dir)
+        compare_random_sequences(data, prior, root, seeds, 50, rng)
+        for agent in agents.agent_names():
+            live = BudgetAllocationEnv(data, prior=prior)
+            env = BudgetAllocationReplayEnv(root, datasets=[name], seeds=[1], prior=prior)
+            expected = agents.run_episode(live, agents.make_agent(agent, live), 1)
+            assert equal(expected, agents.run_episode(env, agents.make_agent(agent, env), 1))
+
+
+
+# ------------------------------------------------------------------ training
+@pytest.mark.slow
+def test_training_on_the_replay_store(store, tmp_path) -> None:
+    """PPO trains on the replay environment; its episodes are stored cells of seeds 0-1."""
+    from agents.experiments.training import TrainConfig, read_monitor, train
+
+    settings = Settings(reward="cost", prior="knn")
+    config = TrainConfig(datasets=("arrays",), settings=settings, total_timesteps=120,
+                         n_envs=2, vec_env="dummy", n_steps=30, batch_size=30, seed=2,
+                         episode_seeds=2, replay_store=store, output_dir=str(tmp_path),
+                         progress_bar=False)
+    assert config.name == "ppo-cost-arrays-knn-replay-s2"
+    result = train(config)
+    saved = json.loads(result.settings_path.read_text())
+    assert TrainConfig(**saved["config"]) == config
+    episodes = read_monitor(result.run_dir)
+    assert len(episodes) == 8 and np.all(episodes["length"] == 15)
+    assert set(episodes["dataset"]) == {"arrays"}
+    # The return is the whole cost decrease: return + final cost is a seed 0 or 1 start cost.
+    starts = [LatticeStore(store).load("arrays", s, settings).cost[0, 0] for s in (0, 1)]
+    for start in episodes["return"] + episodes["test_cost"]:
+        assert min(abs(start - s) for s in starts) < 1e-5
+    with pytest.raises(StoreError, match="no lattice of Glass"):
+        train(TrainConfig(datasets=("Glass",), settings=settings, replay_store=store,
+                          output_dir=str(tmp_path), progress_bar=False))
+
+
+def test_replay_report_states_the_ratio_and_the_target() -> None:
+    from agents.experiments.bench import REPLAY_TARGET_STEPS, replay_report
+
+    row = {"datasets": ["Glass"], "cells": 3, "build_s": 2.5, "kb_per_cell": 17.0,
+           "replay_steps_per_s": 60_000.0, "live_steps_per_s": 30.0, "ratio": 2_000.0}
+    text = replay_report(row)
+    assert "3 cells (Glass)" in text and "60,000 steps/s" in text
+    assert "2,000x the live one" in text and "target 50,000: met" in text
+    slow = replay_report({**row, "replay_steps_per_s": REPLAY_TARGET_STEPS - 1.0})
+    assert "target 50,000: missed" in slow
