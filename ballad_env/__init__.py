@@ -17,6 +17,8 @@ from ballad_env.settings import Settings
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
 
+# One id: gymnasium would call v0 deprecated if a "-v1" id existed. The observation's version
+# is an argument instead: gymnasium.make(ENV_ID, observation="v1").
 register(id=ENV_ID, entry_point="ballad_env.env:BudgetAllocationEnv")
 
 try:

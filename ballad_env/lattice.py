@@ -254,17 +254,19 @@ class Lattice:
                         queried=np.empty(0, dtype=np.intp), latest=latest, **state)
 
     def observation(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
-                    previous: int | None) -> np.ndarray:
-        """The environment's observation at (i, j) on a path with these ``latest`` signals
-        and ``previous`` action."""
-        return encode(self.snapshot(i, j, latest, previous))
+                    previous: int | None, version: str = "v0") -> np.ndarray:
+        """The environment's observation (in ``version``) at (i, j) on a path with these
+        ``latest`` signals and ``previous`` action."""
+        return encode(self.snapshot(i, j, latest, previous), version)
 
     def replay(self, agent: Any) -> tuple[int, ...]:
         """The actions ``agent`` takes in this episode, without stepping an environment.
 
         Exact for agents that read only their observations (every rule agent); the agent
-        is reset with the episode's seed, as ``run_episode`` does.
+        is reset with the episode's seed, as ``run_episode`` does, and observes in its
+        ``observation_version`` (``"v0"`` if it has none).
         """
+        version = getattr(agent, "observation_version", "v0")
         agent.reset(self.seed)
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
         i = j = 0
@@ -272,7 +274,7 @@ class Lattice:
         previous: int | None = None
         actions: list[int] = []
         while i + j < self.n_rounds:
-            choice, _ = agent.predict(self.observation(i, j, latest, previous),
+            choice, _ = agent.predict(self.observation(i, j, latest, previous, version),
                                       deterministic=True)
             action = int(np.asarray(choice).item())
             if not self.can_move(i, j, action):
