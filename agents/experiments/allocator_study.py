@@ -9,14 +9,23 @@ data sets only and reports on the held-out ones and by leave-three-out folds.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ballad_env.lattice import Lattice, build_lattice
+import numpy as np
+import pandas as pd
+
+from agents.allocators import PairedProbe, ProbeSwitch
+from agents.base import Agent
+from agents.registry import make_agent
+from ballad_env.episode import AL, LR
+from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice, build_lattice
 from ballad_env.settings import Settings
 
 #: Cost settings of the study, by the tag used in paths and tables.
@@ -88,5 +97,260 @@ def iter_lattices(root: Path, costs: str, prior: str, datasets: Sequence[str],
                 yield name, seed, load_lattice(path)
 
 
-__all__ = ["COST_SETTINGS", "PRIORS", "build_lattices", "iter_lattices", "lattice_path",
-           "load_lattice", "study_settings"]
+# ---------------------------------------------------------------------------- candidates
+#: Allocators replayed as they are registered (no parameter to tune).
+BASELINES = ("ballad", "all-in-lr", "all-in-al", "epsilon-greedy", "val-cost-greedy",
+             "lr-first-50")
+#: The new allocators' parameter grids, searched on the training data sets.
+_PROBE_GRID: dict[str, list[Any]] = {"warmup": [1, 2, 3, 4, 6, 8, 10], "probe": [1, 2],
+                                     "z": [-0.5, 0.0, 1.0, 2.0]}
+PARAM_GRIDS: dict[str, dict[str, list[Any]]] = {
+    "paired-probe": _PROBE_GRID,
+    "paired-commit": _PROBE_GRID,
+    "probe-switch": {"warmup": [1, 2, 3, 5],
+                     "threshold": [0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.2]},
+}
+_FACTORIES: dict[str, Callable[..., Agent]] = {
+    "paired-probe": lambda **p: PairedProbe(recheck=True, **p),
+    "paired-commit": lambda **p: PairedProbe(recheck=False, **p),
+    "probe-switch": lambda **p: ProbeSwitch(**p),
+}
+#: The allocators the study proposes (the rest are yardsticks and earlier rules).
+NEW_ALLOCATORS = ("paired-probe", "paired-commit", "probe-switch")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One allocator to replay: a registered family and (for the tuned ones) parameters."""
+
+    family: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``family`` or ``family[name=value,...]``."""
+        if not self.params:
+            return self.family
+        return self.family + "[" + ",".join(f"{k}={v:g}" for k, v in self.params) + "]"
+
+    def make(self) -> Agent:
+        """A fresh agent."""
+        if not self.params:
+            return make_agent(self.family)
+        return _FACTORIES[self.family](**dict(self.params))
+
+
+def candidates(grids: dict[str, dict[str, list[Any]]] | None = None,
+               baselines: Sequence[str] = BASELINES) -> list[Candidate]:
+    """The baselines, then every parameter combination of each grid."""
+    out = [Candidate(name) for name in baselines]
+    for family, grid in (PARAM_GRIDS if grids is None else grids).items():
+        names = list(grid)
+        for values in itertools.product(*(grid[n] for n in names)):
+            out.append(Candidate(family, tuple(zip(names, values, strict=True))))
+    return out
+
+
+# ---------------------------------------------------------------------------- replays
+def path_row(lattice: Lattice, actions: Sequence[int], optimum: float) -> dict[str, float]:
+    """Mean and final test cost, regret and AL share of one path through ``lattice``."""
+    costs = lattice.costs_along(actions)
+    return {"mean_cost": float(costs.mean()), "final_cost": float(costs[-1]),
+            "regret": float(costs.mean() - optimum),
+            "al_share": float(np.mean(np.asarray(actions) == AL))}
+
+
+def fixed_split(lattice: Lattice, m: int) -> tuple[int, ...]:
+    """m LR rounds, then AL (the other side when a pool runs out)."""
+    actions, i, j = [], 0, 0
+    for t in range(lattice.n_rounds):
+        action = LR if t < m else AL
+        if not lattice.can_move(i, j, action):
+            action = 1 - action
+        actions.append(action)
+        i, j = (i + 1, j) if action == AL else (i, j + 1)
+    return tuple(actions)
+
+
+def replay_cell(lattice: Lattice, cands: Sequence[Candidate]) -> list[dict[str, Any]]:
+    """One row per path in one lattice: each candidate's replay, the optimal path, the
+    one-step oracle and every fixed split ``fixed-lr<m>`` (family ``fixed``)."""
+    optimal = lattice.optimal_path("mean")
+    optimum = lattice.mean_cost(optimal)
+    rows = [{"allocator": "optimal", "family": "optimal", **path_row(lattice, optimal, optimum)},
+            {"allocator": "oracle", "family": "oracle",
+             **path_row(lattice, lattice.one_step_oracle(), optimum)}]
+    for m in range(lattice.n_rounds + 1):
+        rows.append({"allocator": f"fixed-lr{m}", "family": "fixed",
+                     **path_row(lattice, fixed_split(lattice, m), optimum)})
+    for cand in cands:
+        rows.append({"allocator": cand.label, "family": cand.family,
+                     **path_row(lattice, lattice.replay(cand.make()), optimum)})
+    return rows
+
+
+def signal_rows(lattice: Lattice) -> list[dict[str, Any]]:
+    """Every signal's score (``Lattice.score_signal``) in both modes."""
+    return [{"signal": s, "mode": m, **lattice.score_signal(s, m)}
+            for s in SIGNALS for m in SIGNAL_MODES]
+
+
+def compute_replays(root: Path, costs: Sequence[str], priors: Sequence[str],
+                    datasets: Sequence[str], seeds: Iterable[int],
+                    cands: Sequence[Candidate],
+                    log: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Replay ``cands`` on every cached lattice; (paths, signals), tidy. Each (cost tag,
+    prior, data set) is written to ``<root>/replays`` as it finishes and reused on a rerun
+    (delete that folder after changing an allocator or the grids)."""
+    seeds = list(seeds)
+    paths, signals = [], []
+    for tag, prior, name in itertools.product(costs, priors, datasets):
+        folder = Path(root) / "replays" / tag / prior
+        files = (folder / f"{name}_paths.parquet", folder / f"{name}_signals.parquet")
+        if not all(f.exists() for f in files):
+            rows, sig = [], []
+            for _, seed, lattice in iter_lattices(root, tag, prior, [name], seeds):
+                keys = {"costs": tag, "prior": prior, "dataset": name, "seed": seed}
+                rows += [{**keys, **row} for row in replay_cell(lattice, cands)]
+                sig += [{**keys, **row} for row in signal_rows(lattice)]
+            if not rows:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            for frame, path in ((pd.DataFrame(rows), files[0]), (pd.DataFrame(sig), files[1])):
+                tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+                frame.to_parquet(tmp, index=False)
+                tmp.replace(path)
+            if log is not None:
+                log(f"replayed {tag} {prior} {name}: {len(rows)} paths")
+        paths.append(pd.read_parquet(files[0]))
+        signals.append(pd.read_parquet(files[1]))
+    if not paths:
+        raise FileNotFoundError(f"no lattices under {Path(root) / 'lattices'}: build them first")
+    return pd.concat(paths, ignore_index=True), pd.concat(signals, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------- tuning
+CELL = ["costs", "prior", "dataset", "seed"]
+
+
+def select_params(paths: pd.DataFrame, datasets: Sequence[str]) -> dict[tuple[str, str], str]:
+    """(cost tag, family) -> the candidate label with the lowest mean cost over the cells of
+    ``datasets`` (both priors pooled), for every family with a parameter grid."""
+    rows = paths[paths["dataset"].isin(list(datasets)) & paths["family"].isin(list(PARAM_GRIDS))]
+    means = rows.groupby(["costs", "family", "allocator"], sort=True)["mean_cost"].mean()
+    best = means.groupby(level=["costs", "family"]).idxmin()
+    return {(c, f): label for (c, f), (_, _, label) in best.items()}
+
+
+def with_yardsticks(paths: pd.DataFrame) -> pd.DataFrame:
+    """The paths plus two hindsight yardsticks: ``best-fixed-per-dataset`` (the fixed split
+    with the lowest mean over a data set's seeds, per cost tag and prior) and
+    ``best-fixed-per-cell``."""
+    fixed = paths[paths["family"] == "fixed"]
+    per_dataset = fixed.groupby(["costs", "prior", "dataset", "allocator"])["mean_cost"].mean()
+    chosen = per_dataset.groupby(level=["costs", "prior", "dataset"]).idxmin()
+    keep = set(chosen.tolist())
+    keys = list(zip(fixed["costs"], fixed["prior"], fixed["dataset"], fixed["allocator"],
+                    strict=True))
+    by_dataset = fixed[[k in keep for k in keys]].assign(
+        allocator="best-fixed-per-dataset", family="hindsight")
+    idx = fixed.groupby(CELL)["mean_cost"].idxmin()
+    by_cell = fixed.loc[idx].assign(allocator="best-fixed-per-cell", family="hindsight")
+    return pd.concat([paths, by_dataset, by_cell], ignore_index=True)
+
+
+def tuned_paths(paths: pd.DataFrame, selection: dict[tuple[str, str], str],
+                datasets: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``datasets`` with each tuned family reduced to its selected candidate
+    (named by the family, its label in ``chosen``); fixed splits other than All-in-LR's
+    dropped, hindsight yardsticks added."""
+    rows = with_yardsticks(paths[paths["dataset"].isin(list(datasets))])
+    keep = ~rows["family"].isin(list(PARAM_GRIDS)) & (rows["family"] != "fixed")
+    parts = [rows[keep].assign(chosen=rows.loc[keep, "allocator"])]
+    for (tag, family), label in selection.items():
+        part = rows[(rows["costs"] == tag) & (rows["allocator"] == label)]
+        parts.append(part.assign(allocator=family, chosen=label))
+    return pd.concat(parts, ignore_index=True)
+
+
+def heldout_paths(paths: pd.DataFrame, train: Sequence[str], held_out: Sequence[str]
+                  ) -> pd.DataFrame:
+    """Allocators tuned on ``train``, their paths on ``held_out``."""
+    return tuned_paths(paths, select_params(paths, train), held_out).assign(fold=0)
+
+
+def leave_three_out_folds(datasets_by_size: Sequence[str], n_folds: int = 6) -> list[list[str]]:
+    """Folds of data sets: fold f holds every n_folds-th data set from the f-th, so each
+    fold mixes small and large ones and each data set is held out once."""
+    names = list(datasets_by_size)
+    return [names[f::n_folds] for f in range(n_folds)]
+
+
+def cross_validated_paths(paths: pd.DataFrame, folds: Sequence[Sequence[str]]) -> pd.DataFrame:
+    """For each fold: allocators tuned on the other data sets, their paths on the fold."""
+    names = sorted(set(paths["dataset"]))
+    parts = []
+    for f, fold in enumerate(folds):
+        train = [n for n in names if n not in fold]
+        parts.append(tuned_paths(paths, select_params(paths, train), fold).assign(fold=f))
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------- tables
+#: Allocators that rank against each other within a cell (deployable: no test labels).
+RANKED = (*BASELINES, *PARAM_GRIDS)
+YARDSTICKS = ("optimal", "best-fixed-per-cell", "best-fixed-per-dataset", "oracle")
+
+
+def summary(tuned: pd.DataFrame, by: Sequence[str] = ("costs", "prior")) -> pd.DataFrame:
+    """Per ``by`` and allocator: mean cost, regret, rank among the deployable allocators,
+    AL share, cost and regret relative to All-in-LR, and the share of cells where it is
+    cheaper than All-in-LR."""
+    by = list(by)
+    frame = tuned.copy()
+    ranked = frame["allocator"].isin(RANKED)
+    frame.loc[ranked, "rank"] = frame[ranked].groupby(CELL)["mean_cost"].rank(method="average")
+    lr = frame[frame["allocator"] == "all-in-lr"].set_index(CELL)["mean_cost"]
+    frame["beats_lr"] = frame["mean_cost"].to_numpy() < lr.reindex(
+        pd.MultiIndex.from_frame(frame[CELL])).to_numpy() - 1e-12
+    out = frame.groupby([*by, "allocator"]).agg(
+        cost=("mean_cost", "mean"), regret=("regret", "mean"), rank=("rank", "mean"),
+        al_share=("al_share", "mean"), beats_lr=("beats_lr", "mean"), cells=("mean_cost", "size"))
+    base = out.xs("all-in-lr", level="allocator")
+    keys = [tuple(k) if isinstance(k, tuple) else (k,) for k in out.index.droplevel("allocator")]
+    out["cost_vs_lr"] = [c / base.loc[k if len(k) > 1 else k[0], "cost"] - 1
+                         for c, k in zip(out["cost"], keys, strict=True)]
+    out["regret_vs_lr"] = [r / base.loc[k if len(k) > 1 else k[0], "regret"]
+                           for r, k in zip(out["regret"], keys, strict=True)]
+    return out.reset_index()
+
+
+def goal_table(tuned: pd.DataFrame) -> pd.DataFrame:
+    """The issue's goal per allocator: cost and regret relative to All-in-LR's, averaged
+    over both priors, per cost tag; ``goal`` is true at <= -10% cost and <= 0.5 regret."""
+    per = summary(tuned, ("costs", "prior"))
+    out = per.groupby(["costs", "allocator"])[["cost_vs_lr", "regret_vs_lr"]].mean()
+    out["goal"] = (out["cost_vs_lr"] <= -0.10) & (out["regret_vs_lr"] <= 0.5)
+    return out.reset_index()
+
+
+def signal_accuracy(signals: pd.DataFrame, datasets: Sequence[str] | None = None
+                    ) -> pd.DataFrame:
+    """Per cost tag, prior, signal and mode: states, accuracy (correct / voted), coverage
+    (voted / states) and the share of states where AL is the better action."""
+    rows = signals if datasets is None else signals[signals["dataset"].isin(list(datasets))]
+    sums = rows.groupby(["costs", "prior", "signal", "mode"], sort=False)[
+        ["states", "voted", "correct", "al_better"]].sum()
+    out = pd.DataFrame({"states": sums["states"],
+                        "accuracy": sums["correct"] / sums["voted"].where(sums["voted"] > 0),
+                        "coverage": sums["voted"] / sums["states"].where(sums["states"] > 0),
+                        "al_better": sums["al_better"] / sums["states"].where(sums["states"] > 0)})
+    return out.reset_index()
+
+
+__all__ = ["BASELINES", "COST_SETTINGS", "NEW_ALLOCATORS", "PARAM_GRIDS", "PRIORS", "RANKED",
+           "YARDSTICKS", "Candidate", "build_lattices", "candidates", "compute_replays",
+           "cross_validated_paths", "fixed_split", "goal_table", "heldout_paths",
+           "iter_lattices", "lattice_path", "leave_three_out_folds", "load_lattice", "path_row",
+           "replay_cell", "select_params", "signal_accuracy", "signal_rows", "study_settings",
+           "summary", "tuned_paths", "with_yardsticks"]

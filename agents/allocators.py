@@ -1,0 +1,158 @@
+"""Allocators that read the validation-sample cost (observation v1): ALLOCATORS.md.
+
+V's labels are a uniform sample, so the cost of the detector on them
+(``val_sample_cost``) is an unbiased estimate of its cost; and while only AL rounds are
+taken the labeled V examples stay the same, so the estimate before and after AL rounds is
+a *paired* measurement of what those rounds did. The rules here use that:
+
+- ``paired-probe``: LR for a warm-up, then AL rounds; stay on AL while the paired
+  decrease since the probe started exceeds ``z`` standard errors, else LR to the end.
+- ``paired-commit``: the same probe, decided once at its end.
+- ``probe-switch``: the same warm-up and a one-round AL probe, then all AL if the probe's
+  entropy reward (label-free: how much the detector moved) reaches a threshold, else LR.
+
+(A greedy rule on the validation-sample cost would be ``val-cost-greedy``: once V holds a
+label, ``val_cost`` is computed on V's labels only, so the two estimates agree on every
+state the rule visits after its first LR round.)
+
+Defaults are the values tuned on the training data sets of ``docs/policy_split.json``
+(``agents.experiments.allocator_study``). Each rule keeps its own state, reset by
+``reset(seed)`` and whenever an observation shows an unspent budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agents.base import AL, LR, RuleAgent, feature
+
+
+class _OneEpisodeAgent(RuleAgent):
+    """A rule with per-episode state: one environment at a time, reset on a new episode."""
+
+    observation_version = "v1"
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
+        """As ``RuleAgent.predict``, for one environment only (the rule keeps episode state)."""
+        obs = np.asarray(observation)
+        if obs.ndim > 1 and obs.shape[0] != 1:
+            raise ValueError(f"{type(self).__name__} keeps one episode's state: "
+                             "pass one observation at a time")
+        return super().predict(observation, state, episode_start, deterministic)
+
+
+class PairedProbe(_OneEpisodeAgent):
+    """LR for ``warmup`` rounds, then AL; after ``probe`` AL rounds AL continues while
+    the validation-sample cost has fallen by more than ``z`` of its standard errors since
+    the probe began (measured on the same V labels), else LR for the rest of the budget.
+
+    With ``recheck=False`` the decision is taken once, at the end of the probe
+    (``paired-commit``). The standard error is the one at the probe's start.
+    """
+
+    def __init__(self, warmup: int = 3, probe: int = 1, z: float = 0.0,
+                 recheck: bool = True) -> None:
+        if warmup < 1 or probe < 1:
+            raise ValueError(f"warmup and probe must be >= 1 round (the paired measurement "
+                             f"needs V labels and an AL round), got {warmup} and {probe}")
+        self.warmup, self.probe, self.z, self.recheck = int(warmup), int(probe), float(z), recheck
+        self.name = "paired-probe" if recheck else "paired-commit"
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode: warm-up again."""
+        self.rounds = 0
+        self.mode = "warmup"
+        self.reference: tuple[float, float] | None = None  # (cost, se) at the probe's start
+        self.probed = 0
+
+    def act(self, observation: np.ndarray) -> int:
+        if feature(observation, "budget_used") == 0.0:
+            self.reset()
+        if self.mode == "warmup" and self.rounds >= self.warmup:
+            self.mode = "probe"
+            self.reference = (feature(observation, "val_sample_cost"),
+                              feature(observation, "val_sample_se"))
+        if self.mode == "probe" and self.probed >= self.probe \
+                or self.mode == "al" and self.recheck:
+            self.mode = "al" if self.pays(observation) else "lr"
+        action = LR if self.mode in ("warmup", "lr") else AL
+        self.rounds += 1
+        if action == AL and self.mode == "probe":
+            self.probed += 1
+        return action
+
+    def pays(self, observation: np.ndarray) -> bool:
+        """Whether the paired decrease since the probe began exceeds ``z`` standard errors
+        (false if an LR round came in between: the labels are no longer the same)."""
+        if self.reference is None or feature(observation, "prev_al") < 0.5:
+            return False
+        cost, se = self.reference
+        return bool(cost - feature(observation, "val_sample_cost") > self.z * se + 1e-9)
+
+    def __repr__(self) -> str:
+        return (f"PairedProbe(warmup={self.warmup}, probe={self.probe}, z={self.z:g}, "
+                f"recheck={self.recheck})")
+
+
+class ProbeSwitch(_OneEpisodeAgent):
+    """LR for ``warmup`` rounds, one AL round, then AL to the end if that round's entropy
+    reward is at least ``threshold`` (the detector moved a lot on its first labels), else LR.
+
+    Reads no validation label at all: the decision is a data set trait measured by one
+    round of AL. The threshold is learned on the training data sets.
+    """
+
+    name = "probe-switch"
+    observation_version = "v0"
+
+    def __init__(self, warmup: int = 2, threshold: float = 0.1) -> None:
+        if warmup < 0:
+            raise ValueError(f"warmup must be >= 0 rounds, got {warmup}")
+        self.warmup, self.threshold = int(warmup), float(threshold)
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode."""
+        self.rounds = 0
+        self.choice: int | None = None
+
+    def act(self, observation: np.ndarray) -> int:
+        if feature(observation, "budget_used") == 0.0:
+            self.reset()
+        self.rounds += 1
+        if self.rounds <= self.warmup:
+            return LR
+        if self.rounds == self.warmup + 1:
+            return AL
+        if self.choice is None:
+            moved = feature(observation, "entropy_al") if feature(observation, "prev_al") > 0.5 \
+                else 0.0
+            self.choice = AL if moved >= self.threshold else LR
+        return self.choice
+
+    def __repr__(self) -> str:
+        return f"ProbeSwitch(warmup={self.warmup}, threshold={self.threshold:g})"
+
+
+#: Registered names and factories (the environment is not needed by any of them).
+ALLOCATOR_AGENTS = {
+    "paired-probe": lambda env: PairedProbe(),
+    "paired-commit": lambda env: PairedProbe(recheck=False),
+    "probe-switch": lambda env: ProbeSwitch(),
+}
+
+
+def _register() -> None:
+    from agents.registry import register_agent
+
+    for name, factory in ALLOCATOR_AGENTS.items():
+        register_agent(name, factory)
+
+
+_register()
+
+__all__ = ["ALLOCATOR_AGENTS", "PairedProbe", "ProbeSwitch"]

@@ -1,0 +1,296 @@
+"""The validation-sample cost signal, observation v1, and the allocators that read it
+(agents.allocators, agents.experiments.allocator_study)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import agents
+from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch
+from agents.experiments.allocator_study import (
+    Candidate,
+    candidates,
+    fixed_split,
+    goal_table,
+    leave_three_out_folds,
+    replay_cell,
+    select_params,
+    signal_accuracy,
+    summary,
+    tuned_paths,
+)
+from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
+from ballad_env.cost import Costs
+from ballad_env.lattice import build_lattice
+from ballad_env.observation import (
+    ALL_FEATURE_INDEX,
+    OBSERVATION_FEATURES,
+    OBSERVATIONS,
+    encode,
+    feature_table,
+)
+from ballad_env.rejection import confidence, example_costs, mean_and_standard_error
+from ballad_env.rewards import REWARD_SIGNALS
+
+SHORT = {"budget_fraction": 0.3, "round_fraction": 0.05}  # 6 rounds
+
+
+# ------------------------------------------------------------------ the signal
+def test_example_costs_by_hand() -> None:
+    costs = Costs(c_fp=2.0, c_fn=5.0, c_r=0.5)
+    conf = np.array([0.9, 0.9, 0.9, 0.9, 0.1])
+    pred = np.array([1, 0, 0, 1, 1])
+    y = np.array([0, 1, 0, 1, 0])
+    # FP, FN, right, right, rejected (conf 0.1 < tau 0.2)
+    assert example_costs(0.2, conf, pred, y, costs).tolist() == [2.0, 5.0, 0.0, 0.0, 0.5]
+
+
+def test_mean_and_standard_error_by_hand() -> None:
+    # values 0, 0, 3: mean 1, sample variance ((1 + 1 + 4) / 2) = 3, se = sqrt(3 / 3) = 1
+    assert mean_and_standard_error(np.array([0.0, 0.0, 3.0])) == pytest.approx((1.0, 1.0))
+    assert mean_and_standard_error(np.array([])) == (0.0, 0.0)
+    assert mean_and_standard_error(np.array([0.25])) == (0.25, 0.0)
+
+
+@pytest.fixture(scope="module")
+def short_episode(small_xy):
+    """An episode after LR, AL, LR, AL rounds."""
+    episode = Episode(load_dataset(small_xy), 3, Settings(**SHORT))
+    for action in (LR, AL, LR, AL):
+        episode.step(action)
+    return episode
+
+
+def test_validation_sample_cost_matches_a_hand_computation(short_episode) -> None:
+    e = short_episode
+    idx = e.val_labels.indices
+    assert len(idx) == 2 * e.budget.per_round
+    p, y = e.p_val[idx], e.split.y_val[idx]
+    rejected = confidence(p) < e.tau
+    each = np.where(rejected, e.costs.c_r,
+                    np.where((p > 0.5) & (y == 0), e.costs.c_fp,
+                             np.where((p <= 0.5) & (y == 1), e.costs.c_fn, 0.0)))
+    snap = e.snapshot()
+    assert snap.val_sample_cost == pytest.approx(each.mean(), abs=1e-15)
+    assert snap.val_sample_se == pytest.approx(each.std(ddof=1) / np.sqrt(len(each)), abs=1e-15)
+
+
+def test_validation_sample_cost_is_zero_without_v_labels_and_is_val_cost_with_them(small_xy):
+    episode = Episode(load_dataset(small_xy), 0, Settings(**SHORT))
+    episode.step(AL)  # D labels only: val_cost reads them, the sample estimate has none
+    snap = episode.snapshot()
+    assert (snap.val_sample_cost, snap.val_sample_se) == (0.0, 0.0)
+    episode.step(LR)  # once V holds labels, tau and val_cost are set on them alone
+    snap = episode.snapshot()
+    assert snap.val_sample_cost == snap.val_cost
+
+
+def test_val_sample_cost_reward_is_the_decrease(small_xy) -> None:
+    env = BudgetAllocationEnv(small_xy, reward="val_sample_cost", **SHORT)
+    env.reset(seed=0)
+    before = env.snapshot().val_sample_cost
+    _, reward, *_ = env.step(LR)
+    assert reward == pytest.approx(before - env.snapshot().val_sample_cost)
+    assert "val_sample_cost" in REWARD_SIGNALS
+
+
+# ------------------------------------------------------------------ observation v1
+def test_v1_appends_two_features_and_keeps_v0(short_episode) -> None:
+    snap = short_episode.snapshot()
+    v0, v1 = encode(snap), encode(snap, "v1")
+    assert np.array_equal(encode(snap, "v0"), v0) and len(v0) == len(OBSERVATION_FEATURES)
+    assert np.array_equal(v1[:len(v0)], v0)
+    assert OBSERVATIONS["v1"][len(v0):] == ("val_sample_cost", "val_sample_se")
+    expected = np.float32([snap.val_sample_cost / snap.max_cost, snap.val_sample_se / snap.max_cost])
+    assert np.array_equal(v1[len(v0):], expected)
+    assert "val_sample_se" in feature_table("v1") and "val_sample_se" not in feature_table()
+    with pytest.raises(ValueError, match="unknown observation version 'v9'"):
+        encode(snap, "v9")
+
+
+def test_environment_observes_in_the_version_asked(small_xy) -> None:
+    env = BudgetAllocationEnv(small_xy, observation="v1", **SHORT)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (20,) and env.observation_space.contains(obs)
+    assert env.feature_names == OBSERVATIONS["v1"]
+    obs, *_ = env.step(LR)
+    assert obs[ALL_FEATURE_INDEX["val_sample_cost"]] == np.float32(
+        env.snapshot().val_sample_cost / env.snapshot().max_cost)
+    assert BudgetAllocationEnv(small_xy, **SHORT).reset(seed=0)[0].shape == (18,)
+    with pytest.raises(ValueError, match="unknown observation version"):
+        BudgetAllocationEnv(small_xy, observation="v2")
+
+
+def test_a_v1_feature_read_from_a_v0_observation_is_a_clear_error() -> None:
+    from agents.base import feature
+
+    with pytest.raises(ValueError, match="observation='v1'"):
+        feature(np.zeros(len(OBSERVATION_FEATURES)), "val_sample_cost")
+
+
+# ------------------------------------------------------------------ the allocators
+def obs(**features: float) -> np.ndarray:
+    """A v1 observation with both pools available and the named features set."""
+    out = np.zeros(len(OBSERVATIONS["v1"]), dtype=np.float32)
+    out[ALL_FEATURE_INDEX["al_available"]] = out[ALL_FEATURE_INDEX["lr_available"]] = 1.0
+    for name, value in features.items():
+        out[ALL_FEATURE_INDEX[name]] = value
+    return out
+
+
+def play(agent, costs: list[float], se: float = 0.01) -> list[int]:
+    """Feed ``agent`` observations whose validation-sample cost follows ``costs`` (the
+    i-th after i rounds), with the previous action the agent's own; returns its actions."""
+    actions: list[int] = []
+    previous = None
+    for t, cost in enumerate(costs):
+        o = obs(budget_used=t / 15, val_sample_cost=cost, val_sample_se=se,
+                **({} if previous is None else {("prev_al" if previous == AL else "prev_lr"): 1}))
+        previous = int(agent.predict(o)[0])
+        actions.append(previous)
+    return actions
+
+
+def test_paired_probe_continues_while_the_paired_decrease_pays() -> None:
+    # warm-up 2 LR; the probe starts at cost 0.10; AL rounds bring 0.08, 0.07, then 0.11
+    agent = PairedProbe(warmup=2, probe=1, z=1.0)
+    actions = play(agent, [0.3, 0.2, 0.10, 0.08, 0.07, 0.11, 0.11, 0.11])
+    assert actions == [LR, LR, AL, AL, AL, LR, LR, LR]
+    # the decrease must exceed z standard errors: 0.10 - 0.095 < 1 * 0.01
+    agent = PairedProbe(warmup=2, probe=1, z=1.0)
+    assert play(agent, [0.3, 0.2, 0.10, 0.095, 0.0]) == [LR, LR, AL, LR, LR]
+
+
+def test_paired_commit_decides_once_at_the_end_of_the_probe() -> None:
+    agent = PairedProbe(warmup=1, probe=2, z=0.0, recheck=False)
+    actions = play(agent, [0.3, 0.10, 0.12, 0.09, 0.5, 0.5])
+    assert actions == [LR, AL, AL, AL, AL, AL]  # 0.09 < 0.10 after two AL rounds
+    agent = PairedProbe(warmup=1, probe=2, z=0.0, recheck=False)
+    assert play(agent, [0.3, 0.10, 0.12, 0.10, 0.0, 0.0]) == [LR, AL, AL, LR, LR, LR]
+
+
+def test_probe_switch_reads_the_probe_rounds_entropy_reward() -> None:
+    for moved, rest in ((0.12, AL), (0.08, LR)):
+        agent = ProbeSwitch(warmup=2, threshold=0.1)
+        steps = [obs(budget_used=0.0), obs(budget_used=1 / 15, prev_lr=1),
+                 obs(budget_used=2 / 15, prev_lr=1),
+                 obs(budget_used=3 / 15, prev_al=1, entropy_al=moved),
+                 obs(budget_used=4 / 15, prev_al=1, entropy_al=moved)]
+        assert [int(agent.predict(o)[0]) for o in steps] == [LR, LR, AL, rest, rest]
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_AGENTS))
+def test_allocators_respect_the_mask_and_forget_between_episodes(name: str) -> None:
+    agent = agents.make_agent(name)
+    assert agent.name == name
+    exhausted = obs(budget_used=0.0)
+    exhausted[ALL_FEATURE_INDEX["lr_available"]] = 0.0
+    assert int(agent.predict(exhausted)[0]) == AL  # LR first, but V is exhausted
+    first = play(agent, [0.3, 0.2, 0.1, 0.05, 0.2, 0.2])
+    assert play(agent, [0.3, 0.2, 0.1, 0.05, 0.2, 0.2]) == first  # reset at budget 0
+    with pytest.raises(ValueError, match="one observation at a time"):
+        agent.predict(np.stack([obs(), obs()]))
+
+
+def test_invalid_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="warmup and probe"):
+        PairedProbe(warmup=0)
+    with pytest.raises(ValueError, match="warmup"):
+        ProbeSwitch(warmup=-1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_allocators_replay_on_the_lattice_as_they_run_live(small_xy, seed: int) -> None:
+    dataset = load_dataset(small_xy)
+    lattice = build_lattice(dataset, seed, Settings(prior="knn"))
+    for name in ALLOCATOR_AGENTS:
+        env = BudgetAllocationEnv(dataset, prior="knn", observation="v1")
+        records = agents.run_episode(env, agents.make_agent(name, env), seed)
+        played = tuple(AL if r["action"] == "AL" else LR for r in records)
+        assert lattice.replay(agents.make_agent(name)) == played, name
+        again = agents.run_episode(env, agents.make_agent(name, env), seed)
+        assert [r["action"] for r in again] == [r["action"] for r in records], name
+
+
+def test_the_runner_gives_a_v1_agent_a_v1_observation(small_xy) -> None:
+    from agents.experiments.run import play_agents
+
+    env = BudgetAllocationEnv(load_dataset(small_xy), **SHORT)
+    played = play_agents(env, 0, ["paired-probe", "ballad"])
+    assert played[0][1].observation_version == "v1"
+    assert played[1][1].observation_version == "v0"
+    assert env.observation_version == "v0"
+
+
+# ------------------------------------------------------------------ the study's tables
+def test_fixed_split_and_replay_cell_on_a_short_lattice(small_xy) -> None:
+    lattice = build_lattice(load_dataset(small_xy), 0, Settings(prior="knn", **SHORT))
+    assert fixed_split(lattice, 2) == (LR, LR, AL, AL, AL, AL)
+    rows = replay_cell(lattice, [Candidate("all-in-lr"), Candidate("paired-probe", (("warmup", 2),
+                                                                                    ("probe", 1),
+                                                                                    ("z", 0.0)))])
+    by = {r["allocator"]: r for r in rows}
+    assert by["optimal"]["regret"] == 0.0
+    assert by["all-in-lr"]["mean_cost"] == by[f"fixed-lr{lattice.n_rounds}"]["mean_cost"]
+    assert by["paired-probe[warmup=2,probe=1,z=0]"]["regret"] >= 0.0
+
+
+def _paths() -> pd.DataFrame:
+    """A hand-made replay table: two data sets x one seed x one prior; family "paired-probe"
+    with two candidates."""
+    rows = []
+    for dataset, costs in (("A", {"all-in-lr": 2.0, "p1": 1.0, "p2": 3.0, "optimal": 0.5}),
+                           ("B", {"all-in-lr": 2.0, "p1": 4.0, "p2": 1.0, "optimal": 1.0})):
+        for name, cost in costs.items():
+            family = "paired-probe" if name.startswith("p") else name
+            rows.append({"costs": "default", "prior": "iforest", "dataset": dataset, "seed": 0,
+                         "allocator": name, "family": family, "mean_cost": cost,
+                         "final_cost": cost, "regret": cost - costs["optimal"], "al_share": 0.0})
+        for m, cost in ((0, 3.0), (1, 2.0)):
+            rows.append({"costs": "default", "prior": "iforest", "dataset": dataset, "seed": 0,
+                         "allocator": f"fixed-lr{m}", "family": "fixed", "mean_cost": cost,
+                         "final_cost": cost, "regret": 0.0, "al_share": 0.0})
+    return pd.DataFrame(rows)
+
+
+def test_parameters_are_selected_on_the_training_sets_only() -> None:
+    paths = _paths()
+    assert select_params(paths, ["A"]) == {("default", "paired-probe"): "p1"}
+    assert select_params(paths, ["B"]) == {("default", "paired-probe"): "p2"}
+    tuned = tuned_paths(paths, select_params(paths, ["A"]), ["B"])
+    row = tuned[tuned["allocator"] == "paired-probe"]
+    assert row["mean_cost"].tolist() == [4.0] and row["chosen"].tolist() == ["p1"]
+    table = summary(tuned).set_index("allocator")
+    assert table.loc["paired-probe", "cost_vs_lr"] == pytest.approx(4.0 / 2.0 - 1)
+    assert table.loc["paired-probe", "regret_vs_lr"] == pytest.approx(3.0 / 1.0)
+    assert table.loc["paired-probe", "rank"] == 2.0 and table.loc["all-in-lr", "rank"] == 1.0
+    assert table.loc["best-fixed-per-dataset", "cost"] == 2.0
+    assert not goal_table(tuned).set_index("allocator").loc["paired-probe", "goal"]
+
+
+def test_leave_three_out_folds_hold_each_data_set_out_once() -> None:
+    names = [f"d{i}" for i in range(18)]
+    folds = leave_three_out_folds(names)
+    assert [len(f) for f in folds] == [3] * 6
+    assert sorted(n for f in folds for n in f) == sorted(names)
+    assert folds[0] == ["d0", "d6", "d12"]
+
+
+def test_signal_accuracy_sums_counts_before_dividing() -> None:
+    rows = pd.DataFrame([
+        {"costs": "default", "prior": "knn", "dataset": d, "signal": "val_sample_cost",
+         "mode": "lookahead", "states": s, "voted": v, "correct": c, "al_better": a}
+        for d, s, v, c, a in (("A", 10, 8, 6, 5), ("B", 10, 2, 0, 1))])
+    out = signal_accuracy(rows).iloc[0]
+    assert out["accuracy"] == pytest.approx(6 / 10) and out["coverage"] == pytest.approx(0.5)
+    assert out["al_better"] == pytest.approx(6 / 20)
+
+
+def test_candidates_cover_each_grid() -> None:
+    grid = {"probe-switch": {"warmup": [1, 2], "threshold": [0.1]}}
+    labels = [c.label for c in candidates(grid, baselines=("all-in-lr",))]
+    assert labels == ["all-in-lr", "probe-switch[warmup=1,threshold=0.1]",
+                      "probe-switch[warmup=2,threshold=0.1]"]
+    assert isinstance(candidates(grid)[-1].make(), ProbeSwitch)
