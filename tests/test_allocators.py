@@ -103,7 +103,8 @@ def test_v1_appends_two_features_and_keeps_v0(short_episode) -> None:
     assert np.array_equal(encode(snap, "v0"), v0) and len(v0) == len(OBSERVATION_FEATURES)
     assert np.array_equal(v1[:len(v0)], v0)
     assert OBSERVATIONS["v1"][len(v0):] == ("val_sample_cost", "val_sample_se")
-    expected = np.float32([snap.val_sample_cost / snap.max_cost, snap.val_sample_se / snap.max_cost])
+    scale = snap.max_cost
+    expected = np.float32([snap.val_sample_cost / scale, snap.val_sample_se / scale])
     assert np.array_equal(v1[len(v0):], expected)
     assert "val_sample_se" in feature_table("v1") and "val_sample_se" not in feature_table()
     with pytest.raises(ValueError, match="unknown observation version 'v9'"):
@@ -228,9 +229,8 @@ def test_the_runner_gives_a_v1_agent_a_v1_observation(small_xy) -> None:
 def test_fixed_split_and_replay_cell_on_a_short_lattice(small_xy) -> None:
     lattice = build_lattice(load_dataset(small_xy), 0, Settings(prior="knn", **SHORT))
     assert fixed_split(lattice, 2) == (LR, LR, AL, AL, AL, AL)
-    rows = replay_cell(lattice, [Candidate("all-in-lr"), Candidate("paired-probe", (("warmup", 2),
-                                                                                    ("probe", 1),
-                                                                                    ("z", 0.0)))])
+    probe = Candidate("paired-probe", (("warmup", 2), ("probe", 1), ("z", 0.0)))
+    rows = replay_cell(lattice, [Candidate("all-in-lr"), probe])
     by = {r["allocator"]: r for r in rows}
     assert by["optimal"]["regret"] == 0.0
     assert by["all-in-lr"]["mean_cost"] == by[f"fixed-lr{lattice.n_rounds}"]["mean_cost"]
