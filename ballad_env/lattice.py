@@ -280,7 +280,8 @@ class Lattice:
         actions: list[int] = []
         while i + j < self.n_rounds:
             key = (i, j, previous, version,
-                   *(None if latest[s] is None else tuple(latest[s].values()) for s in (AL, LR)))
+                   *(tuple(values.values()) if (values := latest[side]) is not None else None
+                     for side in (AL, LR)))
             if key not in cache:
                 cache[key] = self.observation(i, j, latest, previous, version)
                 cache[key].setflags(write=False)

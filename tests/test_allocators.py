@@ -15,6 +15,8 @@ from agents.experiments.allocator_study import (
     fixed_split,
     goal_table,
     leave_three_out_folds,
+    paired_change_stats,
+    paired_rows,
     replay_cell,
     select_params,
     signal_accuracy,
@@ -23,7 +25,7 @@ from agents.experiments.allocator_study import (
 )
 from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
 from ballad_env.cost import Costs
-from ballad_env.lattice import build_lattice
+from ballad_env.lattice import STATE_FIELDS, Lattice, build_lattice
 from ballad_env.observation import (
     ALL_FEATURE_INDEX,
     OBSERVATION_FEATURES,
@@ -32,7 +34,7 @@ from ballad_env.observation import (
     feature_table,
 )
 from ballad_env.rejection import confidence, example_costs, mean_and_standard_error
-from ballad_env.rewards import REWARD_SIGNALS
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES
 
 SHORT = {"budget_fraction": 0.3, "round_fraction": 0.05}  # 6 rounds
 
@@ -294,3 +296,35 @@ def test_candidates_cover_each_grid() -> None:
     assert labels == ["all-in-lr", "probe-switch[warmup=1,threshold=0.1]",
                       "probe-switch[warmup=2,threshold=0.1]"]
     assert isinstance(candidates(grid)[-1].make(), ProbeSwitch)
+
+
+def open_lattice(cost: np.ndarray, vs: np.ndarray, se: np.ndarray) -> Lattice:
+    """A k-round lattice with every move possible while the budget lasts."""
+    k = cost.shape[0] - 1
+    i, j = np.indices(cost.shape)
+    inside = i + j <= k
+    grid = {name: np.where(inside, 0.0, np.nan) for name in STATE_FIELDS}
+    grid.update(test_cost=np.where(inside, cost, np.nan), val_sample_cost=vs, val_sample_se=se)
+    grid["al_available"] = grid["lr_available"] = np.where(inside, (i + j < k) * 1.0, np.nan)
+    al = {s: np.zeros(k + 1) for s in SIDE_SIGNAL_NAMES}
+    lr = {s: np.zeros((k + 1, k + 1, k + 1)) for s in SIDE_SIGNAL_NAMES}
+    return Lattice("hand", 0, k, 0.1, grid, al, lr)
+
+
+def test_paired_rows_and_their_statistics_by_hand() -> None:
+    cost = np.array([[0.5, 0.4, 0.3, 0.2], [0.6, 0.3, 0.1, 0], [0.2, 0.4, 0, 0], [0.1, 0, 0, 0]])
+    vs = np.array([[0.0, 0.2, 0.2, 0.1], [0.0, 0.1, 0.2, 0], [0.0, 0.1, 0, 0], [0.0, 0, 0, 0]])
+    se = np.full((4, 4), 0.05)
+    rows = paired_rows(open_lattice(cost, vs, se))
+    # AL possible from (i, j), j >= 1, i + j < 3: (0, 1), (0, 2), (1, 1)
+    assert [(r["i"], r["j"]) for r in rows] == [(0, 1), (0, 2), (1, 1)]
+    assert [r["dv"] for r in rows] == pytest.approx([-0.1, 0.0, 0.0])
+    assert [r["dt"] for r in rows] == pytest.approx([-0.1, -0.2, 0.1])
+    assert np.isnan(rows[0]["dv_prev"]) and rows[2]["dv_prev"] == pytest.approx(-0.1)
+    frame = pd.DataFrame([{"costs": "default", "prior": "knn", **r} for r in rows])
+    stats = paired_change_stats(frame).iloc[0]
+    assert stats["states"] == 3 and stats["dv_zero"] == pytest.approx(2 / 3)
+    assert stats["sign_agreement"] == 1.0  # the one state where both moved: both fell
+    assert stats["dt_if_v_better"] == pytest.approx(-0.1) and np.isnan(stats["dt_if_v_worse"])
+    assert stats["median_se"] == pytest.approx(0.05)
+    assert stats["median_abs_dt"] == pytest.approx(0.1)

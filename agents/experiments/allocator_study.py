@@ -348,9 +348,106 @@ def signal_accuracy(signals: pd.DataFrame, datasets: Sequence[str] | None = None
     return out.reset_index()
 
 
+# ---------------------------------------------------------------------------- paired changes
+def paired_rows(lattice: Lattice) -> list[dict[str, Any]]:
+    """One row per state (i, j), j >= 1, where AL can be taken: the AL round's change of the
+    validation-sample cost (``dv``: paired, the same V labels before and after) and of the
+    test cost (``dt``), the standard error there (``se``), and for i >= 1 the previous AL
+    round's ``dv_prev``, which a rule sees before deciding (NaN at i = 0)."""
+    vs, se, cost = lattice.grid["val_sample_cost"], lattice.grid["val_sample_se"], lattice.cost
+    rows = []
+    for i in range(lattice.n_rounds):
+        for j in range(1, lattice.n_rounds - i):
+            if not lattice.can_move(i, j, AL):
+                continue
+            rows.append({"i": i, "j": j, "dv": float(vs[i + 1, j] - vs[i, j]),
+                         "dt": float(cost[i + 1, j] - cost[i, j]), "se": float(se[i, j]),
+                         "dv_prev": float(vs[i, j] - vs[i - 1, j]) if i else float("nan")})
+    return rows
+
+
+def paired_change_stats(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per cost tag and prior: how well an AL round's paired validation-sample change
+    tracks its test change (``corr``; ``sign_agreement`` where both moved), how often it
+    is 0, the median standard error against the median test change, the mean test change
+    when V says better or worse, and how well the previous round's change predicts the next
+    (``corr_lagged``, what a rule can use)."""
+    def stats(g: pd.DataFrame) -> pd.Series:
+        moved = (g["dv"] != 0) & (g["dt"] != 0)
+        lag = g.dropna(subset=["dv_prev"])
+        return pd.Series({
+            "states": len(g), "corr": g["dv"].corr(g["dt"]),
+            "sign_agreement": float(np.mean(np.sign(g.loc[moved, "dv"])
+                                            == np.sign(g.loc[moved, "dt"]))),
+            "dv_zero": float(np.mean(g["dv"] == 0)),
+            "median_se": float(g["se"].median()), "median_abs_dt": float(g["dt"].abs().median()),
+            "dt_if_v_better": float(g.loc[g["dv"] < 0, "dt"].mean()),
+            "dt_if_v_worse": float(g.loc[g["dv"] > 0, "dt"].mean()),
+            "corr_lagged": lag["dv_prev"].corr(lag["dt"])})
+    return rows.groupby(["costs", "prior"])[list(rows.columns)].apply(stats).reset_index()
+
+
+def paired_change_table(root: Path, costs: Sequence[str], priors: Sequence[str],
+                        datasets: Sequence[str], seeds: Iterable[int]) -> pd.DataFrame:
+    """:func:`paired_change_stats` over every cached lattice."""
+    seeds = list(seeds)
+    rows = [{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **row}
+            for tag, prior in itertools.product(costs, priors)
+            for name, seed, lattice in iter_lattices(root, tag, prior, datasets, seeds)
+            for row in paired_rows(lattice)]
+    return paired_change_stats(pd.DataFrame(rows))
+
+
+# ---------------------------------------------------------------------------- report
+#: Allocators shown in the report's tables, in order.
+REPORT_ORDER = (*YARDSTICKS, "all-in-lr", "ballad", "all-in-al", "epsilon-greedy",
+                "val-cost-greedy", "lr-first-50", *NEW_ALLOCATORS)
+
+
+def _ordered(table: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    order = {name: k for k, name in enumerate(REPORT_ORDER)}
+    table = table[table["allocator"].isin(order)]
+    return table.sort_values([*keys, "allocator"], key=lambda col: col.map(order)
+                             if col.name == "allocator" else col).reset_index(drop=True)
+
+
+def report_tables(paths: pd.DataFrame, signals: pd.DataFrame, train: Sequence[str],
+                  held_out: Sequence[str], folds: Sequence[Sequence[str]]
+                  ) -> dict[str, pd.DataFrame]:
+    """The study's tables by stem: held-out and leave-three-out summaries, the goal, the
+    parameters chosen, per-data-set costs and the signals' accuracy."""
+    heldout = heldout_paths(paths, train, held_out)
+    cv = cross_validated_paths(paths, folds)
+    cols = ["costs", "prior", "allocator", "cost", "cost_vs_lr", "regret", "regret_vs_lr",
+            "rank", "beats_lr", "al_share"]
+    goal = pd.concat([goal_table(heldout).assign(evaluation="held-out"),
+                      goal_table(cv).assign(evaluation="leave-three-out")])
+    chosen = pd.concat([heldout, cv])
+    chosen = chosen[chosen["allocator"].isin(list(PARAM_GRIDS))]
+    params = chosen.groupby(["costs", "fold", "allocator"])["chosen"].first().unstack("fold")
+    params.columns = [f"fold {f}" for f in params.columns]
+    params.insert(0, "train (12)", [select_params(paths, train)[(c, a)]
+                                   for c, a in params.index])
+    per_dataset = cv[cv["allocator"].isin(["optimal", "best-fixed-per-dataset", "oracle",
+                                           "all-in-lr", "ballad", *NEW_ALLOCATORS])]
+    per_dataset = per_dataset.groupby(["costs", "prior", "dataset", "allocator"])[
+        "mean_cost"].mean().unstack("allocator")
+    return {
+        "allocators_heldout": _ordered(summary(heldout)[cols], ["costs", "prior"]),
+        "allocators_cv": _ordered(summary(cv)[cols], ["costs", "prior"]),
+        "allocators_goal": _ordered(goal[["evaluation", "costs", "allocator", "cost_vs_lr",
+                                          "regret_vs_lr", "goal"]], ["evaluation", "costs"]),
+        "allocators_params": params.reset_index(),
+        "allocators_per_dataset": per_dataset[[c for c in REPORT_ORDER
+                                               if c in per_dataset.columns]].reset_index(),
+        "allocators_signals": signal_accuracy(signals),
+    }
+
+
 __all__ = ["BASELINES", "COST_SETTINGS", "NEW_ALLOCATORS", "PARAM_GRIDS", "PRIORS", "RANKED",
            "YARDSTICKS", "Candidate", "build_lattices", "candidates", "compute_replays",
            "cross_validated_paths", "fixed_split", "goal_table", "heldout_paths",
-           "iter_lattices", "lattice_path", "leave_three_out_folds", "load_lattice", "path_row",
-           "replay_cell", "select_params", "signal_accuracy", "signal_rows", "study_settings",
-           "summary", "tuned_paths", "with_yardsticks"]
+           "iter_lattices", "lattice_path", "leave_three_out_folds", "load_lattice",
+           "paired_change_stats", "paired_change_table", "paired_rows", "path_row",
+           "replay_cell", "report_tables", "select_params", "signal_accuracy", "signal_rows",
+           "study_settings", "summary", "tuned_paths", "with_yardsticks"]
