@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--update-docs", action="store_true",
                    help="write the tables into the repository's docs/tables")
     p.add_argument("--costs", nargs="+", default=list(COST_SETTINGS), choices=list(COST_SETTINGS),
-                   help="cost settings (default: all)")
+                   help="setting tags: cost settings, and al-random (default costs, random AL "
+                        "queries); default: all")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
     p.add_argument("--split", type=Path, default=REPO / "docs" / "policy_split.json",
                    help="the training / held-out split of the data sets")

@@ -28,16 +28,19 @@ from ballad_env.episode import AL, LR
 from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice, build_lattice
 from ballad_env.settings import Settings
 
-#: Cost settings of the study, by the tag used in paths and tables.
-COST_SETTINGS: dict[str, dict[str, float]] = {
-    "default": {}, "cfn10": {"c_fn": 10.0}, "cfp10": {"c_fp": 10.0}}
+#: Settings of the study besides the prior, by the tag used in paths and in the tables'
+#: ``costs`` column: three cost settings, and the default costs with random AL queries
+#: (is it the uncertainty sampling that makes AL expensive?).
+COST_SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {}, "cfn10": {"c_fn": 10.0}, "cfp10": {"c_fp": 10.0},
+    "al-random": {"al_strategy": "random"}}
 PRIORS = ("iforest", "knn")
 
 
 def study_settings(costs: str, prior: str) -> Settings:
-    """The episode settings of one cost tag and prior."""
+    """The episode settings of one tag and prior."""
     if costs not in COST_SETTINGS:
-        raise ValueError(f"unknown cost setting {costs!r}: use one of {', '.join(COST_SETTINGS)}")
+        raise ValueError(f"unknown setting tag {costs!r}: use one of {', '.join(COST_SETTINGS)}")
     return Settings(prior=prior, **COST_SETTINGS[costs])
 
 
@@ -384,7 +387,8 @@ def paired_change_stats(rows: pd.DataFrame) -> pd.DataFrame:
             "dt_if_v_better": float(g.loc[g["dv"] < 0, "dt"].mean()),
             "dt_if_v_worse": float(g.loc[g["dv"] > 0, "dt"].mean()),
             "corr_lagged": lag["dv_prev"].corr(lag["dt"])})
-    return rows.groupby(["costs", "prior"])[list(rows.columns)].apply(stats).reset_index()
+    out = rows.groupby(["costs", "prior"])[list(rows.columns)].apply(stats).reset_index()
+    return out.astype({"states": int})
 
 
 def paired_change_table(root: Path, costs: Sequence[str], priors: Sequence[str],
