@@ -44,7 +44,8 @@ TITLES = {
 }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options, each with a one-line help."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or REPO.parent / "shared" / "benchmarks"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
@@ -57,9 +58,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="setting tags: cost settings, and al-random (default costs, random AL "
                         "queries); default: all")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
+    p.add_argument("--priors", nargs="+", default=list(PRIORS), help="priors (default: both)")
     p.add_argument("--split", type=Path, default=REPO / "docs" / "policy_split.json",
                    help="the training / held-out split of the data sets")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,16 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(split["rows"], key=split["rows"].get)
     seeds = range(args.seeds)
     try:
-        build_lattices(args.out, names, seeds, PRIORS, args.costs, str(args.data_dir),
+        build_lattices(args.out, names, seeds, args.priors, args.costs, str(args.data_dir),
                        log=lambda m: print(m, flush=True))
-        paths, signals = compute_replays(args.out, args.costs, PRIORS, names, seeds,
+        paths, signals = compute_replays(args.out, args.costs, args.priors, names, seeds,
                                          candidates(), log=lambda m: print(m, flush=True))
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     tables = report_tables(paths, signals, split["train"], split["held_out"],
                            leave_three_out_folds(names))
-    tables["allocators_paired"] = paired_change_table(args.out, args.costs, PRIORS, names, seeds)
+    tables["allocators_paired"] = paired_change_table(args.out, args.costs, args.priors, names,
+                                                      seeds)
     folder = REPO / "docs" / "tables" if args.update_docs else args.out / "tables"
     for stem, frame in tables.items():
         print(write_table(frame, folder, stem, title=TITLES[stem], index=False))
