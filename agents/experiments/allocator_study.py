@@ -265,8 +265,8 @@ def with_yardsticks(paths: pd.DataFrame) -> pd.DataFrame:
 def tuned_paths(paths: pd.DataFrame, selection: dict[tuple[str, str], str],
                 datasets: Sequence[str]) -> pd.DataFrame:
     """The rows of ``datasets`` with each tuned family reduced to its selected candidate
-    (named by the family, its label in ``chosen``); fixed splits other than All-in-LR's
-    dropped, hindsight yardsticks added."""
+    (named by the family, its label in ``chosen``); the fixed splits dropped (All-in-LR is
+    a replayed agent) and the hindsight yardsticks added."""
     rows = with_yardsticks(paths[paths["dataset"].isin(list(datasets))])
     keep = ~rows["family"].isin(list(PARAM_GRIDS)) & (rows["family"] != "fixed")
     parts = [rows[keep].assign(chosen=rows.loc[keep, "allocator"])]
