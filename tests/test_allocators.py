@@ -338,3 +338,9 @@ def test_paired_rows_and_their_statistics_by_hand() -> None:
     assert stats["dt_if_v_better"] == pytest.approx(-0.1) and np.isnan(stats["dt_if_v_worse"])
     assert stats["median_se"] == pytest.approx(0.05)
     assert stats["median_abs_dt"] == pytest.approx(0.1)
+
+
+def test_gymnasium_checks_the_v1_environment(small_xy) -> None:
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(BudgetAllocationEnv(small_xy, observation="v1", **SHORT), skip_render_check=True)
