@@ -10,6 +10,9 @@ a *paired* measurement of what those rounds did. The rules here use that:
 - ``paired-commit``: the same probe, decided once at its end.
 - ``probe-switch``: the same warm-up and a one-round AL probe, then all AL if the probe's
   entropy reward (label-free: how much the detector moved) reaches a threshold, else LR.
+- ``thompson-gain``: Thompson sampling, each round, between AL's gain (a Gaussian posterior
+  on the paired decrease over AL rounds) and LR's expected gain (how much one more round of
+  V labels shrinks the estimate's standard error).
 
 (A greedy rule on the validation-sample cost would be ``val-cost-greedy``: once V holds a
 label, ``val_cost`` is computed on V's labels only, so the two estimates agree on every
@@ -138,12 +141,87 @@ class ProbeSwitch(_OneEpisodeAgent):
         return f"ProbeSwitch(warmup={self.warmup}, threshold={self.threshold:g})"
 
 
+class ThompsonGain(_OneEpisodeAgent):
+    """Thompson sampling between AL's gain per round and LR's expected gain.
+
+    AL's gain is the paired decrease of the validation-sample cost over one AL round (the
+    same V labels before and after), with a Gaussian posterior: prior ``N(prior_mean * s,
+    (prior_sd * s)**2)`` where s is the standard error after the first LR round, and each
+    AL round an observation with noise ``noise`` x the standard error before it. LR's gain
+    is ``lr_gain`` x how much one more round of V labels shrinks that standard error,
+    se x (1 - sqrt(j / (j + 1))) after j LR rounds: more labels matter while tau is set on
+    few. Each round draws AL's gain from the posterior and takes AL if the draw is larger.
+    Round 0 is LR (nothing can be measured without a V label). Randomness: one generator,
+    ``numpy.random.default_rng(seed)`` from ``reset(seed)``, restarted with every episode.
+    """
+
+    name = "thompson-gain"
+
+    #: Floor of a standard error (in units of the largest unit cost): all-equal costs on
+    #: the V sample give an SE of 0, which would make the prior and the noise degenerate.
+    SE_FLOOR = 1e-3
+
+    def __init__(self, prior_mean: float = 0.0, prior_sd: float = 1.0, noise: float = 1.0,
+                 lr_gain: float = 2.0) -> None:
+        if prior_sd <= 0 or noise <= 0 or lr_gain < 0:
+            raise ValueError(f"prior_sd and noise must be > 0 and lr_gain >= 0, got "
+                             f"{prior_sd}, {noise} and {lr_gain}")
+        self.prior_mean, self.prior_sd = float(prior_mean), float(prior_sd)
+        self.noise, self.lr_gain = float(noise), float(lr_gain)
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode; ``seed`` seeds the generator of this and later episodes."""
+        self.seed = seed
+        self._restart()
+
+    def _restart(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.lr_rounds = 0
+        self.posterior: tuple[float, float] | None = None  # (mean, variance) of AL's gain
+        self.before: tuple[float, float] | None = None  # (cost, se) before the last round
+
+    def act(self, observation: np.ndarray) -> int:
+        if feature(observation, "budget_used") == 0.0:
+            self._restart()
+        cost, se = feature(observation, "val_sample_cost"), feature(observation, "val_sample_se")
+        if feature(observation, "prev_lr") > 0.5:
+            self.lr_rounds += 1
+        elif feature(observation, "prev_al") > 0.5 and self.posterior and self.before:
+            self.posterior = self.update(self.posterior, self.before[0] - cost,
+                                         (self.noise * max(self.before[1], self.SE_FLOOR)) ** 2)
+        self.before = (cost, se)
+        if self.lr_rounds == 0:
+            return LR
+        if self.posterior is None:
+            scale = max(se, self.SE_FLOOR)
+            self.posterior = (self.prior_mean * scale, (self.prior_sd * scale) ** 2)
+        mean, variance = self.posterior
+        draw = mean + np.sqrt(variance) * self.rng.standard_normal()
+        j = self.lr_rounds
+        return AL if draw > self.lr_gain * se * (1.0 - np.sqrt(j / (j + 1.0))) else LR
+
+    @staticmethod
+    def update(posterior: tuple[float, float], gain: float, noise_var: float
+               ) -> tuple[float, float]:
+        """The Gaussian posterior (mean, variance) after observing ``gain`` with noise
+        variance ``noise_var`` (conjugate normal update)."""
+        mean, variance = posterior
+        precision = 1.0 / variance + 1.0 / noise_var
+        return (mean / variance + gain / noise_var) / precision, 1.0 / precision
+
+    def __repr__(self) -> str:
+        return (f"ThompsonGain(prior_mean={self.prior_mean:g}, prior_sd={self.prior_sd:g}, "
+                f"noise={self.noise:g}, lr_gain={self.lr_gain:g})")
+
+
 #: Registered names and factories (the environment is not needed by any of them), with the
 #: parameters tuned on the training data sets at the default costs (ALLOCATORS.md).
 ALLOCATOR_AGENTS = {
     "paired-probe": lambda env: PairedProbe(warmup=6, probe=1, z=1.0),
     "paired-commit": lambda env: PairedProbe(warmup=10, probe=1, z=2.0, recheck=False),
     "probe-switch": lambda env: ProbeSwitch(),
+    "thompson-gain": lambda env: ThompsonGain(),
 }
 
 
@@ -156,4 +234,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["ALLOCATOR_AGENTS", "PairedProbe", "ProbeSwitch"]
+__all__ = ["ALLOCATOR_AGENTS", "PairedProbe", "ProbeSwitch", "ThompsonGain"]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import agents
-from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch
+from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch, ThompsonGain
 from agents.experiments.allocator_study import (
     Candidate,
     candidates,
@@ -184,9 +184,51 @@ def test_probe_switch_reads_the_probe_rounds_entropy_reward() -> None:
         assert [int(agent.predict(o)[0]) for o in steps] == [LR, LR, AL, rest, rest]
 
 
+def test_thompson_posterior_update_by_hand() -> None:
+    # prior N(0, 1), gain 1 observed with noise variance 1: precision 2, mean 1/2
+    assert ThompsonGain.update((0.0, 1.0), 1.0, 1.0) == pytest.approx((0.5, 0.5))
+    # prior N(0.2, 0.04), gain 0.4 with variance 0.01: precision 25 + 100 = 125,
+    # mean (0.2 * 25 + 0.4 * 100) / 125 = 0.36
+    assert ThompsonGain.update((0.2, 0.04), 0.4, 0.01) == pytest.approx((0.36, 0.008))
+
+
+def test_thompson_draws_against_the_lr_gain_by_hand() -> None:
+    # round 0: LR (no V label). Round 1 (j = 1, se 0.02): prior N(0.5 * 0.02, (1 * 0.02)^2);
+    # LR's gain 4 * 0.02 * (1 - sqrt(1/2)). Round 2, after that AL round (paired decrease
+    # 0.01, noise 1 x 0.02): the conjugate posterior, LR's gain unchanged (j still 1).
+    agent = ThompsonGain(prior_mean=0.5, prior_sd=1.0, noise=1.0, lr_gain=4.0)
+    agent.reset(seed=7)
+    z = np.random.default_rng(7).standard_normal(2)
+    lr_gain = 4 * 0.02 * (1 - np.sqrt(0.5))
+    first = AL if 0.01 + 0.02 * z[0] > lr_gain else LR
+    steps = [obs(budget_used=0.0), obs(budget_used=1 / 15, prev_lr=1, val_sample_cost=0.1,
+                                        val_sample_se=0.02)]
+    actions = [int(agent.predict(o)[0]) for o in steps]
+    assert actions == [LR, first]
+    if first == AL:
+        mean, var = ThompsonGain.update((0.01, 0.0004), 0.01, 0.0004)
+        second = AL if mean + np.sqrt(var) * z[1] > lr_gain else LR
+        o = obs(budget_used=2 / 15, prev_al=1, val_sample_cost=0.09, val_sample_se=0.02)
+        assert int(agent.predict(o)[0]) == second
+
+
+def test_thompson_follows_the_evidence() -> None:
+    # the prior says AL (mean 1 SE, sd 0.25 SE; se 0.01, LR's gain 0). AL rounds that lower
+    # the paired estimate keep the rule on AL; one that raises it by 10 SEs ends AL
+    for seed in range(5):
+        agent = ThompsonGain(prior_mean=1.0, prior_sd=0.25, noise=0.5, lr_gain=0.0)
+        agent.reset(seed)
+        assert play(agent, [0.3, 0.2, 0.3, 0.3, 0.3, 0.3]) == [LR, AL] + [LR] * 4
+        agent.reset(seed)
+        assert play(agent, [0.3, 0.2, 0.18, 0.16, 0.14, 0.12]) == [LR] + [AL] * 5
+    with pytest.raises(ValueError, match="prior_sd and noise"):
+        ThompsonGain(noise=0.0)
+
+
 @pytest.mark.parametrize("name", sorted(ALLOCATOR_AGENTS))
 def test_allocators_respect_the_mask_and_forget_between_episodes(name: str) -> None:
     agent = agents.make_agent(name)
+    agent.reset(seed=0)
     assert agent.name == name
     exhausted = obs(budget_used=0.0)
     exhausted[ALL_FEATURE_INDEX["lr_available"]] = 0.0
@@ -208,7 +250,8 @@ def test_invalid_parameters_are_refused() -> None:
 VARIANTS = {**{name: (lambda name=name: agents.make_agent(name)) for name in ALLOCATOR_AGENTS},
             "eager probe": lambda: PairedProbe(warmup=1, probe=1, z=-0.5),
             "eager commit": lambda: PairedProbe(warmup=2, probe=2, z=-0.5, recheck=False),
-            "eager switch": lambda: ProbeSwitch(warmup=1, threshold=0.0)}
+            "eager switch": lambda: ProbeSwitch(warmup=1, threshold=0.0),
+            "eager thompson": lambda: ThompsonGain(prior_mean=0.5, prior_sd=2.0, lr_gain=0.0)}
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.allocators import PairedProbe, ProbeSwitch
+from agents.allocators import PairedProbe, ProbeSwitch, ThompsonGain
 from agents.base import Agent
 from agents.registry import make_agent
 from ballad_env.episode import AL, LR
@@ -112,14 +112,17 @@ PARAM_GRIDS: dict[str, dict[str, list[Any]]] = {
     "paired-commit": _PROBE_GRID,
     "probe-switch": {"warmup": [1, 2, 3, 5],
                      "threshold": [0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.2]},
+    "thompson-gain": {"prior_mean": [-1.0, -0.5, 0.0, 0.5, 1.0], "prior_sd": [0.25, 1.0, 2.0],
+                      "noise": [0.5, 2.0], "lr_gain": [0.0, 2.0, 8.0]},
 }
 _FACTORIES: dict[str, Callable[..., Agent]] = {
     "paired-probe": lambda **p: PairedProbe(recheck=True, **p),
     "paired-commit": lambda **p: PairedProbe(recheck=False, **p),
     "probe-switch": lambda **p: ProbeSwitch(**p),
+    "thompson-gain": lambda **p: ThompsonGain(**p),
 }
 #: The allocators the study proposes (the rest are yardsticks and earlier rules).
-NEW_ALLOCATORS = ("paired-probe", "paired-commit", "probe-switch")
+NEW_ALLOCATORS = ("paired-probe", "paired-commit", "probe-switch", "thompson-gain")
 
 
 @dataclass(frozen=True)
@@ -175,15 +178,17 @@ def fixed_split(lattice: Lattice, m: int) -> tuple[int, ...]:
     return tuple(actions)
 
 
-def replay_cell(lattice: Lattice, cands: Sequence[Candidate]) -> list[dict[str, Any]]:
-    """One row per path in one lattice: each candidate's replay, the optimal path, the
-    one-step oracle and every fixed split ``fixed-lr<m>`` (family ``fixed``)."""
+def replay_cell(lattice: Lattice, cands: Sequence[Candidate], yardsticks: bool = True
+                ) -> list[dict[str, Any]]:
+    """One row per path in one lattice: each candidate's replay and (with ``yardsticks``)
+    the optimal path, the one-step oracle and every fixed split ``fixed-lr<m>`` (family
+    ``fixed``)."""
     optimal = lattice.optimal_path("mean")
     optimum = lattice.mean_cost(optimal)
     rows = [{"allocator": "optimal", "family": "optimal", **path_row(lattice, optimal, optimum)},
             {"allocator": "oracle", "family": "oracle",
-             **path_row(lattice, lattice.one_step_oracle(), optimum)}]
-    for m in range(lattice.n_rounds + 1):
+             **path_row(lattice, lattice.one_step_oracle(), optimum)}] if yardsticks else []
+    for m in range(lattice.n_rounds + 1 if yardsticks else 0):
         rows.append({"allocator": f"fixed-lr{m}", "family": "fixed",
                      **path_row(lattice, fixed_split(lattice, m), optimum)})
     for cand in cands:
@@ -203,14 +208,17 @@ def compute_replays(root: Path, costs: Sequence[str], priors: Sequence[str],
                     cands: Sequence[Candidate],
                     log: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Replay ``cands`` on every cached lattice; (paths, signals), tidy. Each (cost tag,
-    prior, data set) is written to ``<root>/replays`` as it finishes and reused on a rerun
-    (delete that folder after changing an allocator or the grids)."""
+    prior, data set) is written to ``<root>/replays`` as it finishes and reused on a rerun;
+    candidates missing from a cached file are replayed and appended (delete that folder
+    after changing an allocator or a grid value)."""
     seeds = list(seeds)
     paths, signals = [], []
     for tag, prior, name in itertools.product(costs, priors, datasets):
         folder = Path(root) / "replays" / tag / prior
         files = (folder / f"{name}_paths.parquet", folder / f"{name}_signals.parquet")
-        if not all(f.exists() for f in files):
+        if all(f.exists() for f in files):
+            _append_missing(root, tag, prior, name, seeds, cands, files[0], log)
+        else:
             rows, sig = [], []
             for _, seed, lattice in iter_lattices(root, tag, prior, [name], seeds):
                 keys = {"costs": tag, "prior": prior, "dataset": name, "seed": seed}
@@ -230,6 +238,24 @@ def compute_replays(root: Path, costs: Sequence[str], priors: Sequence[str],
     if not paths:
         raise FileNotFoundError(f"no lattices under {Path(root) / 'lattices'}: build them first")
     return pd.concat(paths, ignore_index=True), pd.concat(signals, ignore_index=True)
+
+
+def _append_missing(root: Path, tag: str, prior: str, name: str, seeds: Sequence[int],
+                    cands: Sequence[Candidate], path: Path,
+                    log: Callable[[str], None] | None) -> None:
+    """Replay the candidates a cached paths file lacks, and append their rows to it."""
+    cached = pd.read_parquet(path)
+    missing = [c for c in cands if c.label not in set(cached["allocator"])]
+    if not missing:
+        return
+    rows = [{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **row}
+            for _, seed, lattice in iter_lattices(root, tag, prior, [name], seeds)
+            for row in replay_cell(lattice, missing, yardsticks=False)]
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    pd.concat([cached, pd.DataFrame(rows)], ignore_index=True).to_parquet(tmp, index=False)
+    tmp.replace(path)
+    if log is not None:
+        log(f"replayed {tag} {prior} {name}: {len(rows)} paths added")
 
 
 # ---------------------------------------------------------------------------- tuning
