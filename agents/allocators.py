@@ -13,6 +13,9 @@ a *paired* measurement of what those rounds did. The rules here use that:
 - ``thompson-gain``: Thompson sampling, each round, between AL's gain (a Gaussian posterior
   on the paired decrease over AL rounds) and LR's expected gain (how much one more round of
   V labels shrinks the estimate's standard error).
+- ``trait-switch``: a probe round of AL, then all AL or all LR by a logistic score of the
+  data set's label-free traits read after it (gamma, how far the detector moved, ...),
+  fitted on the training data sets.
 
 (A greedy rule on the validation-sample cost would be ``val-cost-greedy``: once V holds a
 label, ``val_cost`` is computed on V's labels only, so the two estimates agree on every
@@ -25,6 +28,7 @@ Defaults are the values tuned on the training data sets of ``docs/policy_split.j
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -215,6 +219,67 @@ class ThompsonGain(_OneEpisodeAgent):
                 f"noise={self.noise:g}, lr_gain={self.lr_gain:g})")
 
 
+
+class TraitSwitch(_OneEpisodeAgent):
+    """The ``probe`` rounds, then all AL if a logistic score of traits read after them is
+    positive, else all LR: ``intercept + sum(coef * (trait - center) / scale) > 0``.
+
+    The traits (``TRAITS``) need no label beyond the probe's: gamma, how much the probe's AL
+    round moved the detector (entropy and cosine rewards), the anomalies it found, and tau
+    and the rejection rate it leaves. The decision that matters comes first (ALLOCATORS.md),
+    so the probe is short. The coefficients are fitted on the training data sets
+    (``agents.experiments.allocator_study.fit_trait_switch``).
+    """
+
+    name = "trait-switch"
+    TRAITS = ("contamination", "entropy_al", "cosine_al", "anomalies_found", "tau",
+              "val_rejection")
+
+    def __init__(self, coef: Sequence[float], intercept: float, center: Sequence[float],
+                 scale: Sequence[float], probe: Sequence[int] = (AL,)) -> None:
+        n = len(self.TRAITS)
+        if not len(coef) == len(center) == len(scale) == n:
+            raise ValueError(f"coef, center and scale need one value per trait ({n}), got "
+                             f"{len(coef)}, {len(center)} and {len(scale)}")
+        if min(scale) <= 0 or not probe or probe[-1] != AL:
+            raise ValueError("scales must be > 0 and the probe must end with an AL round")
+        self.coef, self.center, self.scale = (np.asarray(v, dtype=float)
+                                              for v in (coef, center, scale))
+        self.intercept, self.probe = float(intercept), tuple(int(a) for a in probe)
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode."""
+        self.rounds = 0
+        self.choice: int | None = None
+
+    def score(self, observation: np.ndarray) -> float:
+        """The logistic score (log-odds that AL pays) of the traits in ``observation``."""
+        traits = np.array([feature(observation, name) for name in self.TRAITS])
+        return float(self.intercept + self.coef @ ((traits - self.center) / self.scale))
+
+    def act(self, observation: np.ndarray) -> int:
+        if feature(observation, "budget_used") == 0.0:
+            self.reset()
+        self.rounds += 1
+        if self.rounds <= len(self.probe):
+            return self.probe[self.rounds - 1]
+        if self.choice is None:
+            self.choice = AL if self.score(observation) > 0.0 else LR
+        return self.choice
+
+    def __repr__(self) -> str:
+        return (f"TraitSwitch(coef={self.coef.round(4).tolist()}, "
+                f"intercept={self.intercept:.4g}, probe={self.probe})")
+
+
+#: The trait switch fitted on the 12 training data sets at the default costs (both priors;
+#: ``allocator_study.fit_trait_switch``, rounded to 4 digits), in ``TraitSwitch.TRAITS`` order.
+TRAIT_SWITCH_DEFAULTS: dict[str, Any] = {
+    "coef": [1.9132, 1.2268, 1.1617, -1.8086, -0.5641, -0.2552], "intercept": -2.7420,
+    "center": [0.041, 0.0726, 0.1867, 0.0134, 0.7201, 0.1958],
+    "scale": [0.0287, 0.0552, 0.2185, 0.0273, 0.291, 0.1902], "probe": (AL,)}
+
 #: Registered names and factories (the environment is not needed by any of them), with the
 #: parameters tuned on the training data sets at the default costs (ALLOCATORS.md).
 ALLOCATOR_AGENTS = {
@@ -222,6 +287,7 @@ ALLOCATOR_AGENTS = {
     "paired-commit": lambda env: PairedProbe(warmup=10, probe=1, z=2.0, recheck=False),
     "probe-switch": lambda env: ProbeSwitch(),
     "thompson-gain": lambda env: ThompsonGain(),
+    "trait-switch": lambda env: TraitSwitch(**TRAIT_SWITCH_DEFAULTS),
 }
 
 
@@ -234,4 +300,5 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["ALLOCATOR_AGENTS", "PairedProbe", "ProbeSwitch", "ThompsonGain"]
+__all__ = ["ALLOCATOR_AGENTS", "PairedProbe", "ProbeSwitch", "ThompsonGain",
+           "TraitSwitch", "TRAIT_SWITCH_DEFAULTS"]

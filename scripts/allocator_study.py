@@ -29,6 +29,7 @@ from agents.experiments.allocator_study import (
     leave_three_out_folds,
     paired_change_table,
     report_tables,
+    trait_table,
 )
 from agents.experiments.tables import write_table
 
@@ -81,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    traits = trait_table(args.out, args.costs, args.priors, names, seeds)
     tables = report_tables(paths, signals, split["train"], split["held_out"],
-                           leave_three_out_folds(names))
+                           leave_three_out_folds(names), traits)
     tables["allocators_paired"] = paired_change_table(args.out, args.costs, args.priors, names,
                                                       seeds)
     folder = REPO / "docs" / "tables" if args.update_docs else args.out / "tables"

@@ -8,19 +8,24 @@ import pandas as pd
 import pytest
 
 import agents
-from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch, ThompsonGain
+from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch, ThompsonGain, TraitSwitch
 from agents.experiments.allocator_study import (
     Candidate,
     candidates,
+    fit_logistic,
+    fit_trait_switch,
     fixed_split,
     goal_table,
     leave_three_out_folds,
     paired_change_stats,
     paired_rows,
+    planned_path,
     replay_cell,
     select_params,
     signal_accuracy,
     summary,
+    trait_row,
+    trait_switch_paths,
     tuned_paths,
 )
 from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
@@ -225,6 +230,71 @@ def test_thompson_follows_the_evidence() -> None:
         ThompsonGain(noise=0.0)
 
 
+def constant_switch(intercept: float) -> TraitSwitch:
+    """A trait switch that ignores the traits: AL after the probe if ``intercept`` > 0."""
+    n = len(TraitSwitch.TRAITS)
+    return TraitSwitch(coef=[0.0] * n, intercept=intercept, center=[0.0] * n, scale=[1.0] * n)
+
+
+def test_trait_switch_scores_standardised_traits_by_hand() -> None:
+    # traits: contamination 0.1, entropy_al 0.3, the rest 0; centres 0.05 / 0.1, scales
+    # 0.05 / 0.1: standardised 1 and 2; score -1 + 0.5 * 1 + 1 * 2 = 1.5 > 0: AL
+    agent = TraitSwitch(coef=[0.5, 1.0, 0, 0, 0, 0], intercept=-1.0,
+                        center=[0.05, 0.1, 0, 0, 0, 0], scale=[0.05, 0.1, 1, 1, 1, 1])
+    decided = obs(budget_used=1 / 15, prev_al=1, contamination=0.1, entropy_al=0.3)
+    assert agent.score(decided) == pytest.approx(1.5, abs=1e-6)
+    assert [int(agent.predict(o)[0]) for o in (obs(), decided, decided)] == [AL, AL, AL]
+    agent.intercept = -3.0  # score -0.5: LR after the AL probe
+    assert [int(agent.predict(o)[0]) for o in (obs(), decided, decided)] == [AL, LR, LR]
+    with pytest.raises(ValueError, match="one value per trait"):
+        TraitSwitch(coef=[1.0], intercept=0.0, center=[0.0], scale=[1.0])
+    with pytest.raises(ValueError, match="end with an AL round"):
+        TraitSwitch(coef=[0.0] * 6, intercept=0.0, center=[0.0] * 6, scale=[1.0] * 6,
+                    probe=(LR,))
+
+
+def test_fit_logistic_by_hand() -> None:
+    # no information in x: the intercept is the weighted log-odds, log(3 / 1)
+    coef, intercept = fit_logistic(np.zeros((2, 1)), np.array([0.0, 1.0]), np.array([1.0, 3.0]))
+    assert intercept == pytest.approx(np.log(3.0)) and coef == pytest.approx([0.0])
+    # x = -1 (y 0), x = 1 (y 1), L2 1: by symmetry intercept 0, and the gradient
+    # -2 sigma(-w) + w = 0 gives w = 2 / (1 + e^w)
+    coef, intercept = fit_logistic(np.array([[-1.0], [1.0]]), np.array([0.0, 1.0]), np.ones(2))
+    assert intercept == pytest.approx(0.0, abs=1e-12)
+    assert coef[0] == pytest.approx(2.0 / (1.0 + np.exp(coef[0])))
+
+
+def test_fit_trait_switch_picks_the_cheaper_continuation() -> None:
+    # data set A: AL continuations cheaper where the detector moved a lot; B: LR cheaper
+    rows = []
+    for dataset, moved, al, lr in (("A", 0.4, 1.0, 2.0), ("B", 0.1, 3.0, 2.0)):
+        for seed in range(3):
+            traits = {name: 0.05 for name in TraitSwitch.TRAITS}
+            traits["entropy_al"] = moved + 0.01 * seed
+            rows.append({"costs": "default", "prior": "knn", "dataset": dataset, "seed": seed,
+                         **traits, **{f"{side}_{k}": cost for side, cost in (("al", al),
+                                                                            ("lr", lr))
+                                      for k in ("mean_cost", "final_cost", "regret")},
+                         "al_al_share": 1.0, "lr_al_share": 0.1})
+    traits = pd.DataFrame(rows)
+    params = fit_trait_switch(traits, ["A", "B"])
+    assert params["coef"][1] > 0 and params["scale"][0] == 1.0  # constant trait: scale 1
+    out = trait_switch_paths(traits, ["A", "B"], ["A", "B"])
+    assert out.groupby("dataset")["mean_cost"].max().to_dict() == {"A": 1.0, "B": 2.0}
+    assert out["allocator"].unique().tolist() == ["trait-switch"]
+
+
+def test_trait_row_matches_the_switch_replayed_on_the_lattice(small_xy) -> None:
+    lattice = build_lattice(load_dataset(small_xy), 0, Settings(prior="knn", **SHORT))
+    row = trait_row(lattice)
+    for intercept, side, then in ((1.0, "al", AL), (-1.0, "lr", LR)):
+        path = lattice.replay(constant_switch(intercept))
+        assert path == planned_path(lattice, (AL, *[then] * (lattice.n_rounds - 1)))
+        assert row[f"{side}_mean_cost"] == pytest.approx(lattice.mean_cost(path))
+    # the traits are those of the observation after the AL probe
+    assert row["entropy_al"] == pytest.approx(float(lattice.al_reward["entropy"][1]), abs=1e-6)
+
+
 @pytest.mark.parametrize("name", sorted(ALLOCATOR_AGENTS))
 def test_allocators_respect_the_mask_and_forget_between_episodes(name: str) -> None:
     agent = agents.make_agent(name)
@@ -251,7 +321,8 @@ VARIANTS = {**{name: (lambda name=name: agents.make_agent(name)) for name in ALL
             "eager probe": lambda: PairedProbe(warmup=1, probe=1, z=-0.5),
             "eager commit": lambda: PairedProbe(warmup=2, probe=2, z=-0.5, recheck=False),
             "eager switch": lambda: ProbeSwitch(warmup=1, threshold=0.0),
-            "eager thompson": lambda: ThompsonGain(prior_mean=0.5, prior_sd=2.0, lr_gain=0.0)}
+            "eager thompson": lambda: ThompsonGain(prior_mean=0.5, prior_sd=2.0, lr_gain=0.0),
+            "al switch": lambda: constant_switch(1.0)}
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.allocators import PairedProbe, ProbeSwitch, ThompsonGain
-from agents.base import Agent
+from agents.allocators import PairedProbe, ProbeSwitch, ThompsonGain, TraitSwitch
+from agents.base import Agent, RuleAgent, feature
 from agents.registry import make_agent
 from ballad_env.episode import AL, LR
 from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice, build_lattice
@@ -122,7 +122,8 @@ _FACTORIES: dict[str, Callable[..., Agent]] = {
     "thompson-gain": lambda **p: ThompsonGain(**p),
 }
 #: The allocators the study proposes (the rest are yardsticks and earlier rules).
-NEW_ALLOCATORS = ("paired-probe", "paired-commit", "probe-switch", "thompson-gain")
+NEW_ALLOCATORS = ("paired-probe", "paired-commit", "probe-switch", "thompson-gain",
+                  "trait-switch")
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,141 @@ def _append_missing(root: Path, tag: str, prior: str, name: str, seeds: Sequence
         log(f"replayed {tag} {prior} {name}: {len(rows)} paths added")
 
 
+# ---------------------------------------------------------------------------- trait switch
+#: The trait switch's probe (one AL round: the decision that matters comes first) and the
+#: L2 penalty of its logistic fit (on standardised traits).
+TRAIT_PROBE = (AL,)
+TRAIT_L2 = 1.0
+
+
+def planned_path(lattice: Lattice, planned: Sequence[int]) -> tuple[int, ...]:
+    """``planned`` actions, each replaced by the other one where its pool is exhausted."""
+    actions, i, j = [], 0, 0
+    for action in planned:
+        if not lattice.can_move(i, j, action):
+            action = 1 - action
+        actions.append(action)
+        i, j = (i + 1, j) if action == AL else (i, j + 1)
+    return tuple(actions)
+
+
+class _TraitRecorder(RuleAgent):
+    """Plays the probe, then LR; keeps the observation the trait switch decides on."""
+
+    observation_version = "v1"
+
+    def __init__(self, probe: Sequence[int]) -> None:
+        self.probe, self.seen = tuple(probe), None
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        self.rounds = 0
+
+    def act(self, observation: np.ndarray) -> int:
+        if self.rounds == len(self.probe):
+            self.seen = observation.copy()
+        self.rounds += 1
+        return self.probe[self.rounds - 1] if self.rounds <= len(self.probe) else LR
+
+
+def trait_row(lattice: Lattice, probe: Sequence[int] = TRAIT_PROBE) -> dict[str, float]:
+    """The traits the trait switch reads after ``probe``, and the mean cost, final cost,
+    regret and AL share of its two continuations (``al_*``: AL to the end, ``lr_*``)."""
+    recorder = _TraitRecorder(probe)
+    lattice.replay(recorder)
+    assert recorder.seen is not None
+
+    row = {name: feature(recorder.seen, name) for name in TraitSwitch.TRAITS}
+    optimum = lattice.mean_cost(lattice.optimal_path("mean"))
+    rest = lattice.n_rounds - len(probe)
+    for action, side in ((AL, "al"), (LR, "lr")):
+        path = planned_path(lattice, (*probe, *[action] * rest))
+        row.update({f"{side}_{k}": v for k, v in path_row(lattice, path, optimum).items()})
+    return row
+
+
+def trait_table(root: Path, costs: Sequence[str], priors: Sequence[str],
+                datasets: Sequence[str], seeds: Iterable[int]) -> pd.DataFrame:
+    """:func:`trait_row` of every cached lattice, tidy (cached as ``<root>/traits.parquet``;
+    delete it after changing the probe or the traits)."""
+    path = Path(root) / "traits.parquet"
+    cached = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=CELL)
+    seeds = list(seeds)
+    done = set(zip(*(cached[k] for k in CELL), strict=True))
+    rows = [{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **trait_row(lattice)}
+            for tag, prior in itertools.product(costs, priors)
+            for name, seed, lattice in iter_lattices(
+                root, tag, prior, [n for n in datasets
+                                   if any((tag, prior, n, s) not in done for s in seeds)], seeds)
+            if (tag, prior, name, seed) not in done]
+    if rows:
+        cached = pd.concat([cached, pd.DataFrame(rows)], ignore_index=True) if len(cached) \
+            else pd.DataFrame(rows)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        cached.to_parquet(tmp, index=False)
+        tmp.replace(path)
+    keep = cached["costs"].isin(list(costs)) & cached["prior"].isin(list(priors)) \
+        & cached["dataset"].isin(list(datasets)) & cached["seed"].isin(seeds)
+    return cached[keep].reset_index(drop=True)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = TRAIT_L2,
+                 iterations: int = 50) -> tuple[np.ndarray, float]:
+    """Weighted logistic regression with an L2 penalty on the coefficients (not the
+    intercept), by Newton's method: minimises sum w (log(1 + e^s) - y s) + l2/2 |coef|^2
+    with s = intercept + x @ coef. Returns (coef, intercept)."""
+    x = np.asarray(x, dtype=float)
+    design = np.column_stack([np.ones(len(x)), x])
+    penalty = np.full(design.shape[1], float(l2))
+    penalty[0] = 0.0
+    beta = np.zeros(design.shape[1])
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ beta)))
+        gradient = design.T @ (weight * (p - y)) + penalty * beta
+        hessian = (design * (weight * p * (1 - p))[:, None]).T @ design + np.diag(penalty)
+        hessian[0, 0] += 1e-9
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return beta[1:], float(beta[0])
+
+
+def fit_trait_switch(traits: pd.DataFrame, datasets: Sequence[str]) -> dict[str, Any]:
+    """The trait switch's parameters fitted on the cells of ``datasets``: label 1 where
+    continuing with AL is cheaper (mean cost) than with LR, each cell weighted by the cost
+    difference, so the fit minds the cells where the choice matters; traits standardised."""
+    rows = traits[traits["dataset"].isin(list(datasets))]
+    x = rows[list(TraitSwitch.TRAITS)].to_numpy(dtype=float)
+    center, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    diff = (rows["lr_mean_cost"] - rows["al_mean_cost"]).to_numpy()
+    weight = np.abs(diff) / max(np.abs(diff).mean(), 1e-12)
+    coef, intercept = fit_logistic((x - center) / scale, (diff > 0).astype(float), weight)
+    return {"coef": coef.tolist(), "intercept": intercept, "center": center.tolist(),
+            "scale": scale.tolist(), "probe": TRAIT_PROBE}
+
+
+def trait_switch_paths(traits: pd.DataFrame, train: Sequence[str], evaluate: Sequence[str]
+                       ) -> pd.DataFrame:
+    """Per cost tag, the trait switch fitted on ``train``: its path rows on ``evaluate``
+    (the continuation it chooses), as ``tuned_paths`` gives them (``chosen``: the fit)."""
+    parts = []
+    for _, rows in traits.groupby("costs", sort=True):
+        params = fit_trait_switch(rows, train)
+        agent = TraitSwitch(**params)
+        cells = rows[rows["dataset"].isin(list(evaluate))]
+        x = cells[list(TraitSwitch.TRAITS)].to_numpy(dtype=float)
+        al = agent.intercept + ((x - agent.center) / agent.scale) @ agent.coef > 0.0
+        out = cells[CELL].copy()
+        for key in ("mean_cost", "final_cost", "regret", "al_share"):
+            out[key] = np.where(al, cells[f"al_{key}"], cells[f"lr_{key}"])
+        label = "trait-switch[" + ",".join(f"{c:.2f}" for c in agent.coef) \
+            + f";{agent.intercept:.2f}]"
+        parts.append(out.assign(allocator="trait-switch", family="trait-switch", chosen=label))
+    return pd.concat(parts, ignore_index=True)
+
+
 # ---------------------------------------------------------------------------- tuning
 CELL = ["costs", "prior", "dataset", "seed"]
 
@@ -327,7 +463,7 @@ def cross_validated_paths(paths: pd.DataFrame, folds: Sequence[Sequence[str]]) -
 
 # ---------------------------------------------------------------------------- tables
 #: Allocators that rank against each other within a cell (deployable: no test labels).
-RANKED = (*BASELINES, *PARAM_GRIDS)
+RANKED = (*BASELINES, *PARAM_GRIDS, "trait-switch")
 YARDSTICKS = ("optimal", "best-fixed-per-cell", "best-fixed-per-dataset", "oracle")
 
 
@@ -442,22 +578,33 @@ def _ordered(table: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 
 def report_tables(paths: pd.DataFrame, signals: pd.DataFrame, train: Sequence[str],
-                  held_out: Sequence[str], folds: Sequence[Sequence[str]]
-                  ) -> dict[str, pd.DataFrame]:
+                  held_out: Sequence[str], folds: Sequence[Sequence[str]],
+                  traits: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """The study's tables by stem: held-out and leave-three-out summaries, the goal, the
-    parameters chosen, per-data-set costs and the signals' accuracy."""
+    parameters chosen, per-data-set costs and the signals' accuracy; with ``traits``
+    (:func:`trait_table`) the trait switch too, fitted like the others are tuned."""
     heldout = heldout_paths(paths, train, held_out)
     cv = cross_validated_paths(paths, folds)
+    if traits is not None:
+        names = sorted(set(paths["dataset"]))
+        heldout = pd.concat([heldout, trait_switch_paths(traits, train, held_out).assign(fold=0)],
+                            ignore_index=True)
+        cv = pd.concat([cv, *(trait_switch_paths(traits, [n for n in names if n not in fold],
+                                                 fold).assign(fold=f)
+                              for f, fold in enumerate(folds))], ignore_index=True)
     cols = ["costs", "prior", "allocator", "cost", "cost_vs_lr", "regret", "regret_vs_lr",
             "rank", "beats_lr", "al_share"]
     goal = pd.concat([goal_table(heldout).assign(evaluation="held-out"),
                       goal_table(cv).assign(evaluation="leave-three-out")])
     chosen = pd.concat([heldout, cv])
-    chosen = chosen[chosen["allocator"].isin(list(PARAM_GRIDS))]
+    chosen = chosen[chosen["allocator"].isin([*PARAM_GRIDS, "trait-switch"])]
     params = chosen.groupby(["costs", "fold", "allocator"])["chosen"].first().unstack("fold")
     params.columns = [f"fold {f}" for f in params.columns]
-    params.insert(0, "train (12)", [select_params(paths, train)[(c, a)]
-                                   for c, a in params.index])
+    on_train = select_params(paths, train)
+    if traits is not None:
+        on_train.update({(c, "trait-switch"): label for c, label in trait_switch_paths(
+            traits, train, train).groupby("costs")["chosen"].first().items()})
+    params.insert(0, "train (12)", [on_train[(c, a)] for c, a in params.index])
     per_dataset = cv[cv["allocator"].isin(["optimal", "best-fixed-per-dataset", "oracle",
                                            "all-in-lr", "ballad", *NEW_ALLOCATORS])]
     per_dataset = per_dataset.groupby(["costs", "prior", "dataset", "allocator"])[
@@ -480,4 +627,5 @@ __all__ = ["BASELINES", "COST_SETTINGS", "NEW_ALLOCATORS", "PARAM_GRIDS", "PRIOR
            "iter_lattices", "lattice_path", "leave_three_out_folds", "load_lattice",
            "paired_change_stats", "paired_change_table", "paired_rows", "path_row",
            "replay_cell", "report_tables", "select_params", "signal_accuracy", "signal_rows",
-           "study_settings", "summary", "tuned_paths", "with_yardsticks"]
+           "study_settings", "summary", "fit_logistic", "fit_trait_switch", "planned_path",
+           "trait_row", "trait_switch_paths", "trait_table", "tuned_paths", "with_yardsticks"]
