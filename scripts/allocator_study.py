@@ -26,8 +26,10 @@ from agents.experiments.allocator_study import (
     build_lattices,
     candidates,
     compute_replays,
+    detection_rounds,
     leave_three_out_folds,
-    paired_change_table,
+    paired_change_frame,
+    paired_change_stats,
     report_tables,
     trait_table,
 )
@@ -42,6 +44,7 @@ TITLES = {
     "allocators_per_dataset": "Mean cost per data set (leave-three-out)",
     "allocators_signals": "Share of states where a signal points to the better action",
     "allocators_paired": "Paired validation-sample change of an AL round against its test change",
+    "allocators_detection": "AL rounds needed to tell the sign of AL's mean paired effect at 2 SE",
 }
 
 
@@ -85,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     traits = trait_table(args.out, args.costs, args.priors, names, seeds)
     tables = report_tables(paths, signals, split["train"], split["held_out"],
                            leave_three_out_folds(names), traits)
-    tables["allocators_paired"] = paired_change_table(args.out, args.costs, args.priors, names,
-                                                      seeds)
+    paired = paired_change_frame(args.out, args.costs, args.priors, names, seeds)
+    tables["allocators_paired"] = paired_change_stats(paired)
+    tables["allocators_detection"] = detection_rounds(paired)
     folder = REPO / "docs" / "tables" if args.update_docs else args.out / "tables"
     for stem, frame in tables.items():
         print(write_table(frame, folder, stem, title=TITLES[stem], index=False))

@@ -12,6 +12,7 @@ from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch, Thomps
 from agents.experiments.allocator_study import (
     Candidate,
     candidates,
+    detection_rounds,
     fit_logistic,
     fit_trait_switch,
     fixed_split,
@@ -458,3 +459,14 @@ def test_gymnasium_checks_the_v1_environment(small_xy) -> None:
     from gymnasium.utils.env_checker import check_env
 
     check_env(BudgetAllocationEnv(small_xy, observation="v1", **SHORT), skip_render_check=True)
+
+
+def test_detection_rounds_by_hand() -> None:
+    # dv -1, -3 (i = 0, 1) and 2 (i = 5): mean -2/3, sample variance 19/3, so
+    # (2 sd / |mean|)^2 = 4 * (19/3) / (4/9) = 57; the first three AL rounds only (-1, -3):
+    # mean -2, variance 2: 4 * 2 / 4 = 2
+    rows = pd.DataFrame({"costs": "default", "prior": "knn", "dataset": "A", "i": [0, 1, 5],
+                         "dv": [-1.0, -3.0, 2.0], "dt": [0.0, -1.0, 1.0]})
+    out = detection_rounds(rows).iloc[0]
+    assert out["rounds"] == pytest.approx(57.0) and out["rounds_early"] == pytest.approx(2.0)
+    assert out["dv"] == pytest.approx(-2 / 3) and out["dt"] == pytest.approx(0.0)

@@ -553,15 +553,37 @@ def paired_change_stats(rows: pd.DataFrame) -> pd.DataFrame:
     return out.astype({"states": int})
 
 
+def paired_change_frame(root: Path, costs: Sequence[str], priors: Sequence[str],
+                        datasets: Sequence[str], seeds: Iterable[int]) -> pd.DataFrame:
+    """:func:`paired_rows` of every cached lattice, tidy."""
+    seeds = list(seeds)
+    return pd.DataFrame([{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **row}
+                         for tag, prior in itertools.product(costs, priors)
+                         for name, seed, lattice in iter_lattices(root, tag, prior, datasets,
+                                                                  seeds)
+                         for row in paired_rows(lattice)])
+
+
 def paired_change_table(root: Path, costs: Sequence[str], priors: Sequence[str],
                         datasets: Sequence[str], seeds: Iterable[int]) -> pd.DataFrame:
     """:func:`paired_change_stats` over every cached lattice."""
-    seeds = list(seeds)
-    rows = [{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **row}
-            for tag, prior in itertools.product(costs, priors)
-            for name, seed, lattice in iter_lattices(root, tag, prior, datasets, seeds)
-            for row in paired_rows(lattice)]
-    return paired_change_stats(pd.DataFrame(rows))
+    return paired_change_stats(paired_change_frame(root, costs, priors, datasets, seeds))
+
+
+def detection_rounds(rows: pd.DataFrame, first: int = 3, z: float = 2.0) -> pd.DataFrame:
+    """Per cost tag, prior and data set: how many paired AL-round measurements it takes to
+    tell the sign of AL's mean effect at ``z`` standard errors, n = (z sd(dv) / mean(dv))^2,
+    over all states (``rounds``) and over the first ``first`` AL rounds (i < first,
+    ``rounds_early``: what a rule that must decide early sees); with the mean test change
+    of an AL round (``dt``) and the mean paired change (``dv``)."""
+    def stats(g: pd.DataFrame) -> pd.Series:
+        early = g[g["i"] < first]
+        need = [(z * part["dv"].std() / abs(part["dv"].mean())) ** 2
+                if part["dv"].mean() != 0 else float("inf") for part in (g, early)]
+        return pd.Series({"dt": g["dt"].mean(), "dv": g["dv"].mean(), "sd_dv": g["dv"].std(),
+                          "rounds": need[0], "rounds_early": need[1]})
+    keys = ["costs", "prior", "dataset"]
+    return rows.groupby(keys)[list(rows.columns)].apply(stats).reset_index()
 
 
 # ---------------------------------------------------------------------------- report
@@ -623,9 +645,10 @@ def report_tables(paths: pd.DataFrame, signals: pd.DataFrame, train: Sequence[st
 
 __all__ = ["BASELINES", "COST_SETTINGS", "NEW_ALLOCATORS", "PARAM_GRIDS", "PRIORS", "RANKED",
            "YARDSTICKS", "Candidate", "build_lattices", "candidates", "compute_replays",
-           "cross_validated_paths", "fixed_split", "goal_table", "heldout_paths",
-           "iter_lattices", "lattice_path", "leave_three_out_folds", "load_lattice",
-           "paired_change_stats", "paired_change_table", "paired_rows", "path_row",
-           "replay_cell", "report_tables", "select_params", "signal_accuracy", "signal_rows",
-           "study_settings", "summary", "fit_logistic", "fit_trait_switch", "planned_path",
-           "trait_row", "trait_switch_paths", "trait_table", "tuned_paths", "with_yardsticks"]
+           "cross_validated_paths", "detection_rounds", "fit_logistic", "fit_trait_switch",
+           "fixed_split", "goal_table", "heldout_paths", "iter_lattices", "lattice_path",
+           "leave_three_out_folds", "load_lattice", "paired_change_frame", "paired_change_stats",
+           "paired_change_table", "paired_rows", "path_row", "planned_path", "replay_cell",
+           "report_tables", "select_params", "signal_accuracy", "signal_rows", "study_settings",
+           "summary", "trait_row", "trait_switch_paths", "trait_table", "tuned_paths",
+           "with_yardsticks"]
