@@ -286,7 +286,8 @@ ALLOCATOR_AGENTS = {
     "paired-probe": lambda env: PairedProbe(warmup=6, probe=1, z=1.0),
     "paired-commit": lambda env: PairedProbe(warmup=10, probe=1, z=2.0, recheck=False),
     "probe-switch": lambda env: ProbeSwitch(),
-    "thompson-gain": lambda env: ThompsonGain(),
+    "thompson-gain": lambda env: ThompsonGain(prior_mean=-0.5, prior_sd=0.25, noise=2.0,
+                                              lr_gain=0.0),
     "trait-switch": lambda env: TraitSwitch(**TRAIT_SWITCH_DEFAULTS),
 }
 
