@@ -283,7 +283,8 @@ class _TraitRecorder(RuleAgent):
     observation_version = "v1"
 
     def __init__(self, probe: Sequence[int]) -> None:
-        self.probe, self.seen = tuple(probe), None
+        self.probe = tuple(probe)
+        self.seen: np.ndarray | None = None
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
