@@ -13,6 +13,8 @@ a *paired* measurement of what those rounds did. The rules here use that:
 - ``thompson-gain``: Thompson sampling, each round, between AL's gain (a Gaussian posterior
   on the paired decrease over AL rounds) and LR's expected gain (how much one more round of
   V labels shrinks the estimate's standard error).
+- ``ei-gain``: the same posterior, decided by budget-aware expected improvement (no
+  randomness): AL if its expected edge plus what learning it could still win pays.
 - ``trait-switch``: a probe round of AL, then all AL or all LR by a logistic score of the
   data set's label-free traits read after it (gamma, how far the detector moved, ...),
   fitted on the training data sets.
@@ -28,6 +30,7 @@ Defaults are the values tuned on the training data sets of ``docs/policy_split.j
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -200,10 +203,14 @@ class ThompsonGain(_OneEpisodeAgent):
         if self.posterior is None:
             scale = max(se, self.SE_FLOOR)
             self.posterior = (self.prior_mean * scale, (self.prior_sd * scale) ** 2)
-        mean, variance = self.posterior
-        draw = mean + np.sqrt(variance) * self.rng.standard_normal()
         j = self.lr_rounds
-        return AL if draw > self.lr_gain * se * (1.0 - np.sqrt(j / (j + 1.0))) else LR
+        lr_value = self.lr_gain * se * (1.0 - np.sqrt(j / (j + 1.0)))
+        return AL if self.prefers_al(*self.posterior, lr_value, observation) else LR
+
+    def prefers_al(self, mean: float, variance: float, lr_value: float,
+                   observation: np.ndarray) -> bool:
+        """Whether a draw of AL's gain from the posterior beats LR's gain."""
+        return bool(mean + np.sqrt(variance) * self.rng.standard_normal() > lr_value)
 
     @staticmethod
     def update(posterior: tuple[float, float], gain: float, noise_var: float
@@ -218,6 +225,41 @@ class ThompsonGain(_OneEpisodeAgent):
         return (f"ThompsonGain(prior_mean={self.prior_mean:g}, prior_sd={self.prior_sd:g}, "
                 f"noise={self.noise:g}, lr_gain={self.lr_gain:g})")
 
+
+
+class ExpectedImprovementGain(ThompsonGain):
+    """``thompson-gain``'s posterior and LR gain, decided without randomness and aware of
+    the budget: AL if ``d + kappa * remaining * EI > 0``, where d = posterior mean minus
+    LR's gain, EI = E[max(gain - LR's gain, 0)] (what learning AL's gain could still win)
+    and ``remaining`` the share of the budget left to use what is learned."""
+
+    name = "ei-gain"
+
+    def __init__(self, prior_mean: float = 0.0, prior_sd: float = 1.0, noise: float = 1.0,
+                 lr_gain: float = 2.0, kappa: float = 1.0) -> None:
+        if kappa < 0:
+            raise ValueError(f"kappa must be >= 0, got {kappa}")
+        self.kappa = float(kappa)
+        super().__init__(prior_mean, prior_sd, noise, lr_gain)
+
+    @staticmethod
+    def expected_improvement(delta: float, sd: float) -> float:
+        """E[max(X, 0)] for X ~ N(delta, sd^2): sd phi(delta / sd) + delta Phi(delta / sd)."""
+        z = delta / sd
+        pdf = math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+        cdf = 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+        return sd * pdf + delta * cdf
+
+    def prefers_al(self, mean: float, variance: float, lr_value: float,
+                   observation: np.ndarray) -> bool:
+        delta = mean - lr_value
+        remaining = 1.0 - feature(observation, "budget_used")
+        ei = self.expected_improvement(delta, math.sqrt(variance))
+        return delta + self.kappa * remaining * ei > 0.0
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("ThompsonGain(", "ExpectedImprovementGain(")[:-1] \
+            + f", kappa={self.kappa:g})"
 
 
 class TraitSwitch(_OneEpisodeAgent):
@@ -288,6 +330,7 @@ ALLOCATOR_AGENTS = {
     "probe-switch": lambda env: ProbeSwitch(),
     "thompson-gain": lambda env: ThompsonGain(prior_mean=-0.5, prior_sd=0.25, noise=2.0,
                                               lr_gain=0.0),
+    "ei-gain": lambda env: ExpectedImprovementGain(),
     "trait-switch": lambda env: TraitSwitch(**TRAIT_SWITCH_DEFAULTS),
 }
 
@@ -301,5 +344,5 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["ALLOCATOR_AGENTS", "PairedProbe", "ProbeSwitch", "ThompsonGain",
-           "TraitSwitch", "TRAIT_SWITCH_DEFAULTS"]
+__all__ = ["ALLOCATOR_AGENTS", "TRAIT_SWITCH_DEFAULTS", "ExpectedImprovementGain", "PairedProbe",
+           "ProbeSwitch", "ThompsonGain", "TraitSwitch"]

@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 
 import agents
-from agents.allocators import ALLOCATOR_AGENTS, PairedProbe, ProbeSwitch, ThompsonGain, TraitSwitch
+from agents.allocators import (
+    ALLOCATOR_AGENTS,
+    ExpectedImprovementGain,
+    PairedProbe,
+    ProbeSwitch,
+    ThompsonGain,
+    TraitSwitch,
+)
 from agents.experiments.allocator_study import (
     Candidate,
     candidates,
@@ -231,6 +238,32 @@ def test_thompson_follows_the_evidence() -> None:
         ThompsonGain(noise=0.0)
 
 
+def test_expected_improvement_by_hand() -> None:
+    ei = ExpectedImprovementGain.expected_improvement
+    assert ei(0.0, 1.0) == pytest.approx(1 / np.sqrt(2 * np.pi))  # phi(0)
+    # delta -0.01, sd 0.02: 0.02 phi(-0.5) - 0.01 Phi(-0.5) = 0.0070414 - 0.0030854
+    assert ei(-0.01, 0.02) == pytest.approx(0.0039560, abs=1e-7)
+    assert ei(5.0, 0.01) == pytest.approx(5.0)  # sure gain: the gain itself
+
+
+def test_ei_gain_explores_while_the_budget_can_use_it() -> None:
+    # after one LR round (se 0.02): posterior N(-0.01, 0.02^2), LR's gain 0, 14/15 of the
+    # budget left: -0.01 + kappa * (14/15) * 0.003956 is < 0 for kappa 1, > 0 for kappa 4
+    for kappa, second in ((1.0, LR), (4.0, AL)):
+        agent = ExpectedImprovementGain(prior_mean=-0.5, prior_sd=1.0, lr_gain=0.0,
+                                        kappa=kappa)
+        steps = [obs(budget_used=0.0), obs(budget_used=1 / 15, prev_lr=1,
+                                            val_sample_cost=0.1, val_sample_se=0.02)]
+        assert [int(agent.predict(o)[0]) for o in steps] == [LR, second]
+        # late in the budget the same posterior no longer pays for exploring
+        late = obs(budget_used=14 / 15, prev_lr=1, val_sample_cost=0.1, val_sample_se=0.02)
+        agent.lr_rounds = 0
+        agent.posterior = None
+        assert int(agent.predict(late)[0]) == LR
+    with pytest.raises(ValueError, match="kappa"):
+        ExpectedImprovementGain(kappa=-1.0)
+
+
 def constant_switch(intercept: float) -> TraitSwitch:
     """A trait switch that ignores the traits: AL after the probe if ``intercept`` > 0."""
     n = len(TraitSwitch.TRAITS)
@@ -323,6 +356,7 @@ VARIANTS = {**{name: (lambda name=name: agents.make_agent(name)) for name in ALL
             "eager commit": lambda: PairedProbe(warmup=2, probe=2, z=-0.5, recheck=False),
             "eager switch": lambda: ProbeSwitch(warmup=1, threshold=0.0),
             "eager thompson": lambda: ThompsonGain(prior_mean=0.5, prior_sd=2.0, lr_gain=0.0),
+            "eager ei": lambda: ExpectedImprovementGain(prior_mean=0.5, prior_sd=1.0, kappa=4.0),
             "al switch": lambda: constant_switch(1.0)}
 
 

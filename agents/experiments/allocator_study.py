@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.allocators import PairedProbe, ProbeSwitch, ThompsonGain, TraitSwitch
+from agents.allocators import (
+    ExpectedImprovementGain,
+    PairedProbe,
+    ProbeSwitch,
+    ThompsonGain,
+    TraitSwitch,
+)
 from agents.base import Agent, RuleAgent, feature
 from agents.registry import make_agent
 from ballad_env.episode import AL, LR
@@ -114,16 +120,19 @@ PARAM_GRIDS: dict[str, dict[str, list[Any]]] = {
                      "threshold": [0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.2]},
     "thompson-gain": {"prior_mean": [-1.0, -0.5, 0.0, 0.5, 1.0], "prior_sd": [0.25, 1.0, 2.0],
                       "noise": [0.5, 2.0], "lr_gain": [0.0, 2.0, 8.0]},
+    "ei-gain": {"prior_mean": [-1.0, -0.5, 0.0, 0.5, 1.0], "prior_sd": [0.25, 1.0],
+                "noise": [0.5, 2.0], "lr_gain": [0.0, 2.0], "kappa": [1.0, 4.0, 16.0]},
 }
 _FACTORIES: dict[str, Callable[..., Agent]] = {
     "paired-probe": lambda **p: PairedProbe(recheck=True, **p),
     "paired-commit": lambda **p: PairedProbe(recheck=False, **p),
     "probe-switch": lambda **p: ProbeSwitch(**p),
     "thompson-gain": lambda **p: ThompsonGain(**p),
+    "ei-gain": lambda **p: ExpectedImprovementGain(**p),
 }
 #: The allocators the study proposes (the rest are yardsticks and earlier rules).
 NEW_ALLOCATORS = ("paired-probe", "paired-commit", "probe-switch", "thompson-gain",
-                  "trait-switch")
+                  "ei-gain", "trait-switch")
 
 
 @dataclass(frozen=True)
