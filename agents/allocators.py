@@ -191,15 +191,15 @@ class ThompsonGain(_OneEpisodeAgent):
     def act(self, observation: np.ndarray) -> int:
         if feature(observation, "budget_used") == 0.0:
             self._restart()
-        cost, se = feature(observation, "val_sample_cost"), feature(observation, "val_sample_se")
         if feature(observation, "prev_lr") > 0.5:
             self.lr_rounds += 1
-        elif feature(observation, "prev_al") > 0.5 and self.posterior and self.before:
+        if self.lr_rounds == 0:
+            return LR  # nothing to measure yet (and no v1 feature read: any version works)
+        cost, se = feature(observation, "val_sample_cost"), feature(observation, "val_sample_se")
+        if feature(observation, "prev_al") > 0.5 and self.posterior and self.before:
             self.posterior = self.update(self.posterior, self.before[0] - cost,
                                          (self.noise * max(self.before[1], self.SE_FLOOR)) ** 2)
         self.before = (cost, se)
-        if self.lr_rounds == 0:
-            return LR
         if self.posterior is None:
             scale = max(se, self.SE_FLOOR)
             self.posterior = (self.prior_mean * scale, (self.prior_sd * scale) ** 2)
