@@ -330,7 +330,8 @@ ALLOCATOR_AGENTS = {
     "probe-switch": lambda env: ProbeSwitch(),
     "thompson-gain": lambda env: ThompsonGain(prior_mean=-0.5, prior_sd=0.25, noise=2.0,
                                               lr_gain=0.0),
-    "ei-gain": lambda env: ExpectedImprovementGain(),
+    "ei-gain": lambda env: ExpectedImprovementGain(prior_mean=-0.5, prior_sd=0.25, noise=0.5,
+                                                   lr_gain=0.0, kappa=16.0),
     "trait-switch": lambda env: TraitSwitch(**TRAIT_SWITCH_DEFAULTS),
 }
 
