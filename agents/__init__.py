@@ -27,6 +27,7 @@ register_agent("all-in-lr", lambda env: AllInLR())
 register_agent("random", lambda env: RandomAgent())
 register_agent("oracle", _oracle)
 
+import agents.allocators  # noqa: E402, F401  (registers its agents)
 import agents.bandits  # noqa: E402, F401  (registers its agents)
 
 __all__ = ["RECORD_FIELDS", "Agent", "AllInAL", "AllInLR", "BalladAgent", "OracleAgent",

@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ballad_env.episode import AL, LR
-from ballad_env.observation import FEATURE_INDEX
+from ballad_env.observation import ALL_FEATURE_INDEX, FEATURE_INDEX
 
 _MASK_FEATURES = [FEATURE_INDEX["al_available"], FEATURE_INDEX["lr_available"]]
 
@@ -65,8 +65,13 @@ class RuleAgent:
 
 
 def feature(obs: np.ndarray, name: str) -> float:
-    """The named observation feature."""
-    return float(obs[FEATURE_INDEX[name]])
+    """The named observation feature (of any version: v1's come after v0's)."""
+    index = ALL_FEATURE_INDEX[name]
+    if index >= np.shape(obs)[-1]:
+        raise ValueError(f"feature {name!r} is not in this {np.shape(obs)[-1]}-feature "
+                         "observation: the agent needs a later observation version "
+                         "(observation='v1')")
+    return float(obs[index])
 
 
 __all__ = ["AL", "LR", "Agent", "RuleAgent", "feature", "mask_from_observation"]

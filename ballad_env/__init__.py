@@ -20,6 +20,8 @@ ENV_ID = "ballad_env/BudgetAllocation-v0"
 #: The same problem replayed from stored lattices (``ballad_env.replay``), for fast training.
 REPLAY_ENV_ID = "ballad_env/BudgetAllocationReplay-v0"
 
+# One id: gymnasium would call v0 deprecated if a "-v1" id existed. The observation's version
+# is an argument instead: gymnasium.make(ENV_ID, observation="v1").
 register(id=ENV_ID, entry_point="ballad_env.env:BudgetAllocationEnv")
 register(id=REPLAY_ENV_ID, entry_point="ballad_env.replay:BudgetAllocationReplayEnv")
 

@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.episode import Episode, Snapshot, check_settings
-from ballad_env.observation import OBSERVATION_FEATURES, encode, observation_space
+from ballad_env.observation import check_version, encode, observation_space
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
 from ballad_env.settings import Settings
 
@@ -52,6 +52,11 @@ class BudgetAllocationEnv(gym.Env):
     | 14-15 | prev_al, prev_lr | the previous action, one-hot (both 0 at the start) |
     | 16-17 | al_available, lr_available | the action mask |
 
+    ``observation="v1"`` (``gymnasium.make(ENV_ID, observation="v1")``) appends two features,
+    ``Box(0, 1, (20,))``: 18 ``val_sample_cost`` and 19 ``val_sample_se``, the cost on the
+    labeled validation examples only (a uniform sample of V) and its standard error,
+    both over the largest unit cost (``observation.feature_table("v1")``).
+
     ## Rewards
     A signal of ``ballad_env.rewards.REWARD_SIGNALS`` (``docs/method.md``, Rewards): the
     chosen side's change signal, ``reward="entropy"`` (default) or ``"cosine"``; for
@@ -78,11 +83,15 @@ class BudgetAllocationEnv(gym.Env):
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
     | | | or ``"ansi"`` (one line of text) |
+    | observation | ``"v0"`` | observation version: ``"v0"`` (above) or ``"v1"`` |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
     | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
 
     ## Version History
     * v0: initial version.
+    * v0 with ``observation="v1"``: the observation appends ``val_sample_cost`` and
+      ``val_sample_se``; the episode, rewards and ``info`` are unchanged (an argument, not
+      a new id, so that gymnasium does not call v0 out of date).
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
@@ -94,6 +103,7 @@ class BudgetAllocationEnv(gym.Env):
         data_dir: str | os.PathLike | None = None,
         settings: Settings | None = None,
         render_mode: str | None = None,
+        observation: str = "v0",
         **options: Any,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -103,7 +113,7 @@ class BudgetAllocationEnv(gym.Env):
         if unknown:
             options_list = ", ".join(f.name for f in fields(Settings))
             raise TypeError(f"unknown option(s) {', '.join(unknown)}: use data_dir, settings, "
-                            f"render_mode or a Settings field ({options_list})")
+                            f"render_mode, observation or a Settings field ({options_list})")
         self.settings = (settings or Settings()).replace(**options)
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
@@ -114,11 +124,10 @@ class BudgetAllocationEnv(gym.Env):
         self._shown = shown_signal(self.settings)
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
-        self.observation_space = observation_space()
-        self.feature_names = OBSERVATION_FEATURES
         self.episode: Episode | None = None
         self._snapshot: Snapshot | None = None
         self._history: list[Snapshot] = []  # this episode's snapshots, for render()
+        self.use_observation(observation)
         # Fail now, not at the first reset, on costs or budgets the data cannot support.
         for data in self.datasets:
             check_settings(data, self.settings)
@@ -140,7 +149,7 @@ class BudgetAllocationEnv(gym.Env):
         self.episode = Episode(self.dataset, seed, self.settings)
         self._snapshot = self.episode.snapshot()
         self._history = [self._snapshot]
-        return encode(self._snapshot), self._snapshot.info(self._shown)
+        return encode(self._snapshot, self.observation_version), self._snapshot.info(self._shown)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1)."""
@@ -152,13 +161,22 @@ class BudgetAllocationEnv(gym.Env):
         self._snapshot = after = self.episode.snapshot()
         self._history.append(after)
         reward = step_reward(self.reward_signal, before, after)
-        return encode(after), reward, bool(self.episode.done), False, after.info(self._shown)
+        return (encode(after, self.observation_version), reward, bool(self.episode.done), False,
+                after.info(self._shown))
 
     def snapshot(self) -> Snapshot:
         """The current state as a frozen record (observation and ``info`` derive from it)."""
         if self._snapshot is None:
             raise RuntimeError("call reset() before snapshot()")
         return self._snapshot
+
+    def use_observation(self, version: str) -> None:
+        """Observe in ``version`` (``"v0"``, ``"v1"``) from now on (the episode is not
+        touched; ``encode(env.snapshot(), version)`` is the current observation in it)."""
+        #: Feature names of the observation, in order.
+        self.feature_names = check_version(version)
+        self.observation_version = version
+        self.observation_space = observation_space(version)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions (AL, LR) now, for sb3-contrib's MaskablePPO."""

@@ -40,6 +40,8 @@ from ballad_env.rejection import (
     ThresholdSearch,
     confidence,
     empirical_cost,
+    example_costs,
+    mean_and_standard_error,
     rejection_probability,
 )
 from ballad_env.rewards import SIDE_SIGNAL_NAMES, SideOutput
@@ -85,6 +87,8 @@ class Snapshot:
     tau: float
     val_cost: float  # M(tau) on the labels that set tau
     val_rejection: float  # share of all of V rejected
+    val_sample_cost: float  # cost on the labeled V examples only: unbiased, a uniform sample
+    val_sample_se: float  # its standard error, sd / sqrt(labeled V) (0 below two labels)
     n_labeled_train: int
     n_labeled_val: int
     n_train: int
@@ -384,6 +388,21 @@ class Episode:
         p, y = self.threshold_data()
         return empirical_cost(self.tau, confidence(p), (p > 0.5).astype(np.int8), y, self.costs)
 
+    def validation_sample_cost(self) -> tuple[float, float]:
+        """Cost of the current detector and tau on the labeled V examples only, with its
+        standard error ((0, 0) before any V label).
+
+        V's labels are a uniform random sample (``RandomOrder``), so unlike ``val_cost``
+        (which falls back on D's uncertainty-sampled labels) this estimate is not biased by
+        the query strategy; tau is fitted on the same labels, so it is optimistic, and
+        equally so before and after an AL round on the same labels.
+        """
+        idx = self.val_labels.indices
+        p = self.p_val[idx]
+        values = example_costs(self.tau, confidence(p), (p > 0.5).astype(np.int8),
+                               self.split.y_val[idx], self.costs)
+        return mean_and_standard_error(values)
+
     def validation_rejection_rate(self) -> float:
         """Share of all of V (labeled or not) that tau rejects."""
         return float(np.mean(confidence(self.p_val) < self.tau))
@@ -392,6 +411,7 @@ class Episode:
         """The episode now, as one frozen record (see :class:`Snapshot`)."""
         test = self.evaluate_test()
         mask = self.action_mask()
+        sample_cost, sample_se = self.validation_sample_cost()
         return Snapshot(
             dataset=self.dataset.name, round=self.rounds_done, n_rounds=self.budget.n_rounds,
             n_al=self.n_al, n_lr=self.n_lr, previous=self.previous,
@@ -400,6 +420,7 @@ class Episode:
             test_cost_per_example=test.cost_per_example,
             test_cost_class_conditional=test.cost_class_conditional, tau=self.tau,
             val_cost=self.validation_cost(), val_rejection=self.validation_rejection_rate(),
+            val_sample_cost=sample_cost, val_sample_se=sample_se,
             n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
             n_train=self.train_labels.size, n_val=self.val_labels.size,
             n_anomalies_found=self.anomalies_found(), contamination=self.contamination,

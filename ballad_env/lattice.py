@@ -37,8 +37,10 @@ from ballad_env.settings import Settings
 #: [i, j] (NaN where unreachable).
 STATE_FIELDS = STATE_FIGURES
 _FIELD_TYPES = {f.name: f.type for f in fields(Snapshot)}
+#: Cost estimates from paid labels (state figures) whose decrease is a signal.
+COST_SIGNALS = ("val_cost", "val_sample_cost")
 #: Signals that can be scored against the truly better action.
-SIGNALS = (*SIDE_SIGNAL_NAMES, "val_cost")
+SIGNALS = (*SIDE_SIGNAL_NAMES, *COST_SIGNALS)
 #: How a signal is read at state (i, j): the rewards of the two moves out of it
 #: ("lookahead") or the latest rewards of the moves into it, as a greedy rule uses them
 #: ("lagged").
@@ -185,8 +187,8 @@ class Lattice:
         """[i, j]: the side whose signal is larger (0 AL, 1 LR), NaN on a tie or undefined.
 
         ``"lookahead"`` compares the two moves out of (i, j): each side's reward on arriving
-        at its successor (the LR one with the previous LR round at this i), or for
-        ``"val_cost"`` the decrease of the validation-cost estimate. ``"lagged"`` compares
+        at its successor (the LR one with the previous LR round at this i), or for a cost
+        signal (``COST_SIGNALS``) the decrease of that estimate. ``"lagged"`` compares
         the moves into (i, j), i.e. the latest rewards a greedy rule would read there.
         """
         if signal not in SIGNALS:
@@ -205,8 +207,8 @@ class Lattice:
 
     def _signal_pair(self, signal: str, mode: str, i: int, j: int) -> tuple[float, float]:
         """(AL side, LR side) of ``signal`` at (i, j): larger means "choose me"."""
-        if signal == "val_cost":
-            vc = self.grid["val_cost"]
+        if signal in COST_SIGNALS:
+            vc = self.grid[signal]
             if mode == "lookahead":
                 return vc[i, j] - vc[i + 1, j], vc[i, j] - vc[i, j + 1]
             return vc[i - 1, j] - vc[i, j], vc[i, j - 1] - vc[i, j]
@@ -261,10 +263,10 @@ class Lattice:
                         latest=latest, **state)
 
     def observation(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
-                    previous: int | None) -> np.ndarray:
-        """The environment's observation at (i, j) on a path with these ``latest`` signals
-        and ``previous`` action."""
-        return encode(self.snapshot(i, j, latest, previous))
+                    previous: int | None, version: str = "v0") -> np.ndarray:
+        """The environment's observation (in ``version``) at (i, j) on a path with these
+        ``latest`` signals and ``previous`` action."""
+        return encode(self.snapshot(i, j, latest, previous), version)
 
     def queried(self, i: int, j: int, action: int | None) -> np.ndarray:
         """The indices the round ``action`` into (i, j) labeled (empty at the start, or if
@@ -278,8 +280,13 @@ class Lattice:
         """The actions ``agent`` takes in this episode, without stepping an environment.
 
         Exact for agents that read only their observations (every rule agent); the agent
-        is reset with the episode's seed, as ``run_episode`` does.
+        is reset with the episode's seed, as ``run_episode`` does, and observes in its
+        ``observation_version`` (``"v0"`` if it has none).
         """
+        version = getattr(agent, "observation_version", "v0")
+        # Observations by everything they depend on: replaying many agents on one lattice
+        # meets the same states again (pickled lattices may predate the cache).
+        cache = self.__dict__.setdefault("_observations", {})
         agent.reset(self.seed)
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
         i = j = 0
@@ -287,8 +294,13 @@ class Lattice:
         previous: int | None = None
         actions: list[int] = []
         while i + j < self.n_rounds:
-            choice, _ = agent.predict(self.observation(i, j, latest, previous),
-                                      deterministic=True)
+            key = (i, j, previous, version,
+                   *(tuple(values.values()) if (values := latest[side]) is not None else None
+                     for side in (AL, LR)))
+            if key not in cache:
+                cache[key] = self.observation(i, j, latest, previous, version)
+                cache[key].setflags(write=False)
+            choice, _ = agent.predict(cache[key], deterministic=True)
             action = int(np.asarray(choice).item())
             if not self.can_move(i, j, action):
                 raise ValueError(f"{agent!r} chose an impossible action {action} at ({i}, {j})")
@@ -428,5 +440,5 @@ def _record(grid: dict[str, np.ndarray], snapshot: Snapshot) -> None:
         table[at] = float(getattr(snapshot, name))
 
 
-__all__ = ["ACTION_LETTERS", "SIGNALS", "SIGNAL_MODES", "STATE_FIELDS", "Lattice",
+__all__ = ["ACTION_LETTERS", "COST_SIGNALS", "SIGNALS", "SIGNAL_MODES", "STATE_FIELDS", "Lattice",
            "build_lattice", "parse_path", "path_string"]

@@ -3,6 +3,11 @@
 Side-signal features come first (``<signal>_al``, ``<signal>_lr`` for every signal of
 ``ballad_env.rewards.SIDE_SIGNALS``), then fixed features. ``STATE_FEATURES`` depend only on
 the state (i AL rounds, j LR rounds); the others on the path to it.
+
+Observations are versioned (``OBSERVATIONS``): ``"v0"`` is the environment's original
+observation, unchanged (saved policies depend on it); ``"v1"`` appends ``V1_FEATURES``
+(the cost on the labeled validation sample and its standard error), so every v0 feature
+keeps its index. ``encode(snapshot, version)`` builds either.
 """
 
 from __future__ import annotations
@@ -37,6 +42,26 @@ OBSERVATION_FEATURES = (
     *STATE_FEATURES[8:],
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATION_FEATURES)}
+#: Features v1 appends to v0, with their meaning (also fixed by the state (i, j)).
+V1_FEATURE_HELP = {
+    "val_sample_cost": "cost on the labeled validation examples only (a uniform sample of V), "
+                       "over the largest unit cost; 0 before any V label",
+    "val_sample_se": "standard error of val_sample_cost, over the largest unit cost",
+}
+V1_FEATURES = tuple(V1_FEATURE_HELP)
+#: Feature names of each observation version, in order.
+OBSERVATIONS: dict[str, tuple[str, ...]] = {
+    "v0": OBSERVATION_FEATURES, "v1": (*OBSERVATION_FEATURES, *V1_FEATURES)}
+#: Index of every feature of any version (a version's features are a prefix of the next's).
+ALL_FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATIONS["v1"])}
+
+
+def check_version(version: str) -> tuple[str, ...]:
+    """The feature names of observation ``version``; a clear error for an unknown one."""
+    if version not in OBSERVATIONS:
+        raise ValueError(f"unknown observation version {version!r}: use one of "
+                         f"{', '.join(OBSERVATIONS)}")
+    return OBSERVATIONS[version]
 
 
 def state_features(snapshot: Snapshot) -> dict[str, float]:
@@ -56,37 +81,48 @@ def state_features(snapshot: Snapshot) -> dict[str, float]:
     }
 
 
-def encode(snapshot: Snapshot) -> np.ndarray:
-    """The observation vector (float32, clipped to [0, 1]) of ``snapshot``."""
+def v1_features(snapshot: Snapshot) -> dict[str, float]:
+    """The features v1 appends, scaled to [0, 1] by the largest unit cost."""
+    return {"val_sample_cost": min(1.0, snapshot.val_sample_cost / snapshot.max_cost),
+            "val_sample_se": min(1.0, snapshot.val_sample_se / snapshot.max_cost)}
+
+
+def encode(snapshot: Snapshot, version: str = "v0") -> np.ndarray:
+    """The observation vector (float32, clipped to [0, 1]) of ``snapshot`` in ``version``."""
+    names = check_version(version)
     values: dict[str, float] = dict(state_features(snapshot))
+    if version != "v0":
+        values.update(v1_features(snapshot))
     for side, suffix in ((AL, "al"), (LR, "lr")):
         values[f"{suffix}_measured"] = snapshot.latest[side] is not None
         for name in SIDE_SIGNAL_NAMES:
             values[f"{name}_{suffix}"] = snapshot.signal(side, name)
     values["prev_al"] = snapshot.previous == AL
     values["prev_lr"] = snapshot.previous == LR
-    obs = np.array([values[name] for name in OBSERVATION_FEATURES], dtype=np.float32)
+    obs = np.array([values[name] for name in names], dtype=np.float32)
     return np.clip(obs, 0.0, 1.0)
 
 
-def observation_space() -> spaces.Box:
-    """``Box(0, 1, (len(OBSERVATION_FEATURES),), float32)``."""
-    n = len(OBSERVATION_FEATURES)
+def observation_space(version: str = "v0") -> spaces.Box:
+    """``Box(0, 1, (number of features of version,), float32)``."""
+    n = len(check_version(version))
     return spaces.Box(np.zeros(n, np.float32), np.ones(n, np.float32), dtype=np.float32)
 
 
-def feature_table() -> str:
-    """The features as a Markdown table (index, name, meaning), for docs and help."""
-    meaning = {**STATE_FEATURE_HELP,
+def feature_table(version: str = "v0") -> str:
+    """The features of ``version`` as a Markdown table (index, name, meaning)."""
+    names = check_version(version)
+    meaning = {**STATE_FEATURE_HELP, **V1_FEATURE_HELP,
                "al_measured": "1 once an AL round has been taken",
                "lr_measured": "1 once an LR round has been taken",
                "prev_al": "previous action was AL", "prev_lr": "previous action was LR"}
     for name in SIDE_SIGNAL_NAMES:
         meaning[f"{name}_al"] = f"latest AL {name} reward (0 until measured)"
         meaning[f"{name}_lr"] = f"latest LR {name} reward (0 until measured)"
-    rows = [f"| {i} | {name} | {meaning[name]} |" for i, name in enumerate(OBSERVATION_FEATURES)]
+    rows = [f"| {i} | {name} | {meaning[name]} |" for i, name in enumerate(names)]
     return "\n".join(["| index | name | meaning |", "|---|---|---|", *rows])
 
 
-__all__ = ["FEATURE_INDEX", "OBSERVATION_FEATURES", "STATE_FEATURES", "encode",
-           "feature_table", "observation_space", "state_features"]
+__all__ = ["ALL_FEATURE_INDEX", "FEATURE_INDEX", "OBSERVATIONS", "OBSERVATION_FEATURES",
+           "STATE_FEATURES", "V1_FEATURES", "check_version", "encode", "feature_table",
+           "observation_space", "state_features", "v1_features"]

@@ -55,6 +55,30 @@ def empirical_cost(
     return float(costs.of_counts(fp, fn, rejected.sum(), conf.size - n_anomaly, n_anomaly))
 
 
+def example_costs(
+    tau: float, conf: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs
+) -> np.ndarray:
+    """Each labeled example's cost: c_r if rejected (conf < tau), else c_fp for a false
+    positive, c_fn for a false negative, 0 if right. Their mean is ``empirical_cost``."""
+    conf, pred, y = np.asarray(conf), np.asarray(pred), np.asarray(y)
+    rejected = conf < tau
+    out = np.zeros(conf.size, dtype=np.float64)
+    out[~rejected & (pred == 1) & (y == 0)] = costs.c_fp
+    out[~rejected & (pred == 0) & (y == 1)] = costs.c_fn
+    out[rejected] = costs.c_r
+    return out
+
+
+def mean_and_standard_error(values: np.ndarray) -> tuple[float, float]:
+    """(mean, sample sd / sqrt(m)) of ``values``: (0, 0) for none, SE 0 for one value."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 0.0, 0.0
+    if values.size == 1:
+        return float(values[0]), 0.0
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
+
+
 def search_interval(conf: np.ndarray) -> tuple[float, float]:
     """[Q(0.01), Q(0.5)] of labeled confidences, widened by 0.1 either side when degenerate."""
     lo, hi = (float(v) for v in np.quantile(conf, [0.01, 0.5]))

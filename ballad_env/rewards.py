@@ -126,6 +126,9 @@ for _signal in SIDE_SIGNALS:
 REWARD_SIGNALS.register("cost", CostDecrease("cost", "test_cost"))
 #: Decrease of the cost estimated on the labels that set tau (only labels paid for).
 REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
+#: Decrease of the cost on the labeled validation examples only (a uniform sample of V,
+#: so unbiased by the AL queries; 0 before any V label).
+REWARD_SIGNALS.register("val_sample_cost", CostDecrease("val_sample_cost", "val_sample_cost"))
 
 __all__ = ["ENTROPY_LOGS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease",
            "SideOutput", "SideSignal", "cosine_reward", "entropy", "entropy_reward",

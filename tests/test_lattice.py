@@ -205,6 +205,8 @@ def test_replay_matches_running_every_agent_in_the_environment(dataset, seed: in
     lattice = build_lattice(dataset, seed, Settings(prior="knn"))
     env = BudgetAllocationEnv(dataset, prior="knn")
     for name in names:
+        # an agent that reads v1 features plays an environment observing in v1
+        env.use_observation(getattr(agents.make_agent(name), "observation_version", "v0"))
         records = agents.run_episode(env, agents.make_agent(name, env), seed)
         played = parse_path("".join(r["action"][0] for r in records))
         assert lattice.replay(agents.make_agent(name)) == played, name

@@ -128,16 +128,19 @@ def test_study_reports_go_to_the_results_folder_unless_asked(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_evaluate_policy_runs_every_registered_agent() -> None:
     """The README's promise: every agent works with SB3's evaluate_policy, given a plain
-    environment or a one-environment vector env (the oracle bound to it)."""
+    environment or a one-environment vector env (the oracle bound to it), observing in the
+    version the agent reads (``observation_version``; v1 agents need ``observation="v1"``)."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    def make() -> gym.Env:
+    def make(version: str = "v0") -> gym.Env:
         return gym.make(ENV_ID, dataset=make_xy(n=120, n_anomalies=12), prior="knn",
-                        budget_fraction=0.1)
+                        budget_fraction=0.1, observation=version)
 
     for name in (*agent_names(), "lr-first-40"):
-        vec_env = make_vec_env(make, n_envs=1)
+        version = getattr(make_agent(name, make_vec_env(make, n_envs=1)),
+                          "observation_version", "v0")
+        vec_env = make_vec_env(lambda version=version: make(version), n_envs=1)
         mean, _ = evaluate_policy(make_agent(name, vec_env), vec_env, n_eval_episodes=1,
                                   warn=False)
         assert np.isfinite(mean), name

@@ -8,6 +8,7 @@ script's ``main`` in this process, which is faster.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from conftest import write_data_files
 
 from agents.experiments import Grid, load_results, paper, run_grid
+from agents.experiments.allocator_study import build_lattices
 from agents.experiments.bench import PHASES
 from ballad_env.settings import Settings
 
@@ -168,8 +170,31 @@ def test_bench_times_the_replay_against_the_live_environment() -> None:
 
 
 @pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py",
-                                    "build_lattices.py"])
+                                    "build_lattices.py", "allocator_study.py"])
 def test_every_option_has_help(script: str) -> None:
     parser = load_script(script).build_parser()
     for action in parser._actions:
         assert action.help, action.option_strings
+
+
+@pytest.mark.slow
+def test_allocator_study_builds_replays_and_reports(tmp_path: Path) -> None:
+    sizes = {f"d{k}": 100 + 10 * k for k in range(6)}
+    data = write_data_files(tmp_path / "data", sizes)
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"rows": sizes, "train": ["d0", "d2", "d4", "d5"],
+                                 "held_out": ["d1", "d3"]}))
+    out = tmp_path / "out"
+    args = ["--data-dir", str(data), "--out", str(out), "--costs", "default", "--seeds", "1",
+            "--priors", "knn", "--split", str(split)]
+    run_script("allocator_study.py", *args)
+    tables = out / "tables"
+    goal = pd.read_csv(tables / "allocators_goal.csv")
+    assert set(goal["evaluation"]) == {"held-out", "leave-three-out"}
+    cv = pd.read_csv(tables / "allocators_cv.csv")
+    lr = cv[cv["allocator"] == "all-in-lr"]
+    assert len(lr) == 1 and (lr["cost_vs_lr"] == 0).all()  # one row per prior
+    assert (cv[cv["allocator"] == "optimal"]["regret"] == 0).all()
+    assert (tables / "allocators_paired.md").exists()
+    assert len(list((out / "lattices").rglob("*.pkl"))) == 6  # 6 data sets x 1 seed
+    assert build_lattices(out, list(sizes), [0], ["knn"], ["default"], str(data)) == 0

@@ -43,6 +43,7 @@ from agents.policy_files import policy_fingerprint
 from agents.registry import is_policy_path, make_agent
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
+from ballad_env.observation import encode
 from ballad_env.settings import Settings
 
 
@@ -125,8 +126,14 @@ def play_agents(env: BudgetAllocationEnv, seed: int, specs: Sequence[str], *,
     obs, info = env.reset(seed=seed)
     played = []
     for spec in specs:
-        prepared = _ResetDone(copy.deepcopy(env), seed, obs.copy(), copy.deepcopy(info))
-        agent = make_agent(spec, prepared.unwrapped)
+        own = copy.deepcopy(env)
+        agent = make_agent(spec, own)
+        start = obs.copy()
+        version = getattr(agent, "observation_version", own.observation_version)
+        if version != own.observation_version:  # e.g. a rule that reads v1 features
+            own.use_observation(version)
+            start = encode(own.snapshot(), version)
+        prepared = _ResetDone(own, seed, start, copy.deepcopy(info))
         records = run_episode(prepared, agent, seed, include_start=include_start)
         played.append((spec, prepared.unwrapped, records))
     return played
