@@ -36,22 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, RuleAgent, feature
+from agents.base import AL, LR, EpisodeStateAgent, feature
 
 
-class _OneEpisodeAgent(RuleAgent):
+class _OneEpisodeAgent(EpisodeStateAgent):
     """A rule with per-episode state: one environment at a time, reset on a new episode."""
 
     observation_version = "v1"
-
-    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
-        """As ``RuleAgent.predict``, for one environment only (the rule keeps episode state)."""
-        obs = np.asarray(observation)
-        if obs.ndim > 1 and obs.shape[0] != 1:
-            raise ValueError(f"{type(self).__name__} keeps one episode's state: "
-                             "pass one observation at a time")
-        return super().predict(observation, state, episode_start, deterministic)
 
 
 class PairedProbe(_OneEpisodeAgent):

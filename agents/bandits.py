@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, RuleAgent, feature
+from agents.base import AL, LR, EpisodeStateAgent, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 _LR_FIRST = re.compile(r"lr-first-(\d+(?:\.\d+)?)")
 
 
-class HistoryAgent(RuleAgent):
+class HistoryAgent(EpisodeStateAgent):
     """Base for rules that need each side's reward history; subclasses implement ``choose``.
 
     Parameters
@@ -47,14 +46,6 @@ class HistoryAgent(RuleAgent):
         """Forget the reward histories."""
         self.history: dict[int, list[float]] = {AL: [], LR: []}
 
-    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
-        """As ``RuleAgent.predict``, for one environment only (the history is per episode)."""
-        obs = np.asarray(observation)
-        if obs.ndim > 1 and obs.shape[0] != 1:
-            raise ValueError(f"{type(self).__name__} keeps one episode's history: "
-                             "pass one observation at a time")
-        return super().predict(observation, state, episode_start, deterministic)
 
     def act(self, observation: np.ndarray) -> int:
         self.observe(observation)

@@ -64,6 +64,19 @@ class RuleAgent:
         return f"{type(self).__name__}()"
 
 
+class EpisodeStateAgent(RuleAgent):
+    """A rule that keeps state within an episode, so it plays one environment at a time."""
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
+        """As ``RuleAgent.predict``, for one observation (or a batch of one) only."""
+        obs = np.asarray(observation)
+        if obs.ndim > 1 and obs.shape[0] != 1:
+            raise ValueError(f"{type(self).__name__} keeps one episode's state: "
+                             "pass one observation at a time")
+        return super().predict(observation, state, episode_start, deterministic)
+
+
 def feature(obs: np.ndarray, name: str) -> float:
     """The named observation feature (of any version: v1's come after v0's)."""
     index = ALL_FEATURE_INDEX[name]
