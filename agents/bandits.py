@@ -46,7 +46,6 @@ class HistoryAgent(EpisodeStateAgent):
         """Forget the reward histories."""
         self.history: dict[int, list[float]] = {AL: [], LR: []}
 
-
     def act(self, observation: np.ndarray) -> int:
         self.observe(observation)
         if not self.history[LR]:
