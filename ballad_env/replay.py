@@ -40,11 +40,16 @@ from ballad_env.settings import Settings
 #: round before it or -1).
 PathState = tuple[int, int, int, int, int]
 START: PathState = (0, 0, -1, -1, -1)
-#: Cells (lattice and transition table) kept per process, least recently used dropped. A
-#: cell holds about 0.2 MB, plus 1.1 kB per transition visited (2,661 on every path of 15
-#: rounds: 3 MB). A store larger than this reloads cells and recomputes their transitions,
-#: about 100 times slower; set it (``ballad_env.replay.CACHED_CELLS = n``) to fit memory.
-CACHED_CELLS = 4096
+#: Bytes of cells (lattice and transition table) kept per process, least recently used
+#: dropped. A cell holds about 0.2 MB, plus about 2 kB per path state visited (its snapshot
+#: and transitions; 2,661 transitions on every path of 15 rounds). A cell dropped is loaded
+#: again when drawn (about 1 ms) and its transitions recomputed; set it
+#: (``ballad_env.replay.CACHE_BYTES = n``) to fit memory.
+CACHE_BYTES = 2_000_000_000
+#: Estimated bytes of one cached transition and one cached snapshot (measured with
+#: tracemalloc on a cell of 15 rounds; ``CellReplay.nbytes`` sums them).
+TRANSITION_BYTES = 1_100
+SNAPSHOT_BYTES = 1_000
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
 
@@ -65,13 +70,27 @@ class CellReplay:
                                                lattice.settings.budget_fraction,
                                                lattice.settings.round_fraction).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
+        self.snapshots: dict[PathState, Snapshot] = {}
+        self.lattice_bytes = sum(a.nbytes for a in lattice.to_arrays().values())
         snapshot = self.snapshot(START)
         info = snapshot.info(shown)
         self.info_keys = tuple(info)
         self.start = (encode(snapshot), tuple(info.values()))
 
+    @property
+    def nbytes(self) -> int:
+        """Estimated memory this cell holds (lattice, snapshots, transitions)."""
+        return (self.lattice_bytes + SNAPSHOT_BYTES * len(self.snapshots)
+                + TRANSITION_BYTES * len(self.transitions))
+
     def snapshot(self, state: PathState) -> Snapshot:
-        """The live environment's snapshot at this path state."""
+        """The live environment's snapshot at this path state (computed once, then cached)."""
+        cached = self.snapshots.get(state)
+        if cached is None:
+            cached = self.snapshots[state] = self._snapshot(state)
+        return cached
+
+    def _snapshot(self, state: PathState) -> Snapshot:
         i, j, previous, lr_i, lr_i0 = state
         lat = self.lattice
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
@@ -124,17 +143,19 @@ _CELLS: OrderedDict[tuple[str, str, str, int, str], CellReplay] = OrderedDict()
 def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings,
                 key_of_settings: str | None = None) -> CellReplay:
     """The transition table of one stored cell for ``settings``' reward, shared by every
-    replay environment of this process (``CACHED_CELLS`` kept); ``key_of_settings`` is
-    ``setting_key(settings)`` when the caller has it."""
+    replay environment of this process (the least recently used dropped when a load takes
+    the cells over ``CACHE_BYTES``); ``key_of_settings`` is ``setting_key(settings)`` when
+    the caller has it."""
     key = (str(store.root), key_of_settings or setting_key(settings), dataset, seed,
            settings.reward)
     cell = _CELLS.get(key)
     if cell is None:
         lattice = store.load(dataset, seed, settings)
         cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings))
+        total = cell.nbytes + sum(other.nbytes for other in _CELLS.values())
+        while _CELLS and total > CACHE_BYTES:
+            total -= _CELLS.popitem(last=False)[1].nbytes
         _CELLS[key] = cell
-        while len(_CELLS) > CACHED_CELLS:
-            _CELLS.popitem(last=False)
     else:
         _CELLS.move_to_end(key)
     return cell
@@ -278,7 +299,7 @@ class BudgetAllocationReplayEnv(gym.Env):
         """The current state as a frozen record (as ``BudgetAllocationEnv.snapshot``)."""
         if self._cell is None:
             raise RuntimeError("call reset() before snapshot()")
-        return self._cell.snapshot(self._state)
+        return self._cell._snapshot(self._state)  # a fresh one: the caller may change it
 
     def action_masks(self) -> np.ndarray:
         """Valid actions (AL, LR) now, for sb3-contrib's MaskablePPO."""
@@ -302,5 +323,5 @@ class BudgetAllocationReplayEnv(gym.Env):
                                         cell.lattice.n_rounds * cell.per_round)
 
 
-__all__ = ["CACHED_CELLS", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv", "CellReplay",
+__all__ = ["CACHE_BYTES", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv", "CellReplay",
            "cell_replay"]
