@@ -254,6 +254,32 @@ def test_vector_envs_and_pickles(store, same) -> None:
     assert same(env.step(AL), clone.step(AL))
 
 
+def test_every_transition_equals_the_live_code_path(store) -> None:
+    """The cached transitions (state parts once per state, path parts written by name) equal
+    the ones computed from each path state's whole snapshot (encode, info, step_reward), for
+    every transition of a stored cell and every registered reward."""
+    lattice_store = LatticeStore(store)
+    for seed in SEEDS[:1]:
+        lattice = lattice_store.load("arrays", seed, Settings(prior="knn"))
+        for reward in REWARD_SIGNALS.names():
+            cell = CellReplay(lattice, REWARD_SIGNALS[reward], "entropy")
+            frontier, seen = [START], {START}
+            while frontier:
+                state = frontier.pop()
+                for action in (AL, LR):
+                    if state[0] + state[1] >= lattice.n_rounds \
+                            or not cell.masks[state[0], state[1], action]:
+                        continue
+                    after = cell.after(state, action)
+                    got = cell.step(state, action)
+                    assert equal(got, cell.reference_entry(state, after)), (seed, reward, after)
+                    assert equal(cell.info(got[4]), cell.snapshot(after).info("entropy"))
+                    if after not in seen:
+                        seen.add(after)
+                        frontier.append(after)
+            assert len(cell.transitions) > 2 * lattice.n_rounds
+
+
 # ------------------------------------------------------------------ files and stores
 def test_lattice_files_round_trip_exactly(store, dataset) -> None:
     settings = Settings(prior="knn")
@@ -296,6 +322,10 @@ def test_stale_and_corrupt_files_are_refused_by_name(store, tmp_path, dataset) -
     with pytest.raises(RunError, match=str(path)):
         build_store(root, [dataset], list(SEEDS), [settings], progress=False)
     assert before == {p: p.read_bytes() for p in root.rglob("*.npz")}  # nothing lost
+    arrays["header"] = np.array(json.dumps({**header, "format": 1}))
+    np.savez_compressed(path, **arrays)
+    with pytest.raises(StoreError, match=f"{path} has format 1, this code reads format 2"):
+        load_lattice(path)
     with pytest.raises(StoreError, match="holds seed 1, not 2"):
         load_lattice(LatticeStore(root).path("arrays", 1, settings), seed=2)
 
