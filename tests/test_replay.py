@@ -254,6 +254,7 @@ def test_vector_envs_and_pickles(store, same) -> None:
     assert same(env.step(AL), clone.step(AL))
 
 
+@pytest.mark.slow
 def test_every_transition_equals_the_live_code_path(store) -> None:
     """The cached transitions (state parts once per state, path parts written by name) equal
     the ones computed from each path state's whole snapshot (encode, info, step_reward), for
