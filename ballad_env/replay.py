@@ -41,15 +41,15 @@ from ballad_env.settings import Settings
 PathState = tuple[int, int, int, int, int]
 START: PathState = (0, 0, -1, -1, -1)
 #: Bytes of cells (lattice and transition table) kept per process, least recently used
-#: dropped. A cell holds about 0.2 MB, plus about 2 kB per path state visited (its snapshot
-#: and transitions; 2,661 transitions on every path of 15 rounds). A cell dropped is loaded
-#: again when drawn (about 1 ms) and its transitions recomputed; set it
-#: (``ballad_env.replay.CACHE_BYTES = n``) to fit memory.
+#: dropped when a cell is loaded. A cell of 15 rounds holds about 0.1 MB of lattice, plus
+#: 3.3 kB per state and 1.1 kB per transition visited (about 5 MB once all of its ~3,900
+#: transitions have been). A cell dropped is loaded again when drawn (about 1 ms) and its
+#: transitions recomputed; set it (``ballad_env.replay.CACHE_BYTES = n``) to fit memory.
 CACHE_BYTES = 2_000_000_000
-#: Estimated bytes of one cached transition and one cached snapshot (measured with
-#: tracemalloc on a cell of 15 rounds; ``CellReplay.nbytes`` sums them).
+#: Bytes of one cached state and one cached transition (measured with tracemalloc on a cell
+#: of 15 rounds; ``CellReplay.nbytes`` sums them).
+STATE_BYTES = 3_300
 TRANSITION_BYTES = 1_100
-STATE_BYTES = 3_000
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
 

@@ -281,6 +281,21 @@ def test_every_transition_equals_the_live_code_path(store) -> None:
             assert len(cell.transitions) > 2 * lattice.n_rounds
 
 
+def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
+    from ballad_env import replay
+
+    monkeypatch.setattr(replay, "_CELLS", replay.OrderedDict())
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    env.reset(seed=0, options={"seed": 0})
+    one_cell = next(iter(replay._CELLS.values())).nbytes
+    monkeypatch.setattr(replay, "CACHE_BYTES", 2 * one_cell + 1)
+    for seed in (1, 2, 0, 1):
+        env.reset(options={"seed": seed})
+    kept = [key[3] for key in replay._CELLS]
+    assert kept == [0, 1]  # seed 2 the least recently used: dropped when 1 came back
+    assert sum(cell.nbytes for cell in replay._CELLS.values()) <= replay.CACHE_BYTES
+
+
 # ------------------------------------------------------------------ files and stores
 def test_lattice_files_round_trip_exactly(store, dataset) -> None:
     settings = Settings(prior="knn")

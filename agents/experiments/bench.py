@@ -244,7 +244,8 @@ def measure_replay_store(store: str, settings: Settings, steps: int) -> dict[str
     cold = steps / random_play(replay, steps, rng)
     warm = steps / random_play(replay, steps, rng)
     return {"store": store, "cells": len(replay.unwrapped.cells), "steps": steps,
-            "cold_steps_per_s": cold, "warm_steps_per_s": warm, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "cold_steps_per_s": cold, "warm_steps_per_s": warm,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def replay_store_report(row: dict[str, Any]) -> str:
@@ -252,8 +253,9 @@ def replay_store_report(row: dict[str, Any]) -> str:
     lines = [f"store {row['store']}: {row['cells']} cells"]
     for phase in ("cold", "warm"):
         rate = row[f"{phase}_steps_per_s"]
+        verdict = "met" if rate >= REPLAY_TARGET_STEPS else "missed"
         lines.append(f"{phase}: {rate:10,.0f} steps/s over {row['steps']:,} steps (target "
-                     f"{REPLAY_TARGET_STEPS:,}: {'met' if rate >= REPLAY_TARGET_STEPS else 'missed'})")
+                     f"{REPLAY_TARGET_STEPS:,}: {verdict})")
     lines.append(f"peak memory: {row['peak_mb']:,.0f} MB")
     return "\n".join(lines)
 
