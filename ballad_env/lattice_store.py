@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import zipfile
 from collections.abc import Iterable
@@ -95,7 +96,7 @@ def unpack_arrays(layout: list[list[Any]], packed: np.ndarray) -> dict[str, np.n
     arrays = {}
     for name, dtype, shape, offset in layout:
         kind = np.dtype(dtype)
-        size = int(np.prod(shape, dtype=np.int64)) * kind.itemsize
+        size = math.prod(shape) * kind.itemsize
         arrays[name] = packed[offset:offset + size].view(kind).reshape(shape)
     return arrays
 
