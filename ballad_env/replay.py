@@ -9,10 +9,12 @@ before it (``Lattice.lr_reward_from``); and the previous action. So a path state
     (i, j, previous action, i of the last LR round, i of the LR round before it)
 
 fixes the snapshot, and stepping is a table look-up. Each transition is computed once per
-process from ``Lattice.snapshot`` through the live environment's own code
-(``observation.encode``, ``Snapshot.info``, ``env.step_reward`` on the registered reward
-signal), then cached, so the replay equals the live environment to the bit for the same
-(data set, seed, setting) and actions, at tens of thousands of steps a second.
+process, then cached: the state's parts from ``Lattice.snapshot`` through the live
+environment's own code (``observation.encode``, ``Snapshot.record``, ``env.step_reward`` on
+the registered reward signal), once per state, with the path's parts written over them
+(``CellReplay``; the tests hold it equal to the whole snapshot's ``encode`` and ``info``),
+so the replay equals the live environment to the bit for the same (data set, seed,
+setting) and actions, at tens of thousands of steps a second.
 """
 
 from __future__ import annotations
