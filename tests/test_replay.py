@@ -26,8 +26,10 @@ from ballad_env.lattice_store import (
     LatticeStore,
     StoreError,
     load_lattice,
+    pack_arrays,
     save_lattice,
     setting_key,
+    unpack_arrays,
 )
 from ballad_env.replay import START, BudgetAllocationReplayEnv, CellReplay
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
@@ -307,6 +309,17 @@ def test_lattice_files_round_trip_exactly(store, dataset) -> None:
     for name in mine:
         assert np.array_equal(mine[name], theirs[name], equal_nan=True), name
         assert mine[name].dtype == theirs[name].dtype, name
+
+
+def test_packed_arrays_round_trip_with_their_dtypes_and_shapes() -> None:
+    arrays = {"b": np.array([True, False, True]), "x": np.arange(5.0),
+              "i": np.arange(6, dtype=np.int32).reshape(2, 3), "e": np.empty((0, 3))}
+    layout, packed = pack_arrays(arrays)
+    assert [entry[3] for entry in layout] == [0, 8, 48, 72]  # offsets 8-byte aligned
+    assert packed.dtype == np.uint8 and packed.size == 72
+    back = unpack_arrays(layout, packed)
+    for name, value in arrays.items():
+        assert back[name].dtype == value.dtype and np.array_equal(back[name], value), name
 
 
 def copy_store(store: Path, tmp_path: Path) -> Path:
