@@ -55,6 +55,7 @@ from agents.experiments.bench import (
     time_q1,
     timings_table,
 )
+from ballad_env.lattice_store import StoreError
 from ballad_env.settings import Settings, add_settings_arguments
 
 
@@ -168,8 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         run_scaling(args, settings)
         return 0
     if args.replay_store is not None:
-        print(replay_store_report(in_fresh_process(measure_replay_store, args.replay_store,
-                                                   settings, args.replay_steps)))
+        try:
+            row = in_fresh_process(measure_replay_store, args.replay_store, settings,
+                                   args.replay_steps)
+        except StoreError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(replay_store_report(row))
         return 0
     try:
         names = bench_names(args.datasets, args.data_dir)
