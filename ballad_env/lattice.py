@@ -69,6 +69,9 @@ class Lattice:
     #: queries depend on j only, as the lattice requires). Row 0 is unused (-1).
     al_queried: np.ndarray | None = None
     lr_queried: np.ndarray | None = None
+    #: The snapshot's state fields of each state asked for, as Python scalars (a cache).
+    _states: dict[tuple[int, int], dict[str, Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     # ----------------------------------------------------------------- states
     @property
@@ -252,12 +255,15 @@ class Lattice:
         """The episode's snapshot at (i, j), given the parts that depend on the path: each
         side's latest side signals and the previous action (``queried``, the indices the
         previous round labeled, is left empty unless given: see :meth:`queried`)."""
-        state: dict[str, Any] = {}
-        for name in STATE_FIELDS:
-            value = self.grid[name][i, j]
-            kind = _FIELD_TYPES[name]
-            state[name] = bool(value) if kind == "bool" else int(value) if kind == "int" \
-                else float(value)
+        state = self._states.get((i, j))
+        if state is None:  # converted once per state: replays ask for each state often
+            state = {}
+            for name in STATE_FIELDS:
+                value = self.grid[name][i, j]
+                kind = _FIELD_TYPES[name]
+                state[name] = bool(value) if kind == "bool" else int(value) if kind == "int" \
+                    else float(value)
+            self._states[(i, j)] = state
         return Snapshot(dataset=self.dataset, previous=previous,
                         queried=np.empty(0, dtype=np.intp) if queried is None else queried,
                         latest=latest, **state)

@@ -9,10 +9,12 @@ before it (``Lattice.lr_reward_from``); and the previous action. So a path state
     (i, j, previous action, i of the last LR round, i of the LR round before it)
 
 fixes the snapshot, and stepping is a table look-up. Each transition is computed once per
-process from ``Lattice.snapshot`` through the live environment's own code
-(``observation.encode``, ``Snapshot.info``, ``env.step_reward`` on the registered reward
-signal), then cached, so the replay equals the live environment to the bit for the same
-(data set, seed, setting) and actions, at tens of thousands of steps a second.
+process, then cached: the state's parts from ``Lattice.snapshot`` through the live
+environment's own code (``observation.encode``, ``Snapshot.record``, ``env.step_reward`` on
+the registered reward signal), once per state, with the path's parts written over them
+(``CellReplay``; the tests hold it equal to the whole snapshot's ``encode`` and ``info``),
+so the replay equals the live environment to the bit for the same (data set, seed,
+setting) and actions, at tens of thousands of steps a second.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ballad_env.env import as_action, shown_signal, step_reward
 from ballad_env.episode import ACTION_NAMES, AL, LR, Snapshot
 from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
-from ballad_env.observation import OBSERVATION_FEATURES, encode, observation_space
+from ballad_env.observation import FEATURE_INDEX, OBSERVATION_FEATURES, encode, observation_space
 from ballad_env.protocol import Budget
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
 from ballad_env.settings import Settings
@@ -40,11 +42,16 @@ from ballad_env.settings import Settings
 #: round before it or -1).
 PathState = tuple[int, int, int, int, int]
 START: PathState = (0, 0, -1, -1, -1)
-#: Cells (lattice and transition table) kept per process, least recently used dropped. A
-#: cell holds about 0.2 MB, plus 1.1 kB per transition visited (2,661 on every path of 15
-#: rounds: 3 MB). A store larger than this reloads cells and recomputes their transitions,
-#: about 100 times slower; set it (``ballad_env.replay.CACHED_CELLS = n``) to fit memory.
-CACHED_CELLS = 4096
+#: Bytes of cells (lattice and transition table) kept per process, least recently used
+#: dropped when a cell is loaded. A cell of 15 rounds holds about 0.1 MB of lattice, plus
+#: 3.3 kB per state and 1.1 kB per transition visited (about 5 MB once all of its ~3,900
+#: transitions have been). A cell dropped is loaded again when drawn (about 1 ms) and its
+#: transitions recomputed; set it (``ballad_env.replay.CACHE_BYTES = n``) to fit memory.
+CACHE_BYTES = 2_000_000_000
+#: Bytes of one cached state and one cached transition (measured with tracemalloc on a cell
+#: of 15 rounds; ``CellReplay.nbytes`` sums them).
+STATE_BYTES = 3_300
+TRANSITION_BYTES = 1_100
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
 
@@ -54,7 +61,15 @@ _Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
 
 
 class CellReplay:
-    """One lattice as a transition table: path state and action -> the step's results."""
+    """One lattice as a transition table: path state and action -> the step's results.
+
+    A transition is computed on its first visit, then cached. The parts of the observation
+    and ``info`` fixed by the state (i, j) come from ``encode`` and ``Snapshot.record`` of
+    the state's snapshot, once per state; the parts the path sets (each side's latest
+    signals, the previous action, the indices queried) are written over them by name
+    (``_entry``). ``reference_entry`` computes a transition the slow way, from the path
+    state's whole snapshot, as the live environment does; the tests hold the two equal.
+    """
 
     def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str) -> None:
         self.lattice = lattice
@@ -65,14 +80,24 @@ class CellReplay:
                                                lattice.settings.budget_fraction,
                                                lattice.settings.round_fraction).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
+        self.states: dict[tuple[int, int], tuple[Snapshot, np.ndarray, dict[str, Any]]] = {}
+        self.lattice_bytes = sum(a.nbytes for a in lattice.to_arrays().values())
         snapshot = self.snapshot(START)
         info = snapshot.info(shown)
         self.info_keys = tuple(info)
+        if self.info_keys != (*self.state(0, 0)[2], "queried", "action_mask"):
+            raise RuntimeError(f"info is not the record, queried and the mask: {self.info_keys}")
         self.start = (encode(snapshot), tuple(info.values()))
 
-    def snapshot(self, state: PathState) -> Snapshot:
-        """The live environment's snapshot at this path state."""
-        i, j, previous, lr_i, lr_i0 = state
+    @property
+    def nbytes(self) -> int:
+        """Estimated memory this cell holds (lattice, states, transitions)."""
+        return (self.lattice_bytes + STATE_BYTES * len(self.states)
+                + TRANSITION_BYTES * len(self.transitions))
+
+    def latest(self, state: PathState) -> dict[int, dict[str, float] | None]:
+        """Each side's latest side signals at this path state (``Snapshot.latest``)."""
+        i, j, _, lr_i, lr_i0 = state
         lat = self.lattice
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
         if i > 0:
@@ -80,16 +105,38 @@ class CellReplay:
         if j > 0:  # for j = 1 every i0 holds the same reward (against the initial output)
             latest[LR] = {s: float(lat.lr_reward_from[s][lr_i, j, max(lr_i0, 0)])
                           for s in SIDE_SIGNAL_NAMES}
+        return latest
+
+    def snapshot(self, state: PathState) -> Snapshot:
+        """The live environment's snapshot at this path state."""
+        i, j, previous = state[:3]
         action = None if previous < 0 else previous
-        return lat.snapshot(i, j, latest, action, lat.queried(i, j, action))
+        return self.lattice.snapshot(i, j, self.latest(state), action,
+                                     self.lattice.queried(i, j, action))
+
+    def state(self, i: int, j: int) -> tuple[Snapshot, np.ndarray, dict[str, Any]]:
+        """The snapshot of (i, j) on no path (no side measured, no previous action), its
+        observation and record: what a path changes is written over them (cached)."""
+        cached = self.states.get((i, j))
+        if cached is None:
+            snapshot = self.lattice.snapshot(i, j, {AL: None, LR: None}, None)
+            cached = self.states[(i, j)] = (snapshot, encode(snapshot),
+                                            snapshot.record(self.shown))
+        return cached
 
     def step(self, state: PathState, action: int) -> _Entry:
         """The step from ``state`` by ``action`` (computed once, then cached); the live
         episode's errors for a step after the end or on an exhausted pool."""
         entry = self.transitions.get((state, action))
-        if entry is not None:
-            return entry
-        i, j, _, lr_i, _ = state
+        if entry is None:
+            entry = self._entry(state, self.after(state, action))
+            self.transitions[(state, action)] = entry
+        return entry
+
+    def after(self, state: PathState, action: int) -> PathState:
+        """The path state ``action`` leads to from ``state`` (the live episode's errors for
+        a step after the end or on an exhausted pool)."""
+        i, j, _, lr_i, lr_i0 = state
         if i + j >= self.lattice.n_rounds:
             raise RuntimeError("step() called after the episode ended: the label budget is "
                                "spent; call reset()")
@@ -97,17 +144,44 @@ class CellReplay:
             pool = "D (training)" if action == AL else "V (validation)"
             raise ValueError(f"action {ACTION_NAMES[action]} is unavailable: {pool} has fewer "
                              f"than {self.per_round} unlabeled examples left")
-        after: PathState = ((i + 1, j, AL, lr_i, state[4]) if action == AL
-                            else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
+        return ((i + 1, j, AL, lr_i, lr_i0) if action == AL
+                else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
+
+    def _entry(self, state: PathState, after: PathState) -> _Entry:
+        """The step into ``after``: the state's observation and record with the path's
+        parts written over them (as ``encode`` and ``Snapshot.record`` set them)."""
+        i, j, previous = after[:3]
+        bare, observation, record = self.state(i, j)
+        obs, record = observation.copy(), dict(record)
+        latest = self.latest(after)
+        for side, suffix in ((AL, "al"), (LR, "lr")):
+            values = latest[side]
+            obs[FEATURE_INDEX[f"{suffix}_measured"]] = record[f"{suffix}_measured"] = \
+                values is not None
+            for name in SIDE_SIGNAL_NAMES:
+                value = values[name] if values is not None else 0.0
+                obs[FEATURE_INDEX[f"{name}_{suffix}"]] = record[f"{name}_{suffix}"] = value
+            record[f"reward_{suffix}"] = record[f"{self.shown}_{suffix}"]
+        obs[FEATURE_INDEX["prev_al"]] = previous == AL
+        obs[FEATURE_INDEX["prev_lr"]] = previous == LR
+        record["action"] = ACTION_NAMES[previous]
+        values = latest[previous]
+        if isinstance(self.signal, CostDecrease):  # state figures: the states' snapshots do
+            reward = step_reward(self.signal, self.state(*state[:2])[0], bare)
+        else:
+            reward = float(values[self.signal.name]) if values is not None else 0.0
+        info = (*record.values(), self.lattice.queried(i, j, previous), bare.action_mask)
+        return (after, np.clip(obs, 0.0, 1.0), reward,
+                i + j >= self.lattice.n_rounds, info)
+
+    def reference_entry(self, state: PathState, after: PathState) -> _Entry:
+        """The step into ``after`` from the two path states' whole snapshots, through the
+        live environment's code (``encode``, ``Snapshot.info``, ``step_reward``)."""
         before_snapshot, after_snapshot = self.snapshot(state), self.snapshot(after)
         info = after_snapshot.info(self.shown)
-        if tuple(info) != self.info_keys:
-            raise RuntimeError(f"info keys changed within an episode: {tuple(info)}")
-        entry = (after, encode(after_snapshot),
-                 step_reward(self.signal, before_snapshot, after_snapshot),
-                 after[0] + after[1] >= self.lattice.n_rounds, tuple(info.values()))
-        self.transitions[(state, action)] = entry
-        return entry
+        return (after, encode(after_snapshot),
+                step_reward(self.signal, before_snapshot, after_snapshot),
+                after[0] + after[1] >= self.lattice.n_rounds, tuple(info.values()))
 
     def info(self, values: tuple[Any, ...]) -> dict[str, Any]:
         """``info`` from its cached values, its arrays copied: the caller may change it all,
@@ -124,17 +198,19 @@ _CELLS: OrderedDict[tuple[str, str, str, int, str], CellReplay] = OrderedDict()
 def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings,
                 key_of_settings: str | None = None) -> CellReplay:
     """The transition table of one stored cell for ``settings``' reward, shared by every
-    replay environment of this process (``CACHED_CELLS`` kept); ``key_of_settings`` is
-    ``setting_key(settings)`` when the caller has it."""
+    replay environment of this process (the least recently used dropped when a load takes
+    the cells over ``CACHE_BYTES``); ``key_of_settings`` is ``setting_key(settings)`` when
+    the caller has it."""
     key = (str(store.root), key_of_settings or setting_key(settings), dataset, seed,
            settings.reward)
     cell = _CELLS.get(key)
     if cell is None:
         lattice = store.load(dataset, seed, settings)
         cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings))
+        total = cell.nbytes + sum(other.nbytes for other in _CELLS.values())
+        while _CELLS and total > CACHE_BYTES:
+            total -= _CELLS.popitem(last=False)[1].nbytes
         _CELLS[key] = cell
-        while len(_CELLS) > CACHED_CELLS:
-            _CELLS.popitem(last=False)
     else:
         _CELLS.move_to_end(key)
     return cell
@@ -302,5 +378,5 @@ class BudgetAllocationReplayEnv(gym.Env):
                                         cell.lattice.n_rounds * cell.per_round)
 
 
-__all__ = ["CACHED_CELLS", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv", "CellReplay",
+__all__ = ["CACHE_BYTES", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv", "CellReplay",
            "cell_replay"]

@@ -21,7 +21,9 @@ names a synthetic data set anywhere a data set is asked for.
 
 ``--replay`` builds a lattice store of the data sets and times the replay environment
 (``ballad_env/BudgetAllocationReplay-v0``) against the live one, steps a second and their
-ratio in one run (target: 50,000 replay steps a second in one process).
+ratio in one run (target: 50,000 replay steps a second in one process). ``--replay-store DIR``
+times the replay environment on an existing store instead, cold (a fresh process: every
+cell loaded, every transition computed on first visit) then warm, with its peak memory.
 """
 
 from __future__ import annotations
@@ -44,13 +46,16 @@ from agents.experiments.bench import (
     in_fresh_process,
     measure,
     measure_replay,
+    measure_replay_store,
     measure_scaling,
     profile,
     replay_report,
+    replay_store_report,
     scaling_table,
     time_q1,
     timings_table,
 )
+from ballad_env.lattice_store import StoreError
 from ballad_env.settings import Settings, add_settings_arguments
 
 
@@ -78,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--replay", action="store_true",
                         help="compare the replay environment's steps/s with the live one's "
                              "on the data sets given instead (a store is built first)")
+    replay.add_argument("--replay-store", default=None,
+                        help="time the replay environment cold and warm on this existing "
+                             "store instead (steps/s and peak memory, one fresh process)")
     replay.add_argument("--replay-seeds", type=int, default=3, help="seeds in the store")
     replay.add_argument("--replay-steps", type=int, default=200_000,
                         help="replay steps timed (after as many to warm up)")
@@ -159,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(prior=args.prior)
     if args.scaling:
         run_scaling(args, settings)
+        return 0
+    if args.replay_store is not None:
+        try:
+            row = in_fresh_process(measure_replay_store, args.replay_store, settings,
+                                   args.replay_steps)
+        except StoreError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(replay_store_report(row))
         return 0
     try:
         names = bench_names(args.datasets, args.data_dir)

@@ -26,8 +26,10 @@ from ballad_env.lattice_store import (
     LatticeStore,
     StoreError,
     load_lattice,
+    pack_arrays,
     save_lattice,
     setting_key,
+    unpack_arrays,
 )
 from ballad_env.replay import START, BudgetAllocationReplayEnv, CellReplay
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
@@ -254,6 +256,48 @@ def test_vector_envs_and_pickles(store, same) -> None:
     assert same(env.step(AL), clone.step(AL))
 
 
+@pytest.mark.slow
+def test_every_transition_equals_the_live_code_path(store) -> None:
+    """The cached transitions (state parts once per state, path parts written by name) equal
+    the ones computed from each path state's whole snapshot (encode, info, step_reward), for
+    every transition of a stored cell and every registered reward."""
+    lattice_store = LatticeStore(store)
+    for seed in SEEDS[:1]:
+        lattice = lattice_store.load("arrays", seed, Settings(prior="knn"))
+        for reward in REWARD_SIGNALS.names():
+            cell = CellReplay(lattice, REWARD_SIGNALS[reward], "entropy")
+            frontier, seen = [START], {START}
+            while frontier:
+                state = frontier.pop()
+                for action in (AL, LR):
+                    if state[0] + state[1] >= lattice.n_rounds \
+                            or not cell.masks[state[0], state[1], action]:
+                        continue
+                    after = cell.after(state, action)
+                    got = cell.step(state, action)
+                    assert equal(got, cell.reference_entry(state, after)), (seed, reward, after)
+                    assert equal(cell.info(got[4]), cell.snapshot(after).info("entropy"))
+                    if after not in seen:
+                        seen.add(after)
+                        frontier.append(after)
+            assert len(cell.transitions) > 2 * lattice.n_rounds
+
+
+def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
+    from ballad_env import replay
+
+    monkeypatch.setattr(replay, "_CELLS", replay.OrderedDict())
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    env.reset(seed=0, options={"seed": 0})
+    one_cell = next(iter(replay._CELLS.values())).nbytes
+    monkeypatch.setattr(replay, "CACHE_BYTES", 2 * one_cell + 1)
+    for seed in (1, 2, 0, 1):
+        env.reset(options={"seed": seed})
+    kept = [key[3] for key in replay._CELLS]
+    assert kept == [0, 1]  # seed 2 the least recently used: dropped when 1 came back
+    assert sum(cell.nbytes for cell in replay._CELLS.values()) <= replay.CACHE_BYTES
+
+
 # ------------------------------------------------------------------ files and stores
 def test_lattice_files_round_trip_exactly(store, dataset) -> None:
     settings = Settings(prior="knn")
@@ -265,6 +309,17 @@ def test_lattice_files_round_trip_exactly(store, dataset) -> None:
     for name in mine:
         assert np.array_equal(mine[name], theirs[name], equal_nan=True), name
         assert mine[name].dtype == theirs[name].dtype, name
+
+
+def test_packed_arrays_round_trip_with_their_dtypes_and_shapes() -> None:
+    arrays = {"b": np.array([True, False, True]), "x": np.arange(5.0),
+              "i": np.arange(6, dtype=np.int32).reshape(2, 3), "e": np.empty((0, 3))}
+    layout, packed = pack_arrays(arrays)
+    assert [entry[3] for entry in layout] == [0, 8, 48, 72]  # offsets 8-byte aligned
+    assert packed.dtype == np.uint8 and packed.size == 72
+    back = unpack_arrays(layout, packed)
+    for name, value in arrays.items():
+        assert back[name].dtype == value.dtype and np.array_equal(back[name], value), name
 
 
 def copy_store(store: Path, tmp_path: Path) -> Path:
@@ -296,6 +351,10 @@ def test_stale_and_corrupt_files_are_refused_by_name(store, tmp_path, dataset) -
     with pytest.raises(RunError, match=str(path)):
         build_store(root, [dataset], list(SEEDS), [settings], progress=False)
     assert before == {p: p.read_bytes() for p in root.rglob("*.npz")}  # nothing lost
+    arrays["header"] = np.array(json.dumps({**header, "format": 1}))
+    np.savez_compressed(path, **arrays)
+    with pytest.raises(StoreError, match=f"{path} has format 1, this code reads format 2"):
+        load_lattice(path)
     with pytest.raises(StoreError, match="holds seed 1, not 2"):
         load_lattice(LatticeStore(root).path("arrays", 1, settings), seed=2)
 

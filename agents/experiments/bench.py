@@ -230,6 +230,36 @@ def measure_replay(names: Sequence[str], data_dir: str | None, settings: Setting
             "ratio": replay_rate / live_rate}
 
 
+def measure_replay_store(store: str, settings: Settings, steps: int) -> dict[str, Any]:
+    """Steps a second of the replay environment on an existing store, in one fresh process:
+    cold (the first ``steps`` steps: every cell loaded, every transition computed on first
+    visit) then warm (``steps`` more), and the process's peak memory."""
+    import gymnasium as gym
+
+    import ballad_env
+
+    rng = np.random.default_rng(0)
+    replay = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=settings)
+    replay.reset(seed=0)
+    cold = steps / random_play(replay, steps, rng)
+    warm = steps / random_play(replay, steps, rng)
+    return {"store": store, "cells": len(replay.unwrapped.cells), "steps": steps,
+            "cold_steps_per_s": cold, "warm_steps_per_s": warm,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def replay_store_report(row: dict[str, Any]) -> str:
+    """``measure_replay_store``'s figures and the verdict against ``REPLAY_TARGET_STEPS``."""
+    lines = [f"store {row['store']}: {row['cells']} cells"]
+    for phase in ("cold", "warm"):
+        rate = row[f"{phase}_steps_per_s"]
+        verdict = "met" if rate >= REPLAY_TARGET_STEPS else "missed"
+        lines.append(f"{phase}: {rate:10,.0f} steps/s over {row['steps']:,} steps (target "
+                     f"{REPLAY_TARGET_STEPS:,}: {verdict})")
+    lines.append(f"peak memory: {row['peak_mb']:,.0f} MB")
+    return "\n".join(lines)
+
+
 def replay_report(row: dict[str, Any]) -> str:
     """``measure_replay``'s figures and the verdict against ``REPLAY_TARGET_STEPS``."""
     verdict = "met" if row["replay_steps_per_s"] >= REPLAY_TARGET_STEPS else "missed"
@@ -428,7 +458,8 @@ def effects_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 __all__ = ["EPISODE_TARGET_S", "FAST_PATHS", "MEMORY_TARGET_MB", "PHASES", "Q1_TARGET_S",
-           "REPLAY_TARGET_STEPS", "measure_replay", "random_play", "replay_report",
+           "REPLAY_TARGET_STEPS", "measure_replay", "measure_replay_store", "random_play",
+           "replay_report", "replay_store_report",
            "SCALING_DIMS", "SCALING_MEMORY_MB", "SCALING_SIZES", "SCALING_TARGETS_S",
            "SYNTHETIC_PREFIX",
            "bench_dataset", "effects_table", "fast_path_effects", "growth_exponent",
