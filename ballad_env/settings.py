@@ -341,7 +341,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = F
         group.add_argument(f"--{f.name.replace('_', '-')}", type=kind,
                            nargs="+" if several else None, default=default,
                            choices=choices,
-                           help=f"{f.metadata['help']} (default: {shown})")
+                           help=f"{f.metadata['help']} (default: {shown})".replace("%", "%%"))
 
 
 def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None

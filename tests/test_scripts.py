@@ -177,6 +177,14 @@ def test_every_option_has_help(script: str) -> None:
         assert action.help, action.option_strings
 
 
+@pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
+def test_every_script_prints_its_help(script: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        load_script(script).main(["--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage:")
+
+
 @pytest.mark.slow
 def test_allocator_study_builds_replays_and_reports(tmp_path: Path) -> None:
     sizes = {f"d{k}": 100 + 10 * k for k in range(6)}

@@ -99,6 +99,13 @@ def test_command_line_options_come_from_the_fields() -> None:
     assert c_r_value("gamma") is None and c_r_value("0.05") == 0.05
 
 
+def test_settings_help_prints_percent_signs() -> None:
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser)
+    text = parser.format_help()  # argparse %-formats help: a bare "%" used to crash it
+    assert "the 10% quantile" in " ".join(text.split())
+
+
 def test_environment_is_built_from_settings(small_xy) -> None:
     base = Settings(prior="knn", c_fn=10, budget_fraction=0.1)
     env = BudgetAllocationEnv(small_xy, settings=base, reward="cost")
