@@ -33,7 +33,7 @@ from ballad_env.env import as_action, shown_signal, step_reward
 from ballad_env.episode import ACTION_NAMES, AL, LR, Snapshot
 from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
-from ballad_env.observation import FEATURE_INDEX, OBSERVATION_FEATURES, encode, observation_space
+from ballad_env.observation import ALL_FEATURE_INDEX, check_version, encode, observation_space
 from ballad_env.protocol import Budget
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
 from ballad_env.settings import Settings
@@ -71,9 +71,12 @@ class CellReplay:
     state's whole snapshot, as the live environment does; the tests hold the two equal.
     """
 
-    def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str) -> None:
+    def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str,
+                 version: str = "v0") -> None:
         self.lattice = lattice
         self.signal, self.shown = signal, shown
+        check_version(version)
+        self.version = version  # of the observation (``observation.OBSERVATIONS``)
         grid = lattice.grid
         self.masks = np.stack([grid["al_available"] > 0.5, grid["lr_available"] > 0.5], axis=-1)
         self.per_round = Budget.from_fractions(int(grid["n_train"][0, 0]),
@@ -87,7 +90,7 @@ class CellReplay:
         self.info_keys = tuple(info)
         if self.info_keys != (*self.state(0, 0)[2], "queried", "action_mask"):
             raise RuntimeError(f"info is not the record, queried and the mask: {self.info_keys}")
-        self.start = (encode(snapshot), tuple(info.values()))
+        self.start = (encode(snapshot, version), tuple(info.values()))
 
     @property
     def nbytes(self) -> int:
@@ -120,7 +123,7 @@ class CellReplay:
         cached = self.states.get((i, j))
         if cached is None:
             snapshot = self.lattice.snapshot(i, j, {AL: None, LR: None}, None)
-            cached = self.states[(i, j)] = (snapshot, encode(snapshot),
+            cached = self.states[(i, j)] = (snapshot, encode(snapshot, self.version),
                                             snapshot.record(self.shown))
         return cached
 
@@ -156,14 +159,14 @@ class CellReplay:
         latest = self.latest(after)
         for side, suffix in ((AL, "al"), (LR, "lr")):
             values = latest[side]
-            obs[FEATURE_INDEX[f"{suffix}_measured"]] = record[f"{suffix}_measured"] = \
+            obs[ALL_FEATURE_INDEX[f"{suffix}_measured"]] = record[f"{suffix}_measured"] = \
                 values is not None
             for name in SIDE_SIGNAL_NAMES:
                 value = values[name] if values is not None else 0.0
-                obs[FEATURE_INDEX[f"{name}_{suffix}"]] = record[f"{name}_{suffix}"] = value
+                obs[ALL_FEATURE_INDEX[f"{name}_{suffix}"]] = record[f"{name}_{suffix}"] = value
             record[f"reward_{suffix}"] = record[f"{self.shown}_{suffix}"]
-        obs[FEATURE_INDEX["prev_al"]] = previous == AL
-        obs[FEATURE_INDEX["prev_lr"]] = previous == LR
+        obs[ALL_FEATURE_INDEX["prev_al"]] = previous == AL
+        obs[ALL_FEATURE_INDEX["prev_lr"]] = previous == LR
         record["action"] = ACTION_NAMES[previous]
         values = latest[previous]
         if isinstance(self.signal, CostDecrease):  # state figures: the states' snapshots do
@@ -179,7 +182,7 @@ class CellReplay:
         live environment's code (``encode``, ``Snapshot.info``, ``step_reward``)."""
         before_snapshot, after_snapshot = self.snapshot(state), self.snapshot(after)
         info = after_snapshot.info(self.shown)
-        return (after, encode(after_snapshot),
+        return (after, encode(after_snapshot, self.version),
                 step_reward(self.signal, before_snapshot, after_snapshot),
                 after[0] + after[1] >= self.lattice.n_rounds, tuple(info.values()))
 
@@ -192,21 +195,22 @@ class CellReplay:
         return info
 
 
-_CELLS: OrderedDict[tuple[str, str, str, int, str], CellReplay] = OrderedDict()
+_CELLS: OrderedDict[tuple[str, str, str, int, str, str], CellReplay] = OrderedDict()
 
 
 def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings,
-                key_of_settings: str | None = None) -> CellReplay:
+                key_of_settings: str | None = None, version: str = "v0") -> CellReplay:
     """The transition table of one stored cell for ``settings``' reward, shared by every
     replay environment of this process (the least recently used dropped when a load takes
     the cells over ``CACHE_BYTES``); ``key_of_settings`` is ``setting_key(settings)`` when
     the caller has it."""
     key = (str(store.root), key_of_settings or setting_key(settings), dataset, seed,
-           settings.reward)
+           settings.reward, version)
     cell = _CELLS.get(key)
     if cell is None:
         lattice = store.load(dataset, seed, settings)
-        cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings))
+        cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings),
+                          version)
         total = cell.nbytes + sum(other.nbytes for other in _CELLS.values())
         while _CELLS and total > CACHE_BYTES:
             total -= _CELLS.popitem(last=False)[1].nbytes
@@ -246,6 +250,8 @@ class BudgetAllocationReplayEnv(gym.Env):
     | seeds | every one stored | the episode seeds to draw from |
     | settings | ``Settings()`` | the episode's options; any reward works with any store |
     | render_mode | ``None`` | ``"rgb_array"`` (the lattice's costs and the path) or ``"ansi"`` |
+    | observation | ``"v0"`` | observation version, as the live environment's (``"v1"`` |
+    | | | appends the validation-sample cost and its standard error) |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"`` |
 
     ``reset(options={"dataset": ..., "seed": ...})`` draws among the stored cells of these
@@ -260,14 +266,14 @@ class BudgetAllocationReplayEnv(gym.Env):
     def __init__(self, store: str | os.PathLike | LatticeStore, *,
                  datasets: Sequence[str] | str | None = None, seeds: Sequence[int] | None = None,
                  settings: Settings | None = None, render_mode: str | None = None,
-                 **options: Any) -> None:
+                 observation: str = "v0", **options: Any) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}: use one of "
                              f"{self.metadata['render_modes']}")
         unknown = sorted(set(options) - {f.name for f in fields(Settings)})
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}: use store, datasets, "
-                            "seeds, settings, render_mode or a Settings field")
+                            "seeds, settings, render_mode, observation or a Settings field")
         self.settings = (settings or Settings()).replace(**options)
         self._setting_key = setting_key(self.settings)
         self.store = store if isinstance(store, LatticeStore) else LatticeStore(store)
@@ -280,8 +286,10 @@ class BudgetAllocationReplayEnv(gym.Env):
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
-        self.observation_space = observation_space()
-        self.feature_names = OBSERVATION_FEATURES
+        #: Feature names of the observation, in order.
+        self.feature_names = check_version(observation)
+        self.observation_version = observation
+        self.observation_space = observation_space(observation)
         self._cell: CellReplay | None = None
         self._state: PathState = START
         self._path: list[PathState] = []  # this episode's path states, for render()
@@ -335,7 +343,7 @@ class BudgetAllocationReplayEnv(gym.Env):
             cells = self._select(options.get("dataset"), options.get("seed"))
         dataset, cell_seed = cells[int(self.np_random.integers(len(cells)))]
         self._cell = cell_replay(self.store, dataset, cell_seed, self.settings,
-                                 self._setting_key)
+                                 self._setting_key, self.observation_version)
         self._state = START
         obs, info = self._cell.start
         self._path = [START]

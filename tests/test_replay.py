@@ -65,12 +65,15 @@ def test_equal_tells_values_apart() -> None:
 
 
 def compare_random_sequences(data, prior: str, store: Path, seeds: tuple[int, ...],
-                             n_sequences: int, rng: np.random.Generator) -> None:
+                             n_sequences: int, rng: np.random.Generator,
+                             observation: str = "v0") -> None:
     """``n_sequences`` random valid action sequences, the reward cycling through every
     registered reward: observations, rewards, flags, info and masks are identical."""
     rewards = REWARD_SIGNALS.names()
-    lives = {r: BudgetAllocationEnv(data, prior=prior, reward=r) for r in rewards}
-    replays = {r: gym.make(REPLAY_ID, store=store, prior=prior, reward=r) for r in rewards}
+    lives = {r: BudgetAllocationEnv(data, prior=prior, reward=r, observation=observation)
+             for r in rewards}
+    replays = {r: gym.make(REPLAY_ID, store=store, prior=prior, reward=r,
+                           observation=observation) for r in rewards}
     for n in range(n_sequences):
         reward = rewards[n % len(rewards)]
         live, env = lives[reward], replays[reward].unwrapped
@@ -158,6 +161,23 @@ def test_random_sequences_equal_the_live_environment_for_every_reward(store, dat
     compare_random_sequences(dataset, "knn", store, SEEDS, 24, np.random.default_rng(0))
 
 
+def test_observation_v1_is_replayed_too(store, dataset) -> None:
+    """``observation="v1"`` (the validation-sample cost and its standard error appended)."""
+    env = BudgetAllocationReplayEnv(store, prior="knn", observation="v1")
+    assert env.observation_space.shape == (20,) and env.feature_names[-1] == "val_sample_se"
+    assert env.reset(seed=0)[0].shape == (20,)
+    compare_random_sequences(dataset, "knn", store, SEEDS, 12, np.random.default_rng(4),
+                             observation="v1")
+    with pytest.raises(ValueError, match="unknown observation version 'v9'"):
+        BudgetAllocationReplayEnv(store, prior="knn", observation="v9")
+
+
+def observed_version(agent: str, env: BudgetAllocationEnv) -> str:
+    """The observation version a registered agent reads (made for ``env``, as the oracle
+    needs one)."""
+    return getattr(agents.make_agent(agent, env), "observation_version", "v0")
+
+
 def test_a_reward_registered_later_is_replayed_too(store, dataset) -> None:
     """Rewards come from the registry: a new cost decrease needs no change to the replay."""
     REWARD_SIGNALS.register("fpr_decrease", CostDecrease("fpr_decrease", "fpr"))
@@ -171,8 +191,10 @@ def test_a_reward_registered_later_is_replayed_too(store, dataset) -> None:
 def test_every_registered_agent_plays_the_same_episode(store, dataset) -> None:
     for seed in (0, 2):
         for name in agents.agent_names():
-            live = BudgetAllocationEnv(dataset, prior="knn")
-            replay = BudgetAllocationReplayEnv(store, seeds=[seed], prior="knn")
+            version = observed_version(name, BudgetAllocationEnv(dataset, prior="knn"))
+            live = BudgetAllocationEnv(dataset, prior="knn", observation=version)
+            replay = BudgetAllocationReplayEnv(store, seeds=[seed], prior="knn",
+                                               observation=version)
             expected = agents.run_episode(live, agents.make_agent(name, live), seed,
                                           include_start=True)
             got = agents.run_episode(replay, agents.make_agent(name, replay), seed,
@@ -414,8 +436,10 @@ def test_benchmarks_random_sequences_and_agents_equal_the_live_environment(
         data = load_dataset(name, data_dir=benchmark_dir)
         compare_random_sequences(data, prior, root, seeds, 50, rng)
         for agent in agents.agent_names():
-            live = BudgetAllocationEnv(data, prior=prior)
-            env = BudgetAllocationReplayEnv(root, datasets=[name], seeds=[1], prior=prior)
+            version = observed_version(agent, BudgetAllocationEnv(data, prior=prior))
+            live = BudgetAllocationEnv(data, prior=prior, observation=version)
+            env = BudgetAllocationReplayEnv(root, datasets=[name], seeds=[1], prior=prior,
+                                            observation=version)
             expected = agents.run_episode(live, agents.make_agent(agent, live), 1)
             assert equal(expected, agents.run_episode(env, agents.make_agent(agent, env), 1))
 
