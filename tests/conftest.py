@@ -39,6 +39,24 @@ def write_data_files(folder: Path, sizes: dict[str, int]) -> Path:
     return folder
 
 
+def two_round_grid(n_labels: int) -> dict[str, np.ndarray]:
+    """The per-state grid of a hand-made two-round lattice (every ``STATE_FIELDS`` entry 0
+    but these), n_labels training and validation examples. Test costs [i, j]: (0,0) 0.5,
+    (0,1) 0.3, (1,0) 0.2, (0,2) 0.0, (1,1) 0.9, (2,0) 0.8."""
+    from ballad_env.lattice import STATE_FIELDS
+
+    nan = np.nan
+    cost = np.array([[0.5, 0.3, 0.0], [0.2, 0.9, nan], [0.8, nan, nan]])
+    i, j = np.indices(cost.shape)
+    grid = {name: np.where(np.isnan(cost), nan, 0.0) for name in STATE_FIELDS}
+    grid["test_cost"] = cost
+    grid["round"] = np.where(np.isnan(cost), nan, i + j)
+    for name, value in (("n_rounds", 2), ("n_train", n_labels), ("n_val", n_labels),
+                        ("max_cost", 1.0), ("contamination", 0.1)):
+        grid[name] = np.where(np.isnan(cost), nan, value)
+    return grid
+
+
 def make_xy(n: int = 200, n_anomalies: int = 20, d: int = 2,
             seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Gaussian normals around the origin, anomalies shifted away; anomalies come first."""

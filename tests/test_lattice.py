@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import two_round_grid
 
 import agents
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
@@ -130,14 +131,7 @@ def hand_lattice() -> Lattice:
     LR first (0.3) leads to 0.0. LR is impossible from (1, 0).
     """
     nan = np.nan
-    cost = np.array([[0.5, 0.3, 0.0], [0.2, 0.9, nan], [0.8, nan, nan]])
-    i, j = np.indices(cost.shape)
-    grid = {name: np.where(np.isnan(cost), nan, 0.0) for name in STATE_FIELDS}
-    grid["test_cost"] = cost
-    grid["round"] = np.where(np.isnan(cost), nan, i + j)
-    for name, value in (("n_rounds", 2), ("n_train", 10), ("n_val", 10), ("max_cost", 1.0),
-                        ("contamination", 0.1)):
-        grid[name] = np.where(np.isnan(cost), nan, value)
+    grid = two_round_grid(10)
     grid["al_available"] = np.array([[1, 1, 0], [1, 0, nan], [0, nan, nan]], dtype=float)
     grid["lr_available"] = np.array([[1, 1, 0], [0, 0, nan], [0, nan, nan]], dtype=float)
     grid["val_cost"] = np.array([[0.0, 0.4, 0.1], [0.3, 0.2, nan], [0.1, nan, nan]])

@@ -12,6 +12,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import two_round_grid
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -21,7 +22,7 @@ import ballad_env
 from agents.experiments.lattice_build import build_store, build_summary, store_table
 from agents.experiments.store import RunError
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
-from ballad_env.lattice import STATE_FIELDS, Lattice, build_lattice
+from ballad_env.lattice import Lattice, build_lattice
 from ballad_env.lattice_store import (
     LatticeStore,
     StoreError,
@@ -97,17 +98,11 @@ def hand_lattice() -> Lattice:
     (0,2) 0.0, (1,1) 0.9, (2,0) 0.8. AL rewards (entropy) 0.05 into i = 1, 0.01 into i = 2;
     LR rewards (entropy) 0.08 for j = 1, 0.02 for (0, 2) after (0, 1), 0.07 at (1, 1)."""
     nan = np.nan
-    cost = np.array([[0.5, 0.3, 0.0], [0.2, 0.9, nan], [0.8, nan, nan]])
-    i, j = np.indices(cost.shape)
-    grid = {name: np.where(np.isnan(cost), nan, 0.0) for name in STATE_FIELDS}
-    grid["test_cost"] = cost
-    grid["round"] = np.where(np.isnan(cost), nan, i + j)
-    for name, value in (("n_rounds", 2), ("n_train", 50), ("n_val", 50), ("max_cost", 1.0),
-                        ("contamination", 0.1)):
-        grid[name] = np.where(np.isnan(cost), nan, value)
+    grid = two_round_grid(50)
+    i, j = np.indices((3, 3))
     grid["n_al"], grid["n_lr"] = i.astype(float), j.astype(float)
     done = i + j == 2
-    grid["al_available"] = np.where(np.isnan(cost), nan, ~done)
+    grid["al_available"] = np.where(np.isnan(grid["test_cost"]), nan, ~done)
     grid["lr_available"] = grid["al_available"].copy()
     al = {s: np.array([nan, 0.05, 0.01]) for s in SIDE_SIGNAL_NAMES}
     lr = {s: np.full((3, 3, 3), nan) for s in SIDE_SIGNAL_NAMES}
