@@ -1,9 +1,10 @@
 """The published code's variant: ablate its differences, and compare with the code itself.
 
     # each option alone and the preset, both priors, BALLAD / All-in-AL / All-in-LR
-    # (resumable; one process), then its table in docs/tables/authors_code_ablation.*
+    # (resumable, seed after seed; one process), then its table in
+    # docs/tables/authors_code_ablation.* (a partial run's tables say what they hold)
     python scripts/authors_code_check.py ablation --data-dir ../shared/benchmarks \\
-        --seeds 3 --output results/authors_code --update-docs
+        --seeds 10 --output results/authors_code_10 --update-docs
 
     # ours with the preset on the episodes a run of the published code recorded (JSON lines)
     python scripts/authors_code_check.py agreement --published published.jsonl \\
@@ -18,9 +19,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments import Grid, load_results, run_grid, seed_range
+from agents.experiments import Grid, ResultStore, load_results, run_grid, seed_range
 from agents.experiments.authors_code import (
     AGENTS,
+    ablation_episodes,
     ablation_grid,
     ablation_settings,
     ablation_table,
@@ -28,7 +30,7 @@ from agents.experiments.authors_code import (
     load_published,
 )
 from agents.experiments.grid import dataset_names
-from agents.experiments.tables import write_table
+from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
 
 DOCS_TABLES = Path(__file__).resolve().parent.parent / "docs" / "tables"
@@ -44,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
                         help="ablation: data sets (default: every file in --data-dir)")
-    parser.add_argument("--seeds", type=int, default=3, help="ablation: seeds 0..N-1")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="ablation: seeds 0..N-1, one after the other")
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
                         help="ablation: the priors")
     parser.add_argument("--published", default=None,
@@ -66,28 +69,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def ablation(args: argparse.Namespace, tables: Path) -> None:
+    settings = ablation_settings(args.priors)
     if args.report_only:
         results = load_results(args.output, allow_partial=True)
     else:
-        grid = ablation_grid(dataset_names(args.datasets, args.data_dir),
-                             seed_range(args.seeds), args.priors)
-        results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
-                           progress=not args.no_progress)
-    n_seeds = results["seed"].nunique()
-    note = (f"{results['dataset'].nunique()} data sets x {n_seeds} seeds x 15 rounds, "
-            "exact threshold search. Mean test cost per example over data sets (each "
-            "weighs equally), seeds and rounds; d_<strategy>: change from the same prior's "
+        datasets = dataset_names(args.datasets, args.data_dir)
+        # Seed by seed, from the seeds already stored: an interrupted run then holds seeds
+        # 0..k-1 of every setting and data set (the runner orders cells by data set size).
+        stored = ResultStore(args.output).read_manifest()
+        first = min(len(stored["grid"]["seeds"]) if stored else 1, args.seeds)
+        for n_seeds in range(max(first, 1), args.seeds + 1):
+            results = run_grid(ablation_grid(datasets, seed_range(n_seeds), args.priors),
+                               args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                               progress=not args.no_progress)
+    played, left_out = ablation_episodes(results, settings)
+    partial = (f" A partial run: only the (data set, seed) pairs that every setting and "
+               f"strategy finished count; {left_out} other pairs are left out."
+               if left_out else "")
+    note = (f"{played['dataset'].nunique()} data sets x {seeds_text(played)} seeds x 15 "
+            "rounds, exact threshold search, every setting and strategy on the same episodes. "
+            "Mean test cost per example over data sets (each weighs equally), seeds and "
+            "rounds; seeds: per data set; d_<strategy>: change from the same prior's "
             "defaults; wins_<strategy>: data sets won; ballad_vs_*: BALLAD's gain. "
-            "`scripts/authors_code_check.py ablation`.")
+            "`scripts/authors_code_check.py ablation`." + partial)
+    if left_out:
+        print(f"partial run: {left_out} (data set, seed) pairs left out of the tables",
+              file=sys.stderr)
     for metric, stem in (("test_cost_per_example", "authors_code_ablation"),
                          ("test_cost_class_conditional",
                           "authors_code_ablation_class_conditional")):
-        table = ablation_table(results, ablation_settings(args.priors), metric)
+        table = ablation_table(results, settings, metric)
         path = write_table(table, tables, stem, title=f"The published code's options: {metric}",
                            note=note)
         print(path)
-        print(table[["change", *AGENTS, "wins_ballad", "wins_all-in-al", "wins_all-in-lr"]]
-              .to_string(float_format=lambda v: f"{v:.4f}"))
+        print(table[["change", "seeds", *AGENTS, "wins_ballad", "wins_all-in-al",
+                     "wins_all-in-lr"]].to_string(float_format=lambda v: f"{v:.4f}"))
 
 
 def agreement(args: argparse.Namespace, tables: Path) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from agents.experiments.authors_code import (
+    ablation_episodes,
     ablation_settings,
     ablation_table,
     agreement_table,
@@ -298,6 +299,29 @@ def test_ablation_table_changes_and_wins() -> None:
     assert table.loc[base.name, "wins_all-in-lr"] == 2
     assert table.loc[split.name, "wins_ballad"] == 2
     assert table.loc[split.name, "ballad_vs_lr"] == pytest.approx(1 - 0.045 / 0.065)
+
+
+def test_ablation_table_of_a_partial_run_compares_the_same_episodes() -> None:
+    base, split, other = (Settings(prior="knn"), Settings(prior="knn", split="authors"),
+                          Settings(prior="knn", k=5))
+    full = _results({(base.name, agent): 0.04 for agent in ("ballad", "all-in-al", "all-in-lr")}
+                    | {(split.name, agent): 0.05 for agent in ("ballad", "all-in-al",
+                                                               "all-in-lr")})
+    extra = full[full["setting"] == base.name].assign(seed=2, test_cost_per_example=0.9)
+    unfinished = ((full["setting"] == split.name) & (full["agent"] == "all-in-lr")
+                  & (full["dataset"] == "b") & (full["seed"] == 1))
+    late = full[full["setting"] == base.name].assign(setting=other.name).query("seed == 0")
+    # the defaults ran a seed more, the split has not finished b's seed 1 with All-in-LR, and
+    # a setting left out of the table has run seed 0 only
+    results = pd.concat([full[~unfinished], extra, late], ignore_index=True)
+    kept, dropped = ablation_episodes(results, [base, split])
+    assert dropped == 3  # (a, 2), (b, 2) and (b, 1)
+    table = ablation_table(results, [base, split], "test_cost_per_example")
+    assert table.loc[base.name, "all-in-lr"] == pytest.approx(0.045)  # not the 0.9 of seed 2
+    assert table.loc[split.name, "d_all-in-lr"] == pytest.approx(0.01)
+    assert table["datasets"].tolist() == [2, 2]
+    assert table["seeds"].tolist() == ["1-2", "1-2"]  # b has seed 0 only, a seeds 0 and 1
+    assert len(kept) == 3 * 2 * 3
 
 
 def test_ablation_settings_hold_each_option_and_the_preset() -> None:

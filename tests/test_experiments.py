@@ -29,7 +29,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.tables import reward_differences
+from agents.experiments.tables import common_episodes, reward_differences, seeds_text
 from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
@@ -288,6 +288,23 @@ def test_summary_names_the_winner_its_margin_and_seeds() -> None:
     assert summary.loc["mean", "a"] == pytest.approx((0.305 + 0.205) / 2)
     counts = win_counts(summary_table(handmade())).loc["s"]
     assert counts.to_dict() == {"b": 1, "tie": 1}
+
+
+def test_common_episodes_keep_the_pairs_every_setting_and_agent_played() -> None:
+    rows = [{"setting": setting, "agent": agent, "dataset": dataset, "seed": seed, "round": 1,
+             "test_cost": 0.1}
+            for setting in ("s", "t") for agent in ("a", "b") for dataset in ("x", "y")
+            for seed in (0, 1, 2)
+            # a partial run: t/b has not played y's seeds 1 and 2, nor x's seed 2
+            if not (setting == "t" and agent == "b" and (seed == 2 or dataset == "y" and seed))]
+    kept, dropped = common_episodes(pd.DataFrame(rows))
+    assert dropped == 3
+    assert set(zip(kept["dataset"], kept["seed"], strict=True)) == {("x", 0), ("x", 1), ("y", 0)}
+    assert len(kept) == 3 * 4  # every (setting, agent) of each kept pair
+    assert seeds_text(kept) == "1-2"
+    assert seeds_text(kept[kept["dataset"] == "x"]) == "2"
+    complete = pd.DataFrame(rows[:6])  # s/a only: nothing to leave out
+    assert common_episodes(complete)[1] == 0 and len(common_episodes(complete)[0]) == 6
 
 
 def test_per_round_table_shares_and_reward_differences() -> None:

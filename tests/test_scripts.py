@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments import Grid, load_results, paper, run_grid
+from agents.experiments import Grid, authors_code, load_results, paper, run_grid
 from agents.experiments.allocator_study import build_lattices
 from agents.experiments.bench import PHASES
 from ballad_env.settings import Settings
@@ -169,8 +169,51 @@ def test_bench_times_the_replay_against_the_live_environment() -> None:
     assert "replay environment:" in done.stdout and "x the live one" in done.stdout
 
 
+@pytest.mark.slow
+def test_authors_ablation_grows_seed_by_seed_and_says_what_a_partial_run_holds(
+        tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("authors_code_check.py")
+    grids: list[tuple[int, ...]] = []
+    real_run_grid = script.run_grid
+
+    def spy(grid: Grid, *args, **kwargs) -> pd.DataFrame:
+        grids.append(grid.seeds)
+        return real_run_grid(grid, *args, **kwargs)
+
+    monkeypatch.setattr(script, "run_grid", spy)
+
+    def two_settings(priors: object = None) -> tuple[Settings, ...]:
+        """The defaults and one option: the ablation's machinery at a sixth of its cost."""
+        return Settings(), Settings(split="authors")
+
+    monkeypatch.setattr(authors_code, "ablation_settings", two_settings)
+    monkeypatch.setattr(script, "ablation_settings", two_settings)
+    output = tmp_path / "ablation"
+    command = ["ablation", "--data-dir", str(data_dir), "--datasets", "alpha", "--priors",
+               "iforest", "--output", str(output), "--no-progress"]
+    script.main([*command, "--seeds", "1"])
+    script.main([*command, "--seeds", "2"])  # grows from the seed stored
+    assert grids == [(0,), (0,), (0, 1)]
+    complete = pd.read_csv(output / "tables" / "authors_code_ablation.csv", index_col="setting")
+    assert set(complete["seeds"].astype(str)) == {"2"}
+    assert "1 data sets x 2 seeds" in (output / "tables" / "authors_code_ablation.md").read_text()
+    # One setting has not finished seed 1: the tables drop that seed for every setting.
+    (output / "cells" / "iforest_split-authors__alpha__all-in-lr__seed1.parquet").unlink()
+    script.main(["ablation", "--output", str(output), "--priors", "iforest", "--report-only"])
+    partial = pd.read_csv(output / "tables" / "authors_code_ablation.csv", index_col="setting")
+    assert set(partial["seeds"].astype(str)) == {"1"}
+    text = (output / "tables" / "authors_code_ablation.md").read_text()
+    assert "1 data sets x 1 seeds" in text and "1 other pairs are left out" in text
+    results = load_results(output, allow_partial=True)
+    seed0 = results[results["seed"] == 0]
+    defaults = seed0[(seed0["setting"] == "iforest") & (seed0["agent"] == "ballad")]
+    assert partial.loc["iforest", "ballad"] == pytest.approx(
+        defaults["test_cost_per_example"].mean(), abs=1e-12)
+
+
 @pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py",
-                                    "build_lattices.py", "allocator_study.py"])
+                                    "build_lattices.py", "allocator_study.py",
+                                    "authors_code_check.py"])
 def test_every_option_has_help(script: str) -> None:
     parser = load_script(script).build_parser()
     for action in parser._actions:

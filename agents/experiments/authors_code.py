@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from agents.experiments.grid import Grid
-from agents.experiments.tables import summary_table
+from agents.experiments.tables import common_episodes, seeds_text, summary_table
 from ballad_env.settings import AUTHORS_CODE, Settings
 
 AGENTS = ("ballad", "all-in-al", "all-in-lr")
@@ -73,11 +73,23 @@ def change_label(setting: Settings) -> str:
     return ", ".join(changed) or "defaults"
 
 
+def ablation_episodes(results: pd.DataFrame, settings: Sequence[Settings]
+                      ) -> tuple[pd.DataFrame, int]:
+    """The rows of ``settings`` on the (data set, seed) pairs every one of them played with
+    every strategy, and how many pairs a partial run leaves out for that: the table then
+    compares settings on the same episodes only."""
+    names = {setting.name for setting in settings}
+    return common_episodes(results[results["setting"].isin(names)])
+
+
 def ablation_table(results: pd.DataFrame, settings: Sequence[Settings],
                    metric: str = "test_cost") -> pd.DataFrame:
     """Per setting of ``settings`` in the results: mean ``metric`` (over data sets, seeds and
     rounds) of each strategy, the change from the same prior's defaults, BALLAD's gain over
-    each baseline, and the data sets each strategy wins."""
+    each baseline, and the data sets each strategy wins. Only the episodes every setting and
+    strategy played count (``ablation_episodes``); ``datasets`` and ``seeds`` (per data set)
+    say how many that is."""
+    results, _ = ablation_episodes(results, settings)
     summary = summary_table(results, metric)
     present = set(results["setting"])
     rows = []
@@ -89,8 +101,11 @@ def ablation_table(results: pd.DataFrame, settings: Sequence[Settings],
         mean = block.loc["mean"]
         per_dataset = block.drop(index="mean")
         wins = per_dataset["winner"].value_counts()
+        played = results[results["setting"] == name]
         row: dict[str, Any] = {"setting": name, "prior": setting.prior,
-                               "change": change_label(setting)}
+                               "change": change_label(setting),
+                               "datasets": played["dataset"].nunique(),
+                               "seeds": seeds_text(played)}
         for agent in AGENTS:
             row[agent] = float(mean[agent])
         for agent in AGENTS:
@@ -143,5 +158,6 @@ def agreement_table(ours: pd.DataFrame, published: pd.DataFrame, setting: str,
     return table
 
 
-__all__ = ["AGENTS", "PRESET_POSITIONS", "SINGLE_OPTIONS", "ablation_grid", "ablation_settings",
-           "ablation_table", "agreement_table", "change_label", "load_published"]
+__all__ = ["AGENTS", "PRESET_POSITIONS", "SINGLE_OPTIONS", "ablation_episodes", "ablation_grid",
+           "ablation_settings", "ablation_table", "agreement_table", "change_label",
+           "load_published"]

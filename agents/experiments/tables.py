@@ -26,6 +26,28 @@ def _agent_order(results: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(results["agent"]))
 
 
+def common_episodes(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows of the (data set, seed) pairs that every (setting, agent) of ``results``
+    played, and how many pairs were left out: settings and agents of a partial run are then
+    compared on the same episodes, never on different seeds."""
+    combos = len(results[["setting", "agent"]].drop_duplicates())
+    played = results[["dataset", "seed", "setting", "agent"]].drop_duplicates()
+    counts = played.groupby(["dataset", "seed"], sort=False).size()
+    keep = pd.MultiIndex.from_frame(counts[counts == combos].index.to_frame(index=False))
+    rows = pd.MultiIndex.from_frame(results[["dataset", "seed"]]).isin(keep)
+    return results[rows], int((counts < combos).sum())
+
+
+def seeds_text(results: pd.DataFrame) -> str:
+    """Seeds per data set in ``results``: ``"10"`` when every data set has as many, else the
+    range (``"3-4"``), so a table never claims more seeds than some of its means hold."""
+    per_dataset = results.groupby("dataset", sort=False)["seed"].nunique()
+    if per_dataset.empty:
+        return "0"
+    low, high = int(per_dataset.min()), int(per_dataset.max())
+    return str(low) if low == high else f"{low}-{high}"
+
+
 def summary_table(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFrame:
     """Mean ``metric`` (over seeds and rounds) per setting and data set, one column per agent,
     with the winner (lowest mean; ``tie`` if the best two are equal), its margin over the
@@ -180,6 +202,6 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
     return path
 
 
-__all__ = ["action_shares", "fresh_rewards", "markdown_table", "operating_points",
-           "per_round_table", "relative_gain", "reward_difference_stats", "reward_differences",
-           "summary_table", "win_counts", "write_table"]
+__all__ = ["action_shares", "common_episodes", "fresh_rewards", "markdown_table",
+           "operating_points", "per_round_table", "relative_gain", "reward_difference_stats",
+           "reward_differences", "seeds_text", "summary_table", "win_counts", "write_table"]
