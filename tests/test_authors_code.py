@@ -90,12 +90,17 @@ def test_place_tau_in_its_interval() -> None:
     assert place_tau(0.45, conf, 0.05, 0.45, "top") == 0.45  # rejects {0.1, 0.3}: up to hi
 
 
-def test_tau_position_keeps_the_labeled_cost() -> None:
+def _one_anomaly_case() -> tuple[list[float], np.ndarray, np.ndarray, Costs]:
+    """Confidences with one labeled anomaly (at 0.3) among normals, all predicted normal,
+    and class-conditional costs: tau's optimal interval is (0.3, 0.9]."""
     conf = [0.1, 0.15, 0.2, 0.25, 0.3, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99]
     y = np.zeros(len(conf), dtype=np.int8)
     y[4] = 1
-    p = _all_normal_predictions(conf)
-    costs = Costs(1.0, 1.0, 0.3, "class_conditional")
+    return conf, y, _all_normal_predictions(conf), Costs(1.0, 1.0, 0.3, "class_conditional")
+
+
+def test_tau_position_keeps_the_labeled_cost() -> None:
+    conf, y, p, costs = _one_anomaly_case()
     taus = {pos: ThresholdSearch(position=pos)(p, y, costs)
             for pos in ("as-found", "bottom", "middle", "top")}
     assert taus["bottom"] == pytest.approx(0.3, abs=1e-12) and taus["bottom"] > 0.3
@@ -109,11 +114,7 @@ def test_tau_position_keeps_the_labeled_cost() -> None:
 
 
 def test_authors_bayes_search_ignores_the_seed_and_finds_the_minimum() -> None:
-    conf = [0.1, 0.15, 0.2, 0.25, 0.3, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99]
-    y = np.zeros(len(conf), dtype=np.int8)
-    y[4] = 1
-    p = _all_normal_predictions(conf)
-    costs = Costs(1.0, 1.0, 0.3, "class_conditional")
+    conf, y, p, costs = _one_anomaly_case()
     search = ThresholdSearch("authors-bayes", n_calls=12)
     tau = search(p, y, costs, seed=1)
     assert tau == search(p, y, costs, seed=2)
