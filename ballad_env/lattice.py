@@ -72,6 +72,10 @@ class Lattice:
     #: The snapshot's state fields of each state asked for, as Python scalars (a cache).
     _states: dict[tuple[int, int], dict[str, Any]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    #: Observations by everything they depend on (a cache): replaying many agents on one
+    #: lattice meets the same states again.
+    _observations: dict[tuple[Any, ...], np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     # ----------------------------------------------------------------- states
     @property
@@ -290,9 +294,7 @@ class Lattice:
         ``observation_version`` (``"v0"`` if it has none).
         """
         version = getattr(agent, "observation_version", "v0")
-        # Observations by everything they depend on: replaying many agents on one lattice
-        # meets the same states again (pickled lattices may predate the cache).
-        cache = self.__dict__.setdefault("_observations", {})
+        cache = self._observations
         agent.reset(self.seed)
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
         i = j = 0

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.seeds)
     try:
         build_lattices(args.out, names, seeds, args.priors, args.costs, str(args.data_dir),
-                       log=lambda m: print(m, flush=True))
+                       progress=True)
         paths, signals = compute_replays(args.out, args.costs, args.priors, names, seeds,
                                          candidates(), log=lambda m: print(m, flush=True))
     except (FileNotFoundError, ValueError) as err:

@@ -247,5 +247,5 @@ def test_allocator_study_builds_replays_and_reports(tmp_path: Path) -> None:
     assert len(lr) == 1 and (lr["cost_vs_lr"] == 0).all()  # one row per prior
     assert (cv[cv["allocator"] == "optimal"]["regret"] == 0).all()
     assert (tables / "allocators_paired.md").exists()
-    assert len(list((out / "lattices").rglob("*.pkl"))) == 6  # 6 data sets x 1 seed
+    assert len(list((out / "lattices").rglob("*.npz"))) == 6  # 6 data sets x 1 seed
     assert build_lattices(out, list(sizes), [0], ["knn"], ["default"], str(data)) == 0

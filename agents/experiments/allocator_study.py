@@ -1,7 +1,8 @@
 """The allocator study (ALLOCATORS.md): can a deployable rule beat buying validation labels?
 
-Every allocator is replayed on cached lattices (``ballad_env.lattice``): one per data set,
-seed, prior and cost setting, built once and pickled under ``<out>/lattices``. Agents are
+Every allocator is replayed on stored lattices (``ballad_env.lattice``): one per data set,
+seed, prior and cost setting, built once into a lattice store under ``<out>/lattices``
+(refused, with an error naming the file, once the environment's code changes). Agents are
 scored by their mean test cost over rounds, their regret against the hindsight-optimal
 path and their rank within each cell; the study tunes on the policy split's training
 data sets only and reports on the held-out ones and by leave-three-out folds.
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import pickle
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +28,11 @@ from agents.allocators import (
     TraitSwitch,
 )
 from agents.base import Agent, RuleAgent, feature
+from agents.experiments.lattice_build import build_store
 from agents.registry import make_agent
 from ballad_env.episode import AL, LR
-from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice, build_lattice
+from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice
+from ballad_env.lattice_store import LatticeStore
 from ballad_env.settings import Settings
 
 #: Settings of the study besides the prior, by the tag used in paths and in the tables'
@@ -50,60 +51,35 @@ def study_settings(costs: str, prior: str) -> Settings:
     return Settings(prior=prior, **COST_SETTINGS[costs])
 
 
-# ---------------------------------------------------------------------------- lattice cache
-def lattice_path(root: Path, costs: str, prior: str, dataset: str, seed: int) -> Path:
-    """Where one cell's pickled lattice lives."""
-    return Path(root) / "lattices" / costs / prior / dataset / f"seed{seed}.pkl"
-
-
-def load_lattice(path: Path) -> Lattice:
-    """A pickled lattice (written by :func:`build_lattices`)."""
-    with open(path, "rb") as handle:
-        lattice = pickle.load(handle)
-    if not isinstance(lattice, Lattice):
-        raise ValueError(f"{path} does not hold a Lattice")
-    return lattice
+# ---------------------------------------------------------------------------- lattice store
+def lattice_store(root: Path) -> LatticeStore:
+    """The study's lattices: a lattice store (``ballad_env.lattice_store``) under ``root``,
+    so lattices from other environment code are refused, not reused."""
+    return LatticeStore(Path(root) / "lattices", create=True)
 
 
 def build_lattices(root: Path, datasets: Sequence[str], seeds: Iterable[int],
                    priors: Sequence[str] = PRIORS, costs: Sequence[str] = ("default",),
-                   data_dir: str | None = None,
-                   log: Callable[[str], None] | None = None) -> int:
-    """Build and pickle every missing lattice (cost tag, prior, data set, seed), in that
-    order; each file is written to a temporary name and renamed, so a killed run resumes.
-    Returns the number built."""
-    built = 0
-    seeds = list(seeds)
-    for tag in costs:
-        for prior in priors:
-            settings = study_settings(tag, prior)
-            for name in datasets:
-                for seed in seeds:
-                    path = lattice_path(root, tag, prior, name, seed)
-                    if path.exists():
-                        continue
-                    start = time.perf_counter()
-                    lattice = build_lattice(name, seed, settings, data_dir=data_dir)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-                    with open(tmp, "wb") as handle:
-                        pickle.dump(lattice, handle, protocol=pickle.HIGHEST_PROTOCOL)
-                    tmp.replace(path)
-                    built += 1
-                    if log is not None:
-                        log(f"{tag} {prior} {name} seed {seed}: "
-                            f"{time.perf_counter() - start:.2f} s")
-    return built
+                   data_dir: str | None = None, progress: bool = False) -> int:
+    """Build every missing lattice (cost tag x prior x data set x seed) into the study's
+    store (``lattice_build.build_store``: resumable); returns the number built."""
+    store = lattice_store(root)
+    settings = [study_settings(tag, prior) for tag in costs for prior in priors]
+    before = sum(len(store.cells(s)) for s in settings)
+    build_store(store.root, list(datasets), list(seeds), settings, data_dir=data_dir,
+                progress=progress)
+    return sum(len(store.cells(s)) for s in settings) - before
 
 
 def iter_lattices(root: Path, costs: str, prior: str, datasets: Sequence[str],
                   seeds: Iterable[int]) -> Iterable[tuple[str, int, Lattice]]:
-    """(data set, seed, lattice) for every cached cell of one cost tag and prior."""
+    """(data set, seed, lattice) for every stored cell of one cost tag and prior."""
+    store = lattice_store(root)
+    settings = study_settings(costs, prior)
     for name in datasets:
         for seed in seeds:
-            path = lattice_path(root, costs, prior, name, seed)
-            if path.exists():
-                yield name, seed, load_lattice(path)
+            if store.path(name, seed, settings).exists():
+                yield name, seed, store.load(name, seed, settings)
 
 
 # ---------------------------------------------------------------------------- candidates
@@ -656,8 +632,8 @@ def report_tables(paths: pd.DataFrame, signals: pd.DataFrame, train: Sequence[st
 __all__ = ["BASELINES", "COST_SETTINGS", "NEW_ALLOCATORS", "PARAM_GRIDS", "PRIORS", "RANKED",
            "YARDSTICKS", "Candidate", "build_lattices", "candidates", "compute_replays",
            "cross_validated_paths", "detection_rounds", "fit_logistic", "fit_trait_switch",
-           "fixed_split", "goal_table", "heldout_paths", "iter_lattices", "lattice_path",
-           "leave_three_out_folds", "load_lattice", "paired_change_frame", "paired_change_stats",
+           "fixed_split", "goal_table", "heldout_paths", "iter_lattices", "lattice_store",
+           "leave_three_out_folds", "paired_change_frame", "paired_change_stats",
            "paired_change_table", "paired_rows", "path_row", "planned_path", "replay_cell",
            "report_tables", "select_params", "signal_accuracy", "signal_rows", "study_settings",
            "summary", "trait_row", "trait_switch_paths", "trait_table", "tuned_paths",
