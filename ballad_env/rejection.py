@@ -45,14 +45,22 @@ def empirical_cost(
 ) -> float:
     """M(tau) = (c_fp FP + c_fn FN + c_r R) / m over labeled examples (or the class-conditional
     cost, by ``costs.metric``); FP, FN among accepted."""
-    conf, pred, y = np.asarray(conf), np.asarray(pred), np.asarray(y)
+    conf, y = np.asarray(conf), np.asarray(y)
     if conf.size == 0:
         return 0.0
-    rejected = conf < tau
-    fp = np.sum(~rejected & (pred == 1) & (y == 0))
-    fn = np.sum(~rejected & (pred == 0) & (y == 1))
+    rejected, false_positive, false_negative = _outcomes(tau, conf, pred, y)
     n_anomaly = int(np.sum(y == 1))
-    return float(costs.of_counts(fp, fn, rejected.sum(), conf.size - n_anomaly, n_anomaly))
+    return float(costs.of_counts(false_positive.sum(), false_negative.sum(), rejected.sum(),
+                                 conf.size - n_anomaly, n_anomaly))
+
+
+def _outcomes(tau: float, conf: np.ndarray, pred: np.ndarray, y: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks of the rejected examples (conf < tau), and of the accepted false positives and
+    false negatives."""
+    conf, pred, y = np.asarray(conf), np.asarray(pred), np.asarray(y)
+    rejected = conf < tau
+    return rejected, ~rejected & (pred == 1) & (y == 0), ~rejected & (pred == 0) & (y == 1)
 
 
 def example_costs(
@@ -60,11 +68,10 @@ def example_costs(
 ) -> np.ndarray:
     """Each labeled example's cost: c_r if rejected (conf < tau), else c_fp for a false
     positive, c_fn for a false negative, 0 if right. Their mean is ``empirical_cost``."""
-    conf, pred, y = np.asarray(conf), np.asarray(pred), np.asarray(y)
-    rejected = conf < tau
-    out = np.zeros(conf.size, dtype=np.float64)
-    out[~rejected & (pred == 1) & (y == 0)] = costs.c_fp
-    out[~rejected & (pred == 0) & (y == 1)] = costs.c_fn
+    rejected, false_positive, false_negative = _outcomes(tau, conf, pred, y)
+    out = np.zeros(rejected.size, dtype=np.float64)
+    out[false_positive] = costs.c_fp
+    out[false_negative] = costs.c_fn
     out[rejected] = costs.c_r
     return out
 
