@@ -11,6 +11,7 @@ compared by path next to ``ballad``, ``all-in-al``, ``all-in-lr``, ``random`` an
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from agents.base import mask_from_observation
 from agents.policy_files import policy_name, settings_file
 from agents.registry import is_policy_path
-from ballad_env.observation import OBSERVATION_FEATURES
+from ballad_env.observation import OBSERVATION_FEATURES, OBSERVATIONS
 
 #: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
 ALGORITHM_CLASSES: dict[str, type] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
@@ -60,6 +61,9 @@ class PolicyAgent:
         self.settings = settings
         self.name = name
         self.algo = settings["algo"]
+        #: The observation version it reads (``Lattice.replay`` and ``play_agents`` use it).
+        self.observation_version = observation_version(
+            settings.get("observation_features", OBSERVATION_FEATURES), name)
         self._rng = np.random.default_rng()
 
     def reset(self, seed: int | None = None) -> None:
@@ -112,6 +116,17 @@ class PolicyAgent:
         return f"PolicyAgent(name={self.name!r}, algo={self.algo!r})"
 
 
+def observation_version(features: Sequence[str], name: str = "the policy") -> str:
+    """The observation version whose features a policy was trained on (``v0`` or ``v1``);
+    features of no version are an error: the policy was trained on an older environment."""
+    for version, names in OBSERVATIONS.items():
+        if list(features) == list(names):
+            return version
+    raise ValueError(f"{name} was trained on observation features {list(features)}, which "
+                     f"no observation version of the environment has "
+                     f"({ {v: list(n) for v, n in OBSERVATIONS.items()} }): retrain it")
+
+
 def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
     """Load a saved model and its settings JSON as an agent named after the file stem
     (``agents.policy_files.policy_name``: ``<run>/best_model`` for a run's best model).
@@ -129,9 +144,7 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
         raise ValueError(f"{json_file}: unknown algo {algo!r}; use one of "
                          f"{tuple(ALGORITHM_CLASSES)}")
     features = settings.get("observation_features", list(OBSERVATION_FEATURES))
-    if list(features) != list(OBSERVATION_FEATURES):
-        raise ValueError(f"{path.name} was trained on observation features {features}, but the "
-                         f"environment now has {list(OBSERVATION_FEATURES)}: retrain it")
+    observation_version(features, path.name)
     model = ALGORITHM_CLASSES[algo].load(path, device="cpu")
     if env is not None and env.observation_space.shape != model.observation_space.shape:
         raise ValueError(f"{path.name} expects observations of shape "
@@ -141,4 +154,4 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
 
 
 __all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "is_policy_path", "load_policy",
-           "settings_path"]
+           "observation_version", "settings_path"]

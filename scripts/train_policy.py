@@ -26,6 +26,7 @@ from pathlib import Path
 from agents.experiments.store import RunError
 from agents.experiments.training import VEC_ENVS, TrainConfig, plot_training_curves, train
 from agents.policy import ALGORITHMS
+from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
 
 
@@ -51,6 +52,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=None, help="minibatch (PPO 60, DQN 32)")
     p.add_argument("--ent-coef", type=float, default=0.01, help="entropy bonus (PPO/A2C)")
     p.add_argument("--net-arch", type=int, nargs="+", default=[64, 64], help="hidden layers")
+    p.add_argument("--n-epochs", type=int, default=10, help="PPO: passes over each rollout")
+    p.add_argument("--train-freq", type=int, default=1, help="DQN: vector steps between updates")
+    p.add_argument("--gradient-steps", type=int, default=1,
+                   help="DQN: gradient steps per update")
+    p.add_argument("--observation", choices=tuple(OBSERVATIONS), default="v0",
+                   help="observation version the policy reads (v1 adds the validation-sample "
+                        "cost and its standard error)")
     p.add_argument("--eval-freq", type=int, default=0,
                    help="evaluate every this many steps (0: never)")
     p.add_argument("--eval-episodes", type=int, default=6, help="episodes per evaluation")
@@ -82,7 +90,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         settings=settings_from_args(args)[0], total_timesteps=args.total_timesteps, seed=args.seed,
         n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
         discount=args.discount, n_steps=args.n_steps, batch_size=args.batch_size,
-        ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), eval_freq=args.eval_freq,
+        ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), n_epochs=args.n_epochs,
+        train_freq=args.train_freq, gradient_steps=args.gradient_steps,
+        observation=args.observation, eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
         checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
         run_name=args.run_name, torch_threads=args.torch_threads,

@@ -38,7 +38,7 @@ import ballad_env
 from agents.experiments.store import writable_folder
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
-from ballad_env.observation import OBSERVATION_FEATURES
+from ballad_env.observation import OBSERVATIONS, check_version
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
 
@@ -69,6 +69,11 @@ class TrainConfig:
     batch_size: int | None = None
     ent_coef: float = 0.01
     net_arch: tuple[int, ...] = (64, 64)
+    n_epochs: int = 10  # PPO: passes over each rollout
+    train_freq: int = 1  # DQN: vector steps between updates
+    gradient_steps: int = 1  # DQN: gradient steps per update
+    #: The observation version the policy reads (``ballad_env.observation.OBSERVATIONS``).
+    observation: str = "v0"
     # Evaluation, checkpoints and output.
     eval_freq: int = 0
     eval_episodes: int = 6
@@ -102,6 +107,9 @@ class TrainConfig:
             raise ValueError("datasets: give at least one data set")
         if self.n_envs < 1 or self.total_timesteps < 1:
             raise ValueError("n_envs and total_timesteps must be positive")
+        check_version(self.observation)
+        if min(self.n_epochs, self.train_freq, self.gradient_steps) < 1:
+            raise ValueError("n_epochs, train_freq and gradient_steps must be positive")
         if self.episode_seeds < 0:
             raise ValueError(f"episode_seeds must be >= 0 (0: a fresh seed per episode), got "
                              f"{self.episode_seeds}")
@@ -118,7 +126,8 @@ class TrainConfig:
         others = self.settings.replace(reward=Settings().reward)  # the reward is named already
         tag = "" if others == Settings() else f"-{others.name}"
         replay = "-replay" if self.replay_store else ""
-        return f"{self.algo}-{reward}-{sets}{tag}{replay}-s{self.seed}"
+        version = "" if self.observation == "v0" else f"-{self.observation}"
+        return f"{self.algo}-{reward}-{sets}{tag}{version}{replay}-s{self.seed}"
 
     @property
     def run_dir(self) -> Path:
@@ -148,6 +157,27 @@ class ValidActionWrapper(gym.ActionWrapper):
         return chosen if mask[chosen] or not mask.any() else 1 - chosen
 
 
+class KeepInfo(gym.Wrapper):
+    """Keep only the ``info`` keys training reads (``MONITOR_KEYWORDS``): SB3's DummyVecEnv
+    deep-copies every worker's info at every step, which on the replay environment took
+    ~40% of a PPO run's time with the full ``info``."""
+
+    def __init__(self, env: gym.Env, keys: Sequence[str] = MONITOR_KEYWORDS) -> None:
+        super().__init__(env)
+        self.keys = tuple(keys)
+
+    def _slim(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {k: info[k] for k in self.keys if k in info}
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._slim(info)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self._slim(info)
+
+
 class SeedPool(gym.Wrapper):
     """Resets without a seed draw one from 0..n-1 (with a generator seeded by the first seeded
     reset), so a worker replays n repetitions of the protocol and their label-free resets
@@ -169,7 +199,7 @@ class SeedPool(gym.Wrapper):
 
 def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
               monitor_file: str | None = None, episode_seeds: int = 0,
-              replay_store: str | None = None) -> gym.Env:
+              replay_store: str | None = None, observation: str = "v0") -> gym.Env:
     """One monitored training environment drawing its data set per episode from ``datasets``
     (and its seed from ``episode_seeds`` seeds when that is positive, ``SeedPool``); with
     ``replay_store``, the replay environment drawing among the store's cells of them."""
@@ -177,12 +207,13 @@ def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
     if replay_store is not None:
         seeds = range(episode_seeds) if episode_seeds > 0 else None
         env = BudgetAllocationReplayEnv(replay_store, datasets=list(datasets), seeds=seeds,
-                                        settings=settings)
+                                        settings=settings, observation=observation)
     else:
-        env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings)
+        env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings,
+                                  observation=observation)
         if episode_seeds > 0:
             env = SeedPool(env, episode_seeds)
-    return Monitor(ValidActionWrapper(env), filename=monitor_file,
+    return Monitor(KeepInfo(ValidActionWrapper(env)), filename=monitor_file,
                    info_keywords=MONITOR_KEYWORDS)
 
 
@@ -191,7 +222,8 @@ def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
     """A picklable constructor of worker ``rank``'s environment (for SubprocVecEnv)."""
     monitor_file = str(monitor_dir / str(rank)) if monitor_dir is not None else None
     return functools.partial(build_env, config.datasets, config.data_dir, config.settings,
-                             monitor_file, config.episode_seeds, config.replay_store)
+                             monitor_file, config.episode_seeds, config.replay_store,
+                             config.observation)
 
 
 def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
@@ -221,13 +253,15 @@ def algorithm_kwargs(config: TrainConfig) -> dict[str, Any]:
     if config.algo in ("ppo", "maskable_ppo"):
         n_steps = config.n_steps or 60  # 4 episodes per worker per update
         return {**common, "n_steps": n_steps, "ent_coef": config.ent_coef,
-                "batch_size": config.batch_size or 60, "n_epochs": 10, "gae_lambda": 0.95}
+                "batch_size": config.batch_size or 60, "n_epochs": config.n_epochs,
+                "gae_lambda": 0.95}
     if config.algo == "a2c":
         return {**common, "n_steps": config.n_steps or 15, "ent_coef": config.ent_coef}
     # DQN: a short warm-up and exploration so that learning starts within a few hundred steps.
     return {**common, "batch_size": config.batch_size or 32, "buffer_size": 50_000,
             "learning_starts": min(100, config.total_timesteps // 2),
-            "train_freq": 1, "target_update_interval": 150,
+            "train_freq": config.train_freq, "gradient_steps": config.gradient_steps,
+            "target_update_interval": 150,
             "exploration_fraction": 0.3, "exploration_final_eps": 0.05}
 
 
@@ -331,7 +365,8 @@ def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, 
     """The settings JSON: the config, the algorithm arguments, features, timing and versions."""
     kwargs = algorithm_kwargs(config)
     return {"run_name": config.name, "algo": config.algo, "config": config_dict(config),
-            "algorithm_kwargs": kwargs, "observation_features": list(OBSERVATION_FEATURES),
+            "algorithm_kwargs": kwargs,
+            "observation_features": list(OBSERVATIONS[config.observation]),
             "num_timesteps": int(model.num_timesteps), "train_seconds": round(seconds, 2),
             "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
@@ -343,10 +378,10 @@ def check_data(config: TrainConfig) -> None:
     data sets' lattices instead."""
     if config.replay_store is not None:
         build_env(config.datasets, config.data_dir, config.settings, None,
-                  config.episode_seeds, config.replay_store)
+                  config.episode_seeds, config.replay_store, config.observation)
         return
     BudgetAllocationEnv(list(config.datasets), data_dir=config.data_dir,
-                        settings=config.settings)
+                        settings=config.settings, observation=config.observation)
 
 
 def fresh_run_dir(config: TrainConfig) -> Path:
@@ -455,7 +490,7 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
     return path
 
 
-__all__ = ["ALGORITHMS", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
+__all__ = ["ALGORITHMS", "KeepInfo", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
            "TrainResult", "ValidActionWrapper", "algorithm_class", "algorithm_kwargs",
            "build_env", "check_data", "fresh_run_dir", "make_callbacks", "make_vec_env",
            "plot_training_curves", "read_monitor", "train", "write_settings"]
