@@ -96,11 +96,11 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     study = tmp_path / "study"
     added = scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
                            progress=False)
-    assert added == 4 * 5  # 4 cells x (optimal, oracle, 3 rules)
+    assert added == 4 * 6  # 4 cells x (optimal, optimal-final, oracle, 3 rules)
     assert scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
                           progress=False) == 0
     rounds = pd.read_csv(study / "rounds.csv")
-    assert len(rounds) == 4 * 5 * SETTINGS.n_rounds
+    assert len(rounds) == 4 * 6 * SETTINGS.n_rounds
     assert set(rounds.groupby("dataset")["split"].first().items()) == {
         ("Alpha", "train-unseen-seeds"), ("Beta", "held-out")}
     lattice = LatticeStore(stores["eval"]).load("Beta", 1, SETTINGS)
@@ -109,7 +109,8 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     frames = scale.write_report(study, tmp_path / "tables", tmp_path / "figures")
     table = frames["summary"].set_index(["split", "agent"])
     assert np.allclose(table.xs("optimal", level="agent")["regret"], 0.0)
-    assert (table["regret"] >= -1e-12).all()
+    assert np.allclose(table.xs("optimal-final", level="agent")["final_regret"], 0.0)
+    assert (table[["regret", "final_regret"]] >= -1e-12).all().all()
     assert np.allclose(table.xs("all-in-lr", level="agent")["vs_all_in_lr_pct"], 0.0)
     assert (tmp_path / "tables" / "policy_scale_summary.md").exists()
     assert (tmp_path / "figures" / "policy_scale_cost_by_round.png").exists()

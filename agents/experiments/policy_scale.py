@@ -50,15 +50,17 @@ from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore
 from ballad_env.settings import Settings
 
-#: The rule agents replayed next to the policies, and the two lattice yardsticks.
+#: The rule agents replayed next to the policies, and the lattice yardsticks: the one-step
+#: oracle and the hindsight optima of the mean cost over rounds and of the final cost (the
+#: ``cost`` reward's return, with discount 1, is the start cost minus the final cost).
 RULES = ("ballad", "all-in-al", "all-in-lr")
-YARDSTICKS = ("oracle", "optimal")
+YARDSTICKS = ("oracle", "optimal", "optimal-final")
 #: (algorithm, reward, observation) of the default runs: the three algorithms on the
 #: test-cost reward, reading v0 (``--runs maskable_ppo:cost:v1`` adds the validation-sample
 #: cost to what a policy sees).
 DEFAULT_RUNS = (("maskable_ppo", "cost", "v0"), ("ppo", "cost", "v0"), ("dqn", "cost", "v0"))
 COLUMNS = ("dataset", "seed", "split", "agent", "round", "action", "test_cost")
-REPORT_ORDER = ("optimal", "oracle", "ballad", "all-in-al", "all-in-lr")
+REPORT_ORDER = ("optimal", "optimal-final", "oracle", "ballad", "all-in-al", "all-in-lr")
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,9 @@ def path_rows(lattice: Lattice, agent: str, actions: Sequence[int], split: str
 
 def cell_paths(lattice: Lattice, agents: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """The paths of the yardsticks and of every agent (``name -> agent``) in one lattice."""
-    paths = {"optimal": lattice.optimal_path("mean"), "oracle": lattice.one_step_oracle()}
+    paths = {"optimal": lattice.optimal_path("mean"),
+             "optimal-final": lattice.optimal_path("final"),
+             "oracle": lattice.one_step_oracle()}
     for name, agent in agents.items():
         paths[name] = lattice.replay(agent)
     return paths
@@ -188,8 +192,9 @@ def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
 
 # --------------------------------------------------------------------------- report
 def scale_episodes(rounds: pd.DataFrame) -> pd.DataFrame:
-    """One row per (data set, seed, agent): ``episode_table``'s figures plus the split and the
-    regret (mean cost over rounds minus the hindsight optimum's in the same cell)."""
+    """One row per (data set, seed, agent): ``episode_table``'s figures plus the split, the
+    regret (mean cost over rounds minus the hindsight optimum's in the same cell) and the
+    final regret (final cost minus the lowest final cost any path reaches there)."""
     episodes = episode_table(rounds)
     split = rounds.drop_duplicates(["dataset", "seed"]).set_index(["dataset", "seed"])["split"]
     keys = pd.MultiIndex.from_frame(episodes[["dataset", "seed"]])
@@ -197,6 +202,9 @@ def scale_episodes(rounds: pd.DataFrame) -> pd.DataFrame:
     optimal = episodes[episodes["agent"] == "optimal"].set_index(["dataset", "seed"])
     episodes["regret"] = (episodes["mean_cost"].to_numpy()
                           - optimal["mean_cost"].reindex(keys).to_numpy())
+    best_final = episodes[episodes["agent"] == "optimal-final"].set_index(["dataset", "seed"])
+    episodes["final_regret"] = (episodes["final_cost"].to_numpy()
+                                - best_final["final_cost"].reindex(keys).to_numpy())
     return episodes
 
 
@@ -209,8 +217,9 @@ def report_groups(groups: Sequence[str]) -> list[str]:
 
 def summary(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per split and agent group: mean cost over rounds and final cost (spread over training
-    seeds), regret, both against All-in-LR (relative cost, regret ratio, a bootstrap interval
-    of the paired difference over cells, wins), and what the agent does."""
+    seeds), their regrets, both against All-in-LR (relative cost, regret ratio, a bootstrap
+    interval of the paired difference of mean costs over cells, wins), and what the agent
+    does."""
     rng = np.random.default_rng(seed)
     cells = ["dataset", "seed"]
     rows = []
@@ -219,7 +228,7 @@ def summary(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.Dat
         for group in report_groups(part["group"]):
             e = part[part["group"] == group]
             per_seed = e.groupby("train_seed", dropna=False)[
-                ["mean_cost", "final_cost", "regret"]].mean()
+                ["mean_cost", "final_cost", "regret", "final_regret"]].mean()
             per_cell = e.groupby(cells)[["mean_cost", "regret"]].mean()
             diff = (per_cell["mean_cost"] - lr["mean_cost"].reindex(per_cell.index)).to_numpy()
             boot = rng.choice(diff, size=(n_boot, len(diff))).mean(axis=1)
@@ -229,11 +238,16 @@ def summary(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.Dat
                 "split": split, "agent": group, "runs": len(per_seed), "cells": len(per_cell),
                 "mean_cost": per_seed["mean_cost"].mean(),
                 "mean_cost_sd_seeds": per_seed["mean_cost"].std() if len(per_seed) > 1 else np.nan,
-                "final_cost": per_seed["final_cost"].mean(),
                 "regret": per_seed["regret"].mean(),
                 "vs_all_in_lr_pct": 100 * (per_seed["mean_cost"].mean()
                                            / lr["mean_cost"].mean() - 1),
                 "regret_ratio_vs_all_in_lr": per_seed["regret"].mean() / lr["regret"].mean(),
+                "final_cost": per_seed["final_cost"].mean(),
+                "final_cost_sd_seeds": (per_seed["final_cost"].std() if len(per_seed) > 1
+                                        else np.nan),
+                "final_regret": per_seed["final_regret"].mean(),
+                "final_vs_all_in_lr_pct": 100 * (per_seed["final_cost"].mean()
+                                                 / lr["final_cost"].mean() - 1),
                 "diff_vs_all_in_lr": diff.mean(), "diff_ci_low": np.quantile(boot, 0.025),
                 "diff_ci_high": np.quantile(boot, 0.975),
                 "win_vs_all_in_lr": float(np.mean(paired < -1e-12)),
