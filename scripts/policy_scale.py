@@ -8,8 +8,9 @@ Three subcommands, each reading what the previous one wrote (the logic is
                ``--jobs`` at a time; runs with a saved model are skipped)
 * ``evaluate`` the policies, BALLAD, All-in-AL, All-in-LR, the one-step oracle and the
                hindsight optimum replayed on every cell of the evaluation store (seeds the
-               training store lacks) -> <study-dir>/rounds.csv, one row per (data set, seed,
-               agent, round); agents already there are skipped
+               training store lacks; ``--seen-seeds N`` adds N seeds the policies trained
+               on) -> <study-dir>/rounds.csv, one row per (data set, seed, agent, round);
+               agents already there are skipped
 * ``report``   tables <docs>/tables/policy_scale_*, figures <docs>/figures/policy_scale_*
 
 Example::
@@ -61,6 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--episodes", type=int, default=100_000, help="train: episodes per run")
     p.add_argument("--n-envs", type=int, default=16, help="train: in-process workers per run")
     p.add_argument("--jobs", type=int, default=1, help="train: runs at a time")
+    p.add_argument("--seen-seeds", type=int, default=0,
+                   help="evaluate: also the first N stored seeds of each training set, the "
+                        "cells policies trained on (split 'training-cells')")
     p.add_argument("--docs", type=Path, default=None,
                    help="report: folder receiving tables/ and figures/ (default: the study dir)")
     p.add_argument("--update-docs", action="store_true",
@@ -86,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.eval_store is None:
                 raise StudyError("evaluate needs --eval-store")
             added = scale.evaluate(args.study_dir, args.eval_store, args.split_file,
-                                   args.train_store, progress=not args.no_progress)
+                                   args.train_store, seen_seeds=args.seen_seeds,
+                                   progress=not args.no_progress)
             print(f"{added} paths added to {args.study_dir / 'rounds.csv'}")
         else:
             docs = ROOT / "docs" if args.update_docs else (args.docs or args.study_dir)

@@ -106,6 +106,10 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     lattice = LatticeStore(stores["eval"]).load("Beta", 1, SETTINGS)
     lr = rounds[(rounds.dataset == "Beta") & (rounds.seed == 1) & (rounds.agent == "all-in-lr")]
     assert np.allclose(lr["test_cost"], lattice.costs_along([1] * SETTINGS.n_rounds))
+    assert scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
+                          seen_seeds=1, progress=False) == 6  # Alpha seed 100
+    seen = pd.read_csv(study / "rounds.csv").query("split == 'training-cells'")
+    assert set(zip(seen.dataset, seen.seed, strict=True)) == {("Alpha", 100)}
     frames = scale.write_report(study, tmp_path / "tables", tmp_path / "figures")
     table = frames["summary"].set_index(["split", "agent"])
     assert np.allclose(table.xs("optimal", level="agent")["regret"], 0.0)

@@ -156,15 +156,26 @@ def finished(rounds: Path) -> set[tuple[str, int, str]]:
 
 
 def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
-             settings: Settings | None = None, progress: bool = True) -> int:
-    """Replay every agent not yet evaluated on every cell of the evaluation store and append
-    its rows to ``<study>/rounds.csv``; returns the number of paths added."""
+             settings: Settings | None = None, seen_seeds: int = 0,
+             progress: bool = True) -> int:
+    """Replay every agent not yet evaluated on every cell of the evaluation store, and on the
+    first ``seen_seeds`` seeds of each training set in the training store (split
+    ``training-cells``: how much of a policy's skill is memorised cells), and append the
+    rows to ``<study>/rounds.csv``; returns the number of paths added."""
     from tqdm.auto import tqdm
 
     settings = settings or Settings()
     check_unseen(train_store, eval_store, settings)
     train = set(training_sets(split_file))
-    store = LatticeStore(eval_store)
+    cells = [(LatticeStore(eval_store), d, s, "train-unseen-seeds" if d in train else "held-out")
+             for d, s in LatticeStore(eval_store).cells(settings)]
+    if seen_seeds:
+        seen = LatticeStore(train_store)
+        by_set: dict[str, list[int]] = {}
+        for d, s in seen.cells(settings):
+            by_set.setdefault(d, []).append(s)
+        cells += [(seen, d, s, "training-cells") for d in sorted(by_set)
+                  for s in sorted(by_set[d])[:seen_seeds]]
     policies = {p.stem: str(p) for p in trained_policies(study)}
     names = [*YARDSTICKS, *RULES, *policies]
     out = writable_folder(Path(study), "--study-dir") / "rounds.csv"
@@ -176,12 +187,11 @@ def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         if new_file:
             writer.writeheader()
-        for dataset, seed in tqdm(store.cells(settings), unit="cell", disable=not progress):
+        for store, dataset, seed, split in tqdm(cells, unit="cell", disable=not progress):
             todo = [n for n in names if (dataset, seed, n) not in done]
             if not todo:
                 continue
             lattice = store.load(dataset, seed, settings)
-            split = "train-unseen-seeds" if dataset in train else "held-out"
             paths = cell_paths(lattice, {n: agents[n] for n in todo if n in agents})
             for name in todo:
                 writer.writerows(path_rows(lattice, name, paths[name], split))
