@@ -262,6 +262,7 @@ def summary(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.Dat
                 "diff_ci_high": np.quantile(boot, 0.975),
                 "win_vs_all_in_lr": float(np.mean(paired < -1e-12)),
                 "al_share": e["al_share"].mean(), "switches": e["switches"].mean(),
+                "first_switch": e["first_switch"].mean(),
                 "never_switch": e["first_switch"].isna().mean()})
     return pd.DataFrame(rows)
 
