@@ -116,6 +116,8 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     assert np.allclose(table.xs("optimal-final", level="agent")["final_regret"], 0.0)
     assert (table[["regret", "final_regret"]] >= -1e-12).all().all()
     assert np.allclose(table.xs("all-in-lr", level="agent")["vs_all_in_lr_pct"], 0.0)
+    lines = frames["headline"].set_index(["split", "agent"])
+    assert (lines.xs("all-in-lr", level="agent")["vs All-in-LR"] == "+0.0%").all()
     assert (tmp_path / "tables" / "policy_scale_summary.md").exists()
     assert (tmp_path / "figures" / "policy_scale_cost_by_round.png").exists()
 

@@ -267,6 +267,24 @@ def summary(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def headline(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary's key columns, readable: costs with their spread over training seeds,
+    percentages against All-in-LR, the regret ratio, the AL share."""
+    def with_spread(value: float, sd: float) -> str:
+        return f"{value:.4f}" if np.isnan(sd) else f"{value:.4f} ± {sd:.4f}"
+
+    return pd.DataFrame({
+        "split": table["split"], "agent": table["agent"], "runs": table["runs"],
+        "mean cost": [with_spread(v, s) for v, s in
+                      zip(table["mean_cost"], table["mean_cost_sd_seeds"], strict=True)],
+        "vs All-in-LR": table["vs_all_in_lr_pct"].map("{:+.1f}%".format),
+        "regret / All-in-LR's": table["regret_ratio_vs_all_in_lr"].map("{:.2f}".format),
+        "final cost": [with_spread(v, s) for v, s in
+                       zip(table["final_cost"], table["final_cost_sd_seeds"], strict=True)],
+        "final vs All-in-LR": table["final_vs_all_in_lr_pct"].map("{:+.1f}%".format),
+        "AL share": table["al_share"].map("{:.2f}".format)})
+
+
 def per_dataset(episodes: pd.DataFrame) -> pd.DataFrame:
     """Mean cost over rounds per data set (rows, with its split) and agent group (columns)."""
     table = episodes.groupby(["split", "dataset", "group"])["mean_cost"].mean().unstack()
@@ -292,7 +310,9 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
     rounds = load_rounds(Path(study) / "rounds.csv")
     episodes = scale_episodes(rounds)
     models = trained_policies(study)
-    frames = {"summary": summary(episodes), "per_dataset": per_dataset(episodes)}
+    table = summary(episodes)
+    frames = {"summary": table, "headline": headline(table),
+              "per_dataset": per_dataset(episodes)}
     if models:  # what the policies do, and what training them cost
         frames |= {"by_run": by_run(rounds, episodes), "training_time": training_times(models)}
     for name, frame in frames.items():
@@ -313,6 +333,6 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
 
 
 __all__ = ["DEFAULT_RUNS", "RULES", "ScalePlan", "YARDSTICKS", "by_run", "cell_paths",
-           "check_unseen", "evaluate", "finished", "path_rows", "per_dataset",
+           "check_unseen", "evaluate", "finished", "headline", "path_rows", "per_dataset",
            "scale_episodes", "summary", "train_commands", "train_policies", "training_sets",
            "write_report"]
