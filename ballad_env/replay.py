@@ -23,14 +23,15 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import fields
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from ballad_env.env import as_action, shown_signal, step_reward
-from ballad_env.episode import ACTION_NAMES, AL, LR, Snapshot
+from ballad_env.episode import ACTION_NAMES, AL, LR, RECORD_FIELDS, STATE_FIGURES, Snapshot
 from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
 from ballad_env.observation import ALL_FEATURE_INDEX, check_version, encode, observation_space
@@ -54,21 +55,87 @@ STATE_BYTES = 3_300
 TRANSITION_BYTES = 1_100
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
+#: Each side and the suffix of its features and record keys.
+SIDES = ((AL, "al"), (LR, "lr"))
+#: Observation features set by the path (each side's latest signals, whether it is
+#: measured, the previous action); every other feature is fixed by the state (i, j).
+PATH_FEATURES = (*(f"{name}_{suffix}" for name in SIDE_SIGNAL_NAMES for _, suffix in SIDES),
+                 *(f"{suffix}_measured" for _, suffix in SIDES),
+                 *(f"prev_{suffix}" for _, suffix in SIDES))
+#: The type of each state figure in a ``Snapshot`` (as ``Lattice.snapshot`` converts them).
+_FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.type), float)
+                                 for f in fields(Snapshot) if f.name in STATE_FIGURES}
 
 #: A step's results: the next path state, observation, reward, terminated and the values
 #: of ``info`` (in ``CellReplay.info_keys`` order; a tuple takes a third of a dict's memory).
 _Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
 
 
+class _StateParts(NamedTuple):
+    """What a state (i, j) fixes of its transitions: the record with the path's keys as on
+    no path, the action mask, and the snapshot's state figures as the snapshot types them."""
+
+    record: dict[str, Any]
+    mask: np.ndarray
+    figures: SimpleNamespace
+
+
+class _SidePart(NamedTuple):
+    """A side's latest signals at a path state, as the record and the reward read them."""
+
+    record: dict[str, Any]
+    signals: dict[str, float] | None
+
+
+def state_observations(lattice: Lattice, version: str = "v0") -> np.ndarray:
+    """[i, j, feature]: every state's observation on no path (no side measured, no previous
+    action), in one vectorised pass; ``observation.state_features`` and ``v1_features`` of
+    each state's snapshot, elementwise on the lattice's grid (NaN where unreachable).
+
+    The operations are those of the scalar code on the same float64 values (``min(1.0, x)``
+    as ``where(x < 1, x, 1)``), so every feature equals ``encode``'s to the bit."""
+    grid = lattice.grid
+    features: dict[str, np.ndarray] = {}
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN at unreachable states
+        expected = grid["contamination"] * (grid["n_train"] + grid["n_val"])
+        expected = np.where(expected > 1.0, expected, 1.0)  # max(1.0, x)
+        features.update(
+            budget_used=grid["round"] / grid["n_rounds"],
+            labeled_train=grid["n_labeled_train"] / grid["n_train"],
+            labeled_val=grid["n_labeled_val"] / grid["n_val"],
+            anomalies_found=_at_most_one(grid["n_anomalies_found"] / expected),
+            contamination=grid["contamination"], tau=grid["tau"],
+            val_rejection=grid["val_rejection"],
+            val_cost=_at_most_one(grid["val_cost"] / grid["max_cost"]),
+            al_available=np.where(grid["al_available"] != 0, 1.0, 0.0),  # float(bool(x))
+            lr_available=np.where(grid["lr_available"] != 0, 1.0, 0.0),
+            val_sample_cost=_at_most_one(grid["val_sample_cost"] / grid["max_cost"]),
+            val_sample_se=_at_most_one(grid["val_sample_se"] / grid["max_cost"]))
+    names = check_version(version)
+    missing = set(names) - set(features) - set(PATH_FEATURES)
+    if missing:
+        raise RuntimeError(f"state_observations lacks the feature(s) {sorted(missing)}")
+    zeros = np.zeros_like(grid["test_cost"])  # the path's features, on no path
+    table = np.stack([features.get(name, zeros) for name in names], axis=-1)
+    return np.clip(table.astype(np.float32), 0.0, 1.0)
+
+
+def _at_most_one(values: np.ndarray) -> np.ndarray:
+    """``min(1.0, x)`` elementwise, as Python's ``min`` picks (1.0 unless x < 1.0)."""
+    return np.where(values < 1.0, values, 1.0)
+
+
 class CellReplay:
     """One lattice as a transition table: path state and action -> the step's results.
 
-    A transition is computed on its first visit, then cached. The parts of the observation
-    and ``info`` fixed by the state (i, j) come from ``encode`` and ``Snapshot.record`` of
-    the state's snapshot, once per state; the parts the path sets (each side's latest
-    signals, the previous action, the indices queried) are written over them by name
-    (``_entry``). ``reference_entry`` computes a transition the slow way, from the path
-    state's whole snapshot, as the live environment does; the tests hold the two equal.
+    A transition is computed on its first visit, then cached, from parts computed once:
+    every state's observation on no path (``state_observations``, one vectorised pass at
+    load), each state's record and mask (once per state), and each side's latest signals
+    (once per AL round i and per LR path state); the path's parts (each side's latest
+    signals, the previous action, the indices queried) are written over the state's by
+    position and key (``_entry``). ``reference_entry`` computes a transition the slow way,
+    from the path state's whole snapshot, as the live environment does; the tests hold the
+    two equal.
     """
 
     def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str,
@@ -83,12 +150,33 @@ class CellReplay:
                                                lattice.settings.budget_fraction,
                                                lattice.settings.round_fraction).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
-        self.states: dict[tuple[int, int], tuple[Snapshot, np.ndarray, dict[str, Any]]] = {}
-        self.lattice_bytes = sum(a.nbytes for a in lattice.to_arrays().values())
+        self.states: dict[tuple[int, int], _StateParts] = {}
+        self.observations = state_observations(lattice, version)
+        self._columns = {name: grid[name].tolist() for name in STATE_FIGURES}
+        # each side's latest signals in the observation (clipped, as encode does) by
+        # position: the signals, then whether the side is measured; row 0 on no round
+        self._positions = {side: [ALL_FEATURE_INDEX[f"{name}_{suffix}"]
+                                  for name in SIDE_SIGNAL_NAMES] + [
+                                      ALL_FEATURE_INDEX[f"{suffix}_measured"]]
+                           for side, suffix in SIDES}
+        self._previous = [ALL_FEATURE_INDEX[f"prev_{suffix}"] for _, suffix in SIDES]
+        self._al_obs = _side_observations(lattice.al_reward)
+        self._lr_obs = _side_observations(lattice.lr_reward_from)
+        self._al_parts = [self._side_part(AL, None if i == 0 else
+                                          {s: float(lattice.al_reward[s][i])
+                                           for s in SIDE_SIGNAL_NAMES})
+                          for i in range(lattice.n_rounds + 1)]
+        self._lr_none = self._side_part(LR, None)
+        self._lr_parts: dict[tuple[int, int, int], _SidePart] = {}
+        self._queried = {side: [np.empty(0, dtype=np.intp)] * (lattice.n_rounds + 1)
+                         if table is None else list(table)  # rows: views of the lattice's
+                         for side, table in ((AL, lattice.al_queried), (LR, lattice.lr_queried))}
+        self.lattice_bytes = (sum(a.nbytes for a in lattice.to_arrays().values())
+                              + self.observations.nbytes + self._lr_obs.nbytes)
         snapshot = self.snapshot(START)
         info = snapshot.info(shown)
         self.info_keys = tuple(info)
-        if self.info_keys != (*self.state(0, 0)[2], "queried", "action_mask"):
+        if self.info_keys != (*self.state(0, 0).record, "queried", "action_mask"):
             raise RuntimeError(f"info is not the record, queried and the mask: {self.info_keys}")
         self.start = (encode(snapshot, version), tuple(info.values()))
 
@@ -117,15 +205,23 @@ class CellReplay:
         return self.lattice.snapshot(i, j, self.latest(state), action,
                                      self.lattice.queried(i, j, action))
 
-    def state(self, i: int, j: int) -> tuple[Snapshot, np.ndarray, dict[str, Any]]:
-        """The snapshot of (i, j) on no path (no side measured, no previous action), its
-        observation and record: what a path changes is written over them (cached)."""
-        cached = self.states.get((i, j))
-        if cached is None:
-            snapshot = self.lattice.snapshot(i, j, {AL: None, LR: None}, None)
-            cached = self.states[(i, j)] = (snapshot, encode(snapshot, self.version),
-                                            snapshot.record(self.shown))
-        return cached
+    def state(self, i: int, j: int) -> _StateParts:
+        """What (i, j) fixes of its transitions: its record on no path (no side measured, no
+        previous action; the keys as ``Snapshot.record`` orders them), its action mask and
+        its figures (cached)."""
+        parts = self.states.get((i, j))
+        if parts is None:
+            figures = {name: _FIELD_TYPES[name](column[i][j])
+                       for name, column in self._columns.items()}
+            record = {key: figures[key] if key in figures else self.lattice.dataset
+                      if key == "dataset" else "" if key == "action" else None
+                      for key in RECORD_FIELDS}
+            record.update(self._al_parts[0].record)
+            record.update(self._lr_none.record)
+            parts = self.states[(i, j)] = _StateParts(
+                record, np.array([figures["al_available"], figures["lr_available"]]),
+                SimpleNamespace(**figures))
+        return parts
 
     def step(self, state: PathState, action: int) -> _Entry:
         """The step from ``state`` by ``action`` (computed once, then cached); the live
@@ -150,32 +246,51 @@ class CellReplay:
         return ((i + 1, j, AL, lr_i, lr_i0) if action == AL
                 else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
 
+    def _side_part(self, side: int, signals: dict[str, float] | None) -> _SidePart:
+        """A side's record entries (its signals, the shown one as its reward, whether it is
+        measured; 0 and False on no round) and signals."""
+        suffix = SIDES[side][1]
+        values = signals or dict.fromkeys(SIDE_SIGNAL_NAMES, 0.0)
+        record = {f"reward_{suffix}": values[self.shown],
+                  **{f"{name}_{suffix}": values[name] for name in SIDE_SIGNAL_NAMES},
+                  f"{suffix}_measured": signals is not None}
+        return _SidePart(record, signals)
+
+    def _lr_part(self, lr_i: int, j: int, lr_i0: int) -> _SidePart:
+        """The LR side's part after j LR rounds, the last at i = ``lr_i``, the one before at
+        ``lr_i0`` (cached)."""
+        if j == 0:
+            return self._lr_none
+        key = (lr_i, j, max(lr_i0, 0))  # for j = 1 every i0 holds the same reward
+        part = self._lr_parts.get(key)
+        if part is None:
+            frm = self.lattice.lr_reward_from
+            part = self._lr_parts[key] = self._side_part(
+                LR, {s: float(frm[s][key]) for s in SIDE_SIGNAL_NAMES})
+        return part
+
     def _entry(self, state: PathState, after: PathState) -> _Entry:
         """The step into ``after``: the state's observation and record with the path's
         parts written over them (as ``encode`` and ``Snapshot.record`` set them)."""
-        i, j, previous = after[:3]
-        bare, observation, record = self.state(i, j)
-        obs, record = observation.copy(), dict(record)
-        latest = self.latest(after)
-        for side, suffix in ((AL, "al"), (LR, "lr")):
-            values = latest[side]
-            obs[ALL_FEATURE_INDEX[f"{suffix}_measured"]] = record[f"{suffix}_measured"] = \
-                values is not None
-            for name in SIDE_SIGNAL_NAMES:
-                value = values[name] if values is not None else 0.0
-                obs[ALL_FEATURE_INDEX[f"{name}_{suffix}"]] = record[f"{name}_{suffix}"] = value
-            record[f"reward_{suffix}"] = record[f"{self.shown}_{suffix}"]
-        obs[ALL_FEATURE_INDEX["prev_al"]] = previous == AL
-        obs[ALL_FEATURE_INDEX["prev_lr"]] = previous == LR
+        i, j, previous, lr_i, lr_i0 = after
+        parts = self.state(i, j)
+        al, lr = self._al_parts[i], self._lr_part(lr_i, j, lr_i0)
+        record = parts.record.copy()
+        record.update(al.record)
+        record.update(lr.record)
         record["action"] = ACTION_NAMES[previous]
-        values = latest[previous]
-        if isinstance(self.signal, CostDecrease):  # state figures: the states' snapshots do
-            reward = step_reward(self.signal, self.state(*state[:2])[0], bare)
+        obs = self.observations[i, j].copy()
+        obs[self._positions[AL]] = self._al_obs[i] if i else 0.0
+        obs[self._positions[LR]] = self._lr_obs[lr_i, j, max(lr_i0, 0)] if j else 0.0
+        obs[self._previous[previous]] = 1.0
+        if isinstance(self.signal, CostDecrease):  # state figures, as the snapshots hold them
+            reward = self.signal(self.state(*state[:2]).figures, parts.figures)
         else:
-            reward = float(values[self.signal.name]) if values is not None else 0.0
-        info = (*record.values(), self.lattice.queried(i, j, previous), bare.action_mask)
-        return (after, np.clip(obs, 0.0, 1.0), reward,
-                i + j >= self.lattice.n_rounds, info)
+            signals = (al if previous == AL else lr).signals
+            reward = float(signals[self.signal.name]) if signals is not None else 0.0
+        queried = self._queried[previous][i if previous == AL else j]
+        info = (*record.values(), queried, parts.mask)
+        return after, obs, reward, i + j >= self.lattice.n_rounds, info
 
     def reference_entry(self, state: PathState, after: PathState) -> _Entry:
         """The step into ``after`` from the two path states' whole snapshots, through the
@@ -193,6 +308,14 @@ class CellReplay:
         info["queried"] = info["queried"].copy()
         info["action_mask"] = info["action_mask"].copy()
         return info
+
+
+def _side_observations(rewards: dict[str, np.ndarray]) -> np.ndarray:
+    """[index of the reward table, (signals..., measured)]: a side's latest signals once
+    measured, as the observation holds them (float32, clipped, as ``encode`` makes them)."""
+    signals = [rewards[s] for s in SIDE_SIGNAL_NAMES]
+    table = np.stack([*signals, np.ones_like(signals[0])], axis=-1)
+    return np.clip(table.astype(np.float32), 0.0, 1.0)
 
 
 _CELLS: OrderedDict[tuple[str, str, str, int, str, str], CellReplay] = OrderedDict()
