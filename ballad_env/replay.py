@@ -72,16 +72,19 @@ _Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
 
 
 class _StateParts(NamedTuple):
-    """What a state (i, j) fixes of its transitions: the record with the path's keys as on
-    no path, the action mask, and the snapshot's state figures as the snapshot types them."""
+    """What a state (i, j) fixes of its transitions: its record on no path (no side
+    measured, no previous action), its action mask, and its figures as the snapshot types
+    them (for a ``CostDecrease`` reward; ``None`` otherwise)."""
 
     record: dict[str, Any]
     mask: np.ndarray
-    figures: SimpleNamespace
+    figures: SimpleNamespace | None
 
 
 class _SidePart(NamedTuple):
-    """A side's latest signals at a path state, as the record and the reward read them."""
+    """A side's latest signals at a path state: its record entries (the signals, the shown
+    one as its reward, whether it is measured) and the signals (``None`` before its first
+    round)."""
 
     record: dict[str, Any]
     signals: dict[str, float] | None
@@ -128,20 +131,21 @@ def _at_most_one(values: np.ndarray) -> np.ndarray:
 class CellReplay:
     """One lattice as a transition table: path state and action -> the step's results.
 
-    A transition is computed on its first visit, then cached, from parts computed once:
-    every state's observation on no path (``state_observations``, one vectorised pass at
-    load), each state's record and mask (once per state), and each side's latest signals
-    (once per AL round i and per LR path state); the path's parts (each side's latest
-    signals, the previous action, the indices queried) are written over the state's by
-    position and key (``_entry``). ``reference_entry`` computes a transition the slow way,
-    from the path state's whole snapshot, as the live environment does; the tests hold the
-    two equal.
+    A transition is computed on its first visit, then cached, from parts computed once
+    each: at load, in vectorised passes over the lattice, every state's observation on no
+    path (``state_observations``), every state's record values and each side's latest
+    signals as the observation holds them; on first use, a state's record, and each side's
+    record entries per AL round and per LR path state. ``_entry`` writes the path's parts
+    (each side's latest signals, the previous action, the indices queried) over the state's,
+    by position and key. ``reference_entry`` computes a transition the slow way, from the
+    path state's whole snapshot, as the live environment does; the tests hold the two equal.
     """
 
     def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str,
                  version: str = "v0") -> None:
         self.lattice = lattice
         self.signal, self.shown = signal, shown
+        self._cost = signal if isinstance(signal, CostDecrease) else None
         check_version(version)
         self.version = version  # of the observation (``observation.OBSERVATIONS``)
         grid = lattice.grid
@@ -151,23 +155,34 @@ class CellReplay:
                                                lattice.settings.round_fraction).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
         self.states: dict[tuple[int, int], _StateParts] = {}
+        # the path's parts of the observation: each side's latest signals, then whether it
+        # is measured (its table's row at its latest round), and the previous action
         self.observations = state_observations(lattice, version)
-        self._columns = {name: grid[name].tolist() for name in STATE_FIGURES}
-        # each side's latest signals in the observation (clipped, as encode does) by
-        # position: the signals, then whether the side is measured; row 0 on no round
-        self._positions = {side: [ALL_FEATURE_INDEX[f"{name}_{suffix}"]
-                                  for name in SIDE_SIGNAL_NAMES] + [
-                                      ALL_FEATURE_INDEX[f"{suffix}_measured"]]
-                           for side, suffix in SIDES}
+        self._slots = {side: _slot([*(ALL_FEATURE_INDEX[f"{name}_{suffix}"]
+                                      for name in SIDE_SIGNAL_NAMES),
+                                    ALL_FEATURE_INDEX[f"{suffix}_measured"]])
+                       for side, suffix in SIDES}
         self._previous = [ALL_FEATURE_INDEX[f"prev_{suffix}"] for _, suffix in SIDES]
         self._al_obs = _side_observations(lattice.al_reward)
         self._lr_obs = _side_observations(lattice.lr_reward_from)
+        # the path's parts of the record, and the states' (typed as the snapshot's fields)
+        self._side_keys = {side: (f"reward_{suffix}",
+                                  *(f"{name}_{suffix}" for name in SIDE_SIGNAL_NAMES),
+                                  f"{suffix}_measured") for side, suffix in SIDES}
         self._al_parts = [self._side_part(AL, None if i == 0 else
                                           {s: float(lattice.al_reward[s][i])
                                            for s in SIDE_SIGNAL_NAMES})
                           for i in range(lattice.n_rounds + 1)]
         self._lr_none = self._side_part(LR, None)
         self._lr_parts: dict[tuple[int, int, int], _SidePart] = {}
+        self._columns = _typed_columns(lattice)
+        on_no_path = {"dataset": lattice.dataset, "action": "", **self._al_parts[0].record,
+                      **self._lr_none.record}
+        n_states = grid["test_cost"].size
+        self._records = list(zip(*(self._columns.get(key) or [on_no_path[key]] * n_states
+                                   for key in RECORD_FIELDS), strict=True))
+        self._info_masks = np.stack([grid["al_available"] != 0, grid["lr_available"] != 0],
+                                    axis=-1)  # bool(x), as the snapshot's
         self._queried = {side: [np.empty(0, dtype=np.intp)] * (lattice.n_rounds + 1)
                          if table is None else list(table)  # rows: views of the lattice's
                          for side, table in ((AL, lattice.al_queried), (LR, lattice.lr_queried))}
@@ -176,7 +191,7 @@ class CellReplay:
         snapshot = self.snapshot(START)
         info = snapshot.info(shown)
         self.info_keys = tuple(info)
-        if self.info_keys != (*self.state(0, 0).record, "queried", "action_mask"):
+        if self.info_keys != (*RECORD_FIELDS, "queried", "action_mask"):
             raise RuntimeError(f"info is not the record, queried and the mask: {self.info_keys}")
         self.start = (encode(snapshot, version), tuple(info.values()))
 
@@ -206,21 +221,19 @@ class CellReplay:
                                      self.lattice.queried(i, j, action))
 
     def state(self, i: int, j: int) -> _StateParts:
-        """What (i, j) fixes of its transitions: its record on no path (no side measured, no
-        previous action; the keys as ``Snapshot.record`` orders them), its action mask and
-        its figures (cached)."""
+        """What (i, j) fixes of its transitions (cached): its record on no path, in
+        ``Snapshot.record``'s order, its action mask and (for a ``CostDecrease`` reward) its
+        figures."""
         parts = self.states.get((i, j))
         if parts is None:
-            figures = {name: _FIELD_TYPES[name](column[i][j])
-                       for name, column in self._columns.items()}
-            record = {key: figures[key] if key in figures else self.lattice.dataset
-                      if key == "dataset" else "" if key == "action" else None
-                      for key in RECORD_FIELDS}
-            record.update(self._al_parts[0].record)
-            record.update(self._lr_none.record)
+            at = i * (self.lattice.n_rounds + 1) + j
+            figures = None
+            if self._cost is not None:
+                figures = SimpleNamespace(**{name: column[at]
+                                             for name, column in self._columns.items()})
             parts = self.states[(i, j)] = _StateParts(
-                record, np.array([figures["al_available"], figures["lr_available"]]),
-                SimpleNamespace(**figures))
+                dict(zip(RECORD_FIELDS, self._records[at], strict=True)),
+                self._info_masks[i, j], figures)
         return parts
 
     def step(self, state: PathState, action: int) -> _Entry:
@@ -247,13 +260,11 @@ class CellReplay:
                 else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
 
     def _side_part(self, side: int, signals: dict[str, float] | None) -> _SidePart:
-        """A side's record entries (its signals, the shown one as its reward, whether it is
-        measured; 0 and False on no round) and signals."""
-        suffix = SIDES[side][1]
+        """A side's record entries and signals (0 and not measured before its first round)."""
         values = signals or dict.fromkeys(SIDE_SIGNAL_NAMES, 0.0)
-        record = {f"reward_{suffix}": values[self.shown],
-                  **{f"{name}_{suffix}": values[name] for name in SIDE_SIGNAL_NAMES},
-                  f"{suffix}_measured": signals is not None}
+        record = dict(zip(self._side_keys[side],
+                          (values[self.shown], *(values[name] for name in SIDE_SIGNAL_NAMES),
+                           signals is not None), strict=True))
         return _SidePart(record, signals)
 
     def _lr_part(self, lr_i: int, j: int, lr_i0: int) -> _SidePart:
@@ -264,9 +275,9 @@ class CellReplay:
         key = (lr_i, j, max(lr_i0, 0))  # for j = 1 every i0 holds the same reward
         part = self._lr_parts.get(key)
         if part is None:
-            frm = self.lattice.lr_reward_from
+            rewards = self.lattice.lr_reward_from
             part = self._lr_parts[key] = self._side_part(
-                LR, {s: float(frm[s][key]) for s in SIDE_SIGNAL_NAMES})
+                LR, {s: float(rewards[s][key]) for s in SIDE_SIGNAL_NAMES})
         return part
 
     def _entry(self, state: PathState, after: PathState) -> _Entry:
@@ -279,18 +290,20 @@ class CellReplay:
         record.update(al.record)
         record.update(lr.record)
         record["action"] = ACTION_NAMES[previous]
-        obs = self.observations[i, j].copy()
-        obs[self._positions[AL]] = self._al_obs[i] if i else 0.0
-        obs[self._positions[LR]] = self._lr_obs[lr_i, j, max(lr_i0, 0)] if j else 0.0
+        obs = self.observations[i, j].copy()  # on no path: the path's features 0
+        if i:
+            obs[self._slots[AL]] = self._al_obs[i]
+        if j:
+            obs[self._slots[LR]] = self._lr_obs[lr_i, j, max(lr_i0, 0)]
         obs[self._previous[previous]] = 1.0
-        if isinstance(self.signal, CostDecrease):  # state figures, as the snapshots hold them
-            reward = self.signal(self.state(*state[:2]).figures, parts.figures)
+        if self._cost is not None:  # a cost decrease, between the two states' figures
+            reward = self._cost(self.state(*state[:2]).figures, parts.figures)
         else:
             signals = (al if previous == AL else lr).signals
             reward = float(signals[self.signal.name]) if signals is not None else 0.0
         queried = self._queried[previous][i if previous == AL else j]
-        info = (*record.values(), queried, parts.mask)
-        return after, obs, reward, i + j >= self.lattice.n_rounds, info
+        return (after, obs, reward, i + j >= self.lattice.n_rounds,
+                (*record.values(), queried, parts.mask))
 
     def reference_entry(self, state: PathState, after: PathState) -> _Entry:
         """The step into ``after`` from the two path states' whole snapshots, through the
@@ -304,18 +317,41 @@ class CellReplay:
     def info(self, values: tuple[Any, ...]) -> dict[str, Any]:
         """``info`` from its cached values, its arrays copied: the caller may change it all,
         as the live environment's."""
-        info = dict(zip(self.info_keys, values))  # noqa: B905 (keys checked when cached)
-        info["queried"] = info["queried"].copy()
-        info["action_mask"] = info["action_mask"].copy()
+        info = dict(zip(RECORD_FIELDS, values))  # noqa: B905 (the arrays follow the record)
+        info["queried"] = values[-2].copy()
+        info["action_mask"] = values[-1].copy()
         return info
 
 
 def _side_observations(rewards: dict[str, np.ndarray]) -> np.ndarray:
-    """[index of the reward table, (signals..., measured)]: a side's latest signals once
-    measured, as the observation holds them (float32, clipped, as ``encode`` makes them)."""
+    """[index of a side's reward table, (signals..., measured)]: the side's latest signals
+    once measured, as the observation holds them (float32, clipped, as ``encode``)."""
     signals = [rewards[s] for s in SIDE_SIGNAL_NAMES]
     table = np.stack([*signals, np.ones_like(signals[0])], axis=-1)
     return np.clip(table.astype(np.float32), 0.0, 1.0)
+
+
+def _typed_columns(lattice: Lattice) -> dict[str, list[Any]]:
+    """Each state figure over the states ([i * (k + 1) + j]) as the snapshot types it
+    (``Lattice.snapshot``: ``int(x)``, ``bool(x)`` or ``float(x)``; 0 where unreachable)."""
+    columns = {}
+    for name, kind in _FIELD_TYPES.items():
+        values = lattice.grid[name].reshape(-1)
+        if kind is bool:
+            values = values != 0
+        elif kind is int:
+            values = np.where(np.isnan(values), 0.0, values).astype(np.int64)
+        columns[name] = values.tolist()
+    return columns
+
+
+def _slot(positions: list[int]) -> slice | list[int]:
+    """``positions`` of an array as a slice if they are evenly spaced (writing through a
+    slice is about twice as fast as through a list)."""
+    steps = set(np.diff(positions).tolist())
+    if len(steps) == 1 and (step := steps.pop()) > 0:
+        return slice(positions[0], positions[-1] + 1, step)
+    return positions
 
 
 _CELLS: OrderedDict[tuple[str, str, str, int, str, str], CellReplay] = OrderedDict()
