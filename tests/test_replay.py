@@ -32,7 +32,14 @@ from ballad_env.lattice_store import (
     setting_key,
     unpack_arrays,
 )
-from ballad_env.replay import START, BudgetAllocationReplayEnv, CellReplay
+from ballad_env.observation import FEATURE_INDEX, encode
+from ballad_env.replay import (
+    START,
+    BudgetAllocationReplayEnv,
+    CellReplay,
+    _slot,
+    state_observations,
+)
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
@@ -298,6 +305,52 @@ def test_every_transition_equals_the_live_code_path(store) -> None:
                         seen.add(after)
                         frontier.append(after)
             assert len(cell.transitions) > 2 * lattice.n_rounds
+
+
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_state_parts_made_at_load_equal_each_states_snapshot(store, version) -> None:
+    """The vectorised passes at load (every state's observation, record values and mask on
+    no path) equal ``encode`` and ``Snapshot.info`` of each state's snapshot: values, dtypes
+    and the Python type of every record value (an int stays an int)."""
+    lattice = LatticeStore(store).load("arrays", 0, Settings(prior="knn"))
+    for lat in (lattice, hand_lattice()):
+        cell = CellReplay(lat, REWARD_SIGNALS["cost"], "entropy", version)
+        for i, j in zip(*np.nonzero(lat.reachable), strict=True):
+            bare = lat.snapshot(int(i), int(j), {AL: None, LR: None}, None)
+            assert equal(cell.observations[i, j], encode(bare, version)), (i, j)
+            parts = cell.state(int(i), int(j))
+            expected = bare.info("entropy")
+            assert equal(parts.record, bare.record("entropy")), (i, j)
+            assert [type(v) for v in parts.record.values()] == [
+                type(v) for v in bare.record("entropy").values()]
+            assert equal(parts.mask, expected["action_mask"])
+            assert parts.figures.test_cost == bare.test_cost  # what CostDecrease reads
+
+
+def test_state_observations_follow_the_scalar_formulas() -> None:
+    """Hand-computed features of the hand lattice's state (1, 0) with a few figures set:
+    what ``observation.state_features`` gives, and clipping to [0, 1]."""
+    lat = hand_lattice()
+    lat.grid["n_labeled_train"][1, 0] = 2.0  # of 50
+    lat.grid["n_anomalies_found"][1, 0] = 3.0  # expected: max(1, 0.1 * 100) = 10
+    lat.grid["val_cost"][1, 0] = 2.5  # over max_cost 1: clipped to 1
+    lat.grid["tau"][1, 0] = 0.25
+    lat.grid["al_available"][1, 0], lat.grid["lr_available"][1, 0] = 1.0, 0.0
+    obs = state_observations(lat)[1, 0]
+    index = FEATURE_INDEX
+    assert obs.dtype == np.float32 and obs[index["budget_used"]] == np.float32(0.5)
+    assert obs[index["labeled_train"]] == np.float32(0.04)
+    assert obs[index["anomalies_found"]] == np.float32(0.3)
+    assert obs[index["val_cost"]] == 1.0 and obs[index["tau"]] == np.float32(0.25)
+    assert obs[index["contamination"]] == np.float32(0.1)
+    assert (obs[index["al_available"]], obs[index["lr_available"]]) == (1.0, 0.0)
+    assert obs[index["prev_al"]] == obs[index["al_measured"]] == obs[index["entropy_al"]] == 0
+
+
+def test_path_features_are_written_through_slices_when_evenly_spaced() -> None:
+    assert _slot([0, 2, 4]) == slice(0, 5, 2) and _slot([1]) == slice(1, 2, 1)
+    assert np.array_equal(np.arange(6)[_slot([1, 3, 5])], [1, 3, 5])
+    assert _slot([1, 2, 5]) == [1, 2, 5] and _slot([3, 1]) == [3, 1]
 
 
 def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
