@@ -348,7 +348,7 @@ def _typed_columns(lattice: Lattice) -> dict[str, list[Any]]:
 def _slot(positions: list[int]) -> slice | list[int]:
     """``positions`` of an array as a slice if they are evenly spaced (writing through a
     slice is about twice as fast as through a list)."""
-    steps = set(np.diff(positions).tolist())
+    steps = set(np.diff(positions).tolist()) or {1}
     if len(steps) == 1 and (step := steps.pop()) > 0:
         return slice(positions[0], positions[-1] + 1, step)
     return positions
