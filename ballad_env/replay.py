@@ -267,25 +267,22 @@ class CellReplay:
                            signals is not None), strict=True))
         return _SidePart(record, signals)
 
-    def _lr_part(self, lr_i: int, j: int, lr_i0: int) -> _SidePart:
-        """The LR side's part after j LR rounds, the last at i = ``lr_i``, the one before at
-        ``lr_i0`` (cached)."""
-        if j == 0:
-            return self._lr_none
-        key = (lr_i, j, max(lr_i0, 0))  # for j = 1 every i0 holds the same reward
-        part = self._lr_parts.get(key)
-        if part is None:
-            rewards = self.lattice.lr_reward_from
-            part = self._lr_parts[key] = self._side_part(
-                LR, {s: float(rewards[s][key]) for s in SIDE_SIGNAL_NAMES})
+    def _lr_part(self, key: tuple[int, int, int]) -> _SidePart:
+        """The LR side's part after j >= 1 LR rounds, the last at i = lr_i, the one before at
+        i0 (``key`` = (lr_i, j, i0), any i0 for j = 1), made once."""
+        rewards = self.lattice.lr_reward_from
+        part = self._lr_parts[key] = self._side_part(
+            LR, {s: float(rewards[s][key]) for s in SIDE_SIGNAL_NAMES})
         return part
 
     def _entry(self, state: PathState, after: PathState) -> _Entry:
         """The step into ``after``: the state's observation and record with the path's
         parts written over them (as ``encode`` and ``Snapshot.record`` set them)."""
         i, j, previous, lr_i, lr_i0 = after
-        parts = self.state(i, j)
-        al, lr = self._al_parts[i], self._lr_part(lr_i, j, lr_i0)
+        parts = self.states.get((i, j)) or self.state(i, j)
+        lr_key = (lr_i, j, max(lr_i0, 0))  # for j = 1 every i0 holds the same reward
+        al = self._al_parts[i]
+        lr = self._lr_none if j == 0 else self._lr_parts.get(lr_key) or self._lr_part(lr_key)
         record = parts.record.copy()
         record.update(al.record)
         record.update(lr.record)
@@ -294,7 +291,7 @@ class CellReplay:
         if i:
             obs[self._slots[AL]] = self._al_obs[i]
         if j:
-            obs[self._slots[LR]] = self._lr_obs[lr_i, j, max(lr_i0, 0)]
+            obs[self._slots[LR]] = self._lr_obs[lr_key]
         obs[self._previous[previous]] = 1.0
         if self._cost is not None:  # a cost decrease, between the two states' figures
             reward = self._cost(self.state(*state[:2]).figures, parts.figures)
