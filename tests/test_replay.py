@@ -530,3 +530,19 @@ def test_replay_report_states_the_ratio_and_the_target() -> None:
     assert "2,000x the live one" in text and "target 50,000: met" in text
     slow = replay_report({**row, "replay_steps_per_s": REPLAY_TARGET_STEPS - 1.0})
     assert "target 50,000: missed" in slow
+
+
+def test_replay_store_summary_gives_the_median_and_range_of_runs() -> None:
+    from agents.experiments.bench import replay_store_summary
+
+    rows = [{"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": cold,
+             "warm_steps_per_s": warm, "peak_mb": mb}
+            for cold, warm, mb in ((40_000.0, 60_000.0, 300.0), (52_000.0, 55_000.0, 320.0),
+                                   (61_000.0, 70_000.0, 310.0))]
+    lines = replay_store_summary(rows).splitlines()
+    assert lines[0] == "3 runs on s (100 cells, 150,000 steps each): median (min-max)"
+    assert "52,000 steps/s (40,000-61,000)  (target 50,000: met)" in lines[1]
+    assert "60,000 steps/s (55,000-70,000)" in lines[2]
+    assert "310 MB (300-320)" in lines[3] and "target" not in lines[3]
+    rows[1]["cold_steps_per_s"] = 45_000.0
+    assert "target 50,000: missed" in replay_store_summary(rows).splitlines()[1]
