@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -44,15 +44,19 @@ from ballad_env.settings import Settings
 PathState = tuple[int, int, int, int, int]
 START: PathState = (0, 0, -1, -1, -1)
 #: Bytes of cells (lattice and transition table) kept per process, least recently used
-#: dropped when a cell is loaded. A cell of 15 rounds holds about 0.1 MB of lattice, plus
-#: 3.3 kB per state and 1.1 kB per transition visited (about 5 MB once all of its ~3,900
-#: transitions have been). A cell dropped is loaded again when drawn (about 1 ms) and its
-#: transitions recomputed; set it (``ballad_env.replay.CACHE_BYTES = n``) to fit memory.
+#: dropped when a cell is loaded. A cell of 15 rounds holds about 0.35 MB once loaded
+#: (lattice and the tables made at load), plus 1.1 to 1.9 kB per state and 0.8 kB per
+#: transition visited (about 4 MB once all of its ~3,900 transitions have been). A cell
+#: dropped is loaded again when drawn (about 2 ms) and its transitions recomputed; set it
+#: (``ballad_env.replay.CACHE_BYTES = n``) to fit memory.
 CACHE_BYTES = 2_000_000_000
-#: Bytes of one cached state and one cached transition (measured with tracemalloc on a cell
-#: of 15 rounds; ``CellReplay.nbytes`` sums them).
-STATE_BYTES = 3_300
-TRANSITION_BYTES = 1_100
+#: Bytes of the Python values made at load per (i, j) of the grid (the states' record
+#: values; the figures too for a cost-decrease reward), of one state's parts and of one
+#: transition (with its share of the LR parts), measured with tracemalloc on a cell of 15
+#: rounds (the larger of a side-signal and a cost reward); ``CellReplay.nbytes`` sums them.
+SLOT_BYTES = 900
+STATE_BYTES = 1_900
+TRANSITION_BYTES = 800
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
 #: Each side and the suffix of its features and record keys.
@@ -175,11 +179,13 @@ class CellReplay:
                           for i in range(lattice.n_rounds + 1)]
         self._lr_none = self._side_part(LR, None)
         self._lr_parts: dict[tuple[int, int, int], _SidePart] = {}
-        self._columns = _typed_columns(lattice)
+        columns = _typed_columns(lattice, _FIELD_TYPES if self._cost is not None
+                                 else [key for key in RECORD_FIELDS if key in _FIELD_TYPES])
+        self._figures = columns if self._cost is not None else {}  # what a cost decrease reads
         on_no_path = {"dataset": lattice.dataset, "action": "", **self._al_parts[0].record,
                       **self._lr_none.record}
         n_states = grid["test_cost"].size
-        self._records = list(zip(*(self._columns.get(key) or [on_no_path[key]] * n_states
+        self._records = list(zip(*(columns.get(key) or [on_no_path[key]] * n_states
                                    for key in RECORD_FIELDS), strict=True))
         self._info_masks = np.stack([grid["al_available"] != 0, grid["lr_available"] != 0],
                                     axis=-1)  # bool(x), as the snapshot's
@@ -187,7 +193,8 @@ class CellReplay:
                          if table is None else list(table)  # rows: views of the lattice's
                          for side, table in ((AL, lattice.al_queried), (LR, lattice.lr_queried))}
         self.lattice_bytes = (sum(a.nbytes for a in lattice.to_arrays().values())
-                              + self.observations.nbytes + self._lr_obs.nbytes)
+                              + self.observations.nbytes + self._lr_obs.nbytes
+                              + SLOT_BYTES * n_states)
         snapshot = self.snapshot(START)
         info = snapshot.info(shown)
         self.info_keys = tuple(info)
@@ -197,7 +204,8 @@ class CellReplay:
 
     @property
     def nbytes(self) -> int:
-        """Estimated memory this cell holds (lattice, states, transitions)."""
+        """Estimated memory this cell holds (lattice and load-time tables, states,
+        transitions)."""
         return (self.lattice_bytes + STATE_BYTES * len(self.states)
                 + TRANSITION_BYTES * len(self.transitions))
 
@@ -230,7 +238,7 @@ class CellReplay:
             figures = None
             if self._cost is not None:
                 figures = SimpleNamespace(**{name: column[at]
-                                             for name, column in self._columns.items()})
+                                             for name, column in self._figures.items()})
             parts = self.states[(i, j)] = _StateParts(
                 dict(zip(RECORD_FIELDS, self._records[at], strict=True)),
                 self._info_masks[i, j], figures)
@@ -328,11 +336,12 @@ def _side_observations(rewards: dict[str, np.ndarray]) -> np.ndarray:
     return np.clip(table.astype(np.float32), 0.0, 1.0)
 
 
-def _typed_columns(lattice: Lattice) -> dict[str, list[Any]]:
-    """Each state figure over the states ([i * (k + 1) + j]) as the snapshot types it
+def _typed_columns(lattice: Lattice, names: Iterable[str]) -> dict[str, list[Any]]:
+    """These state figures over the states ([i * (k + 1) + j]) as the snapshot types them
     (``Lattice.snapshot``: ``int(x)``, ``bool(x)`` or ``float(x)``; 0 where unreachable)."""
     columns = {}
-    for name, kind in _FIELD_TYPES.items():
+    for name in names:
+        kind = _FIELD_TYPES[name]
         values = lattice.grid[name].reshape(-1)
         if kind is bool:
             values = values != 0
