@@ -239,6 +239,7 @@ class CellReplay:
             if self._cost is not None:
                 figures = SimpleNamespace(**{name: column[at]
                                              for name, column in self._figures.items()})
+            _KEPT.grown += STATE_BYTES
             parts = self.states[(i, j)] = _StateParts(
                 dict(zip(RECORD_FIELDS, self._records[at], strict=True)),
                 self._info_masks[i, j], figures)
@@ -251,6 +252,7 @@ class CellReplay:
         if entry is None:
             entry = self._entry(state, self.after(state, action))
             self.transitions[(state, action)] = entry
+            _KEPT.grown += TRANSITION_BYTES
         return entry
 
     def after(self, state: PathState, action: int) -> PathState:
@@ -363,6 +365,19 @@ def _slot(positions: list[int]) -> slice | list[int]:
 _CELLS: OrderedDict[tuple[str, str, str, int, str, str], CellReplay] = OrderedDict()
 
 
+class _KeptBytes:
+    """What the cells kept hold, counted lazily: ``counted``, their ``nbytes`` at the last
+    count and the cells loaded since, plus ``grown``, the states and transitions made since
+    by any cell; an upper bound, so a load counts the cells again only when it may pass
+    ``CACHE_BYTES`` (counting at every load would cost time in the number of cells)."""
+
+    counted = 0
+    grown = 0
+
+
+_KEPT = _KeptBytes()
+
+
 def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings,
                 key_of_settings: str | None = None, version: str = "v0") -> CellReplay:
     """The transition table of one stored cell for ``settings``' reward, shared by every
@@ -376,9 +391,13 @@ def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings
         lattice = store.load(dataset, seed, settings)
         cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings),
                           version)
-        total = cell.nbytes + sum(other.nbytes for other in _CELLS.values())
-        while _CELLS and total > CACHE_BYTES:
-            total -= _CELLS.popitem(last=False)[1].nbytes
+        if _KEPT.counted + _KEPT.grown + cell.nbytes > CACHE_BYTES:
+            total = cell.nbytes + sum(other.nbytes for other in _CELLS.values())
+            while _CELLS and total > CACHE_BYTES:
+                total -= _CELLS.popitem(last=False)[1].nbytes
+            _KEPT.counted, _KEPT.grown = total, 0
+        else:
+            _KEPT.counted += cell.nbytes
         _CELLS[key] = cell
     else:
         _CELLS.move_to_end(key)

@@ -368,6 +368,28 @@ def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
     assert sum(cell.nbytes for cell in replay._CELLS.values()) <= replay.CACHE_BYTES
 
 
+def test_the_bound_on_cells_kept_sees_their_growth(store, monkeypatch) -> None:
+    """Loads count the cells kept only when an upper bound may pass the limit; the bound
+    grows with every state and transition made, so a cell that grew is dropped in time."""
+    from ballad_env import replay
+
+    monkeypatch.setattr(replay, "_CELLS", replay.OrderedDict())
+    monkeypatch.setattr(replay, "_KEPT", replay._KeptBytes())
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    env.reset(seed=0, options={"seed": 0})
+    fresh = replay._KEPT.counted
+    assert fresh == next(iter(replay._CELLS.values())).nbytes and replay._KEPT.grown == 0
+    monkeypatch.setattr(replay, "CACHE_BYTES", 2 * fresh + 1)  # two cells, as loaded
+    done = False
+    while not done:
+        done = env.step(int(np.flatnonzero(env.action_masks())[0]))[2]
+    cell = next(iter(replay._CELLS.values()))
+    assert replay._KEPT.grown == cell.nbytes - fresh > 0  # its states and transitions
+    env.reset(options={"seed": 1})  # counted: the grown cell 0 and cell 1 pass the limit
+    assert [key[3] for key in replay._CELLS] == [1]
+    assert (replay._KEPT.counted, replay._KEPT.grown) == (fresh, 0)
+
+
 # ------------------------------------------------------------------ files and stores
 def test_lattice_files_round_trip_exactly(store, dataset) -> None:
     settings = Settings(prior="knn")
