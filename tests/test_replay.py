@@ -568,3 +568,22 @@ def test_replay_store_summary_gives_the_median_and_range_of_runs() -> None:
     assert "310 MB (300-320)" in lines[3] and "target" not in lines[3]
     rows[1]["cold_steps_per_s"] = 45_000.0
     assert "target 50,000: missed" in replay_store_summary(rows).splitlines()[1]
+
+
+def test_the_stored_form_of_settings_is_made_once_and_for_unhashable_priors_too() -> None:
+    from pyod.models.hbos import HBOS
+
+    from ballad_env.lattice_store import lattice_settings
+
+    knn = lattice_settings(Settings(prior="knn", reward="cost"))
+    assert knn is lattice_settings(Settings(prior="knn", reward="cost"))  # made once
+    assert knn == Settings(prior="knn") and setting_key(Settings(prior="knn")) == "knn"
+
+    class Unhashable(HBOS):
+        __hash__ = None  # type: ignore[assignment]
+
+    settings = Settings(prior=Unhashable(), reward="cost")
+    with pytest.raises(TypeError):
+        hash(settings)
+    assert setting_key(settings) == settings.replace(reward="entropy").name
+    assert lattice_settings(settings) == settings.replace(reward="entropy")
