@@ -9,12 +9,14 @@ before it (``Lattice.lr_reward_from``); and the previous action. So a path state
     (i, j, previous action, i of the last LR round, i of the LR round before it)
 
 fixes the snapshot, and stepping is a table look-up. Each transition is computed once per
-process, then cached: the state's parts from ``Lattice.snapshot`` through the live
-environment's own code (``observation.encode``, ``Snapshot.record``, ``env.step_reward`` on
-the registered reward signal), once per state, with the path's parts written over them
-(``CellReplay``; the tests hold it equal to the whole snapshot's ``encode`` and ``info``),
-so the replay equals the live environment to the bit for the same (data set, seed,
-setting) and actions, at tens of thousands of steps a second.
+process, then cached: the state's parts (observation features, record values, mask) for
+every state of a cell in one vectorised pass over the lattice when it is loaded
+(``state_observations``: ``observation.state_features`` elementwise), with the path's
+parts written over them (``CellReplay``). The tests hold every transition equal to the
+live environment's own code on the path state's whole snapshot (``observation.encode``,
+``Snapshot.info``, ``env.step_reward`` on the registered reward signal), so the replay
+equals the live environment to the bit for the same (data set, seed, setting) and
+actions, at tens of thousands of steps a second.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -75,23 +77,12 @@ _FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.ty
 _Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
 
 
-class _StateParts(NamedTuple):
-    """What a state (i, j) fixes of its transitions: its record on no path (no side
-    measured, no previous action), its action mask, and its figures as the snapshot types
-    them (for a ``CostDecrease`` reward; ``None`` otherwise)."""
-
-    record: dict[str, Any]
-    mask: np.ndarray
-    figures: SimpleNamespace | None
-
-
-class _SidePart(NamedTuple):
-    """A side's latest signals at a path state: its record entries (the signals, the shown
-    one as its reward, whether it is measured) and the signals (``None`` before its first
-    round)."""
-
-    record: dict[str, Any]
-    signals: dict[str, float] | None
+#: Part of a record: keys and values (numbers, strings, flags). The parts a cell makes are
+#: plain dicts of these, not kept in tuples or named tuples: the garbage collector stops
+#: tracking such a dict, and an entry made of numbers, strings and arrays, but tracks any
+#: tuple holding a dict for good, and a cold replay makes tens of thousands of parts that
+#: each full collection would walk again.
+_Record = dict[str, Any]
 
 
 def state_observations(lattice: Lattice, version: str = "v0") -> np.ndarray:
@@ -138,11 +129,12 @@ class CellReplay:
     A transition is computed on its first visit, then cached, from parts computed once
     each: at load, in vectorised passes over the lattice, every state's observation on no
     path (``state_observations``), every state's record values and each side's latest
-    signals as the observation holds them; on first use, a state's record, and each side's
-    record entries per AL round and per LR path state. ``_entry`` writes the path's parts
-    (each side's latest signals, the previous action, the indices queried) over the state's,
-    by position and key. ``reference_entry`` computes a transition the slow way, from the
-    path state's whole snapshot, as the live environment does; the tests hold the two equal.
+    signals as the observation holds them; on first use, a state's record (``state``), and
+    each side's record entries per AL round and per LR path state. ``_entry`` writes the
+    path's parts (each side's latest signals, the previous action, the indices queried) over
+    the state's, by position and key. ``reference_entry`` computes a transition the slow
+    way, from the path state's whole snapshot, as the live environment does; the tests hold
+    the two equal.
     """
 
     def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str,
@@ -158,7 +150,8 @@ class CellReplay:
                                                lattice.settings.budget_fraction,
                                                lattice.settings.round_fraction).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
-        self.states: dict[tuple[int, int], _StateParts] = {}
+        self.states: dict[tuple[int, int], _Record] = {}  # record on no path, by state
+        self._state_figures: dict[tuple[int, int], SimpleNamespace] = {}  # cost rewards
         # the path's parts of the observation: each side's latest signals, then whether it
         # is measured (its table's row at its latest round), and the previous action
         self.observations = state_observations(lattice, version)
@@ -178,17 +171,20 @@ class CellReplay:
                                            for s in SIDE_SIGNAL_NAMES})
                           for i in range(lattice.n_rounds + 1)]
         self._lr_none = self._side_part(LR, None)
-        self._lr_parts: dict[tuple[int, int, int], _SidePart] = {}
+        self._lr_parts: dict[tuple[int, int, int], _Record] = {}
+        # the reward of a side signal: the record entry of the side just measured
+        self._reward_keys = [f"{signal.name}_{suffix}" for _, suffix in SIDES]
         columns = _typed_columns(lattice, _FIELD_TYPES if self._cost is not None
                                  else [key for key in RECORD_FIELDS if key in _FIELD_TYPES])
-        self._figures = columns if self._cost is not None else {}  # what a cost decrease reads
-        on_no_path = {"dataset": lattice.dataset, "action": "", **self._al_parts[0].record,
-                      **self._lr_none.record}
+        self._figure_columns = columns if self._cost is not None else {}  # cost rewards
+        on_no_path = {"dataset": lattice.dataset, "action": "", **self._al_parts[0],
+                      **self._lr_none}
         n_states = grid["test_cost"].size
         self._records = list(zip(*(columns.get(key) or [on_no_path[key]] * n_states
                                    for key in RECORD_FIELDS), strict=True))
-        self._info_masks = np.stack([grid["al_available"] != 0, grid["lr_available"] != 0],
-                                    axis=-1)  # bool(x), as the snapshot's
+        self._info_masks = list(np.stack([grid["al_available"] != 0,  # bool(x), as the
+                                          grid["lr_available"] != 0],  # snapshot's
+                                         axis=-1).reshape(-1, 2))
         self._queried = {side: [np.empty(0, dtype=np.intp)] * (lattice.n_rounds + 1)
                          if table is None else list(table)  # rows: views of the lattice's
                          for side, table in ((AL, lattice.al_queried), (LR, lattice.lr_queried))}
@@ -228,22 +224,29 @@ class CellReplay:
         return self.lattice.snapshot(i, j, self.latest(state), action,
                                      self.lattice.queried(i, j, action))
 
-    def state(self, i: int, j: int) -> _StateParts:
-        """What (i, j) fixes of its transitions (cached): its record on no path, in
-        ``Snapshot.record``'s order, its action mask and (for a ``CostDecrease`` reward) its
-        figures."""
-        parts = self.states.get((i, j))
-        if parts is None:
-            at = i * (self.lattice.n_rounds + 1) + j
-            figures = None
-            if self._cost is not None:
-                figures = SimpleNamespace(**{name: column[at]
-                                             for name, column in self._figures.items()})
+    def state(self, i: int, j: int) -> _Record:
+        """The record of (i, j) on no path (no side measured, no previous action), in
+        ``Snapshot.record``'s order (cached)."""
+        record = self.states.get((i, j))
+        if record is None:
             _KEPT.grown += STATE_BYTES
-            parts = self.states[(i, j)] = _StateParts(
-                dict(zip(RECORD_FIELDS, self._records[at], strict=True)),
-                self._info_masks[i, j], figures)
-        return parts
+            record = self.states[(i, j)] = dict(zip(
+                RECORD_FIELDS, self._records[i * (self.lattice.n_rounds + 1) + j], strict=True))
+        return record
+
+    def mask(self, i: int, j: int) -> np.ndarray:
+        """The action mask of (i, j) as ``info`` holds it (the snapshot's; not to be changed)."""
+        return self._info_masks[i * (self.lattice.n_rounds + 1) + j]
+
+    def figures(self, i: int, j: int) -> SimpleNamespace:
+        """The figures of (i, j) as the snapshot types them, what a ``CostDecrease`` reads
+        (cached; for a cost-decrease reward only)."""
+        figures = self._state_figures.get((i, j))
+        if figures is None:
+            at = i * (self.lattice.n_rounds + 1) + j
+            figures = self._state_figures[(i, j)] = SimpleNamespace(
+                **{name: column[at] for name, column in self._figure_columns.items()})
+        return figures
 
     def step(self, state: PathState, action: int) -> _Entry:
         """The step from ``state`` by ``action`` (computed once, then cached); the live
@@ -269,17 +272,17 @@ class CellReplay:
         return ((i + 1, j, AL, lr_i, lr_i0) if action == AL
                 else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
 
-    def _side_part(self, side: int, signals: dict[str, float] | None) -> _SidePart:
-        """A side's record entries and signals (0 and not measured before its first round)."""
+    def _side_part(self, side: int, signals: dict[str, float] | None) -> _Record:
+        """A side's record entries: its latest signals, the shown one as its reward, whether
+        it is measured (0 and False before its first round)."""
         values = signals or dict.fromkeys(SIDE_SIGNAL_NAMES, 0.0)
-        record = dict(zip(self._side_keys[side],
-                          (values[self.shown], *(values[name] for name in SIDE_SIGNAL_NAMES),
-                           signals is not None), strict=True))
-        return _SidePart(record, signals)
+        return dict(zip(self._side_keys[side],
+                        (values[self.shown], *(values[name] for name in SIDE_SIGNAL_NAMES),
+                         signals is not None), strict=True))
 
-    def _lr_part(self, key: tuple[int, int, int]) -> _SidePart:
-        """The LR side's part after j >= 1 LR rounds, the last at i = lr_i, the one before at
-        i0 (``key`` = (lr_i, j, i0), any i0 for j = 1), made once."""
+    def _lr_part(self, key: tuple[int, int, int]) -> _Record:
+        """The LR side's record entries after j >= 1 LR rounds, the last at i = lr_i, the one
+        before at i0 (``key`` = (lr_i, j, i0), any i0 for j = 1), made once."""
         rewards = self.lattice.lr_reward_from
         part = self._lr_parts[key] = self._side_part(
             LR, {s: float(rewards[s][key]) for s in SIDE_SIGNAL_NAMES})
@@ -289,13 +292,13 @@ class CellReplay:
         """The step into ``after``: the state's observation and record with the path's
         parts written over them (as ``encode`` and ``Snapshot.record`` set them)."""
         i, j, previous, lr_i, lr_i0 = after
-        parts = self.states.get((i, j)) or self.state(i, j)
+        on_no_path = self.states.get((i, j)) or self.state(i, j)
         lr_key = (lr_i, j, max(lr_i0, 0))  # for j = 1 every i0 holds the same reward
         al = self._al_parts[i]
         lr = self._lr_none if j == 0 else self._lr_parts.get(lr_key) or self._lr_part(lr_key)
-        record = parts.record.copy()
-        record.update(al.record)
-        record.update(lr.record)
+        record = on_no_path.copy()
+        record.update(al)
+        record.update(lr)
         record["action"] = ACTION_NAMES[previous]
         obs = self.observations[i, j].copy()  # on no path: the path's features 0
         if i:
@@ -304,13 +307,12 @@ class CellReplay:
             obs[self._slots[LR]] = self._lr_obs[lr_key]
         obs[self._previous[previous]] = 1.0
         if self._cost is not None:  # a cost decrease, between the two states' figures
-            reward = self._cost(self.state(*state[:2]).figures, parts.figures)
+            reward = self._cost(self.figures(*state[:2]), self.figures(i, j))
         else:
-            signals = (al if previous == AL else lr).signals
-            reward = float(signals[self.signal.name]) if signals is not None else 0.0
+            reward = float(record[self._reward_keys[previous]])  # the side just measured
         queried = self._queried[previous][i if previous == AL else j]
         return (after, obs, reward, i + j >= self.lattice.n_rounds,
-                (*record.values(), queried, parts.mask))
+                (*record.values(), queried, self.mask(i, j)))
 
     def reference_entry(self, state: PathState, after: PathState) -> _Entry:
         """The step into ``after`` from the two path states' whole snapshots, through the

@@ -318,13 +318,12 @@ def test_state_parts_made_at_load_equal_each_states_snapshot(store, version) -> 
         for i, j in zip(*np.nonzero(lat.reachable), strict=True):
             bare = lat.snapshot(int(i), int(j), {AL: None, LR: None}, None)
             assert equal(cell.observations[i, j], encode(bare, version)), (i, j)
-            parts = cell.state(int(i), int(j))
-            expected = bare.info("entropy")
-            assert equal(parts.record, bare.record("entropy")), (i, j)
-            assert [type(v) for v in parts.record.values()] == [
+            record, mask = cell.state(int(i), int(j)), cell.mask(int(i), int(j))
+            assert equal(record, bare.record("entropy")), (i, j)
+            assert [type(v) for v in record.values()] == [
                 type(v) for v in bare.record("entropy").values()]
-            assert equal(parts.mask, expected["action_mask"])
-            assert parts.figures.test_cost == bare.test_cost  # what CostDecrease reads
+            assert equal(mask, bare.info("entropy")["action_mask"])
+            assert cell.figures(int(i), int(j)).test_cost == bare.test_cost  # CostDecrease
 
 
 def test_state_observations_follow_the_scalar_formulas() -> None:
