@@ -557,14 +557,16 @@ def test_replay_store_summary_gives_the_median_and_range_of_runs() -> None:
     from agents.experiments.bench import replay_store_summary
 
     rows = [{"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": cold,
-             "warm_steps_per_s": warm, "peak_mb": mb}
+             "cold_cpu_steps_per_s": 2 * cold, "warm_steps_per_s": warm,
+             "warm_cpu_steps_per_s": 2 * warm, "peak_mb": mb}
             for cold, warm, mb in ((40_000.0, 60_000.0, 300.0), (52_000.0, 55_000.0, 320.0),
                                    (61_000.0, 70_000.0, 310.0))]
     lines = replay_store_summary(rows).splitlines()
     assert lines[0] == "3 runs on s (100 cells, 150,000 steps each): median (min-max)"
     assert "52,000 steps/s (40,000-61,000)  (target 50,000: met)" in lines[1]
-    assert "60,000 steps/s (55,000-70,000)" in lines[2]
-    assert "310 MB (300-320)" in lines[3] and "target" not in lines[3]
+    assert "104,000 steps per CPU second (80,000-122,000)" in lines[2]
+    assert "60,000 steps/s (55,000-70,000)" in lines[3]
+    assert "310 MB (300-320)" in lines[5] and "target" not in lines[5]
     rows[1]["cold_steps_per_s"] = 45_000.0
     assert "target 50,000: missed" in replay_store_summary(rows).splitlines()[1]
 
@@ -586,3 +588,16 @@ def test_the_stored_form_of_settings_is_made_once_and_for_unhashable_priors_too(
         hash(settings)
     assert setting_key(settings) == settings.replace(reward="entropy").name
     assert lattice_settings(settings) == settings.replace(reward="entropy")
+
+
+def test_replay_store_report_gives_both_rates_and_the_verdicts() -> None:
+    from agents.experiments.bench import replay_store_report
+
+    row = {"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": 40_000.0,
+           "cold_cpu_steps_per_s": 45_000.0, "warm_steps_per_s": 60_000.0,
+           "warm_cpu_steps_per_s": 66_000.0, "peak_mb": 330.0}
+    cold, warm, memory = replay_store_report(row).splitlines()[1:]
+    assert cold == ("cold:     40,000 steps/s over 150,000 steps (45,000 per CPU second; "
+                    "target 50,000: missed)")
+    assert warm.endswith("(66,000 per CPU second; target 50,000: met)")
+    assert memory == "peak memory: 330 MB"
