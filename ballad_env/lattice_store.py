@@ -69,12 +69,31 @@ def environment_fingerprint() -> str:
 
 def lattice_settings(settings: Settings) -> Settings:
     """The settings a lattice is stored under: the reward at its default (it holds them all)."""
-    return settings.replace(reward=Settings().reward)
+    return _stored_form(settings)[0]
 
 
 def setting_key(settings: Settings) -> str:
     """The store's folder name for ``settings`` (``lattice_settings(settings).name``)."""
-    return lattice_settings(settings).name
+    return _stored_form(settings)[1]
+
+
+def _stored_form(settings: Settings) -> tuple[Settings, str, dict[str, Any] | None]:
+    """``settings`` as a lattice is stored under them, their name and their JSON values (None
+    if they cannot be saved), computed once per settings (loading a store asks for each cell)."""
+    try:
+        return _stored_form_cached(settings)
+    except TypeError:  # unhashable (a prior object): computed each time
+        return _stored_form_cached.__wrapped__(settings)
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_form_cached(settings: Settings) -> tuple[Settings, str, dict[str, Any] | None]:
+    stored = settings.replace(reward=Settings().reward)
+    try:
+        values = stored.to_dict()
+    except ValueError:  # a prior object
+        values = None
+    return stored, stored.name, values
 
 
 # --------------------------------------------------------------------------- one file
@@ -157,9 +176,12 @@ def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: i
     environment code, or not the (``dataset``, ``seed``, ``settings``) asked for."""
     path = Path(path)
     header, arrays = _read(path, arrays=True)
-    stored = Settings.from_dict(header["settings"])
-    wanted = {"dataset": dataset, "seed": seed,
-              "settings": None if settings is None else lattice_settings(settings)}
+    form = None if settings is None else _stored_form(settings)
+    if form is not None and header["settings"] == form[2]:
+        stored = form[0]  # the same values: from_dict would rebuild these settings
+    else:
+        stored = Settings.from_dict(header["settings"])
+    wanted = {"dataset": dataset, "seed": seed, "settings": None if form is None else form[0]}
     found = {"dataset": header["dataset"], "seed": header["seed"], "settings": stored}
     for key, value in wanted.items():
         if value is not None and value != found[key]:

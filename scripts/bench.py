@@ -23,7 +23,8 @@ names a synthetic data set anywhere a data set is asked for.
 (``ballad_env/BudgetAllocationReplay-v0``) against the live one, steps a second and their
 ratio in one run (target: 50,000 replay steps a second in one process). ``--replay-store DIR``
 times the replay environment on an existing store instead, cold (a fresh process: every
-cell loaded, every transition computed on first visit) then warm, with its peak memory.
+cell loaded, every transition computed on first visit) then warm, with its peak memory;
+``--replay-runs N`` repeats that in N fresh processes and prints the median and range.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from agents.experiments.bench import (
     profile,
     replay_report,
     replay_store_report,
+    replay_store_summary,
     scaling_table,
     time_q1,
     timings_table,
@@ -86,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--replay-store", default=None,
                         help="time the replay environment cold and warm on this existing "
                              "store instead (steps/s and peak memory, one fresh process)")
+    replay.add_argument("--replay-runs", type=int, default=1,
+                        help="with --replay-store: fresh processes, one after the other; "
+                             "prints each and the median and range")
     replay.add_argument("--replay-seeds", type=int, default=3, help="seeds in the store")
     replay.add_argument("--replay-steps", type=int, default=200_000,
                         help="replay steps timed (after as many to warm up)")
@@ -169,13 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         run_scaling(args, settings)
         return 0
     if args.replay_store is not None:
-        try:
-            row = in_fresh_process(measure_replay_store, args.replay_store, settings,
-                                   args.replay_steps)
-        except StoreError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        print(replay_store_report(row))
+        rows = []
+        for _ in range(args.replay_runs):
+            try:
+                rows.append(in_fresh_process(measure_replay_store, args.replay_store,
+                                             settings, args.replay_steps))
+            except StoreError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            print(replay_store_report(rows[-1]), flush=True)
+        if len(rows) > 1:
+            print(replay_store_summary(rows))
         return 0
     try:
         names = bench_names(args.datasets, args.data_dir)

@@ -32,7 +32,14 @@ from ballad_env.lattice_store import (
     setting_key,
     unpack_arrays,
 )
-from ballad_env.replay import START, BudgetAllocationReplayEnv, CellReplay
+from ballad_env.observation import FEATURE_INDEX, encode
+from ballad_env.replay import (
+    START,
+    BudgetAllocationReplayEnv,
+    CellReplay,
+    _slot,
+    state_observations,
+)
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
@@ -300,6 +307,51 @@ def test_every_transition_equals_the_live_code_path(store) -> None:
             assert len(cell.transitions) > 2 * lattice.n_rounds
 
 
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_state_parts_made_at_load_equal_each_states_snapshot(store, version) -> None:
+    """The vectorised passes at load (every state's observation, record values and mask on
+    no path) equal ``encode`` and ``Snapshot.info`` of each state's snapshot: values, dtypes
+    and the Python type of every record value (an int stays an int)."""
+    lattice = LatticeStore(store).load("arrays", 0, Settings(prior="knn"))
+    for lat in (lattice, hand_lattice()):
+        cell = CellReplay(lat, REWARD_SIGNALS["cost"], "entropy", version)
+        for i, j in zip(*np.nonzero(lat.reachable), strict=True):
+            bare = lat.snapshot(int(i), int(j), {AL: None, LR: None}, None)
+            assert equal(cell.observations[i, j], encode(bare, version)), (i, j)
+            record, mask = cell.state(int(i), int(j)), cell.mask(int(i), int(j))
+            assert equal(record, bare.record("entropy")), (i, j)
+            assert [type(v) for v in record.values()] == [
+                type(v) for v in bare.record("entropy").values()]
+            assert equal(mask, bare.info("entropy")["action_mask"])
+            assert cell.figures(int(i), int(j)).test_cost == bare.test_cost  # CostDecrease
+
+
+def test_state_observations_follow_the_scalar_formulas() -> None:
+    """Hand-computed features of the hand lattice's state (1, 0) with a few figures set:
+    what ``observation.state_features`` gives, and clipping to [0, 1]."""
+    lat = hand_lattice()
+    lat.grid["n_labeled_train"][1, 0] = 2.0  # of 50
+    lat.grid["n_anomalies_found"][1, 0] = 3.0  # expected: max(1, 0.1 * 100) = 10
+    lat.grid["val_cost"][1, 0] = 2.5  # over max_cost 1: clipped to 1
+    lat.grid["tau"][1, 0] = 0.25
+    lat.grid["al_available"][1, 0], lat.grid["lr_available"][1, 0] = 1.0, 0.0
+    obs = state_observations(lat)[1, 0]
+    index = FEATURE_INDEX
+    assert obs.dtype == np.float32 and obs[index["budget_used"]] == np.float32(0.5)
+    assert obs[index["labeled_train"]] == np.float32(0.04)
+    assert obs[index["anomalies_found"]] == np.float32(0.3)
+    assert obs[index["val_cost"]] == 1.0 and obs[index["tau"]] == np.float32(0.25)
+    assert obs[index["contamination"]] == np.float32(0.1)
+    assert (obs[index["al_available"]], obs[index["lr_available"]]) == (1.0, 0.0)
+    assert obs[index["prev_al"]] == obs[index["al_measured"]] == obs[index["entropy_al"]] == 0
+
+
+def test_path_features_are_written_through_slices_when_evenly_spaced() -> None:
+    assert _slot([0, 2, 4]) == slice(0, 5, 2) and _slot([1]) == slice(1, 2, 1)
+    assert np.array_equal(np.arange(6)[_slot([1, 3, 5])], [1, 3, 5])
+    assert _slot([1, 2, 5]) == [1, 2, 5] and _slot([3, 1]) == [3, 1]
+
+
 def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
     from ballad_env import replay
 
@@ -313,6 +365,28 @@ def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
     kept = [key[3] for key in replay._CELLS]
     assert kept == [0, 1]  # seed 2 the least recently used: dropped when 1 came back
     assert sum(cell.nbytes for cell in replay._CELLS.values()) <= replay.CACHE_BYTES
+
+
+def test_the_bound_on_cells_kept_sees_their_growth(store, monkeypatch) -> None:
+    """Loads count the cells kept only when an upper bound may pass the limit; the bound
+    grows with every state and transition made, so a cell that grew is dropped in time."""
+    from ballad_env import replay
+
+    monkeypatch.setattr(replay, "_CELLS", replay.OrderedDict())
+    monkeypatch.setattr(replay, "_KEPT", replay._KeptBytes())
+    env = BudgetAllocationReplayEnv(store, prior="knn")
+    env.reset(seed=0, options={"seed": 0})
+    fresh = replay._KEPT.counted
+    assert fresh == next(iter(replay._CELLS.values())).nbytes and replay._KEPT.grown == 0
+    monkeypatch.setattr(replay, "CACHE_BYTES", 2 * fresh + 1)  # two cells, as loaded
+    done = False
+    while not done:
+        done = env.step(int(np.flatnonzero(env.action_masks())[0]))[2]
+    cell = next(iter(replay._CELLS.values()))
+    assert replay._KEPT.grown == cell.nbytes - fresh > 0  # its states and transitions
+    env.reset(options={"seed": 1})  # counted: the grown cell 0 and cell 1 pass the limit
+    assert [key[3] for key in replay._CELLS] == [1]
+    assert (replay._KEPT.counted, replay._KEPT.grown) == (fresh, 0)
 
 
 # ------------------------------------------------------------------ files and stores
@@ -477,3 +551,53 @@ def test_replay_report_states_the_ratio_and_the_target() -> None:
     assert "2,000x the live one" in text and "target 50,000: met" in text
     slow = replay_report({**row, "replay_steps_per_s": REPLAY_TARGET_STEPS - 1.0})
     assert "target 50,000: missed" in slow
+
+
+def test_replay_store_summary_gives_the_median_and_range_of_runs() -> None:
+    from agents.experiments.bench import replay_store_summary
+
+    rows = [{"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": cold,
+             "cold_cpu_steps_per_s": 2 * cold, "warm_steps_per_s": warm,
+             "warm_cpu_steps_per_s": 2 * warm, "peak_mb": mb}
+            for cold, warm, mb in ((40_000.0, 60_000.0, 300.0), (52_000.0, 55_000.0, 320.0),
+                                   (61_000.0, 70_000.0, 310.0))]
+    lines = replay_store_summary(rows).splitlines()
+    assert lines[0] == "3 runs on s (100 cells, 150,000 steps each): median (min-max)"
+    assert "52,000 steps/s (40,000-61,000)  (target 50,000: met)" in lines[1]
+    assert "104,000 steps per CPU second (80,000-122,000)" in lines[2]
+    assert "60,000 steps/s (55,000-70,000)" in lines[3]
+    assert "310 MB (300-320)" in lines[5] and "target" not in lines[5]
+    rows[1]["cold_steps_per_s"] = 45_000.0
+    assert "target 50,000: missed" in replay_store_summary(rows).splitlines()[1]
+
+
+def test_the_stored_form_of_settings_is_made_once_and_for_unhashable_priors_too() -> None:
+    from pyod.models.hbos import HBOS
+
+    from ballad_env.lattice_store import lattice_settings
+
+    knn = lattice_settings(Settings(prior="knn", reward="cost"))
+    assert knn is lattice_settings(Settings(prior="knn", reward="cost"))  # made once
+    assert knn == Settings(prior="knn") and setting_key(Settings(prior="knn")) == "knn"
+
+    class Unhashable(HBOS):
+        __hash__ = None  # type: ignore[assignment]
+
+    settings = Settings(prior=Unhashable(), reward="cost")
+    with pytest.raises(TypeError):
+        hash(settings)
+    assert setting_key(settings) == settings.replace(reward="entropy").name
+    assert lattice_settings(settings) == settings.replace(reward="entropy")
+
+
+def test_replay_store_report_gives_both_rates_and_the_verdicts() -> None:
+    from agents.experiments.bench import replay_store_report
+
+    row = {"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": 40_000.0,
+           "cold_cpu_steps_per_s": 45_000.0, "warm_steps_per_s": 60_000.0,
+           "warm_cpu_steps_per_s": 66_000.0, "peak_mb": 330.0}
+    cold, warm, memory = replay_store_report(row).splitlines()[1:]
+    assert cold == ("cold:     40,000 steps/s over 150,000 steps (45,000 per CPU second; "
+                    "target 50,000: missed)")
+    assert warm.endswith("(66,000 per CPU second; target 50,000: met)")
+    assert memory == "peak memory: 330 MB"
