@@ -10,6 +10,11 @@
     python scripts/authors_code_check.py agreement --published published.jsonl \\
         --output results/authors_agreement
 
+    # the published code itself (your copy of the authors' BALLAD.py; needs anomatools 3.0.3
+    # and scikit-optimize in this Python): one JSON line an episode, resumable
+    python scripts/authors_code_check.py published --ballad-py path/to/BALLAD.py \\
+        --published published.jsonl --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
+
 The logic is in ``agents.experiments.authors_code``; ``REPRODUCTION.md`` reads the tables.
 """
 
@@ -30,6 +35,12 @@ from agents.experiments.authors_code import (
     load_published,
 )
 from agents.experiments.grid import dataset_names
+from agents.experiments.published_code import (
+    STRATEGIES,
+    PublishedCodeError,
+    check_published,
+    run_published,
+)
 from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
 
@@ -39,19 +50,27 @@ DOCS_TABLES = Path(__file__).resolve().parent.parent / "docs" / "tables"
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["ablation", "agreement"],
+    parser.add_argument("command", choices=["ablation", "agreement", "published"],
                         help="ablation: each option and the preset; agreement: the preset "
-                             "against the published code's recorded episodes")
+                             "against the published code's recorded episodes; published: "
+                             "record episodes of the published code itself")
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="ablation: data sets (default: every file in --data-dir)")
+                        help="ablation, published: data sets (default: every file in "
+                             "--data-dir)")
     parser.add_argument("--seeds", type=int, default=3,
-                        help="ablation: seeds 0..N-1, one after the other")
+                        help="ablation, published: seeds 0..N-1, one after the other")
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
                         help="ablation: the priors")
     parser.add_argument("--published", default=None,
-                        help="agreement: the published code's episodes (JSON lines)")
+                        help="the published code's episodes (JSON lines): agreement reads "
+                             "them, published appends to them")
+    parser.add_argument("--ballad-py", default=None,
+                        help="published: the authors' BALLAD.py (not part of this project)")
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES,
+                        help="published: forced AL, forced LR, or BALLAD's choice")
+    parser.add_argument("--rounds", type=int, default=15, help="published: rounds an episode")
     parser.add_argument("--threshold-search", default="exact",
                         choices=["exact", "authors-bayes"],
                         help="agreement: the preset's threshold search")
@@ -131,10 +150,27 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     print(table.to_string())
 
 
+def published_run(args: argparse.Namespace, tables: Path) -> None:
+    if not args.ballad_py or not args.published:
+        raise SystemExit("published needs --ballad-py (the authors' BALLAD.py) and --published "
+                         "(the JSON-lines file to write)")
+    try:
+        check_published(args.ballad_py)  # before looking for the data
+        played = run_published(args.ballad_py, args.published,
+                               dataset_names(args.datasets, args.data_dir),
+                               seed_range(args.seeds), args.strategies,
+                               data_dir=args.data_dir, n_rounds=args.rounds,
+                               progress=not args.no_progress)
+    except PublishedCodeError as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"{played} episode(s) of the published code added to {args.published}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tables = DOCS_TABLES if args.update_docs else Path(args.output) / "tables"
-    {"ablation": ablation, "agreement": agreement}[args.command](args, tables)
+    {"ablation": ablation, "agreement": agreement, "published": published_run}[args.command](
+        args, tables)
     return 0
 
 
