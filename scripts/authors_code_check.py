@@ -24,15 +24,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments import Grid, ResultStore, load_results, run_grid, seed_range
+import pandas as pd
+
+from agents.experiments import ResultStore, load_results, run_grid, seed_range
 from agents.experiments.authors_code import (
     AGENTS,
     ablation_episodes,
     ablation_grid,
     ablation_settings,
     ablation_table,
+    agreement_per_dataset,
     agreement_table,
     load_published,
+    published_grids,
 )
 from agents.experiments.grid import dataset_names
 from agents.experiments.published_code import (
@@ -131,23 +135,28 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     published = load_published(args.published)
     setting = Settings.authors_code(threshold_search=args.threshold_search,
                                     tau_position=args.tau_position)
-    pairs = published[["dataset", "seed"]].drop_duplicates()
-    agents = [a for a in AGENTS if a in set(published["agent"])]
-    grid = Grid(tuple(sorted(pairs["dataset"].unique())), tuple(sorted(pairs["seed"].unique())),
-                tuple(agents), (setting,))
-    results = (load_results(args.output, allow_partial=True) if args.report_only else
-               run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
-                        progress=not args.no_progress))
+    # Ours plays the episodes the published code finished, one results folder per strategy
+    # and seed (each grows as the published run goes on).
+    parts = []
+    for name, grid in published_grids(published, setting).items():
+        folder = Path(args.output) / name
+        parts.append(load_results(folder, allow_partial=True) if args.report_only else
+                     run_grid(grid, folder, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                              progress=not args.no_progress))
+    results = pd.concat(parts, ignore_index=True)
+    stem = f"authors_code_agreement_{setting.name}"
+    note = (f"Setting {setting.name}; the same splits (random_state = seed), the labels drawn "
+            "by each code's own random numbers. Mean test cost per example over rounds, seeds, "
+            "then data sets, on the episodes both codes played; the published code's from "
+            "`scripts/authors_code_check.py published` (REPRODUCTION.md).")
     table = agreement_table(results, published, setting.name)
-    path = write_table(table, tables, f"authors_code_agreement_{setting.name}",
-                       title="The preset against the published code",
-                       note=f"Setting {setting.name}; the same splits (random_state = seed), "
-                            "the labels drawn by each code's own random numbers. Mean test "
-                            "cost per example over rounds, seeds, then data sets; the "
-                            "published code's episodes from a throw-away run of it "
-                            "(REPRODUCTION.md).")
-    print(path)
+    print(write_table(table, tables, stem, title="The preset against the published code",
+                      note=note + " dataset_difference_*: the range of the relative "
+                                  "difference of one data set's means."))
     print(table.to_string())
+    per_dataset = agreement_per_dataset(results, published, setting.name)
+    print(write_table(per_dataset, tables, f"{stem}_per_dataset",
+                      title="The preset against the published code, per data set", note=note))
 
 
 def published_run(args: argparse.Namespace, tables: Path) -> None:
