@@ -135,11 +135,11 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     published = load_published(args.published)
     setting = Settings.authors_code(threshold_search=args.threshold_search,
                                     tau_position=args.tau_position)
-    # Ours plays the episodes the published code finished, one results folder per strategy
-    # and seed (each grows as the published run goes on).
+    # Ours plays the episodes the published code finished, one results folder per setting,
+    # strategy and seed (each grows as the published run goes on).
     parts = []
     for name, grid in published_grids(published, setting).items():
-        folder = Path(args.output) / name
+        folder = Path(args.output) / setting.name / name
         parts.append(load_results(folder, allow_partial=True) if args.report_only else
                      run_grid(grid, folder, data_dir=args.data_dir, n_jobs=args.n_jobs,
                               progress=not args.no_progress))

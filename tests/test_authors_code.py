@@ -247,8 +247,8 @@ def test_info_reports_both_costs(make_env) -> None:
 def test_preset_switches_every_option_and_names_itself() -> None:
     preset = Settings.authors_code()
     assert (preset.split, preset.prior_train_scores, preset.squash_quantile,
-            preset.tau_without_val, preset.entropy_log) == (
-        "authors", "rescored", "whole-percent", "zero", "authors")
+            preset.tau_without_val, preset.entropy_log, preset.initial_fit) == (
+        "authors", "rescored", "whole-percent", "zero", "authors", "train-val")
     assert (preset.prior, preset.threshold_search, preset.bayes_calls) == (
         "knn", "authors-bayes", 50)
     assert preset.name == "knn_authors_authors-bayes50"

@@ -160,7 +160,7 @@ def agreement_per_dataset(ours: pd.DataFrame, published: pd.DataFrame, setting: 
     """Per strategy and data set: the seeds both ran, the mean cost over them of ours under
     ``setting`` and of the published code, and their relative difference."""
     both = _paired(ours, published, setting)
-    table = both.groupby(["agent", "dataset"], sort=False).agg(
+    table = both.groupby(["agent", "dataset"]).agg(
         episodes=("seed", "size"),
         seeds=("seed", lambda seeds: ",".join(str(s) for s in sorted(seeds))),
         ours=("ours", "mean"), published=("published", "mean"))

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,7 +216,7 @@ def play_published(code: ModuleType, split: PublishedSplit, seed: int, strategy:
         raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     gamma = split.contamination
     per_round = Budget.from_fractions(len(split.y_train)).per_round
-    pool = np.concatenate((split.X_train, split.X_val))
+    pool = np.concatenate((split.X_train, split.X_val))  # D and V: what the rewards compare
     # The published code draws its random labels from numpy's global generator, seeded so.
     np.random.seed(seed)  # noqa: NPY002
     old_al, old_lr = code.initialize_loop(pool, seed, gamma, 1.0, 1.0, reward, gamma)
@@ -224,25 +225,35 @@ def play_published(code: ModuleType, split: PublishedSplit, seed: int, strategy:
                  dict(zip(("AL", "LR"), INITIAL_REWARDS, strict=True)))
     rounds = []
     for _ in range(n_rounds):
-        action = strategy if strategy != "ballad" else (
-            "AL" if loop.rewards["AL"] >= loop.rewards["LR"] else "LR")
-        new = _buy(code, action, loop, split, per_round)
-        detector = new_detector(gamma)
-        detector.fit(split.X_train, loop.y_train_known)
-        tau = _threshold(code, detector, loop, split)
-        al_reward, lr_reward, new_al, new_lr = code.measure_rewards(
-            detector.predict(pool), detector.predict_proba(pool)[:, 1], tau,
-            loop.old_outputs["AL"], loop.old_outputs["LR"], metric=reward)
-        # Only the side played keeps its new output and reward (the published loop).
-        loop.rewards[action] = al_reward if action == "AL" else lr_reward
-        loop.old_outputs[action] = new_al if action == "AL" else new_lr
-        if action == "AL":
-            loop.ranking = np.argsort(2 * np.abs(detector.predict_proba(split.X_train)[:, 1]
-                                                 - 0.5))
-        rounds.append({"action": action, "new": new.tolist(), "tau": tau,
-                       **_test_record(code, detector, tau, split),
-                       "reward": float(loop.rewards[action])})
+        # The published rewards divide by tau = 0 while V has no label, and gp_minimize warns
+        # when it draws a point twice: quietly, as there.
+        with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"skopt\.")
+            rounds.append(_play_round(code, split, loop, strategy, per_round, reward))
     return rounds
+
+
+def _play_round(code: ModuleType, split: PublishedSplit, loop: _Loop, strategy: str,
+                per_round: int, reward: str) -> dict[str, Any]:
+    """One round of the published loop: choose, buy, refit, set tau, measure, evaluate."""
+    pool = np.concatenate((split.X_train, split.X_val))
+    action = strategy if strategy != "ballad" else (
+        "AL" if loop.rewards["AL"] >= loop.rewards["LR"] else "LR")
+    new = _buy(code, action, loop, split, per_round)
+    detector = new_detector(split.contamination)
+    detector.fit(split.X_train, loop.y_train_known)
+    tau = _threshold(code, detector, loop, split)
+    al_reward, lr_reward, new_al, new_lr = code.measure_rewards(
+        detector.predict(pool), detector.predict_proba(pool)[:, 1], tau,
+        loop.old_outputs["AL"], loop.old_outputs["LR"], metric=reward)
+    # Only the side played keeps its new output and reward (the published loop).
+    loop.rewards[action] = al_reward if action == "AL" else lr_reward
+    loop.old_outputs[action] = new_al if action == "AL" else new_lr
+    if action == "AL":
+        loop.ranking = np.argsort(2 * np.abs(detector.predict_proba(split.X_train)[:, 1]
+                                             - 0.5))
+    return {"action": action, "new": new.tolist(), "tau": tau,
+            **_test_record(code, detector, tau, split), "reward": float(loop.rewards[action])}
 
 
 # ----------------------------------------------------------------------------- a run
