@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                         choices=["as-found", "bottom", "middle", "top"],
                         help="agreement: where the preset's tau sits in its optimal interval")
     parser.add_argument("--output", default="results/authors_code", help="results folder")
+    parser.add_argument("--stem", default="authors_code_ablation",
+                        help="ablation: the tables' file name (a second run's tables beside "
+                             "the first's)")
     parser.add_argument("--n-jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--update-docs", action="store_true",
                         help="write the tables into docs/tables (else into <output>/tables)")
@@ -118,9 +121,8 @@ def ablation(args: argparse.Namespace, tables: Path) -> None:
     if left_out:
         print(f"partial run: {left_out} (data set, seed) pairs left out of the tables",
               file=sys.stderr)
-    for metric, stem in (("test_cost_per_example", "authors_code_ablation"),
-                         ("test_cost_class_conditional",
-                          "authors_code_ablation_class_conditional")):
+    for metric, stem in (("test_cost_per_example", args.stem),
+                         ("test_cost_class_conditional", f"{args.stem}_class_conditional")):
         table = ablation_table(results, settings, metric)
         path = write_table(table, tables, stem, title=f"The published code's options: {metric}",
                            note=note)

@@ -332,6 +332,11 @@ def test_ablation_settings_hold_each_option_and_the_preset() -> None:
     assert names[0] == "knn" and "knn_authors" in names and "knn_split-authors" in names
     assert len(names) == len(set(names))
     assert change_label(Settings.authors_code(threshold_search="exact")) == "preset"
+    assert change_label(Settings.authors_code(threshold_search="exact", initial_fit="train",
+                                              tau_position="bottom")) == \
+        "preset without initial_fit (tau_position=bottom)"
+    assert change_label(Settings(prior="knn", split="authors")) == "split=authors"
+    assert names[-1] == Settings.authors_code(threshold_search="exact", initial_fit="train").name
 
 
 def test_agreement_table_within_tolerance() -> None:

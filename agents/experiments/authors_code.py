@@ -44,7 +44,8 @@ PUBLISHED_STRATEGIES = {"ballad": "ballad", "AL": "all-in-al", "LR": "all-in-lr"
 
 
 def ablation_settings(priors: Sequence[str] = ("iforest", "knn")) -> tuple[Settings, ...]:
-    """Per prior: the defaults, each option alone, and the preset with the exact search."""
+    """Per prior: the defaults, each option alone, the preset with the exact search (tau
+    placed three ways), and the preset without ``initial_fit``."""
     settings: list[Settings] = []
     for prior in priors:
         base = Settings(prior=prior)
@@ -53,6 +54,9 @@ def ablation_settings(priors: Sequence[str] = ("iforest", "knn")) -> tuple[Setti
         settings.extend(Settings.authors_code(prior=prior, threshold_search="exact",
                                               tau_position=position)
                         for position in PRESET_POSITIONS)
+        # the preset as it was before its last option (what that option adds to it)
+        settings.append(Settings.authors_code(prior=prior, threshold_search="exact",
+                                              initial_fit="train"))
     return tuple(settings)
 
 
@@ -67,9 +71,11 @@ def change_label(setting: Settings) -> str:
     default = Settings(prior=setting.prior)
     changed = [f"{name}={value}" for name, value in setting.to_dict().items()
                if name not in ("name", "bayes_calls") and value != default.to_dict()[name]]
-    if setting.is_authors_code:
-        rest = [c for c in changed if c.split("=")[0] not in AUTHORS_CODE]
-        return "preset" + (f" ({', '.join(rest)})" if rest else "")
+    rest = [c for c in changed if c.split("=")[0] not in AUTHORS_CODE]
+    off = [name for name, value in AUTHORS_CODE.items() if getattr(setting, name) != value]
+    if len(off) <= 1 and len(AUTHORS_CODE) > 1:
+        return ("preset" + (f" without {off[0]}" if off else "")
+                + (f" ({', '.join(rest)})" if rest else ""))
     return ", ".join(changed) or "defaults"
 
 
