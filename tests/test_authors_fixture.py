@@ -1,9 +1,9 @@
 """The preset against a trajectory recorded from the published code (issue 12).
 
 ``tests/data/authors_code_trajectory.json`` holds a small data set and, for seed 0, the
-labels the published BALLAD code bought in each round, its threshold and its test cost,
-forced to All-in-AL (15 rounds) and to All-in-LR (5 rounds); its ``provenance`` says how
-they were recorded. ``Settings.authors_code()`` must give the same split, detector,
+labels the published BALLAD code bought in each round, its threshold, test cost and
+reward, forced to All-in-AL (15 rounds) and to All-in-LR (5 rounds), and choosing as BALLAD
+(5 rounds); its ``provenance`` says how they were recorded. ``Settings.authors_code()`` must give the same split, detector,
 uncertainty ranking, thresholds and test costs.
 """
 
@@ -110,3 +110,24 @@ def test_authors_bayes_search_finds_the_published_threshold(recorded: dict[str, 
     assert result.evaluation.cost == pytest.approx(expected["test_cost"], abs=1e-12)
     # and the first LR reward, measured against the initial outputs fitted on D and V
     assert result.rewards["entropy"] == pytest.approx(expected["reward"], abs=1e-8)
+
+
+@pytest.mark.slow
+def test_ballad_follows_the_published_code(recorded: dict[str, Any]) -> None:
+    """BALLAD in the published code, labels replayed: the preset with its search chooses
+    the same branch (by the same rewards) and finds the same thresholds and test costs.
+    Three rounds (each costs a 50-call search): LR, AL, then the first choice, between the
+    first two rewards, which ``initial_fit`` decides."""
+    rounds = recorded["ballad"][:3]
+    episode = _episode(recorded)
+    episode.al_query = _Replay([r for r in rounds if r["action"] == "AL"])
+    episode.lr_query = _Replay([r for r in rounds if r["action"] == "LR"])
+    stored = {AL: 0.99, LR: 1.0}  # the published initial rewards: LR first
+    for expected in rounds:
+        action = AL if stored[AL] >= stored[LR] else LR
+        assert action == (AL if expected["action"] == "AL" else LR)
+        result = episode.step(action)
+        stored[action] = result.rewards["entropy"]
+        assert stored[action] == pytest.approx(expected["reward"], abs=1e-9)
+        assert episode.tau == pytest.approx(expected["tau"], abs=1e-9)
+        assert result.evaluation.cost == pytest.approx(expected["test_cost"], abs=1e-12)
