@@ -3,8 +3,9 @@
 ``tests/data/authors_code_trajectory.json`` holds a small data set and, for seed 0, the
 labels the published BALLAD code bought in each round, its threshold, test cost and
 reward, forced to All-in-AL (15 rounds) and to All-in-LR (5 rounds), and choosing as BALLAD
-(5 rounds); its ``provenance`` says how they were recorded. ``Settings.authors_code()`` must give the same split, detector,
-uncertainty ranking, thresholds and test costs.
+(5 rounds); its ``provenance`` says how they were recorded. ``Settings.authors_code()``
+must give the same split, detector, uncertainty ranking, thresholds, test costs and
+rewards.
 """
 
 from __future__ import annotations
@@ -116,9 +117,9 @@ def test_authors_bayes_search_finds_the_published_threshold(recorded: dict[str, 
 def test_ballad_follows_the_published_code(recorded: dict[str, Any]) -> None:
     """BALLAD in the published code, labels replayed: the preset with its search chooses
     the same branch (by the same rewards) and finds the same thresholds and test costs.
-    Three rounds (each costs a 50-call search): LR, AL, then the first choice, between the
-    first two rewards, which ``initial_fit`` decides."""
-    rounds = recorded["ballad"][:3]
+    Two rounds (each costs a 50-call search), LR then AL, then the first choice: between
+    the first two rewards, the two that ``initial_fit`` changes."""
+    rounds = recorded["ballad"][:2]
     episode = _episode(recorded)
     episode.al_query = _Replay([r for r in rounds if r["action"] == "AL"])
     episode.lr_query = _Replay([r for r in rounds if r["action"] == "LR"])
@@ -131,3 +132,5 @@ def test_ballad_follows_the_published_code(recorded: dict[str, Any]) -> None:
         assert stored[action] == pytest.approx(expected["reward"], abs=1e-9)
         assert episode.tau == pytest.approx(expected["tau"], abs=1e-9)
         assert result.evaluation.cost == pytest.approx(expected["test_cost"], abs=1e-12)
+    third = recorded["ballad"][2]["action"]
+    assert (AL if stored[AL] >= stored[LR] else LR) == (AL if third == "AL" else LR)
