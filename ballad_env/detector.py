@@ -539,9 +539,8 @@ class SSDO:
         self._update_threshold()
         return self
 
-    def fit_unlabeled(self, X: np.ndarray) -> UnlabeledFit:
-        """The label-free parts: the prior fitted on X, its threshold, q on X, eta."""
-        X = np.asarray(X, dtype=np.float64)
+    def _fit_prior(self, X: np.ndarray) -> tuple[Any, float, float, np.ndarray]:
+        """The prior fitted on X, its score shift and squashing threshold, and q on X."""
         prior = make_prior(self.prior, self.random_state, len(X)).fit(X)
         raw = training_scores(prior)
         if self.train_scores == "rescored":
@@ -550,13 +549,25 @@ class SSDO:
         shift = min(0.0, float(raw.min()))
         train_scores = raw - shift
         threshold = squash_threshold(train_scores, self.contamination, self.squash_quantile)
-        q_train = squash(train_scores, threshold)
+        return prior, shift, threshold, squash(train_scores, threshold)
+
+    def fit_unlabeled(self, X: np.ndarray) -> UnlabeledFit:
+        """The label-free parts: the prior fitted on X, its threshold, q on X, eta."""
+        X = np.asarray(X, dtype=np.float64)
+        prior, shift, threshold, q_train = self._fit_prior(X)
         eta_rng = np.random.default_rng(np.random.SeedSequence(self.random_state,
                                                                spawn_key=(1,)))
         eta = kernel_width(X, self.k, self.eta_sample, eta_rng)
         center = X.mean(axis=0) if self.kernel_dtype != "float64" else None
         rows = KernelRows(X, eta, self.kernel_dtype, center)
         return UnlabeledFit(prior, shift, threshold, _read_only(q_train), eta, rows)
+
+    def unlabeled_probability(self, X: np.ndarray) -> np.ndarray:
+        """P on X of this detector fitted on X without labels (s = q, squashed at its own
+        quantile), computing neither eta nor kernel rows: the published code's initial
+        outputs, from a detector fitted on D and V together (``initial_fit``)."""
+        q = self._fit_prior(np.asarray(X, dtype=np.float64))[3]
+        return squash(q, squash_threshold(q, self.contamination, self.squash_quantile))
 
     def prior_probability(self, X: np.ndarray) -> np.ndarray:
         """q(x): the prior's anomaly probability of new points (not the training set)."""

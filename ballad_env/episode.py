@@ -171,7 +171,8 @@ class EpisodeStart:
     prior probabilities and kernel rows of V and T (stacked in ``X_other``).
 
     It depends on the data set, the seed's split and prior streams, the split, the prior and
-    how it scores and squashes D, k and the kernel options only, so every setting, agent and
+    how it scores and squashes D, k, the kernel options and the initial fit only, so every
+    setting, agent and
     repeated episode of one (data set, seed) can share it. Its arrays are read-only; copies
     of an episode share it too.
     """
@@ -181,6 +182,8 @@ class EpisodeStart:
     X_other: np.ndarray
     q_other: np.ndarray
     other_rows: KernelRows
+    #: P on D and V of SSDO fitted on both without labels (``initial_fit="train-val"``).
+    p_initial: np.ndarray | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> EpisodeStart:
         return self
@@ -188,7 +191,8 @@ class EpisodeStart:
     @property
     def nbytes(self) -> int:
         """Approximate memory held (the fitted prior estimated by its pickled size)."""
-        arrays = [*vars(self.split).values(), self.fit.q_train, self.X_other, self.q_other]
+        arrays = [*vars(self.split).values(), self.fit.q_train, self.X_other, self.q_other,
+                  *([] if self.p_initial is None else [self.p_initial])]
         return (sum(a.nbytes for a in arrays) + self.fit.rows.nbytes + self.other_rows.nbytes
                 + _pickled_size(self.fit.prior))
 
@@ -207,7 +211,11 @@ class EpisodeStart:
         X_other.setflags(write=False)
         scores = PointScores(detector, X_other)
         scores.q.setflags(write=False)
-        return cls(split, detector.unlabeled_, X_other, scores.q, scores.rows)
+        p_initial = None
+        if settings.initial_fit == "train-val":
+            p_initial = detector.unlabeled_probability(np.vstack([split.X_train, split.X_val]))
+            p_initial.setflags(write=False)
+        return cls(split, detector.unlabeled_, X_other, scores.q, scores.rows, p_initial)
 
 
 def authors_split_seed(seed: int | np.random.SeedSequence,
@@ -261,7 +269,7 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
            settings.prior, settings.k, settings.eta_sample_for(n_train),
            settings.kernel_dtype_for(n_train), settings.split,
            split_seed if settings.split == "authors" else None, settings.prior_train_scores,
-           settings.squash_quantile)
+           settings.squash_quantile, settings.initial_fit)
     return RESET_CACHE.get_or_compute(
         dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),
         lambda start: start.nbytes)
@@ -325,7 +333,7 @@ class Episode:
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
         self.tau = 0.0
-        initial = self._outputs(DEFAULT_TAU, initial=True)
+        initial = self._outputs(DEFAULT_TAU, initial=True, p=self.start.p_initial)
         self.stored: dict[int, SideOutput] = {AL: initial[AL], LR: initial[LR]}
         self.latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
 
@@ -495,11 +503,14 @@ class Episode:
                                        spawn_key=(*stream.spawn_key, self.n_al, self.n_lr))
         self.tau = self.search(p, y, self.costs, seed=int(state.generate_state(1)[0]))
 
-    def _outputs(self, tau: float, initial: bool = False) -> dict[int, SideOutput]:
-        """Each side's output on D and V: AL the anomaly side, LR the rejection side. With
+    def _outputs(self, tau: float, initial: bool = False, p: np.ndarray | None = None
+                 ) -> dict[int, SideOutput]:
+        """Each side's output on D and V (from their probabilities ``p``, by default the
+        detector's): AL the anomaly side, LR the rejection side. With
         ``entropy_log="authors"`` the LR side's and the initial AL side's entropies take the
         natural log."""
-        p = np.concatenate([self.p_train, self.p_val])
+        if p is None:
+            p = np.concatenate([self.p_train, self.p_val])
         conf = confidence(p)
         mixed = self.settings.entropy_log == "authors"
         return {AL: SideOutput(p, (p > 0.5).astype(np.float64), math.e if mixed and initial

@@ -45,13 +45,14 @@ SquashQuantile = Literal["exact", "whole-percent"]
 TauWithoutVal = Literal["train-labels", "zero"]
 TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
+InitialFit = Literal["train", "train-val"]
 
 #: The published code's behaviour where it differs from the defaults (docs/method.md,
 #: "The published code's variant"): ``Settings.authors_code()`` switches all of them, and a
 #: setting with all of them is named ``<prior>_authors...``.
 AUTHORS_CODE: dict[str, str] = {
     "split": "authors", "prior_train_scores": "rescored", "squash_quantile": "whole-percent",
-    "tau_without_val": "zero", "entropy_log": "authors"}
+    "tau_without_val": "zero", "entropy_log": "authors", "initial_fit": "train-val"}
 
 
 def _option(default: Any, help: str, short: str | None = None) -> Any:
@@ -119,6 +120,10 @@ class Settings:
     entropy_log: EntropyLog = _option(
         "log2", "entropy reward's logarithm: log2 (the paper) or authors (the published code: "
         "natural log on the LR side and in the initial AL output)", "entropy")
+    initial_fit: InitialFit = _option(
+        "train", "the detector of the initial outputs the first AL and LR rewards compare with: "
+        "train (SSDO without labels on D, the detector of every round) or train-val (the "
+        "published code: fitted on D and V together)", "init")
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -293,7 +298,8 @@ def kernel_dtype_value(text: str) -> str | None:
 _FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
-    "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS}
+    "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
+    "initial_fit": ("train", "train-val")}
 
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,

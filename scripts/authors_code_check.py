@@ -10,6 +10,11 @@
     python scripts/authors_code_check.py agreement --published published.jsonl \\
         --output results/authors_agreement
 
+    # the published code itself (your copy of the authors' BALLAD.py; needs anomatools 3.0.3
+    # and scikit-optimize in this Python): one JSON line an episode, resumable
+    python scripts/authors_code_check.py published --ballad-py path/to/BALLAD.py \\
+        --published published.jsonl --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
+
 The logic is in ``agents.experiments.authors_code``; ``REPRODUCTION.md`` reads the tables.
 """
 
@@ -19,17 +24,27 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments import Grid, ResultStore, load_results, run_grid, seed_range
+import pandas as pd
+
+from agents.experiments import ResultStore, load_results, run_grid, seed_range
 from agents.experiments.authors_code import (
     AGENTS,
     ablation_episodes,
     ablation_grid,
     ablation_settings,
     ablation_table,
+    agreement_per_dataset,
     agreement_table,
     load_published,
+    published_grids,
 )
 from agents.experiments.grid import dataset_names
+from agents.experiments.published_code import (
+    STRATEGIES,
+    PublishedCodeError,
+    check_published,
+    run_published,
+)
 from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
 
@@ -39,19 +54,27 @@ DOCS_TABLES = Path(__file__).resolve().parent.parent / "docs" / "tables"
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["ablation", "agreement"],
+    parser.add_argument("command", choices=["ablation", "agreement", "published"],
                         help="ablation: each option and the preset; agreement: the preset "
-                             "against the published code's recorded episodes")
+                             "against the published code's recorded episodes; published: "
+                             "record episodes of the published code itself")
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="ablation: data sets (default: every file in --data-dir)")
+                        help="ablation, published: data sets (default: every file in "
+                             "--data-dir)")
     parser.add_argument("--seeds", type=int, default=3,
-                        help="ablation: seeds 0..N-1, one after the other")
+                        help="ablation, published: seeds 0..N-1, one after the other")
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
                         help="ablation: the priors")
     parser.add_argument("--published", default=None,
-                        help="agreement: the published code's episodes (JSON lines)")
+                        help="the published code's episodes (JSON lines): agreement reads "
+                             "them, published appends to them")
+    parser.add_argument("--ballad-py", default=None,
+                        help="published: the authors' BALLAD.py (not part of this project)")
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES,
+                        help="published: forced AL, forced LR, or BALLAD's choice")
+    parser.add_argument("--rounds", type=int, default=15, help="published: rounds an episode")
     parser.add_argument("--threshold-search", default="exact",
                         choices=["exact", "authors-bayes"],
                         help="agreement: the preset's threshold search")
@@ -59,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                         choices=["as-found", "bottom", "middle", "top"],
                         help="agreement: where the preset's tau sits in its optimal interval")
     parser.add_argument("--output", default="results/authors_code", help="results folder")
+    parser.add_argument("--stem", default="authors_code_ablation",
+                        help="ablation: the tables' file name (a second run's tables beside "
+                             "the first's)")
     parser.add_argument("--n-jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--update-docs", action="store_true",
                         help="write the tables into docs/tables (else into <output>/tables)")
@@ -95,9 +121,8 @@ def ablation(args: argparse.Namespace, tables: Path) -> None:
     if left_out:
         print(f"partial run: {left_out} (data set, seed) pairs left out of the tables",
               file=sys.stderr)
-    for metric, stem in (("test_cost_per_example", "authors_code_ablation"),
-                         ("test_cost_class_conditional",
-                          "authors_code_ablation_class_conditional")):
+    for metric, stem in (("test_cost_per_example", args.stem),
+                         ("test_cost_class_conditional", f"{args.stem}_class_conditional")):
         table = ablation_table(results, settings, metric)
         path = write_table(table, tables, stem, title=f"The published code's options: {metric}",
                            note=note)
@@ -112,29 +137,51 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     published = load_published(args.published)
     setting = Settings.authors_code(threshold_search=args.threshold_search,
                                     tau_position=args.tau_position)
-    pairs = published[["dataset", "seed"]].drop_duplicates()
-    agents = [a for a in AGENTS if a in set(published["agent"])]
-    grid = Grid(tuple(sorted(pairs["dataset"].unique())), tuple(sorted(pairs["seed"].unique())),
-                tuple(agents), (setting,))
-    results = (load_results(args.output, allow_partial=True) if args.report_only else
-               run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
-                        progress=not args.no_progress))
+    # Ours plays the episodes the published code finished, one results folder per setting,
+    # strategy and seed (each grows as the published run goes on).
+    parts = []
+    for name, grid in published_grids(published, setting).items():
+        folder = Path(args.output) / setting.name / name
+        parts.append(load_results(folder, allow_partial=True) if args.report_only else
+                     run_grid(grid, folder, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                              progress=not args.no_progress))
+    results = pd.concat(parts, ignore_index=True)
+    stem = f"authors_code_agreement_{setting.name}"
+    note = (f"Setting {setting.name}; the same splits (random_state = seed), the labels drawn "
+            "by each code's own random numbers. Mean test cost per example over rounds, seeds, "
+            "then data sets, on the episodes both codes played; the published code's from "
+            "`scripts/authors_code_check.py published` (REPRODUCTION.md).")
     table = agreement_table(results, published, setting.name)
-    path = write_table(table, tables, f"authors_code_agreement_{setting.name}",
-                       title="The preset against the published code",
-                       note=f"Setting {setting.name}; the same splits (random_state = seed), "
-                            "the labels drawn by each code's own random numbers. Mean test "
-                            "cost per example over rounds, seeds, then data sets; the "
-                            "published code's episodes from a throw-away run of it "
-                            "(REPRODUCTION.md).")
-    print(path)
+    print(write_table(table, tables, stem, title="The preset against the published code",
+                      note=note + " dataset_difference_*: the range of the relative "
+                                  "difference of one data set's means."))
     print(table.to_string())
+    per_dataset = agreement_per_dataset(results, published, setting.name)
+    print(write_table(per_dataset, tables, f"{stem}_per_dataset",
+                      title="The preset against the published code, per data set", note=note))
+
+
+def published_run(args: argparse.Namespace, tables: Path) -> None:
+    if not args.ballad_py or not args.published:
+        raise SystemExit("published needs --ballad-py (the authors' BALLAD.py) and --published "
+                         "(the JSON-lines file to write)")
+    try:
+        check_published(args.ballad_py)  # before looking for the data
+        played = run_published(args.ballad_py, args.published,
+                               dataset_names(args.datasets, args.data_dir),
+                               seed_range(args.seeds), args.strategies,
+                               data_dir=args.data_dir, n_rounds=args.rounds,
+                               progress=not args.no_progress)
+    except PublishedCodeError as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"{played} episode(s) of the published code added to {args.published}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tables = DOCS_TABLES if args.update_docs else Path(args.output) / "tables"
-    {"ablation": ablation, "agreement": agreement}[args.command](args, tables)
+    {"ablation": ablation, "agreement": agreement, "published": published_run}[args.command](
+        args, tables)
     return 0
 
 

@@ -14,8 +14,10 @@ from agents.experiments.authors_code import (
     ablation_episodes,
     ablation_settings,
     ablation_table,
+    agreement_per_dataset,
     agreement_table,
     change_label,
+    published_grids,
 )
 from ballad_env.cost import Costs, evaluate
 from ballad_env.data import Dataset
@@ -245,8 +247,8 @@ def test_info_reports_both_costs(make_env) -> None:
 def test_preset_switches_every_option_and_names_itself() -> None:
     preset = Settings.authors_code()
     assert (preset.split, preset.prior_train_scores, preset.squash_quantile,
-            preset.tau_without_val, preset.entropy_log) == (
-        "authors", "rescored", "whole-percent", "zero", "authors")
+            preset.tau_without_val, preset.entropy_log, preset.initial_fit) == (
+        "authors", "rescored", "whole-percent", "zero", "authors", "train-val")
     assert (preset.prior, preset.threshold_search, preset.bayes_calls) == (
         "knn", "authors-bayes", 50)
     assert preset.name == "knn_authors_authors-bayes50"
@@ -330,6 +332,11 @@ def test_ablation_settings_hold_each_option_and_the_preset() -> None:
     assert names[0] == "knn" and "knn_authors" in names and "knn_split-authors" in names
     assert len(names) == len(set(names))
     assert change_label(Settings.authors_code(threshold_search="exact")) == "preset"
+    assert change_label(Settings.authors_code(threshold_search="exact", initial_fit="train",
+                                              tau_position="bottom")) == \
+        "preset without initial_fit (tau_position=bottom)"
+    assert change_label(Settings(prior="knn", split="authors")) == "split=authors"
+    assert names[-1] == Settings.authors_code(threshold_search="exact", initial_fit="train").name
 
 
 def test_agreement_table_within_tolerance() -> None:
@@ -342,3 +349,34 @@ def test_agreement_table_within_tolerance() -> None:
     assert table.loc["all-in-lr", "ours"] == pytest.approx((0.06 + 0.10) / 2)
     assert table.loc["all-in-lr", "published"] == pytest.approx(0.085)
     assert bool(table.loc["all-in-lr", "within"]) is True
+
+
+def test_agreement_per_dataset_and_its_spread() -> None:
+    """a: ours 0.06 (seeds 0, 1) against 0.05 (+20%); b: 0.10 against 0.125 (-20%)."""
+    setting = Settings.authors_code(threshold_search="exact").name
+    ours = pd.DataFrame({"setting": setting, "dataset": ["a", "a", "b"], "seed": [0, 1, 0],
+                         "agent": "ballad", "test_cost": [0.05, 0.07, 0.10]})
+    published = pd.DataFrame({"dataset": ["a", "a", "b", "b"], "seed": [0, 1, 0, 1],
+                              "agent": "ballad", "test_cost": [0.04, 0.06, 0.125, 0.5]})
+    per_dataset = agreement_per_dataset(ours, published, setting)
+    assert per_dataset.loc[("ballad", "a"), "seeds"] == "0,1"
+    assert per_dataset.loc[("ballad", "b"), "episodes"] == 1  # b's seed 1: ours did not run
+    assert per_dataset.loc[("ballad", "a"), "relative_difference"] == pytest.approx(0.2)
+    table = agreement_table(ours, published, setting)
+    assert table.loc["ballad", "episodes"] == 3
+    assert table.loc["ballad", "dataset_difference_min"] == pytest.approx(-0.2)
+    assert table.loc["ballad", "dataset_difference_max"] == pytest.approx(0.2)
+    assert table.loc["ballad", "relative_difference"] == pytest.approx(0.08 / 0.0875 - 1)
+
+
+def test_published_grids_hold_the_finished_episodes_only() -> None:
+    published = pd.DataFrame({"dataset": ["a", "b", "a", "a"], "seed": [0, 0, 1, 0],
+                              "agent": ["all-in-lr", "all-in-lr", "all-in-lr", "ballad"],
+                              "test_cost": 0.1})
+    setting = Settings.authors_code(threshold_search="exact")
+    grids = published_grids(published, setting)
+    assert sorted(grids) == ["all-in-lr_seed0", "all-in-lr_seed1", "ballad_seed0"]
+    assert grids["all-in-lr_seed0"].datasets == ("a", "b")
+    assert grids["all-in-lr_seed1"].datasets == ("a",)
+    assert (grids["ballad_seed0"].agents, grids["ballad_seed0"].seeds) == (("ballad",), (0,))
+    assert grids["ballad_seed0"].settings == (setting,)

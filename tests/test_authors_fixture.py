@@ -1,10 +1,11 @@
 """The preset against a trajectory recorded from the published code (issue 12).
 
 ``tests/data/authors_code_trajectory.json`` holds a small data set and, for seed 0, the
-labels the published BALLAD code bought in each round, its threshold and its test cost,
-forced to All-in-AL (15 rounds) and to All-in-LR (5 rounds); its ``provenance`` says how
-they were recorded. ``Settings.authors_code()`` must give the same split, detector,
-uncertainty ranking, thresholds and test costs.
+labels the published BALLAD code bought in each round, its threshold, test cost and
+reward, forced to All-in-AL (15 rounds) and to All-in-LR (5 rounds), and choosing as BALLAD
+(5 rounds); its ``provenance`` says how they were recorded. ``Settings.authors_code()``
+must give the same split, detector, uncertainty ranking, thresholds, test costs and
+rewards.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from ballad_env.cost import evaluate
 from ballad_env.data import Dataset
-from ballad_env.episode import AL, LR, Episode
+from ballad_env.episode import AL, LR, Episode, RoundResult
 from ballad_env.rejection import confidence, empirical_cost
 from ballad_env.settings import Settings
 
@@ -45,21 +46,39 @@ class _Replay:
         return self.chosen.pop(0)
 
 
+def _all_in_al(recorded: dict[str, Any], **changes: Any) -> list[RoundResult]:
+    """The preset forced to AL, its first (random) labels replayed, then its own ranking."""
+    episode = _episode(recorded, threshold_search="exact", **changes)
+    ours = episode.al_query
+    episode.al_query = _Replay(recorded["all-in-al"][:1])
+    results = []
+    for k in range(len(recorded["all-in-al"])):
+        results.append(episode.step(AL))
+        assert episode.tau == 0.0  # V has no label
+        if k == 0:
+            ours.rounds, episode.al_query = 1, ours  # later rounds: our own ranking
+    return results
+
+
 def test_all_in_al_follows_the_published_code(recorded: dict[str, Any]) -> None:
     """Its first (random) labels replayed, our uncertainty sampling picks the published
     code's labels in every later round; tau stays 0 (V has no label) and the test costs
-    agree."""
-    rounds = recorded["all-in-al"]
-    episode = _episode(recorded, threshold_search="exact")
-    ours = episode.al_query
-    episode.al_query = _Replay(rounds[:1])
-    for k, expected in enumerate(rounds):
-        result = episode.step(AL)
-        if k == 0:
-            ours.rounds, episode.al_query = 1, ours  # later rounds: our own ranking
+    and rewards agree."""
+    for result, expected in zip(_all_in_al(recorded), recorded["all-in-al"], strict=True):
         assert sorted(result.queried.tolist()) == sorted(expected["new"])
-        assert episode.tau == expected["tau"] == 0.0
+        assert expected["tau"] == 0.0
         assert result.evaluation.cost == pytest.approx(expected["test_cost"], abs=1e-12)
+        assert result.rewards["entropy"] == pytest.approx(expected["reward"], abs=1e-12)
+
+
+def test_first_reward_needs_the_initial_fit_on_d_and_v(recorded: dict[str, Any]) -> None:
+    """The published code's initial outputs come from SSDO fitted on D and V together
+    (``initial_fit="train-val"``, in the preset). Fitted on D alone, the first AL reward
+    differs (0.0489 published); later ones compare two rounds and do not."""
+    expected = [r["reward"] for r in recorded["all-in-al"]]
+    alone = [r.rewards["entropy"] for r in _all_in_al(recorded, initial_fit="train")]
+    assert abs(alone[0] - expected[0]) > 1e-3
+    np.testing.assert_allclose(alone[1:], expected[1:], atol=1e-12)
 
 
 def test_all_in_lr_matches_the_published_code(recorded: dict[str, Any]) -> None:
@@ -90,3 +109,28 @@ def test_authors_bayes_search_finds_the_published_threshold(recorded: dict[str, 
     result = episode.step(LR)
     assert episode.tau == pytest.approx(expected["tau"], abs=1e-9)
     assert result.evaluation.cost == pytest.approx(expected["test_cost"], abs=1e-12)
+    # and the first LR reward, measured against the initial outputs fitted on D and V
+    assert result.rewards["entropy"] == pytest.approx(expected["reward"], abs=1e-8)
+
+
+@pytest.mark.slow
+def test_ballad_follows_the_published_code(recorded: dict[str, Any]) -> None:
+    """BALLAD in the published code, labels replayed: the preset with its search chooses
+    the same branch (by the same rewards) and finds the same thresholds and test costs.
+    Two rounds (each costs a 50-call search), LR then AL, then the first choice: between
+    the first two rewards, the two that ``initial_fit`` changes."""
+    rounds = recorded["ballad"][:2]
+    episode = _episode(recorded)
+    episode.al_query = _Replay([r for r in rounds if r["action"] == "AL"])
+    episode.lr_query = _Replay([r for r in rounds if r["action"] == "LR"])
+    stored = {AL: 0.99, LR: 1.0}  # the published initial rewards: LR first
+    for expected in rounds:
+        action = AL if stored[AL] >= stored[LR] else LR
+        assert action == (AL if expected["action"] == "AL" else LR)
+        result = episode.step(action)
+        stored[action] = result.rewards["entropy"]
+        assert stored[action] == pytest.approx(expected["reward"], abs=1e-9)
+        assert episode.tau == pytest.approx(expected["tau"], abs=1e-9)
+        assert result.evaluation.cost == pytest.approx(expected["test_cost"], abs=1e-12)
+    third = recorded["ballad"][2]["action"]
+    assert (AL if stored[AL] >= stored[LR] else LR) == (AL if third == "AL" else LR)

@@ -10,9 +10,9 @@ differences is an option of ``Settings`` (``AUTHORS_CODE``, plus ``threshold_sea
   All-in-LR through ``run_grid`` (resumable);
 * :func:`ablation_table`: mean cost per setting and strategy, its change from the defaults,
   and who wins how many data sets;
-* :func:`load_published` / :func:`agreement_table`: the published code's costs, recorded by
-  running it (the JSON lines a comparison driver writes: one episode a line, with its
-  rounds' ``test_cost``), against ours on the same splits.
+* :func:`load_published` / :func:`published_grids` / :func:`agreement_table`: the published
+  code's costs, recorded by running it (``agents.experiments.published_code`` writes one
+  JSON line an episode, with its rounds' ``test_cost``), against ours on the same episodes.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ PUBLISHED_STRATEGIES = {"ballad": "ballad", "AL": "all-in-al", "LR": "all-in-lr"
 
 
 def ablation_settings(priors: Sequence[str] = ("iforest", "knn")) -> tuple[Settings, ...]:
-    """Per prior: the defaults, each option alone, and the preset with the exact search."""
+    """Per prior: the defaults, each option alone, the preset with the exact search (tau
+    placed three ways), and the preset without ``initial_fit``."""
     settings: list[Settings] = []
     for prior in priors:
         base = Settings(prior=prior)
@@ -53,6 +54,9 @@ def ablation_settings(priors: Sequence[str] = ("iforest", "knn")) -> tuple[Setti
         settings.extend(Settings.authors_code(prior=prior, threshold_search="exact",
                                               tau_position=position)
                         for position in PRESET_POSITIONS)
+        # the preset as it was before its last option (what that option adds to it)
+        settings.append(Settings.authors_code(prior=prior, threshold_search="exact",
+                                              initial_fit="train"))
     return tuple(settings)
 
 
@@ -67,9 +71,11 @@ def change_label(setting: Settings) -> str:
     default = Settings(prior=setting.prior)
     changed = [f"{name}={value}" for name, value in setting.to_dict().items()
                if name not in ("name", "bayes_calls") and value != default.to_dict()[name]]
-    if setting.is_authors_code:
-        rest = [c for c in changed if c.split("=")[0] not in AUTHORS_CODE]
-        return "preset" + (f" ({', '.join(rest)})" if rest else "")
+    rest = [c for c in changed if c.split("=")[0] not in AUTHORS_CODE]
+    off = [name for name, value in AUTHORS_CODE.items() if getattr(setting, name) != value]
+    if len(off) <= 1 and len(AUTHORS_CODE) > 1:
+        return ("preset" + (f" without {off[0]}" if off else "")
+                + (f" ({', '.join(rest)})" if rest else ""))
     return ", ".join(changed) or "defaults"
 
 
@@ -136,28 +142,58 @@ def load_published(path: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "test_cost"])
 
 
-def agreement_table(ours: pd.DataFrame, published: pd.DataFrame, setting: str,
-                    tolerance: float = 0.10) -> pd.DataFrame:
-    """Per strategy, mean cost over the (data set, seed) pairs both ran: ours under
-    ``setting`` and the published code's, their relative difference, and whether it is
-    within ``tolerance``."""
+def published_grids(published: pd.DataFrame, setting: Settings) -> dict[str, Grid]:
+    """One grid per (strategy, seed) the published code played, over the data sets it
+    finished for them, named ``<agent>_seed<k>``: ours then plays exactly those episodes
+    (worth it when ours costs minutes too) and each grid grows as the published run does."""
+    grids = {}
+    for (agent, seed), block in published.groupby(["agent", "seed"], sort=True):
+        grids[f"{agent}_seed{seed}"] = Grid(tuple(sorted(block["dataset"].unique())),
+                                            (int(seed),), (str(agent),), (setting,))
+    return grids
+
+
+def _paired(ours: pd.DataFrame, published: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """The episodes both codes played: dataset, seed, agent, ours, published (mean cost)."""
     mine = (ours[ours["setting"] == setting].groupby(["dataset", "seed", "agent"])["test_cost"]
             .mean().rename("ours"))
     theirs = published.set_index(["dataset", "seed", "agent"])["test_cost"].rename("published")
-    both = pd.concat([mine, theirs], axis=1, join="inner").reset_index()
-    rows = []
-    for agent, block in both.groupby("agent", sort=False):
-        # Data sets weigh equally: seeds first.
-        means = block.groupby("dataset")[["ours", "published"]].mean().mean()
-        rows.append({"agent": agent, "datasets": block["dataset"].nunique(),
-                     "episodes": len(block), "ours": means["ours"],
-                     "published": means["published"]})
-    table = pd.DataFrame(rows).set_index("agent")
+    return pd.concat([mine, theirs], axis=1, join="inner").reset_index()
+
+
+def agreement_per_dataset(ours: pd.DataFrame, published: pd.DataFrame, setting: str
+                          ) -> pd.DataFrame:
+    """Per strategy and data set: the seeds both ran, the mean cost over them of ours under
+    ``setting`` and of the published code, and their relative difference."""
+    both = _paired(ours, published, setting)
+    table = both.groupby(["agent", "dataset"]).agg(
+        episodes=("seed", "size"),
+        seeds=("seed", lambda seeds: ",".join(str(s) for s in sorted(seeds))),
+        ours=("ours", "mean"), published=("published", "mean"))
     table["relative_difference"] = table["ours"] / table["published"] - 1
-    table["within"] = table["relative_difference"].abs() <= tolerance
+    return table
+
+
+def agreement_table(ours: pd.DataFrame, published: pd.DataFrame, setting: str,
+                    tolerance: float = 0.10) -> pd.DataFrame:
+    """Per strategy, mean cost over the (data set, seed) pairs both ran: ours under
+    ``setting`` and the published code's, their relative difference, whether it is within
+    ``tolerance``, and the smallest and largest difference of one data set's means."""
+    per_dataset = agreement_per_dataset(ours, published, setting)
+    rows = []
+    for agent, block in per_dataset.groupby(level="agent", sort=False):
+        # Data sets weigh equally: seeds first (agreement_per_dataset).
+        rows.append({"agent": agent, "datasets": len(block),
+                     "episodes": int(block["episodes"].sum()),
+                     "ours": block["ours"].mean(), "published": block["published"].mean(),
+                     "dataset_difference_min": block["relative_difference"].min(),
+                     "dataset_difference_max": block["relative_difference"].max()})
+    table = pd.DataFrame(rows).set_index("agent")
+    table.insert(4, "relative_difference", table["ours"] / table["published"] - 1)
+    table.insert(5, "within", table["relative_difference"].abs() <= tolerance)
     return table
 
 
 __all__ = ["AGENTS", "PRESET_POSITIONS", "SINGLE_OPTIONS", "ablation_episodes", "ablation_grid",
-           "ablation_settings", "ablation_table", "agreement_table", "change_label",
-           "load_published"]
+           "ablation_settings", "ablation_table", "agreement_per_dataset", "agreement_table",
+           "change_label", "load_published", "published_grids"]

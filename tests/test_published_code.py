@@ -1,0 +1,171 @@
+"""The published-code runner (issue 12): its split is ours, its loop follows the published
+one on a stand-in for ``BALLAD.py``, its output resumes and reads back, and a missing
+dependency is named. The published code itself (anomatools) is not needed here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agents.experiments import published_code
+from agents.experiments.authors_code import load_published
+from agents.experiments.published_code import (
+    PublishedCodeError,
+    episode_order,
+    finished_episodes,
+    play_published,
+    published_split,
+)
+from ballad_env.protocol import split_and_scale
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_published_split_is_our_authors_split(small_xy, seed: int) -> None:
+    X, y = small_xy
+    theirs = published_split(X, y, seed)
+    ours = split_and_scale(X, y, np.random.default_rng(0), "authors", random_state=seed)
+    for part in ("train", "val", "test"):
+        np.testing.assert_array_equal(getattr(theirs, f"X_{part}"), getattr(ours, f"X_{part}"))
+        np.testing.assert_array_equal(getattr(theirs, f"y_{part}"),
+                                      np.where(getattr(ours, f"y_{part}") == 1, 1, -1))
+    assert theirs.contamination == pytest.approx(20 / 200)
+
+
+# ----------------------------------------------------------------------------- the loop
+class _Detector:
+    """A stand-in detector: the probability of x is its first feature; labels ignored."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _Detector:
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return np.column_stack([1 - X[:, 0], X[:, 0]])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.where(X[:, 0] > 0.5, 1, -1)
+
+
+def _stand_in_code(al_reward: float, lr_reward: float) -> types.ModuleType:
+    """A module with the published functions' signatures: labels bought in index order,
+    tau = 0.25 once V has labels, fixed rewards, and the cost the share of rejections."""
+    code = types.ModuleType("stand_in_ballad")
+
+    def buy(known: np.ndarray, y: np.ndarray, budget: int) -> np.ndarray:
+        chosen = np.flatnonzero(known == 0)[:budget]
+        known[chosen] = y[chosen]
+        return known
+
+    code.initialize_loop = lambda X, *args: ("al0", "lr0")
+    code.add_training_labels = lambda known, y, ranking, budget: buy(known, y, budget)
+    code.add_validation_labels = buy
+    code.set_rejection_threshold = lambda p, y, *costs: 0.25
+    code.measure_rewards = lambda pred, p, tau, old_al, old_lr, metric: (
+        al_reward, lr_reward, f"al after {old_al}", f"lr after {old_lr}")
+    code.reject = lambda pred, p, tau: np.flatnonzero(2 * np.abs(p - 0.5) < tau)
+    code.cost_function = lambda y, pred, *costs: (np.mean(pred == 2), 0.0, 0.0,
+                                                  np.mean(pred == 2))
+    return code
+
+
+def _toy_split() -> published_code.PublishedSplit:
+    """50 training points (b = 1), 10 validation and 4 test points at 0.1, 0.45, 0.55, 0.9:
+    tau = 0.25 rejects the middle two."""
+    X_test = np.array([[0.1], [0.45], [0.55], [0.9]])
+    return published_code.PublishedSplit(
+        np.linspace(0, 1, 50)[:, None], np.ones(50, int), np.linspace(0, 1, 10)[:, None],
+        -np.ones(10, int), X_test, np.array([-1, -1, 1, 1]), 0.1)
+
+
+@pytest.fixture
+def stand_in_detector(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(published_code, "new_detector", lambda contamination: _Detector())
+
+
+def test_forced_al_rejects_nothing_without_validation_labels(stand_in_detector) -> None:
+    rounds = play_published(_stand_in_code(0.5, 0.5), _toy_split(), 0, "AL", n_rounds=3)
+    assert [r["action"] for r in rounds] == ["AL"] * 3
+    assert [r["new"] for r in rounds] == [[0], [1], [2]]
+    assert all(r["tau"] == 0.0 and r["test_cost"] == 0.0 for r in rounds)
+
+
+def test_ballad_starts_with_lr_then_follows_the_larger_reward(stand_in_detector) -> None:
+    """Initial rewards 0.99 (AL) and 1 (LR): LR first; it then measures 0.2, below AL's 0.99,
+    so AL; AL measures 0.5, above LR's 0.2, so AL again."""
+    rounds = play_published(_stand_in_code(0.5, 0.2), _toy_split(), 0, "ballad", n_rounds=3)
+    assert [r["action"] for r in rounds] == ["LR", "AL", "AL"]
+    assert [r["reward"] for r in rounds] == [0.2, 0.5, 0.5]
+    assert all(r["tau"] == 0.25 and r["test_cost"] == 0.5 for r in rounds)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        play_published(_stand_in_code(0.5, 0.2), _toy_split(), 0, "random")
+
+
+# ----------------------------------------------------------------------------- the file
+def _record(dataset: str, seed: int, strategy: str, costs: list[float]) -> str:
+    rounds = [{"action": strategy, "test_cost": c} for c in costs]
+    return json.dumps({"dataset": dataset, "seed": seed, "strategy": strategy,
+                       "seconds": 1.0, "rounds": rounds})
+
+
+def test_finished_episodes_resume_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "published.jsonl"
+    assert finished_episodes(path, 2) == set()
+    path.write_text(_record("Glass", 0, "LR", [0.1, 0.3]) + "\n"
+                    + _record("Glass", 0, "ballad", [0.2, 0.2]) + "\n")
+    assert finished_episodes(path, 2) == {("Glass", 0, "LR"), ("Glass", 0, "ballad")}
+    with pytest.raises(PublishedCodeError, match="has 2 rounds, not 15"):
+        finished_episodes(path, 15)
+    table = load_published(path).set_index("agent")
+    assert table.loc["all-in-lr", "test_cost"] == pytest.approx(0.2)
+    assert table.loc["ballad", "test_cost"] == pytest.approx(0.2)
+
+
+def test_episodes_run_seed_after_seed() -> None:
+    assert list(episode_order(["a", "b"], [0, 1], ["LR"])) == [
+        ("a", 0, "LR"), ("b", 0, "LR"), ("a", 1, "LR"), ("b", 1, "LR")]
+
+
+# ----------------------------------------------------------------------------- errors
+def _main() -> Any:
+    """The script's ``main``, imported from its file."""
+    spec = importlib.util.spec_from_file_location("script_authors_code_check",
+                                                  SCRIPTS / "authors_code_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_published_command_names_what_is_missing(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    main = _main()
+    monkeypatch.setitem(sys.modules, "anomatools", None)  # import anomatools fails
+    ballad_py = tmp_path / "BALLAD.py"
+    out = str(tmp_path / "out.jsonl")
+    with pytest.raises(SystemExit, match=r"BALLAD.py .*no such file.*anomatools==3.0.3"):
+        main(["published", "--ballad-py", str(ballad_py), "--published", out,
+              "--datasets", "Glass"])
+    ballad_py.write_text("# not the published code\n")
+    with pytest.raises(SystemExit, match=r"needs the package\(s\) anomatools==3.0.3 .*pip "
+                                         r"install anomatools==3.0.3"):
+        main(["published", "--ballad-py", str(ballad_py), "--published", out])
+    with pytest.raises(SystemExit, match="--ballad-py"):
+        main(["published", "--published", out])
+    assert not Path(out).exists()
+
+
+def test_load_ballad_names_missing_functions(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(published_code, "missing_dependencies", lambda: [])
+    ballad_py = tmp_path / "BALLAD.py"
+    ballad_py.write_text("def reject(predictions, probs, threshold):\n    return []\n")
+    with pytest.raises(PublishedCodeError, match="lacks the published function.*initialize_loop"):
+        published_code.load_ballad(ballad_py)
