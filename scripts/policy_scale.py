@@ -13,6 +13,9 @@ Three subcommands, each reading what the previous one wrote (the logic is
                agents already there are skipped
 * ``report``   tables <docs>/tables/policy_scale_*, figures <docs>/figures/policy_scale_*
 
+``train`` and ``evaluate`` take the settings options (``--c-fn 10``, ``--prior knn``, ...):
+give both the same ones, and the stores built under them.
+
 Example::
 
     python scripts/build_lattices.py --out stores/train --datasets-from docs/policy_split.json \\
@@ -30,8 +33,9 @@ import sys
 from pathlib import Path
 
 from agents.experiments import policy_scale as scale
-from agents.experiments.policy_study import StudyError
+from agents.experiments.policy_study import STUDY_OPTIONS, StudyError
 from ballad_env.lattice_store import StoreError
+from ballad_env.settings import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,19 +74,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--update-docs", action="store_true",
                    help="report: write into the repository's docs/ (the committed report)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_settings_arguments(p, only=STUDY_OPTIONS)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one step; a missing store or an unsafe step returns 2 with the reason."""
     args = parse_args(argv)
+    settings = settings_from_args(args)[0]
     try:
         if args.step in ("train", "evaluate") and args.train_store is None:
             raise StudyError(f"{args.step} needs --train-store")
         if args.step == "train":
             plan = scale.ScalePlan(args.train_store, args.split_file, runs=tuple(args.runs),
                                    train_seeds=args.train_seeds, episodes=args.episodes,
-                                   n_envs=args.n_envs)
+                                   n_envs=args.n_envs, settings=settings)
             failed = scale.train_policies(plan, args.study_dir, jobs=args.jobs)
             if failed:
                 raise StudyError(f"runs failed (logs in {args.study_dir / 'logs'}): {failed}")
@@ -90,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.eval_store is None:
                 raise StudyError("evaluate needs --eval-store")
             added = scale.evaluate(args.study_dir, args.eval_store, args.split_file,
-                                   args.train_store, seen_seeds=args.seen_seeds,
+                                   args.train_store, settings=settings,
+                                   seen_seeds=args.seen_seeds,
                                    progress=not args.no_progress)
             print(f"{added} paths added to {args.study_dir / 'rounds.csv'}")
         else:

@@ -56,6 +56,11 @@ def test_train_commands_are_seed_major_replay_runs(stores) -> None:
     assert value["--total-timesteps"] == str(1000 * SETTINGS.n_rounds)
     assert value["--replay-store"] == str(stores["train"])
     assert value["--observation"] == "v1" and value["--datasets"] == "Alpha"
+    assert value["--c-fn"] == "1.0"  # the plan's settings reach every run
+    costly = scale.train_commands(scale.ScalePlan(stores["train"], stores["split"],
+                                                  settings=Settings(c_fn=10.0)), Path("s"))
+    first = next(iter(costly.values()))
+    assert first[first.index("--c-fn") + 1] == "10.0"
 
 
 def test_training_options_reach_the_algorithms() -> None:

@@ -39,6 +39,7 @@ from agents.experiments.policy_study import (
     policy_runs,
     run_commands,
     run_name,
+    settings_arguments,
     trained_policies,
     training_times,
 )
@@ -103,7 +104,7 @@ def train_commands(plan: ScalePlan, study: Path) -> dict[str, list[str]]:
                 "--batch-size", str(plan.batch_size), "--n-epochs", str(plan.n_epochs),
                 "--learning-rate", str(plan.learning_rate), "--eval-freq", "0",
                 "--checkpoint-freq", "0", "--output-dir", str(policy_dir(study)),
-                "--run-name", name, "--no-progress"]
+                "--run-name", name, "--no-progress", *settings_arguments(plan.settings)]
     return commands
 
 
