@@ -71,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "cells policies trained on (split 'training-cells')")
     p.add_argument("--docs", type=Path, default=None,
                    help="report: folder receiving tables/ and figures/ (default: the study dir)")
+    p.add_argument("--prefix", default="policy_scale",
+                   help="report: name prefix of the tables and figures")
     p.add_argument("--update-docs", action="store_true",
                    help="report: write into the repository's docs/ (the committed report)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{added} paths added to {args.study_dir / 'rounds.csv'}")
         else:
             docs = ROOT / "docs" if args.update_docs else (args.docs or args.study_dir)
-            frames = scale.write_report(args.study_dir, docs / "tables", docs / "figures")
+            frames = scale.write_report(args.study_dir, docs / "tables", docs / "figures",
+                                        prefix=args.prefix)
             print(frames["summary"].round(4).to_string(index=False))
     except (StudyError, StoreError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
