@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ballad_env.data import load_dataset
-from ballad_env.protocol import AUTHORS_ASIDE, AUTHORS_TEST, Budget
+from ballad_env.protocol import AUTHORS_ASIDE, AUTHORS_TEST, Budget, Split
 
 #: The strategies, as the published code's output names them (``PUBLISHED_STRATEGIES``).
 STRATEGIES = ("AL", "LR", "ballad")
@@ -107,16 +107,10 @@ def file_digest(path: str | os.PathLike) -> str:
 
 # ----------------------------------------------------------------------------- split
 @dataclass(frozen=True)
-class PublishedSplit:
+class PublishedSplit(Split):
     """D, V and T scaled on D, labels coded as the published code codes them (1 anomaly,
     -1 normal), and the contamination of the whole data set."""
 
-    X_train: np.ndarray
-    y_train: np.ndarray
-    X_val: np.ndarray
-    y_val: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
     contamination: float
 
 
