@@ -168,8 +168,9 @@ def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
     settings = settings or Settings()
     check_unseen(train_store, eval_store, settings)
     train = set(training_sets(split_file))
-    cells = [(LatticeStore(eval_store), d, s, "train-unseen-seeds" if d in train else "held-out")
-             for d, s in LatticeStore(eval_store).cells(settings)]
+    unseen = LatticeStore(eval_store)
+    cells = [(unseen, d, s, "train-unseen-seeds" if d in train else "held-out")
+             for d, s in unseen.cells(settings)]
     if seen_seeds:
         seen = LatticeStore(train_store)
         by_set: dict[str, list[int]] = {}

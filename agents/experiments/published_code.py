@@ -223,14 +223,14 @@ def play_published(code: ModuleType, split: PublishedSplit, seed: int, strategy:
         # when it draws a point twice: quietly, as there.
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=UserWarning, module=r"skopt\.")
-            rounds.append(_play_round(code, split, loop, strategy, per_round, reward))
+            rounds.append(_play_round(code, split, pool, loop, strategy, per_round, reward))
     return rounds
 
 
-def _play_round(code: ModuleType, split: PublishedSplit, loop: _Loop, strategy: str,
-                per_round: int, reward: str) -> dict[str, Any]:
-    """One round of the published loop: choose, buy, refit, set tau, measure, evaluate."""
-    pool = np.concatenate((split.X_train, split.X_val))
+def _play_round(code: ModuleType, split: PublishedSplit, pool: np.ndarray, loop: _Loop,
+                strategy: str, per_round: int, reward: str) -> dict[str, Any]:
+    """One round of the published loop: choose, buy, refit, set tau, measure, evaluate
+    (``pool``: D and V stacked, what the rewards compare)."""
     action = strategy if strategy != "ballad" else (
         "AL" if loop.rewards["AL"] >= loop.rewards["LR"] else "LR")
     new = _buy(code, action, loop, split, per_round)
@@ -303,11 +303,14 @@ def run_published(ballad_py: str | os.PathLike, output: str | os.PathLike,
 
     bar = tqdm(total=len(done) + len(todo), initial=len(done), unit="episode",
                disable=not progress, dynamic_ncols=True)
+    splits: dict[tuple[str, int], PublishedSplit] = {}  # one per (data set, seed)
     try:
         for dataset, seed, strategy in todo:
             bar.set_description(f"{dataset} {seed} {strategy}")
-            data = load_dataset(dataset, data_dir=data_dir)
-            split = published_split(data.X, data.y, seed)
+            if (dataset, seed) not in splits:
+                data = load_dataset(dataset, data_dir=data_dir)
+                splits = {(dataset, seed): published_split(data.X, data.y, seed)}
+            split = splits[(dataset, seed)]
             start = time.perf_counter()
             rounds = play_published(code, split, seed, strategy, n_rounds)
             record = {"dataset": dataset, "seed": seed, "strategy": strategy,
