@@ -13,7 +13,7 @@ from gymnasium import spaces
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.episode import Episode, Snapshot, check_settings
 from ballad_env.observation import check_version, encode, observation_space
-from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, SideSignal
 from ballad_env.settings import Settings
 
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
@@ -61,7 +61,9 @@ class BudgetAllocationEnv(gym.Env):
     A signal of ``ballad_env.rewards.REWARD_SIGNALS`` (``docs/method.md``, Rewards): the
     chosen side's change signal, ``reward="entropy"`` (default) or ``"cosine"``; for
     learning policies ``"cost"``, the decrease of the test cost over the round (it reads
-    test labels, so it is for learning in simulation only), and ``"val_cost"``, the
+    test labels, so it is for learning in simulation only; the return is the final cost's
+    decrease), ``"round_cost"``, minus the test cost after the round (test labels too; the
+    return is minus the sum of the per-round costs), and ``"val_cost"``, the
     decrease of the cost estimated on the labeled examples that set tau (only labels the
     agent paid for). ``info`` always reports the test cost.
 
@@ -220,10 +222,10 @@ def shown_signal(settings: Settings) -> str:
     return settings.reward if settings.reward in SIDE_SIGNAL_NAMES else SIDE_SIGNAL_NAMES[0]
 
 
-def step_reward(signal: SideSignal | CostDecrease, before: Snapshot, after: Snapshot) -> float:
-    """The reward of the step from ``before`` to ``after``: a cost decrease between the two
+def step_reward(signal: SideSignal | CostSignal, before: Snapshot, after: Snapshot) -> float:
+    """The reward of the step from ``before`` to ``after``: a cost signal of the two
     snapshots, or the side signal the round just measured (its side's latest value)."""
-    if isinstance(signal, CostDecrease):
+    if isinstance(signal, CostSignal):
         return signal(before, after)
     if after.previous is None:
         raise ValueError("no round was taken between the two snapshots")

@@ -38,7 +38,7 @@ from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
 from ballad_env.observation import ALL_FEATURE_INDEX, check_version, encode, observation_space
 from ballad_env.protocol import Budget
-from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease, SideSignal
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, SideSignal
 from ballad_env.settings import Settings
 
 #: A path state: (i, j, previous action or -1, i of the last LR round or -1, i of the LR
@@ -137,11 +137,11 @@ class CellReplay:
     the two equal.
     """
 
-    def __init__(self, lattice: Lattice, signal: SideSignal | CostDecrease, shown: str,
+    def __init__(self, lattice: Lattice, signal: SideSignal | CostSignal, shown: str,
                  version: str = "v0") -> None:
         self.lattice = lattice
         self.signal, self.shown = signal, shown
-        self._cost = signal if isinstance(signal, CostDecrease) else None
+        self._cost = signal if isinstance(signal, CostSignal) else None
         check_version(version)
         self.version = version  # of the observation (``observation.OBSERVATIONS``)
         grid = lattice.grid
@@ -239,8 +239,8 @@ class CellReplay:
         return self._info_masks[i * (self.lattice.n_rounds + 1) + j]
 
     def figures(self, i: int, j: int) -> SimpleNamespace:
-        """The figures of (i, j) as the snapshot types them, what a ``CostDecrease`` reads
-        (cached; for a cost-decrease reward only)."""
+        """The figures of (i, j) as the snapshot types them, what a ``CostSignal`` reads
+        (cached; for a cost reward only)."""
         figures = self._state_figures.get((i, j))
         if figures is None:
             at = i * (self.lattice.n_rounds + 1) + j
@@ -306,7 +306,7 @@ class CellReplay:
         if j:
             obs[self._slots[LR]] = self._lr_obs[lr_key]
         obs[self._previous[previous]] = 1.0
-        if self._cost is not None:  # a cost decrease, between the two states' figures
+        if self._cost is not None:  # a cost signal of the two states' figures
             reward = self._cost(self.figures(*state[:2]), self.figures(i, j))
         else:
             reward = float(record[self._reward_keys[previous]])  # the side just measured

@@ -9,8 +9,10 @@ Two kinds of signal:
   is reported in ``info``, observed (``<name>_al``, ``<name>_lr``), recorded in the
   lattice and can be the reward. Add one to ``SIDE_SIGNALS`` below: a ``summarise`` of
   an output and a ``between`` of two summaries.
-* **Cost decreases**, for learning: the decrease over the step of a cost figure of the
-  episode's snapshot. Register one with ``REWARD_SIGNALS.register``.
+* **Cost signals**, for learning: a cost figure of the episode's snapshot, as its decrease
+  over the step (the return is the decrease over the episode) or as minus its value after
+  the step (the return is minus its sum over the rounds). Register one with
+  ``REWARD_SIGNALS.register``.
 """
 
 from __future__ import annotations
@@ -91,14 +93,30 @@ class SideSignal:
 
 
 @dataclass(frozen=True)
-class CostDecrease:
-    """Reward = a snapshot cost figure before the step minus after it."""
+class CostSignal:
+    """A reward read from a cost figure of the episode's snapshots before and after a step."""
 
     name: str
     figure: str
 
     def __call__(self, before: Any, after: Any) -> float:
+        raise NotImplementedError
+
+
+class CostDecrease(CostSignal):
+    """Reward = the figure before the step minus after it: the return is the figure's
+    decrease over the episode, so maximising it minimises the final figure."""
+
+    def __call__(self, before: Any, after: Any) -> float:
         return float(getattr(before, self.figure) - getattr(after, self.figure))
+
+
+class CostPenalty(CostSignal):
+    """Reward = minus the figure after the step: the return is minus its sum over the
+    rounds, so maximising it minimises the figure's mean over rounds."""
+
+    def __call__(self, before: Any, after: Any) -> float:
+        return -float(getattr(after, self.figure))
 
 
 def probability_entropy(output: SideOutput) -> np.ndarray:
@@ -119,11 +137,14 @@ SIDE_SIGNALS: tuple[SideSignal, ...] = (
 SIDE_SIGNAL_NAMES = tuple(signal.name for signal in SIDE_SIGNALS)
 
 #: Every reward a step can give, by name.
-REWARD_SIGNALS: Registry[SideSignal | CostDecrease] = Registry("reward")
+REWARD_SIGNALS: Registry[SideSignal | CostSignal] = Registry("reward")
 for _signal in SIDE_SIGNALS:
     REWARD_SIGNALS.register(_signal.name, _signal)
 #: Decrease of the test cost (reads test labels: for learning in simulation only).
 REWARD_SIGNALS.register("cost", CostDecrease("cost", "test_cost"))
+#: Minus the test cost after each step (reads test labels): the return is minus the sum of
+#: the per-round costs, the mean cost over rounds by which allocators are scored.
+REWARD_SIGNALS.register("round_cost", CostPenalty("round_cost", "test_cost"))
 #: Decrease of the cost estimated on the labels that set tau (only labels paid for).
 REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
 #: Decrease of the cost on the labeled validation examples only (a uniform sample of V,
@@ -131,5 +152,5 @@ REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
 REWARD_SIGNALS.register("val_sample_cost", CostDecrease("val_sample_cost", "val_sample_cost"))
 
 __all__ = ["ENTROPY_LOGS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease",
-           "SideOutput", "SideSignal", "cosine_reward", "entropy", "entropy_reward",
-           "mean_abs_difference"]
+           "CostPenalty", "CostSignal", "SideOutput", "SideSignal", "cosine_reward", "entropy",
+           "entropy_reward", "mean_abs_difference"]

@@ -32,7 +32,7 @@ from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHE
 from ballad_env.rewards import ENTROPY_LOGS, REWARD_SIGNALS
 
 #: The built-in choices; each registry may hold more.
-RewardName = Literal["entropy", "cosine", "cost", "val_cost", "val_sample_cost"]
+RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
 PriorName = Literal["iforest", "knn"]
 SearchName = Literal["exact", "bayes", "authors-bayes"]
 ALQueryName = Literal["uncertainty", "random"]
@@ -70,9 +70,10 @@ class Settings:
         None, "cost of a rejection, a number or 'gamma' (the contamination)", "cr")
     reward: RewardName = _option(
         "entropy", "reward of a step: entropy or cosine (the paper's signals), cost (decrease "
-        "of the test cost; reads test labels), val_cost (decrease of the cost estimated on "
-        "bought labels) or val_sample_cost (decrease of the cost on the labeled validation "
-        "examples only)")
+        "of the test cost; reads test labels), round_cost (minus the test cost after the "
+        "step, so the return is minus the sum of per-round costs; reads test labels), "
+        "val_cost (decrease of the cost estimated on bought labels) or val_sample_cost "
+        "(decrease of the cost on the labeled validation examples only)")
     budget_fraction: float = _option(0.3, "label budget as a fraction of |D|", "budget")
     round_fraction: float = _option(0.02, "labels per round as a fraction of |D|", "round")
     threshold_search: SearchName = _option(

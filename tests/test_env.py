@@ -310,6 +310,20 @@ def test_cost_decrease_rewards(make_env, reward: str) -> None:
     assert ep.rounds_done == 3
 
 
+def test_round_cost_reward_returns_minus_the_sum_of_round_costs(make_env) -> None:
+    # round_cost pays -test_cost after each step, so the return is -sum of the round costs
+    # (-rounds x the mean cost over rounds), whatever the initial cost was.
+    env = make_env(reward="round_cost", **SHORT)
+    env.reset(seed=0)
+    rewards, costs = [], []
+    for action in (AL, LR, LR):
+        _, r, _, _, info = env.step(action)
+        rewards.append(r)
+        costs.append(info["test_cost"])
+    assert rewards == [-c for c in costs]
+    assert sum(rewards) == pytest.approx(-3 * np.mean(costs), abs=1e-12)
+
+
 # ========================================================================== determinism
 
 

@@ -1,13 +1,22 @@
-"""Tests for ballad_env.rewards: the one-term entropy, the entropy reward and the cosine reward."""
+"""Tests for ballad_env.rewards: the one-term entropy, the entropy and cosine rewards, and the
+cost signals."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from ballad_env.rewards import cosine_reward, entropy, entropy_reward
+from ballad_env.rewards import (
+    REWARD_SIGNALS,
+    CostDecrease,
+    CostPenalty,
+    cosine_reward,
+    entropy,
+    entropy_reward,
+)
 
 # ------------------------------------------------------------------------- entropy
 
@@ -120,3 +129,19 @@ def test_cosine_reward_identical_is_exactly_zero() -> None:
     for k in range(1, 20):
         v = np.ones(k)
         assert cosine_reward(v, v) == 0.0, k
+
+
+# -------------------------------------------------------------------- cost signals
+
+
+def test_cost_signals_by_hand() -> None:
+    # Test costs 0.30 -> 0.20 -> 0.25 over two steps:
+    # cost (decrease):       0.30 - 0.20 = 0.10, then 0.20 - 0.25 = -0.05; return 0.05
+    # round_cost (penalty): -0.20, then -0.25; return -0.45 = -2 x the mean cost 0.225
+    states = [SimpleNamespace(test_cost=c) for c in (0.30, 0.20, 0.25)]
+    decrease, penalty = REWARD_SIGNALS["cost"], REWARD_SIGNALS["round_cost"]
+    assert isinstance(decrease, CostDecrease) and isinstance(penalty, CostPenalty)
+    steps = list(zip(states, states[1:], strict=False))
+    assert [decrease(a, b) for a, b in steps] == pytest.approx([0.10, -0.05], abs=1e-15)
+    assert [penalty(a, b) for a, b in steps] == [-0.20, -0.25]
+    assert sum(penalty(a, b) for a, b in steps) == pytest.approx(-2 * 0.225, abs=1e-15)
