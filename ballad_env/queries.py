@@ -53,32 +53,29 @@ class UncertaintySampling:
         if self.rounds == 0:
             chosen = self.rng.choice(unlabeled, size=size, replace=False)
         else:
-            tie_break = self.rng.random(unlabeled.size)
-            order = np.lexsort((tie_break, confidence(probability[unlabeled])))
-            chosen = unlabeled[order[:size]]
+            chosen = self.least_confident(probability, unlabeled, size)
         self.rounds += 1
         return chosen
 
+    def least_confident(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
+                        ) -> np.ndarray:
+        """The ``size`` least confident unlabeled examples (a round after the first)."""
+        tie_break = self.rng.random(unlabeled.size)
+        order = np.lexsort((tie_break, confidence(probability[unlabeled])))
+        return unlabeled[order[:size]]
 
-class UncertaintyArgsort:
+
+class UncertaintyArgsort(UncertaintySampling):
     """The published code's AL queries: random in the first round, then the first ``size``
-    unlabeled examples of ``np.argsort`` of the confidence over the whole pool (its default
-    sort, so ties fall in argsort's order). Consumes no random number after the first round."""
+    unlabeled examples of ``np.argsort`` of the confidence over the whole pool (numpy's
+    default sort, so ties fall in its order). No random number after the first round."""
 
-    def __init__(self, rng: QueryRandom, pool_size: int) -> None:
-        self.rng = rng
-        self.rounds = 0
-
-    def select(self, probability: np.ndarray, unlabeled: np.ndarray, size: int) -> np.ndarray:
-        if self.rounds == 0:
-            chosen = self.rng.choice(unlabeled, size=size, replace=False)
-        else:
-            order = np.argsort(confidence(probability))
-            is_unlabeled = np.zeros(len(probability), dtype=bool)
-            is_unlabeled[unlabeled] = True
-            chosen = order[is_unlabeled[order]][:size]
-        self.rounds += 1
-        return chosen
+    def least_confident(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
+                        ) -> np.ndarray:
+        order = np.argsort(confidence(probability))
+        is_unlabeled = np.zeros(len(probability), dtype=bool)
+        is_unlabeled[unlabeled] = True
+        return order[is_unlabeled[order]][:size]
 
 
 class RandomSampling:
