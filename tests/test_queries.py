@@ -122,6 +122,7 @@ def test_shared_stream_interleaves_the_draws_in_round_order(dataset) -> None:
 
 
 def test_default_streams_keep_the_lr_labels_whatever_the_order(dataset) -> None:
+    """On its own stream the per-round sample buys the same labels after an AL round."""
     settings = Settings(**OWN_STREAMS)
     first = Episode(dataset, 4, settings).step(LR).queried
     other = Episode(dataset, 4, settings)
