@@ -10,7 +10,8 @@ round only adds kernel sums for the new labels and re-thresholds. Both run with 
 BLAS/OpenMP thread by default (``ballad_env.compute``).
 
 Each purpose draws from its own random stream (``docs/method.md``, Protocol), so the
-state after i AL and j LR rounds does not depend on their order.
+state after i AL and j LR rounds does not depend on their order; with
+``query_rng="authors"`` (the published code's one shared stream) it does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ballad_env.protocol import (
     split_sizes,
     warn_if_test_lacks_anomalies,
 )
-from ballad_env.queries import AL_QUERIES, LR_QUERIES
+from ballad_env.queries import AL_QUERIES, LR_QUERIES, query_generators
 from ballad_env.rejection import (
     DEFAULT_TAU,
     ThresholdSearch,
@@ -313,7 +314,8 @@ class Episode:
         self.costs, self.budget = check_settings(dataset, cfg)
         self.search = ThresholdSearch(cfg.threshold_search, cfg.bayes_calls, cfg.tau_position)
         streams = spawn_streams(seed)
-        self.start = episode_start(dataset, streams, cfg, authors_split_seed(seed, streams))
+        split_seed = authors_split_seed(seed, streams)
+        self.start = episode_start(dataset, streams, cfg, split_seed)
         self.split = self.start.split
         n_train, n_val = len(self.split.y_train), len(self.split.y_val)
         #: The eta sample and kernel precision in force (the settings' "auto" resolved).
@@ -323,8 +325,10 @@ class Episode:
         detector.fit(self.split.X_train, unlabeled=self.start.fit)
         self.scores = PointScores(detector, self.start.X_other, rows=self.start.other_rows,
                                   q=self.start.q_other)
-        self.al_query = AL_QUERIES[cfg.al_strategy](np.random.default_rng(streams["al"]), n_train)
-        self.lr_query = LR_QUERIES[cfg.lr_strategy](np.random.default_rng(streams["lr"]), n_val)
+        al_rng, lr_rng = query_generators(cfg.query_rng, streams["al"], streams["lr"],
+                                          split_seed)
+        self.al_query = AL_QUERIES[cfg.al_strategy](al_rng, n_train)
+        self.lr_query = LR_QUERIES[cfg.lr_strategy](lr_rng, n_val)
         self._threshold_stream = streams["threshold"]
         self.train_labels, self.val_labels = _Labels(n_train), _Labels(n_val)
         self.rounds_done = 0
@@ -400,7 +404,7 @@ class Episode:
         """Cost of the current detector and tau on the labeled V examples only, with its
         standard error ((0, 0) before any V label).
 
-        V's labels are a uniform random sample (``RandomOrder``), so unlike ``val_cost``
+        V's labels are a uniform random sample (either LR strategy), so unlike ``val_cost``
         (which falls back on D's uncertainty-sampled labels) this estimate is not biased by
         the query strategy; tau is fitted on the same labels, so it is optimistic, and
         equally so before and after an AL round on the same labels.

@@ -1,12 +1,16 @@
 """The lattice of an episode: every state (i AL rounds, j LR rounds), i + j <= k.
 
 Each side draws from its own random stream, so the state after i AL and j LR rounds does
-not depend on their order. One ``Lattice`` therefore holds the test cost (and FPR, FNR,
-rejection rate, tau, the validation-cost estimate, the rewards) of every allocation
-policy's every state, for one data set, seed and setting. From it follow the
-hindsight-optimal allocation, the regret of any policy, which action truly lowers the
-next test cost at each state, and an exact replay of any agent that reads only its
-observations, at the price of about k + k(k + 1)/2 rounds instead of k per policy.
+not depend on their order (the AL labels follow the AL stream and a detector fitted on D's
+labels only; the LR labels follow the LR stream and V's labels only, whether one random
+order of V or a fresh sample each round; the argsort ranking draws nothing). One
+``Lattice`` therefore holds the test cost (and FPR, FNR, rejection rate, tau, the
+validation-cost estimate, the rewards) of every allocation policy's every state, for one
+data set, seed and setting. (``query_rng="authors"`` breaks the premise: one stream shared
+in the order of the rounds; ``build_lattice`` refuses it, :func:`check_lattice_settings`.)
+From it follow the hindsight-optimal allocation, the regret of any policy, which action
+truly lowers the next test cost at each state, and an exact replay of any agent that reads
+only its observations, at the price of about k + k(k + 1)/2 rounds instead of k per policy.
 
 Rewards, precisely. An AL reward compares the anomaly side's output with the one after
 the previous AL round; that output depends on i only, so the AL reward of the move
@@ -374,6 +378,17 @@ def parse_path(text: str) -> tuple[int, ...]:
     return tuple(ACTION_LETTERS.index(c) for c in text)
 
 
+def check_lattice_settings(settings: Settings) -> None:
+    """A ``ValueError`` naming the option if the labels under ``settings`` depend on the
+    order of the rounds, so that one lattice cannot hold every path."""
+    if settings.query_rng != "streams":
+        raise ValueError(
+            f"no lattice with query_rng={settings.query_rng!r}: AL and LR then draw their "
+            "labels from one shared random stream, so the labels after i AL and j LR rounds "
+            "depend on the order of the rounds; use query_rng='streams' (the default) for "
+            "lattices and replay stores")
+
+
 def build_lattice(dataset: Dataset | str, seed: int, settings: Settings | None = None,
                   data_dir: str | None = None) -> Lattice:
     """Step one episode through every state (i, j), i + j <= k, and record each.
@@ -383,8 +398,9 @@ def build_lattice(dataset: Dataset | str, seed: int, settings: Settings | None =
     environment's rules (tau set on labeled D while V has none, seeded threshold search)
     hold by construction.
     """
-    data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_dir=data_dir)
     settings = settings or Settings()
+    check_lattice_settings(settings)
+    data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_dir=data_dir)
     episode = Episode(data, seed, settings)
     k = episode.budget.n_rounds
     grid = {name: np.full((k + 1, k + 1), np.nan) for name in STATE_FIELDS}
@@ -449,4 +465,4 @@ def _record(grid: dict[str, np.ndarray], snapshot: Snapshot) -> None:
 
 
 __all__ = ["ACTION_LETTERS", "COST_SIGNALS", "SIGNALS", "SIGNAL_MODES", "STATE_FIELDS", "Lattice",
-           "build_lattice", "parse_path", "path_string"]
+           "build_lattice", "check_lattice_settings", "parse_path", "path_string"]

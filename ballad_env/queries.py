@@ -3,6 +3,10 @@
 A strategy is built once per episode from its own random stream and the size of its pool
 (D for AL, V for LR), and has one verb, ``select``. Register a new one in ``AL_QUERIES``
 or ``LR_QUERIES`` and name it in ``Settings(al_strategy=...)`` / ``lr_strategy``.
+
+Where the random numbers come from is ``Settings.query_rng`` (:func:`query_generators`):
+by default each strategy has its own Generator (SPEC §5); ``"authors"`` gives both one
+legacy ``RandomState``, as the published code's global stream.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ class QueryStrategy(Protocol):
         ...
 
 
-#: name -> factory(random generator, pool size)
-QueryFactory = Callable[[np.random.Generator, int], QueryStrategy]
+#: A strategy's random source: a Generator (ours), or the legacy RandomState that
+#: ``query_rng="authors"`` shares between AL and LR (the calls used exist on both).
+QueryRandom = np.random.Generator | np.random.RandomState
+#: name -> factory(random source, pool size)
+QueryFactory = Callable[[QueryRandom, int], QueryStrategy]
 AL_QUERIES: Registry[QueryFactory] = Registry("AL query strategy")
 LR_QUERIES: Registry[QueryFactory] = Registry("LR query strategy")
 
@@ -38,7 +45,7 @@ class UncertaintySampling:
     """The paper's AL queries: random in the first round (the detector has seen no label),
     then the least confident examples, C(x) = 2 |P(x) - 0.5|, ties broken at random."""
 
-    def __init__(self, rng: np.random.Generator, pool_size: int) -> None:
+    def __init__(self, rng: QueryRandom, pool_size: int) -> None:
         self.rng = rng
         self.rounds = 0
 
@@ -46,17 +53,38 @@ class UncertaintySampling:
         if self.rounds == 0:
             chosen = self.rng.choice(unlabeled, size=size, replace=False)
         else:
-            tie_break = self.rng.random(unlabeled.size)
-            order = np.lexsort((tie_break, confidence(probability[unlabeled])))
-            chosen = unlabeled[order[:size]]
+            chosen = self.least_confident(probability, unlabeled, size)
         self.rounds += 1
         return chosen
 
+    def least_confident(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
+                        ) -> np.ndarray:
+        """The ``size`` least confident unlabeled examples (a round after the first)."""
+        tie_break = self.rng.random(unlabeled.size)
+        order = np.lexsort((tie_break, confidence(probability[unlabeled])))
+        return unlabeled[order[:size]]
+
+
+class UncertaintyArgsort(UncertaintySampling):
+    """The published code's AL queries: random in the first round, then the first ``size``
+    unlabeled examples of ``np.argsort`` of the confidence over the whole pool (numpy's
+    default sort, so ties fall in its order). No random number after the first round."""
+
+    def least_confident(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
+                        ) -> np.ndarray:
+        order = np.argsort(confidence(probability))
+        is_unlabeled = np.zeros(len(probability), dtype=bool)
+        is_unlabeled[unlabeled] = True
+        return order[is_unlabeled[order]][:size]
+
 
 class RandomSampling:
-    """Uniformly random unlabeled examples, drawn afresh each round."""
+    """Uniformly random unlabeled examples, drawn afresh each round: AL's ``random``, and
+    LR's ``per-round`` (the published code's LR queries). On its own stream the LR draws
+    depend on the earlier LR draws only, so the labels after j LR rounds do not depend on
+    when they came, as with ``RandomOrder`` (but they are other labels)."""
 
-    def __init__(self, rng: np.random.Generator, pool_size: int) -> None:
+    def __init__(self, rng: QueryRandom, pool_size: int) -> None:
         self.rng = rng
 
     def select(self, probability: np.ndarray, unlabeled: np.ndarray, size: int) -> np.ndarray:
@@ -67,7 +95,7 @@ class RandomOrder:
     """The paper's LR queries: one random order of the pool, drawn at the start; round j
     labels its j-th block. So the labels after j rounds do not depend on when they came."""
 
-    def __init__(self, rng: np.random.Generator, pool_size: int) -> None:
+    def __init__(self, rng: QueryRandom, pool_size: int) -> None:
         self.order = rng.permutation(pool_size)
         self.taken = 0
 
@@ -78,8 +106,36 @@ class RandomOrder:
 
 
 AL_QUERIES.register("uncertainty", UncertaintySampling)
+AL_QUERIES.register("uncertainty-argsort", UncertaintyArgsort)
 AL_QUERIES.register("random", RandomSampling)
 LR_QUERIES.register("random", RandomOrder)
+LR_QUERIES.register("per-round", RandomSampling)
 
-__all__ = ["AL_QUERIES", "LR_QUERIES", "QueryStrategy", "RandomOrder", "RandomSampling",
-           "UncertaintySampling"]
+#: Where the query strategies' random numbers come from (``Settings.query_rng``).
+QUERY_RNGS = ("streams", "authors")
+
+
+def query_generators(query_rng: str, al_stream: np.random.SeedSequence,
+                     lr_stream: np.random.SeedSequence, authors_seed: int
+                     ) -> tuple[QueryRandom, QueryRandom]:
+    """The AL and LR strategies' random sources.
+
+    ``"streams"`` (the default, SPEC §5): a Generator each, from the episode's AL and LR
+    streams, so the labels after i AL and j LR rounds do not depend on their order and
+    every strategy of a seed sees the same random labels (common random numbers).
+    ``"authors"``: ONE legacy ``numpy.random.RandomState(authors_seed)`` shared by both,
+    as the published code's ``np.random.seed(seed)`` followed by ``np.random.choice`` in
+    the order of the rounds. It is the project's only use of the legacy generator: the
+    published labels cannot be drawn from another, and it is a local object, never
+    numpy's global state. The labels then depend on the order of the rounds.
+    """
+    if query_rng == "streams":
+        return np.random.default_rng(al_stream), np.random.default_rng(lr_stream)
+    if query_rng == "authors":
+        shared = np.random.RandomState(authors_seed)
+        return shared, shared
+    raise ValueError(f"unknown query_rng {query_rng!r}: use one of {', '.join(QUERY_RNGS)}")
+
+__all__ = ["AL_QUERIES", "LR_QUERIES", "QUERY_RNGS", "QueryRandom", "QueryStrategy",
+           "RandomOrder", "RandomSampling", "UncertaintyArgsort", "UncertaintySampling",
+           "query_generators"]

@@ -26,7 +26,7 @@ from ballad_env.detector import (
     check_prior,
 )
 from ballad_env.protocol import SPLITS, Budget
-from ballad_env.queries import AL_QUERIES, LR_QUERIES
+from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.registry import Registry
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
 from ballad_env.rewards import ENTROPY_LOGS, REWARD_SIGNALS
@@ -35,8 +35,9 @@ from ballad_env.rewards import ENTROPY_LOGS, REWARD_SIGNALS
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
 PriorName = Literal["iforest", "knn"]
 SearchName = Literal["exact", "bayes", "authors-bayes"]
-ALQueryName = Literal["uncertainty", "random"]
-LRQueryName = Literal["random"]
+ALQueryName = Literal["uncertainty", "uncertainty-argsort", "random"]
+LRQueryName = Literal["random", "per-round"]
+QueryRng = Literal["streams", "authors"]
 KernelDType = Literal["float64", "float32"]
 CostMetric = Literal["per_example", "class_conditional"]
 SplitName = Literal["stratified", "authors"]
@@ -52,7 +53,8 @@ InitialFit = Literal["train", "train-val"]
 #: setting with all of them is named ``<prior>_authors...``.
 AUTHORS_CODE: dict[str, str] = {
     "split": "authors", "prior_train_scores": "rescored", "squash_quantile": "whole-percent",
-    "tau_without_val": "zero", "entropy_log": "authors", "initial_fit": "train-val"}
+    "tau_without_val": "zero", "entropy_log": "authors", "initial_fit": "train-val",
+    "al_strategy": "uncertainty-argsort", "lr_strategy": "per-round", "query_rng": "authors"}
 
 
 def _option(default: Any, help: str, short: str | None = None) -> Any:
@@ -80,9 +82,19 @@ class Settings:
         "exact", "how tau is optimised: exact, bayes (gp_minimize, seeded by the state) or "
         "authors-bayes (the published code's gp_minimize: x0 at the 10% quantile, seed 331)")
     bayes_calls: int = _option(20, "evaluations of the bayes threshold searches")
-    al_strategy: ALQueryName = _option("uncertainty", "which training examples AL labels",
-                                       "al")
-    lr_strategy: LRQueryName = _option("random", "which validation examples LR labels", "lr")
+    al_strategy: ALQueryName = _option(
+        "uncertainty", "which training examples AL labels: uncertainty (random in the first "
+        "round, then the least confident, ties at random), uncertainty-argsort (the published "
+        "code: ties in np.argsort's order over the whole of D) or random", "al")
+    lr_strategy: LRQueryName = _option(
+        "random", "which validation examples LR labels: random (blocks of one random order "
+        "of V, drawn at the start) or per-round (the published code: a fresh uniform sample "
+        "of the unlabeled V every round)", "lr")
+    query_rng: QueryRng = _option(
+        "streams", "random source of the AL and LR queries: streams (each its own stream, "
+        "so labels do not depend on the order of the rounds) or authors (the published "
+        "code: one legacy RandomState seeded with the authors' split seed, shared by both "
+        "in the order of the rounds; no lattice)", "qrng")
     k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
     prior: PriorName | Any = _option(
@@ -300,7 +312,7 @@ _FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
-    "initial_fit": ("train", "train-val")}
+    "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS}
 
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,

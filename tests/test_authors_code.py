@@ -249,6 +249,13 @@ def test_preset_switches_every_option_and_names_itself() -> None:
     assert (preset.split, preset.prior_train_scores, preset.squash_quantile,
             preset.tau_without_val, preset.entropy_log, preset.initial_fit) == (
         "authors", "rescored", "whole-percent", "zero", "authors", "train-val")
+    assert (preset.al_strategy, preset.lr_strategy, preset.query_rng) == (
+        "uncertainty-argsort", "per-round", "authors")
+    # each query option alone is named by its tag; the defaults keep theirs
+    assert Settings(query_rng="authors").name == "iforest_qrng-authors"
+    assert Settings(lr_strategy="per-round").name == "iforest_lr-per-round"
+    assert (Settings().al_strategy, Settings().lr_strategy, Settings().query_rng) == (
+        "uncertainty", "random", "streams")
     assert (preset.prior, preset.threshold_search, preset.bayes_calls) == (
         "knn", "authors-bayes", 50)
     assert preset.name == "knn_authors_authors-bayes50"

@@ -25,7 +25,7 @@ from agents.experiments.provenance import fingerprint, package_versions
 from agents.experiments.run import _execute, _load, _progress_bar, worker_limits
 from agents.experiments.store import RunError, writable_folder
 from ballad_env.data import Dataset, dataset_name
-from ballad_env.lattice import build_lattice
+from ballad_env.lattice import build_lattice, check_lattice_settings
 from ballad_env.lattice_store import (
     LatticeStore,
     StoreError,
@@ -76,7 +76,13 @@ def _versions() -> dict[str, str]:
 def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
                   settings: Sequence[Settings]) -> LatticeStore:
     """Create or reopen the store at ``root`` for these data sets and settings; ``RunError``
-    (naming the file) if it was built by other code, package versions or data."""
+    (naming the file) if it was built by other code, package versions or data, or if a
+    setting cannot have a lattice (``check_lattice_settings``: nothing is written)."""
+    for setting in settings:
+        try:
+            check_lattice_settings(setting)
+        except ValueError as err:
+            raise RunError(str(err)) from err
     folder = writable_folder(root, "--out")
     store = LatticeStore(folder, create=True)
     manifest: dict[str, Any] = {}
