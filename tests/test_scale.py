@@ -356,7 +356,7 @@ def test_pyod_priors_that_cannot_serve_say_why() -> None:
 SCRIPT_PARSERS = {"compare_agents.py": ("parse_args", ["--datasets", "x"]),
                   "bench.py": ("parse_args", []), "reproduce_paper.py": ("parse_args", []),
                   "train_policy.py": ("parse_args", []),
-                  "lattice_study.py": ("parse_options", []),
+                  "lattice_study.py": ("parse_options", ["--datasets", "toy"]),
                   "policy_study.py": ("build_parser", ["train"])}
 
 
