@@ -147,8 +147,9 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
                               progress=not args.no_progress))
     results = pd.concat(parts, ignore_index=True)
     stem = f"authors_code_agreement_{setting.name}"
-    note = (f"Setting {setting.name}; the same splits (random_state = seed), the labels drawn "
-            "by each code's own random numbers. Mean test cost per example over rounds, seeds, "
+    note = (f"Setting {setting.name}; the same splits (random_state = seed); the labels as "
+            f"the setting draws them (query_rng={setting.query_rng!r}: 'authors' draws the "
+            "published code's). Mean test cost per example over rounds, seeds, "
             "then data sets, on the episodes both codes played; the published code's from "
             "`scripts/authors_code_check.py published` (REPRODUCTION.md).")
     table = agreement_table(results, published, setting.name)
