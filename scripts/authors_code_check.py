@@ -45,6 +45,7 @@ from agents.experiments.published_code import (
     check_published,
     run_published,
 )
+from agents.experiments.store import RUN_FILE
 from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
 
@@ -139,12 +140,18 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
                                     tau_position=args.tau_position)
     # Ours plays the episodes the published code finished, one results folder per setting,
     # strategy and seed (each grows as the published run goes on).
+    # --report-only reads what is there, leaving out the folders a run has not started.
     parts = []
     for name, grid in published_grids(published, setting).items():
         folder = Path(args.output) / setting.name / name
-        parts.append(load_results(folder, allow_partial=True) if args.report_only else
-                     run_grid(grid, folder, data_dir=args.data_dir, n_jobs=args.n_jobs,
-                              progress=not args.no_progress))
+        if not args.report_only:
+            parts.append(run_grid(grid, folder, data_dir=args.data_dir, n_jobs=args.n_jobs,
+                                  progress=not args.no_progress))
+        elif (folder / RUN_FILE).exists():
+            parts.append(load_results(folder, allow_partial=True))
+    if not parts:
+        raise SystemExit(f"no results of {setting.name} under {args.output}: run without "
+                         "--report-only first")
     results = pd.concat(parts, ignore_index=True)
     stem = f"authors_code_agreement_{setting.name}"
     note = (f"Setting {setting.name}; the same splits (random_state = seed); the labels as "

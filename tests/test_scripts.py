@@ -211,6 +211,33 @@ def test_authors_ablation_grows_seed_by_seed_and_says_what_a_partial_run_holds(
         defaults["test_cost_per_example"].mean(), abs=1e-12)
 
 
+def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
+                                                                 data_dir: Path) -> None:
+    """A partial agreement (--report-only while the published run grows) leaves out the
+    strategies ours has not started, and compares the rest with the published costs."""
+    script = load_script("authors_code_check.py")
+    published = tmp_path / "published.jsonl"
+    rounds = [{"test_cost": 0.1}, {"test_cost": 0.3}]  # the published mean cost: 0.2
+    published.write_text(json.dumps({"dataset": "alpha", "seed": 0, "strategy": "AL",
+                                     "rounds": rounds}) + "\n")
+    output = tmp_path / "agreement"
+    command = ["agreement", "--published", str(published), "--data-dir", str(data_dir),
+               "--threshold-search", "exact", "--output", str(output), "--no-progress"]
+    script.main(command)
+    with published.open("a") as fh:  # the published run goes on: an LR episode lands
+        fh.write(json.dumps({"dataset": "alpha", "seed": 0, "strategy": "LR",
+                             "rounds": rounds}) + "\n")
+    script.main([*command, "--report-only"])
+    table = pd.read_csv(output / "tables" / "authors_code_agreement_knn_authors.csv",
+                        index_col="agent")
+    assert list(table.index) == ["all-in-al"]
+    assert table.loc["all-in-al", "published"] == pytest.approx(0.2, abs=1e-15)
+    ours = load_results(output / "knn_authors" / "all-in-al_seed0")
+    assert table.loc["all-in-al", "ours"] == pytest.approx(ours["test_cost"].mean(), abs=1e-12)
+    with pytest.raises(SystemExit, match="no results of knn_authors"):
+        script.main([*command[:-3], "--output", str(tmp_path / "empty"), "--report-only"])
+
+
 @pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py",
                                     "build_lattices.py", "allocator_study.py",
                                     "authors_code_check.py"])
