@@ -136,6 +136,7 @@ def query_generators(query_rng: str, al_stream: np.random.SeedSequence,
         return shared, shared
     raise ValueError(f"unknown query_rng {query_rng!r}: use one of {', '.join(QUERY_RNGS)}")
 
+
 __all__ = ["AL_QUERIES", "LR_QUERIES", "QUERY_RNGS", "QueryRandom", "QueryStrategy",
            "RandomOrder", "RandomSampling", "UncertaintyArgsort", "UncertaintySampling",
            "query_generators"]
