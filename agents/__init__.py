@@ -29,6 +29,7 @@ register_agent("oracle", _oracle)
 
 import agents.allocators  # noqa: E402, F401  (registers its agents)
 import agents.bandits  # noqa: E402, F401  (registers its agents)
+import agents.sadal  # noqa: E402, F401  (registers its agent)
 
 __all__ = ["RECORD_FIELDS", "Agent", "AllInAL", "AllInLR", "BalladAgent", "OracleAgent",
            "RandomAgent", "RuleAgent", "agent_names", "make_agent", "register_agent",
