@@ -98,7 +98,7 @@ class TreeGrower:
     def grow(self, X: np.ndarray, y: np.ndarray, depth: int = 0) -> int:
         """Add the subtree of (X, y) at ``depth``; its root's index."""
         node = self.tree.add()
-        if not np.any(y != 1) or len(np.unique(X, axis=0)) <= 1 or depth >= self.depth_limit:
+        if not np.any(y != 1) or np.all(X == X[0]) or depth >= self.depth_limit:
             self.tree.value[node] = self.leaf_value(y, depth)
             return node
         feature, cut = self.choose_cut(X, y)
@@ -123,7 +123,8 @@ class TreeGrower:
         labeled anomaly, only those on which one lies outside the others' range (all that
         vary if none does); at most ``n_candidates`` of them, drawn without replacement."""
         axis = candidate_axis(len(X))
-        varying = [k for k in range(X.shape[1]) if len(np.unique(X[:, k])) > 1]
+        low, high = X.min(axis=0), X.max(axis=0)
+        varying = [k for k in range(X.shape[1]) if low[k] < high[k]]
         useful = list(varying)
         if np.any(y == 1):
             for k in varying:
