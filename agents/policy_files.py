@@ -17,6 +17,11 @@ from pathlib import Path
 TRAINING_SUBFOLDERS = ("checkpoints", "eval")
 
 
+def is_policy_path(spec: str | os.PathLike) -> bool:
+    """Whether an agent spec names a saved policy (a path ending in ``.zip``)."""
+    return str(spec).lower().endswith(".zip")
+
+
 def training_run(model: str | os.PathLike) -> Path | None:
     """The training run a checkpoint or best model was saved in (``<run>/checkpoints/`` or
     ``<run>/eval/``), when that run's settings JSON is there; else ``None``."""
@@ -66,5 +71,5 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["TRAINING_SUBFOLDERS", "policy_fingerprint", "policy_name", "settings_file",
-           "training_run"]
+__all__ = ["TRAINING_SUBFOLDERS", "is_policy_path", "policy_fingerprint", "policy_name",
+           "settings_file", "training_run"]

@@ -2,17 +2,19 @@
 
 A name is either registered as it is (``register_agent("ballad", factory)``) or matches a
 registered pattern (``register_agent_pattern(r"lr-first-(\\d+)", factory)``), so a family of
-agents with a parameter in the name (``lr-first-25``, any percent) needs one entry.
+agents with a parameter in the name (``lr-first-25``, any percent) needs one entry. A saved
+policy is loaded by ``agents.policy``, imported only when a ``.zip`` is asked for (it needs
+torch); ``agents.policy`` does not import this module.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from typing import Any
 
 from agents.base import Agent
+from agents.policy_files import is_policy_path
 from ballad_env.registry import Registry
 
 #: name -> factory taking the environment (only the oracle and learned policies use it).
@@ -42,11 +44,6 @@ def is_agent_name(name: str) -> bool:
     return name in AGENTS or any(p.fullmatch(name) for p, _, _ in _PATTERNS)
 
 
-def is_policy_path(spec: str | os.PathLike) -> bool:
-    """Whether an agent spec names a saved policy (a path ending in ``.zip``)."""
-    return str(spec).lower().endswith(".zip")
-
-
 def make_agent(name: str, env: Any = None) -> Agent:
     """The agent called ``name`` (or the saved policy at a ``.zip`` path); ``env`` is the
     environment it will act in."""
@@ -63,3 +60,7 @@ def make_agent(name: str, env: Any = None) -> Agent:
     families = [example for _, example, _ in _PATTERNS]
     raise ValueError(f"unknown agent {name!r}: use one of {', '.join(agent_names())}"
                      + (f" or a name like {', '.join(families)}" if families else ""))
+
+
+__all__ = ["AGENTS", "agent_names", "is_agent_name", "is_policy_path", "make_agent",
+           "register_agent", "register_agent_pattern"]
