@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, EpisodeStateAgent, RuleAgent, feature
+from agents.base import AL, LR, Agent, AgentFactory, EpisodeStateAgent, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 _LR_FIRST = re.compile(r"lr-first-(\d+(?:\.\d+)?)")
@@ -245,7 +247,7 @@ def lr_first(name: str) -> LRFirst:
 
 
 #: Registered names and factories (the environment is not needed by any of them).
-BANDIT_AGENTS = {
+BANDIT_AGENTS: dict[str, AgentFactory] = {
     "discounted": lambda env: DiscountedGreedy(),
     "ucb1": lambda env: UCB1(),
     "epsilon-greedy": lambda env: EpsilonGreedy(),
@@ -256,16 +258,11 @@ BANDIT_AGENTS = {
 }
 
 
-def _register() -> None:
-    from agents.registry import register_agent, register_agent_pattern
+#: Registered name patterns: (pattern, example name, factory taking the match and the
+#: environment).
+BANDIT_PATTERNS: tuple[tuple[str, str, Callable[[re.Match[str], Any], Agent]], ...] = (
+    (_LR_FIRST.pattern, "lr-first-25", lambda match, env: LRFirst(float(match.group(1)))),
+)
 
-    for name, factory in BANDIT_AGENTS.items():
-        register_agent(name, factory)
-    register_agent_pattern(_LR_FIRST.pattern, "lr-first-25",
-                           lambda match, env: LRFirst(float(match.group(1))))
-
-
-_register()
-
-__all__ = ["BANDIT_AGENTS", "DiscountedGreedy", "EpsilonGreedy", "Half", "HistoryAgent",
-           "LRFirst", "SlidingWindow", "UCB1", "ValCostGreedy", "lr_first"]
+__all__ = ["BANDIT_AGENTS", "BANDIT_PATTERNS", "DiscountedGreedy", "EpsilonGreedy", "Half",
+           "HistoryAgent", "LRFirst", "SlidingWindow", "UCB1", "ValCostGreedy", "lr_first"]
