@@ -164,7 +164,7 @@ def _load_tensors(path: Path, blob: bytes, member: str) -> Any:
                             f"{str(err).splitlines()[0] if str(err) else ''})") from err
 
 
-def load_model_safely(path: str | Path, algorithm: type, version: str,
+def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
                       recorded: dict[str, Any] | None = None) -> Any:
     """An SB3 ``algorithm`` object with the saved weights of ``path``, built without
     deserialising anything from the file (see the module docstring).
