@@ -148,3 +148,33 @@ def test_main_checks_then_fills(tiny, capsys):
     assert "TINY.md:5: table docs/tables/tiny.md" in capsys.readouterr().out
     assert main(["--root", str(root)]) == 0
     assert main(["--check", "--root", str(root)]) == 0
+
+
+def test_where_keeps_the_matching_rows_and_checks_them(tiny):
+    root, report = tiny
+    frame = pd.DataFrame({"costs": ["default", "default", "cfn10"], "prior": ["knn", "iforest",
+                          "knn"], "cost": [0.0371, 0.0309, 0.1542]})
+    write_table(frame, root / "docs" / "tables", "costs", index=False)
+    report.write_text("<!-- table: docs/tables/costs.md where costs=default prior=knn -->\n"
+                      "<!-- /table -->\n")
+    [block] = blocks(report.read_text().splitlines(), report)
+    assert block.where == (("costs", "default"), ("prior", "knn"))
+    fill(report, root)
+    assert report.read_text() == ("<!-- table: docs/tables/costs.md where costs=default "
+                                  "prior=knn -->\n\n| costs | prior | cost |\n|---|---|---|\n"
+                                  "| default | knn | 0.0371 |\n\n<!-- /table -->\n")
+    report.write_text(report.read_text().replace("0.0371", "0.0370"))
+    assert len(stale(report, root)) == 1
+
+
+@pytest.mark.parametrize("where, message", [
+    ("costs=default price=knn", "no column 'price'"),
+    ("costs=cfp10", "no row of .* meets 'where costs=cfp10'"),
+])
+def test_where_errors_name_the_problem(tiny, where, message):
+    root, report = tiny
+    frame = pd.DataFrame({"costs": ["default"], "cost": [0.0371]})
+    write_table(frame, root / "docs" / "tables", "costs", index=False)
+    report.write_text(f"<!-- table: docs/tables/costs.md where {where} -->\n<!-- /table -->\n")
+    with pytest.raises(ValueError, match=message):
+        stale(report, root)

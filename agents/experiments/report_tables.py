@@ -12,7 +12,10 @@ goes, and :func:`fill` writes the generated table there::
     <!-- /table -->
 
 The marker names the generated file relative to the repository root, so a report can move
-between folders without changing its markers. Only the table itself is included: a
+between folders without changing its markers. A marker may keep some of the rows:
+``<!-- table: docs/tables/allocators_cv.md where costs=default prior=knn -->`` includes
+the header and the rows whose ``costs`` cell is ``default`` and ``prior`` cell ``knn``
+(every condition must hold). Only the table itself is included: a
 generated file's title and note are the report's prose to write (and the note's relative
 links point from ``docs/tables``, which would break inside a report elsewhere).
 :func:`stale` lists the blocks that differ from their files; the test suite runs it over
@@ -27,8 +30,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-START = re.compile(r"^<!-- table: (?P<table>\S+) -->$")
-"""The line that opens a block: the generated file's path from the repository root."""
+START = re.compile(r"^<!-- table: (?P<table>\S+)(?: where (?P<where>[^=\s]+=\S+"
+                   r"(?: [^=\s]+=\S+)*))? -->$")
+"""The line that opens a block: the generated file's path from the repository root, and
+optionally ``where column=value ...``, the rows to keep."""
 END = "<!-- /table -->"
 """The line that closes a block."""
 TABLES = Path("docs") / "tables"
@@ -38,11 +43,13 @@ TABLES = Path("docs") / "tables"
 @dataclass(frozen=True)
 class Block:
     """One marked block of a report: lines ``start`` (the opening marker) to ``end`` (the
-    closing one), 0-based, and the generated table it includes."""
+    closing one), 0-based, the generated table it includes and the ``(column, value)``
+    conditions its rows must meet (none: every row)."""
 
     table: str
     start: int
     end: int
+    where: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,7 @@ def blocks(lines: Sequence[str], report: str | Path = "report") -> list[Block]:
     found: list[Block] = []
     open_at: int | None = None
     table = ""
+    where: tuple[tuple[str, str], ...] = ()
     for number, line in enumerate(lines):
         match = START.match(line.rstrip())
         if match:
@@ -82,16 +90,22 @@ def blocks(lines: Sequence[str], report: str | Path = "report") -> list[Block]:
                 raise ValueError(f"{report}:{number + 1}: a table marker inside the block "
                                  f"opened on line {open_at + 1}: close it with '{END}' first")
             open_at, table = number, match["table"]
+            where = tuple(_condition(term) for term in (match["where"] or "").split())
         elif line.rstrip() == END:
             if open_at is None:
                 raise ValueError(f"{report}:{number + 1}: '{END}' without an opening "
                                  "'<!-- table: docs/tables/<file>.md -->'")
-            found.append(Block(table, open_at, number))
+            found.append(Block(table, open_at, number, where))
             open_at = None
     if open_at is not None:
         raise ValueError(f"{report}:{open_at + 1}: the block for {table} is never closed: "
                          f"add '{END}' after its table")
     return found
+
+
+def _condition(term: str) -> tuple[str, str]:
+    column, _, value = term.partition("=")
+    return column, value
 
 
 def generated_table(path: Path) -> list[str]:
@@ -111,6 +125,29 @@ def generated_table(path: Path) -> list[str]:
     return table
 
 
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def select_rows(table_lines: Sequence[str], where: Sequence[tuple[str, str]],
+                source: str | Path = "table") -> list[str]:
+    """The header, the separator and the rows whose cells equal every ``(column, value)``
+    of ``where``. A column the table lacks, or a condition no row meets, is an error."""
+    if not where:
+        return list(table_lines)
+    header = _cells(table_lines[0])
+    for column, _ in where:
+        if column not in header:
+            raise ValueError(f"{source} has no column {column!r} (its columns: "
+                             f"{', '.join(header)})")
+    rows = [line for line in table_lines[2:]
+            if all(_cells(line)[header.index(column)] == value for column, value in where)]
+    if not rows:
+        terms = " ".join(f"{column}={value}" for column, value in where)
+        raise ValueError(f"no row of {source} meets 'where {terms}'")
+    return [*table_lines[:2], *rows]
+
+
 def block_text(table_lines: Sequence[str]) -> list[str]:
     """The lines between the markers: the table with a blank line on each side, so that
     every Markdown renderer sees a table apart from the comments."""
@@ -127,7 +164,7 @@ def _expected(root: Path, block: Block) -> list[str] | str:
     path = root / block.table
     if not path.is_file():
         return f"{path} does not exist (regenerate it, or correct the marker's path)"
-    return block_text(generated_table(path))
+    return block_text(select_rows(generated_table(path), block.where, path))
 
 
 def stale(report: str | Path, root: str | Path | None = None) -> list[Difference]:
@@ -213,4 +250,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["END", "START", "TABLES", "Block", "Difference", "block_text", "blocks", "fill",
-           "generated_table", "main", "repo_root", "reports", "stale"]
+           "generated_table", "main", "repo_root", "reports", "select_rows", "stale"]
