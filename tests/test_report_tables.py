@@ -178,3 +178,15 @@ def test_where_errors_name_the_problem(tiny, where, message):
     report.write_text(f"<!-- table: docs/tables/costs.md where {where} -->\n<!-- /table -->\n")
     with pytest.raises(ValueError, match=message):
         stale(report, root)
+
+
+def test_an_indented_marker_indents_its_table(tiny):
+    root, report = tiny
+    report.write_text("- a list item:\n\n  <!-- table: docs/tables/tiny.md -->\n"
+                      "  <!-- /table -->\n\n  more of the item.\n")
+    fill(report, root)
+    assert report.read_text() == ("- a list item:\n\n  <!-- table: docs/tables/tiny.md -->\n\n"
+                                  "  | agent | cost |\n  |---|---|\n  | ballad | 0.0400 |\n"
+                                  "  | all-in-lr | 0.0312 |\n\n  <!-- /table -->\n\n"
+                                  "  more of the item.\n")
+    assert stale(report, root) == []

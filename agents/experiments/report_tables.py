@@ -15,7 +15,8 @@ The marker names the generated file relative to the repository root, so a report
 between folders without changing its markers. A marker may keep some of the rows:
 ``<!-- table: docs/tables/allocators_cv.md where costs=default prior=knn -->`` includes
 the header and the rows whose ``costs`` cell is ``default`` and ``prior`` cell ``knn``
-(every condition must hold). Only the table itself is included: a
+(every condition must hold). A marker indented (inside a list item) indents its table the
+same way. Only the table itself is included: a
 generated file's title and note are the report's prose to write (and the note's relative
 links point from ``docs/tables``, which would break inside a report elsewhere).
 :func:`stale` lists the blocks that differ from their files; the test suite runs it over
@@ -30,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-START = re.compile(r"^<!-- table: (?P<table>\S+)(?: where (?P<where>[^=\s]+=\S+"
+START = re.compile(r"^(?P<indent> *)<!-- table: (?P<table>\S+)(?: where (?P<where>[^=\s]+=\S+"
                    r"(?: [^=\s]+=\S+)*))? -->$")
 """The line that opens a block: the generated file's path from the repository root, and
 optionally ``where column=value ...``, the rows to keep."""
@@ -44,12 +45,13 @@ TABLES = Path("docs") / "tables"
 class Block:
     """One marked block of a report: lines ``start`` (the opening marker) to ``end`` (the
     closing one), 0-based, the generated table it includes and the ``(column, value)``
-    conditions its rows must meet (none: every row)."""
+    conditions its rows must meet (none: every row) and the marker's indentation."""
 
     table: str
     start: int
     end: int
     where: tuple[tuple[str, str], ...] = ()
+    indent: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,19 +85,20 @@ def blocks(lines: Sequence[str], report: str | Path = "report") -> list[Block]:
     open_at: int | None = None
     table = ""
     where: tuple[tuple[str, str], ...] = ()
+    indent = ""
     for number, line in enumerate(lines):
         match = START.match(line.rstrip())
         if match:
             if open_at is not None:
                 raise ValueError(f"{report}:{number + 1}: a table marker inside the block "
                                  f"opened on line {open_at + 1}: close it with '{END}' first")
-            open_at, table = number, match["table"]
+            open_at, table, indent = number, match["table"], match["indent"]
             where = tuple(_condition(term) for term in (match["where"] or "").split())
-        elif line.rstrip() == END:
+        elif line.strip() == END:
             if open_at is None:
                 raise ValueError(f"{report}:{number + 1}: '{END}' without an opening "
                                  "'<!-- table: docs/tables/<file>.md -->'")
-            found.append(Block(table, open_at, number, where))
+            found.append(Block(table, open_at, number, where, indent))
             open_at = None
     if open_at is not None:
         raise ValueError(f"{report}:{open_at + 1}: the block for {table} is never closed: "
@@ -148,10 +151,11 @@ def select_rows(table_lines: Sequence[str], where: Sequence[tuple[str, str]],
     return [*table_lines[:2], *rows]
 
 
-def block_text(table_lines: Sequence[str]) -> list[str]:
-    """The lines between the markers: the table with a blank line on each side, so that
-    every Markdown renderer sees a table apart from the comments."""
-    return ["", *table_lines, ""]
+def block_text(table_lines: Sequence[str], indent: str = "") -> list[str]:
+    """The lines between the markers: the table (each line indented by ``indent``) with a
+    blank line on each side, so that every Markdown renderer sees a table apart from the
+    comments."""
+    return ["", *(indent + line for line in table_lines), ""]
 
 
 def _marked(report: Path, root: Path | None) -> tuple[list[str], Path, list[Block]]:
@@ -164,7 +168,7 @@ def _expected(root: Path, block: Block) -> list[str] | str:
     path = root / block.table
     if not path.is_file():
         return f"{path} does not exist (regenerate it, or correct the marker's path)"
-    return block_text(select_rows(generated_table(path), block.where, path))
+    return block_text(select_rows(generated_table(path), block.where, path), block.indent)
 
 
 def stale(report: str | Path, root: str | Path | None = None) -> list[Difference]:
