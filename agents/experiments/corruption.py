@@ -7,7 +7,7 @@ project reads it (:class:`FileKind`): each damaged copy must either give exactly
 intact file gives or raise an error whose message names the file. Anything else (a
 different result, an error that does not say which file, a hang) is a failure.
 ``tests/test_file_faults.py`` damages a sample of each kind; ``scripts/robustness_sweep.py
---files`` damages every byte.
+--files`` damages every byte (:func:`fuzz_files`).
 """
 
 from __future__ import annotations
@@ -215,5 +215,15 @@ def sample_kinds(folder: Path, policy: bool = True) -> Iterator[FileKind]:
         yield policy_kind(folder)
 
 
-__all__ = ["Damage", "FileKind", "Outcome", "check_damages", "damages", "lattice_kinds",
-           "policy_kind", "result_kinds", "sample_data", "sample_kinds"]
+def fuzz_files(folder: Path, max_damages: int | None = None, policy_damages: int = 2000,
+               policy: bool = True, seed: int = 0) -> Iterator[Outcome]:
+    """Damage every file kind made in ``folder``: every byte flipped and every truncation
+    (at most ``max_damages`` of each, sampled), the policy zip's ``policy_damages`` of each
+    (every byte of ~160 kB would take hours). One :class:`Outcome` per kind, as each ends."""
+    for kind in sample_kinds(folder, policy):
+        cap = policy_damages if kind.name == "policy zip" else max_damages
+        yield check_damages(kind, damages(kind.path.stat().st_size, cap, cap, seed))
+
+
+__all__ = ["Damage", "FileKind", "Outcome", "check_damages", "damages", "fuzz_files",
+           "lattice_kinds", "policy_kind", "result_kinds", "sample_data", "sample_kinds"]
