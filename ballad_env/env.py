@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -127,10 +128,8 @@ class BudgetAllocationEnv(gym.Env):
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
             raise ValueError("dataset: the list of data sets is empty")
-        for source in sources:
-            refuse_complex(source)
-        self.datasets = distinct_array_names(
-            [load_dataset(source, data_dir=data_dir) for source in sources], sources)
+        self.datasets = [load_dataset(source, data_dir=data_dir)
+                         for source in named_arrays(sources)]
         self.dataset = self.datasets[0]
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         self._shown = shown_signal(self.settings)
@@ -258,26 +257,24 @@ def episode_seeds(seeds: Any) -> list[int]:
     return sorted({int(v) for v in values})
 
 
-def refuse_complex(source: Any) -> None:
-    """A ``ValueError`` for an ``(X, y)`` source with complex values (numpy would drop the
-    imaginary part with only a warning)."""
-    if isinstance(source, tuple) and len(source) == 2 and \
-            any(np.iscomplexobj(np.asarray(part)) for part in source):
-        raise ValueError("dataset: X and y must be real numbers; got complex values (take "
-                         "np.real, np.abs or split them into two features)")
-
-
-def distinct_array_names(datasets: list[Dataset], sources: list[Any]) -> list[Dataset]:
-    """``datasets`` with the ``(X, y)`` sources of a list named ``arrays-0``, ``arrays-1``,
-    ... (each is ``arrays`` when loaded) when there are several, so that ``info`` and results
-    tell them apart."""
-    arrays = [i for i, source in enumerate(sources) if isinstance(source, tuple)]
-    if len(arrays) < 2:
-        return datasets
-    named = list(datasets)
-    for number, index in enumerate(arrays):
-        named[index] = Dataset(f"{datasets[index].name}-{number}", datasets[index].X,
-                               datasets[index].y)
+def named_arrays(sources: Sequence[Any]) -> list[Any]:
+    """``sources`` of data with their ``(X, y)`` tuples checked and named apart: complex
+    values are refused (numpy would drop the imaginary part with only a warning), and
+    several tuples in one list become ``Dataset`` s named ``arrays-0``, ``arrays-1``, ... in
+    their order (a tuple alone loads as ``arrays``), so that ``info``, results and stores
+    tell them apart. Other sources are returned as they are."""
+    for source in sources:
+        if isinstance(source, tuple) and len(source) == 2 and \
+                any(np.iscomplexobj(np.asarray(part)) for part in source):
+            raise ValueError("dataset: X and y must be real numbers; got complex values "
+                             "(take np.real or np.abs, or make the two parts two features)")
+    tuples = [i for i, source in enumerate(sources)
+              if isinstance(source, tuple) and len(source) == 2]
+    named = list(sources)
+    if len(tuples) > 1:
+        for number, index in enumerate(tuples):
+            X, y = sources[index]
+            named[index] = Dataset(f"arrays-{number}", np.asarray(X), np.asarray(y))
     return named
 
 

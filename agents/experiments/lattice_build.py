@@ -25,6 +25,7 @@ from agents.experiments.provenance import fingerprint, package_versions
 from agents.experiments.run import _execute, _load, _progress_bar, worker_limits
 from agents.experiments.store import RunError, writable_folder
 from ballad_env.data import Dataset, dataset_name
+from ballad_env.env import named_arrays
 from ballad_env.files import remove_stale_temporaries
 from ballad_env.lattice import build_lattice, check_lattice_settings
 from ballad_env.lattice_store import (
@@ -153,6 +154,7 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     cells asked for.
     """
     directory = None if data_dir is None else str(data_dir)
+    datasets = named_arrays(datasets)  # several (X, y): arrays-0, arrays-1, ...
     names = [dataset_name(d, directory) for d in datasets]
     loaded = {name: _load(source, directory) for name, source in zip(names, datasets,
                                                                       strict=True)}
