@@ -162,3 +162,30 @@ def test_two_identical_runs_at_once_both_finish_with_the_same_table(tmp_path: Pa
     assert outcome == {"first": "ok", "second": "ok"}
     alone = run_grid(both, tmp_path / "alone", n_jobs=1, progress=False)
     assert load_results(output).equals(alone)
+
+
+def test_a_run_that_cannot_get_the_lock_in_time_says_who_holds_what(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    from ballad_env import files
+
+    assert CTX is not None
+    output = tmp_path / "run"
+    output.mkdir()
+    held, done = CTX.Event(), CTX.Event()
+
+    def hold() -> None:
+        with files.manifest_lock(output / "run.json"):
+            held.set()
+            done.wait(60)
+
+    holder = CTX.Process(target=_child, args=(hold, None, CTX.SimpleQueue(), "holder"))
+    holder.start()
+    try:
+        assert held.wait(60)
+        monkeypatch.setattr(files, "LOCK_TIMEOUT_S", 0.3)
+        with pytest.raises(result_store.RunError, match=f"another process has held the lock "
+                                                        f"of the results folder {output}"):
+            run_grid(grid("all-in-al"), output, n_jobs=1, progress=False)
+    finally:
+        done.set()
+        holder.join(60)

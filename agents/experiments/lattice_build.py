@@ -88,9 +88,12 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
     folder = writable_folder(root, "--out")
     store = LatticeStore(folder, create=True)
     # One step for every process: two builds started at once never both pass the checks.
-    with store.lock():
-        _check_and_record(store, loaded, settings)
-        remove_stale_temporaries([store.root], recursive=True)  # left by killed builds
+    try:
+        with store.lock():
+            _check_and_record(store, loaded, settings)
+            remove_stale_temporaries([store.root], recursive=True)  # left by killed builds
+    except TimeoutError as err:  # another build keeps store.json's lock
+        raise RunError(str(err)) from err
     return store
 
 

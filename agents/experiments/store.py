@@ -131,6 +131,12 @@ class ResultStore:
         runs started at once into one folder never both pass: the second sees the first's
         ``run.json``. Temporary files a killed run left behind are removed here."""
         writable_folder(self.cells_dir)
+        try:
+            self._prepare_locked(manifest)
+        except TimeoutError as err:  # another run keeps run.json's lock
+            raise RunError(str(err)) from err
+
+    def _prepare_locked(self, manifest: dict[str, Any]) -> None:
         with manifest_lock(self.run_file, f"the results folder {self.root}"):
             stored = self.read_manifest()
             if stored is not None:
