@@ -36,6 +36,7 @@ from pathlib import Path
 from agents.experiments import policy_study as study
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.tables import markdown_table
+from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     specs = [*args.baselines, *(str(p) for p in study.trained_policies(args.study_dir))]
     study.evaluate(args.study_dir, split["held_out"], args.seeds, specs,
                    data_dir(args.data_dir), settings_from_args(args)[0], jobs=args.jobs,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, trust_pickle=args.trust_pickle)
 
 
 def report_folder(args: argparse.Namespace) -> Path:
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--baselines", nargs="+", default=list(study.BASELINES),
                    help="registered agents evaluated next to the policies")
     e.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_trust_pickle_argument(e)
     add_settings_arguments(e, only=study.STUDY_OPTIONS)
     r = sub.add_parser("report", help="tables and figures")
     r.add_argument("--window", type=int, default=10, help="episodes in the curves' rolling mean")
