@@ -271,11 +271,7 @@ def test_damaged_result_cells_and_run_json_are_read_identically_or_refused_by_na
     assert_fuzzed(run_file, 80, 20)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(reason="issue 21: stable-baselines3's loader raises errors that do not name "
-                          "the file (e.g. AssertionError 'No data found in the saved file'); "
-                          "the safe policy loader (agents/policy.py) is to name it",
-                   strict=False)
+@pytest.mark.slow  # trains a policy for a few seconds
 def test_damaged_policy_zips_act_identically_or_are_refused_by_name(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
     assert_fuzzed(policy_kind(tmp_path), 40, 20)
