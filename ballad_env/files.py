@@ -104,7 +104,7 @@ def write_failure(path: str | os.PathLike, err: OSError, fix: str) -> str:
         return (f"the disk is full: cannot write {path} (no space left on the device holding "
                 f"{_existing(path)}, {_free(path)} free). Free some space there and run the "
                 f"same command again (what is finished is kept), or {fix}")
-    return f"cannot write {path} ({err.strerror or err}): {fix}"
+    return f"cannot write to {path} ({err.strerror or err}): {fix}"
 
 
 def probe_writable(folder: str | os.PathLike) -> None:
