@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--rewards", nargs="+", default=list(study.REWARDS), help="rewards to train on")
     t.add_argument("--jobs", type=int, default=2, help="training runs at a time")
     t.add_argument("--n-envs", type=int, default=2, help="environments per run")
-    t.add_argument("--vec-env", default="dummy", help="dummy or subproc (see POLICIES.md)")
+    t.add_argument("--vec-env", default="dummy",
+                   help="dummy or subproc (see docs/studies/POLICIES.md)")
     t.add_argument("--n-steps", type=int, default=30, help="PPO rollout per env (= minibatch)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="PPO step size")
     add_settings_arguments(t, only=study.STUDY_OPTIONS)
