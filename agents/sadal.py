@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from agents.bandits import HistoryAgent
-from agents.base import AL, LR
+from agents.base import AL, LR, AgentFactory
 
 #: SADAL's pseudo-rewards before any round: (AL, LR).
 INITIAL_REWARDS = (0.99, 1.0)
@@ -66,12 +66,7 @@ class SadalAgent(HistoryAgent):
                 f"reward={self.reward!r})")
 
 
-def _register() -> None:
-    from agents.registry import register_agent
+#: Registered names and factories (``agents.registry`` registers the table).
+SADAL_AGENTS: dict[str, AgentFactory] = {"sadal": lambda env: SadalAgent()}
 
-    register_agent("sadal", lambda env: SadalAgent())
-
-
-_register()
-
-__all__ = ["INITIAL_REWARDS", "SadalAgent", "discounted_sum", "sadal_choice"]
+__all__ = ["INITIAL_REWARDS", "SADAL_AGENTS", "SadalAgent", "discounted_sum", "sadal_choice"]

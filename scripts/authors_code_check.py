@@ -15,7 +15,8 @@
     python scripts/authors_code_check.py published --ballad-py path/to/BALLAD.py \\
         --published published.jsonl --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
 
-The logic is in ``agents.experiments.authors_code``; ``REPRODUCTION.md`` reads the tables.
+The logic is in ``agents.experiments.authors_code``; ``docs/studies/REPRODUCTION.md`` reads
+the tables.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from agents.experiments.published_code import (
 )
 from agents.experiments.store import RUN_FILE
 from agents.experiments.tables import seeds_text, write_table
-from ballad_env.settings import Settings
+from ballad_env.settings import Settings, query_seed_value
 
 DOCS_TABLES = Path(__file__).resolve().parent.parent / "docs" / "tables"
 
@@ -82,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tau-position", default="as-found",
                         choices=["as-found", "bottom", "middle", "top"],
                         help="agreement: where the preset's tau sits in its optimal interval")
+    parser.add_argument("--query-seed", type=query_seed_value, default=None,
+                        help="agreement: the seed of the preset's one query stream, as the "
+                             "published run drew it: split (default: the published-code "
+                             "runner seeds numpy's stream with the split seed) or a number "
+                             "(331: the published load_dataset's, the preset's own)")
     parser.add_argument("--output", default="results/authors_code", help="results folder")
     parser.add_argument("--stem", default="authors_code_ablation",
                         help="ablation: the tables' file name (a second run's tables beside "
@@ -136,8 +142,10 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not args.published:
         raise SystemExit("agreement needs --published (the published code's episodes)")
     published = load_published(args.published)
+    # The labels must come from the stream the published run drew them from: the runner
+    # (play_published) seeds it with the split seed, so by default not the preset's 331.
     setting = Settings.authors_code(threshold_search=args.threshold_search,
-                                    tau_position=args.tau_position)
+                                    tau_position=args.tau_position, query_seed=args.query_seed)
     # Ours plays the episodes the published code finished, one results folder per setting,
     # strategy and seed (each grows as the published run goes on).
     # --report-only reads what is there, leaving out the folders a run has not started.
@@ -154,11 +162,14 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
                          "--report-only first")
     results = pd.concat(parts, ignore_index=True)
     stem = f"authors_code_agreement_{setting.name}"
+    stream = ("the split seed" if setting.query_seed is None
+              else f"{setting.query_seed}")
     note = (f"Setting {setting.name}; the same splits (random_state = seed); the labels as "
             f"the setting draws them (query_rng={setting.query_rng!r}: 'authors' draws the "
-            "published code's). Mean test cost per example over rounds, seeds, "
-            "then data sets, on the episodes both codes played; the published code's from "
-            "`scripts/authors_code_check.py published` (REPRODUCTION.md).")
+            f"published code's, from the legacy stream seeded with {stream}). Mean test cost "
+            "per example over rounds, seeds, then data sets, on the episodes both codes "
+            "played; the published code's from `scripts/authors_code_check.py published` "
+            "(docs/studies/REPRODUCTION.md).")
     table = agreement_table(results, published, setting.name)
     print(write_table(table, tables, stem, title="The preset against the published code",
                       note=note + " dataset_difference_*: the range of the relative "
