@@ -118,8 +118,9 @@ def test_candidate_axis_and_refinement_by_hand() -> None:
     labels = np.array([0, -1, 0, 1])
     # The anomaly (1.0) sticks out above the others' maximum 0.4 (normalised 0.4, inside
     # the axis): 0.4 - 1e-4 is added.
-    np.testing.assert_allclose(refine_axis(axis, feature, labels),
-                               np.sort(np.append(axis, 0.4 - 1e-4)))
+    refined = refine_axis(axis, feature, labels)
+    assert refined is not None
+    np.testing.assert_allclose(refined, np.sort(np.append(axis, 0.4 - 1e-4)))
     # An anomaly inside the others' range: the feature is no candidate.
     assert refine_axis(axis, feature, np.array([0, 1, 0, 0])) is None
 
