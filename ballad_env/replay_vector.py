@@ -25,11 +25,12 @@ from ballad_env.lattice_store import LatticeStore
 from ballad_env.observation import ALL_FEATURE_INDEX
 from ballad_env.replay import RESET_OPTIONS, BudgetAllocationReplayEnv
 from ballad_env.replay_vector_tables import (
+    FIGURE_GROUPS,
     SIDE_COLUMNS,
-    STATE_RECORD_FIELDS,
     CellDraws,
     ReplayTables,
 )
+from ballad_env.rewards import SIDE_SIGNAL_NAMES
 from ballad_env.settings import Settings
 
 #: The keys of a replay environment's ``info``, in order.
@@ -103,6 +104,7 @@ class ReplayVectorEnv(VectorEnv):
                                                 for _ in range(3))
         self._autoreset = np.zeros(n, dtype=bool)
         self._started = False
+        self._plan_info()
 
     def _load(self, cells: Sequence[tuple[str, int]]) -> None:
         """Add the tables of these cells, those not loaded yet."""
@@ -136,7 +138,8 @@ class ReplayVectorEnv(VectorEnv):
             self._start(envs, self._cell_rows[self._draws.draw(envs)])
         self._autoreset[:] = False
         self._started = True
-        return self._observe(), self._info()
+        rows = self._rows()
+        return self._observe(rows), self._info(rows)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
@@ -156,12 +159,14 @@ class ReplayVectorEnv(VectorEnv):
             rewards[:] = self._advance(slice(None), action)
         terminated = self._i + self._j >= self.tables.n_rounds
         truncated = np.zeros(self.num_envs, dtype=bool)
-        obs, info = self._observe(), self._info()
+        rows = self._rows()
+        obs, info = self._observe(rows), self._info(rows)
         if self.autoreset_mode is AutoresetMode.SAME_STEP and terminated.any():
             ended = np.flatnonzero(terminated)
             info.update(_final(obs, info, ended, self.num_envs))
             self._start(ended, self._cell_rows[self._draws.draw(ended)])
-            obs, info = self._observe(), {**info, **self._info()}
+            rows = self._rows()
+            obs, info = self._observe(rows), {**info, **self._info(rows)}
         else:
             self._autoreset = terminated.copy()
         return obs, rewards, terminated, truncated, info
@@ -195,28 +200,28 @@ class ReplayVectorEnv(VectorEnv):
     def _advance(self, envs: Any, action: np.ndarray) -> np.ndarray:
         """Take ``action`` in ``envs`` (an index array or every one): move their path states
         (as ``CellReplay.after``) and return the rewards."""
-        k1, tables = self._k1, self.tables.arrays
+        k1, tables = self._k1, self.tables
         cell, i, j = self._cell[envs], self._i[envs], self._j[envs]
         last = self._last[envs]
         states = (cell * k1 + i) * k1 + j
-        if (i + j >= self.tables.n_rounds).any():
+        if (i + j >= tables.n_rounds).any():
             raise RuntimeError("step() called after the episode ended: the label budget is "
                                "spent; call reset()")
-        allowed = tables["mask"][states, action]
+        allowed = tables.arrays["mask"][states, action]
         if not allowed.all():
             bad = np.flatnonzero(~allowed)
             raise ValueError(f"action(s) unavailable in environment(s) {bad.tolist()}: their "
                              "pool has fewer unlabeled examples than a round; pass "
                              "action_masks() to the policy")
         al = action == AL
-        if self.tables.cost is not None:
-            rewards = tables["cost_reward"][states, action]
-        else:
-            name = self.tables.signal.name
-            after_al = tables[f"al.{name}"][cell * k1 + np.minimum(i + 1, k1 - 1)]
+        if tables.cost is not None:
+            rewards = tables.arrays["cost_reward"][states, action]
+        else:  # the side signal the round just measured, as the record holds it
+            column = SIDE_SIGNAL_NAMES.index(tables.signal.name)
+            after_al = tables.columns["al_signals"][column][cell * k1 + np.minimum(i + 1, k1 - 1)]
             lr_path = ((cell * k1 + i) * k1 + np.minimum(j + 1, k1 - 1)) * k1 \
                 + np.maximum(last, 0)
-            rewards = np.where(al, after_al, tables[f"lr.{name}"][lr_path])
+            rewards = np.where(al, after_al, tables.columns["lr_signals"][column][lr_path])
         self._before[envs] = np.where(al, self._before[envs], last)
         self._last[envs] = np.where(al, last, i)
         self._i[envs] = i + al
@@ -234,51 +239,74 @@ class ReplayVectorEnv(VectorEnv):
     def _state_rows(self) -> np.ndarray:
         return (self._cell * self._k1 + self._i) * self._k1 + self._j
 
-    def _lr_rows(self) -> np.ndarray:
-        """Each environment's LR path row: (i of the last LR round, j, i of the one before)."""
-        k1 = self._k1
-        return ((self._cell * k1 + np.maximum(self._last, 0)) * k1 + self._j) * k1 \
+    def _rows(self) -> dict[str, np.ndarray]:
+        """Each environment's rows of the tables: its state (c, i, j), its AL round (c, i)
+        and its LR path (c, i of the last LR round, j, i of the one before)."""
+        k1, cell = self._k1, self._cell
+        al = cell * k1 + self._i
+        lr = ((cell * k1 + np.maximum(self._last, 0)) * k1 + self._j) * k1 \
             + np.maximum(self._before, 0)
+        return {"state": al * k1 + self._j, "al": al, "lr": lr}
 
-    def _observe(self) -> np.ndarray:
+    def _observe(self, rows: dict[str, np.ndarray]) -> np.ndarray:
         """The observations: each state's, with the path's features written over it."""
         tables = self.tables.arrays
-        obs = tables["obs"][self._state_rows()]
-        obs[:, SIDE_COLUMNS[AL]] = tables["al_obs"][self._cell * self._k1 + self._i]
-        obs[:, SIDE_COLUMNS[LR]] = tables["lr_obs"][self._lr_rows()]
+        obs = tables["obs"][rows["state"]]
+        obs[:, SIDE_COLUMNS[AL]] = tables["al_obs"][rows["al"]]
+        obs[:, SIDE_COLUMNS[LR]] = tables["lr_obs"][rows["lr"]]
         obs[:, ALL_FEATURE_INDEX["prev_al"]] = self._prev == AL
         obs[:, ALL_FEATURE_INDEX["prev_lr"]] = self._prev == LR
         return obs
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self, rows: dict[str, np.ndarray]) -> dict[str, Any]:
         """``info`` as gymnasium's vector environments hold it: per key an array over the
-        environments (the type of the single environment's values) and its mask ``_key``."""
+        environments (the type of the single environment's values) and its mask ``_key``:
+        one gather per table, the keys its rows."""
         if not self.info_keys:
             return {}
-        tables, keys = self.tables.arrays, self.info_keys
-        states = self._state_rows()
-        rows = {AL: self._cell * self._k1 + self._i, LR: self._lr_rows()}
+        tables = self.tables
+        gathered: dict[str, np.ndarray] = {}
+        for table, row in self._gathers:
+            gathered[table] = np.take(tables.columns[table], rows[row], axis=1)
+        masks = np.ones((len(self.info_keys), self.num_envs), dtype=bool)
         info: dict[str, Any] = {}
-        for key in keys:
-            if key in STATE_RECORD_FIELDS:
-                value = tables[f"figure.{key}"][states]
+        for n, (key, (table, column)) in enumerate(zip(self.info_keys, self._sources,
+                                                       strict=True)):
+            if table:
+                value = gathered[table][column]
             elif key == "dataset":
-                value = tables["dataset"][self._cell]
+                value = tables.arrays["dataset"][self._cell]
             elif key == "action":
                 value = _ACTION_TEXT[self._prev + 1]
             elif key in ("al_measured", "lr_measured"):
                 value = (self._i if key == "al_measured" else self._j) > 0
             elif key == "queried":
                 value = self._queried()
-            elif key == "action_mask":
-                value = tables["info_mask"][states]
-            else:  # a side's latest signal, or the shown one as that side's reward
-                name, side = key.rsplit("_", 1)
-                signal = self.tables.shown if name == "reward" else name
-                value = tables[f"{side}.{signal}"][rows[AL if side == "al" else LR]]
-            info[key] = value
-            info[f"_{key}"] = np.ones(self.num_envs, dtype=bool)
+            else:  # action_mask
+                value = tables.arrays["info_mask"][rows["state"]]
+            info[key], info[f"_{key}"] = value, masks[n]
         return info
+
+    def _plan_info(self) -> None:
+        """Where each ``info`` key comes from: (table of ``ReplayTables.columns``, row) or
+        ("", 0) for the keys made otherwise; and the gathers a step needs."""
+        shown = SIDE_SIGNAL_NAMES.index(self.tables.shown)
+        sources: list[tuple[str, int]] = []
+        for key in self.info_keys:
+            group = [(kind, names.index(key)) for kind, names in FIGURE_GROUPS.items()
+                     if key in names]
+            name, _, side = key.rpartition("_")
+            if group:
+                sources.append(group[0])
+            elif side in ("al", "lr") and (name == "reward" or name in SIDE_SIGNAL_NAMES):
+                sources.append((f"{side}_signals", shown if name == "reward"
+                                else SIDE_SIGNAL_NAMES.index(name)))
+            else:
+                sources.append(("", 0))
+        self._sources = sources
+        tables = dict.fromkeys(table for table, _ in sources if table)
+        self._gathers = [(table, "state" if table.startswith("figures") else table[:2])
+                         for table in tables]
 
     def _queried(self) -> np.ndarray:
         """(N, m): the indices each environment's last round labeled, padded with -1."""

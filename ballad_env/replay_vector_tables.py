@@ -33,6 +33,10 @@ FIGURE_DTYPES = {f.name: {"int": np.dtype(int), "bool": np.dtype(bool)}.get(
     str(f.type), np.dtype(float)) for f in fields(Snapshot) if f.name in STATE_FIGURES}
 #: The record's keys the state (i, j) fixes.
 STATE_RECORD_FIELDS = tuple(key for key in RECORD_FIELDS if key in FIGURE_DTYPES)
+#: Those keys grouped by dtype (each group one table).
+FIGURE_GROUPS = {f"figures.{kind}": tuple(key for key in STATE_RECORD_FIELDS
+                                          if FIGURE_DTYPES[key].str == kind)
+                 for kind in dict.fromkeys(FIGURE_DTYPES[key].str for key in STATE_RECORD_FIELDS)}
 #: Each side's columns of the observation: its latest signals, then whether it is measured.
 SIDE_COLUMNS = {side: [*(ALL_FEATURE_INDEX[f"{name}_{suffix}"] for name in SIDE_SIGNAL_NAMES),
                        ALL_FEATURE_INDEX[f"{suffix}_measured"]]
@@ -57,6 +61,7 @@ class ReplayTables:
         self.index: dict[tuple[str, int], int] = {}  # (data set, seed) -> row c
         self.names: list[str] = []
         self.arrays: dict[str, np.ndarray] = {}
+        self.columns: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -85,6 +90,9 @@ class ReplayTables:
                             for q in parts["queried"]]
         self.arrays = {name: np.concatenate(tables) for name, tables in parts.items()}
         self.arrays["dataset"] = np.array(self.names, dtype=object)
+        #: The tables of several columns, one row per column, for one gather per step.
+        self.columns = {name: np.ascontiguousarray(self.arrays[name].T)
+                        for name in (*FIGURE_GROUPS, "al_signals", "lr_signals")}
 
     def _cell_parts(self, lattice: Lattice) -> dict[str, np.ndarray]:
         """One cell's rows of every table, flattened as the class docstring says."""
@@ -99,19 +107,18 @@ class ReplayTables:
             "per_round": np.array([lattice.al_queried.shape[1]
                                    if lattice.al_queried is not None else 0]),
         }
-        for name in STATE_RECORD_FIELDS:
-            parts[f"figure.{name}"] = typed(name, grid[name]).reshape(-1)
-        for name in SIDE_SIGNAL_NAMES:  # the record's values: float64, 0 before measured
-            al = np.array(lattice.al_reward[name], dtype=float)
-            al[0] = 0.0
-            lr = np.array(lattice.lr_reward_from[name], dtype=float)
-            lr[:, 0, :] = 0.0
-            parts[f"al.{name}"], parts[f"lr.{name}"] = al, lr.reshape(-1)
-        parts["al_obs"] = _side_observations([parts[f"al.{n}"] for n in SIDE_SIGNAL_NAMES],
-                                             np.arange(k + 1) > 0)
+        for kind, names in FIGURE_GROUPS.items():  # [state, figure] per dtype
+            parts[kind] = np.stack([typed(name, grid[name]).reshape(-1) for name in names],
+                                   axis=-1)
+        al = np.stack([lattice.al_reward[name] for name in SIDE_SIGNAL_NAMES], axis=-1,
+                      dtype=float)
+        lr = np.stack([lattice.lr_reward_from[name] for name in SIDE_SIGNAL_NAMES], axis=-1,
+                      dtype=float)
+        al[0], lr[:, 0] = 0.0, 0.0  # the record's values: float64, 0 before measured
+        parts["al_signals"], parts["lr_signals"] = al, lr.reshape(-1, len(SIDE_SIGNAL_NAMES))
+        parts["al_obs"] = _side_observations(parts["al_signals"], np.arange(k + 1) > 0)
         measured = np.broadcast_to((np.arange(k + 1) > 0)[None, :, None], (k + 1,) * 3)
-        parts["lr_obs"] = _side_observations([parts[f"lr.{n}"] for n in SIDE_SIGNAL_NAMES],
-                                             measured.reshape(-1))
+        parts["lr_obs"] = _side_observations(parts["lr_signals"], measured.reshape(-1))
         empty = np.full((k + 1, 0), -1, dtype=np.intp)
         parts["queried"] = np.concatenate([  # AL rounds' rows, then LR rounds'
             empty if lattice.al_queried is None else lattice.al_queried,
@@ -153,10 +160,10 @@ def typed(name: str, values: np.ndarray) -> np.ndarray:
     return values.astype(float)
 
 
-def _side_observations(signals: list[np.ndarray], measured: np.ndarray) -> np.ndarray:
+def _side_observations(signals: np.ndarray, measured: np.ndarray) -> np.ndarray:
     """[row, (signals..., measured)]: a side's latest signals as the observation holds them
     (float32, clipped to [0, 1], as ``encode``); 0 before the side is measured."""
-    table = np.stack([*signals, measured.astype(float)], axis=-1)
+    table = np.concatenate([signals, measured.astype(float)[:, None]], axis=-1)
     return np.clip(table.astype(np.float32), 0.0, 1.0)
 
 
@@ -213,5 +220,5 @@ class CellDraws:
         self._used[env] = DRAW_BLOCK
 
 
-__all__ = ["DRAW_BLOCK", "FIGURE_DTYPES", "SIDE_COLUMNS", "STATE_RECORD_FIELDS", "CellDraws",
-           "ReplayTables", "typed"]
+__all__ = ["DRAW_BLOCK", "FIGURE_DTYPES", "FIGURE_GROUPS", "SIDE_COLUMNS", "STATE_RECORD_FIELDS",
+           "CellDraws", "ReplayTables", "typed"]
