@@ -37,10 +37,16 @@ STATE_RECORD_FIELDS = tuple(key for key in RECORD_FIELDS if key in FIGURE_DTYPES
 FIGURE_GROUPS = {f"figures.{kind}": tuple(key for key in STATE_RECORD_FIELDS
                                           if FIGURE_DTYPES[key].str == kind)
                  for kind in dict.fromkeys(FIGURE_DTYPES[key].str for key in STATE_RECORD_FIELDS)}
-#: Each side's columns of the observation: its latest signals, then whether it is measured.
+#: Each side's columns of the observation: its latest signals, then whether it is measured
+#: (the state table holds the AL side's, fixed by i; a step writes the LR side's).
 SIDE_COLUMNS = {side: [*(ALL_FEATURE_INDEX[f"{name}_{suffix}"] for name in SIDE_SIGNAL_NAMES),
                        ALL_FEATURE_INDEX[f"{suffix}_measured"]]
                 for side, suffix in ((AL, "al"), (1 - AL, "lr"))}
+#: The previous action's two columns (AL, then LR), and their values by action + 1.
+PREVIOUS_COLUMNS = slice(ALL_FEATURE_INDEX["prev_al"], ALL_FEATURE_INDEX["prev_al"] + 2)
+PREVIOUS_VALUES = np.array([[0, 0], [1, 0], [0, 1]], dtype=np.float32)
+if ALL_FEATURE_INDEX["prev_lr"] != ALL_FEATURE_INDEX["prev_al"] + 1:
+    raise RuntimeError("prev_al and prev_lr are no longer neighbours in the observation")
 #: Draws made at a time per environment (``CellDraws``).
 DRAW_BLOCK = 256
 
@@ -116,7 +122,10 @@ class ReplayTables:
                       dtype=float)
         al[0], lr[:, 0] = 0.0, 0.0  # the record's values: float64, 0 before measured
         parts["al_signals"], parts["lr_signals"] = al, lr.reshape(-1, len(SIDE_SIGNAL_NAMES))
-        parts["al_obs"] = _side_observations(parts["al_signals"], np.arange(k + 1) > 0)
+        al_obs = _side_observations(parts["al_signals"], np.arange(k + 1) > 0)
+        parts["obs"] = parts["obs"].reshape(k + 1, k + 1, -1)  # the AL side's, fixed by i
+        parts["obs"][:, :, SIDE_COLUMNS[AL]] = al_obs[:, None, :]
+        parts["obs"] = parts["obs"].reshape(n_states, -1)
         measured = np.broadcast_to((np.arange(k + 1) > 0)[None, :, None], (k + 1,) * 3)
         parts["lr_obs"] = _side_observations(parts["lr_signals"], measured.reshape(-1))
         empty = np.full((k + 1, 0), -1, dtype=np.intp)
@@ -220,5 +229,5 @@ class CellDraws:
         self._used[env] = DRAW_BLOCK
 
 
-__all__ = ["DRAW_BLOCK", "FIGURE_DTYPES", "FIGURE_GROUPS", "SIDE_COLUMNS", "STATE_RECORD_FIELDS",
-           "CellDraws", "ReplayTables", "typed"]
+__all__ = ["DRAW_BLOCK", "FIGURE_DTYPES", "FIGURE_GROUPS", "PREVIOUS_COLUMNS", "PREVIOUS_VALUES",
+           "SIDE_COLUMNS", "STATE_RECORD_FIELDS", "CellDraws", "ReplayTables", "typed"]
