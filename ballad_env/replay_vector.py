@@ -133,9 +133,9 @@ class ReplayVectorEnv(VectorEnv):
                                                seeds=options.get("seed"),
                                                settings=self.settings).cells
             self._load(chosen)
-            rows = [self.tables.index[chosen[self._draws.draw_among(e, len(chosen))]]
-                    for e in envs.tolist()]
-            self._start(envs, np.array(rows, dtype=np.intp))
+            drawn = [self.tables.index[chosen[self._draws.draw_among(e, len(chosen))]]
+                     for e in envs.tolist()]
+            self._start(envs, np.array(drawn, dtype=np.intp))
         else:
             self._start(envs, self._cell_rows[self._draws.draw(envs)])
         self._autoreset[:] = False

@@ -186,7 +186,7 @@ class CellDraws:
         self.generators: list[np.random.Generator | None] = [None] * n_envs
         self._block = np.zeros((n_envs, DRAW_BLOCK), dtype=np.int64)
         self._used = np.full(n_envs, DRAW_BLOCK)  # draws taken from each block
-        self._start: list[dict[str, Any] | None] = [None] * n_envs  # state before the block
+        self._start: list[Any] = [None] * n_envs  # generator state before the block
 
     def seed(self, seeds: list[int | None]) -> None:
         """Seed environment e with ``seeds[e]`` (``seeding.np_random``, as
