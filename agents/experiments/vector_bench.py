@@ -90,8 +90,8 @@ def measure_vector(store: str | os.PathLike, settings: Settings,
             rows.append({"way": "ReplayVectorEnv", "n": n, "info": info, **_timed(
                 lambda s, native=native: play_vector(native, s, rng, native.action_masks),
                 run_steps, repeats), "run_steps": run_steps})
-    return {"store": str(store), "cells": len(single.unwrapped.cells), "repeats": repeats, "load": os.getloadavg(), "cpus": os.cpu_count(),
-            "rows": rows}
+    return {"store": str(store), "cells": len(single.unwrapped.cells), "repeats": repeats,
+            "load": os.getloadavg(), "cpus": os.cpu_count(), "rows": rows}
 
 
 def vector_report(result: dict[str, Any]) -> str:
