@@ -76,6 +76,25 @@ def test_maskable_ppo_reads_the_masks_and_both_algorithms_train(store) -> None:
         assert all(0.0 <= e["test_cost"] <= 1.0 for e in episodes)
 
 
+def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
+    """``TrainConfig(vec_env="vector")``: the run's monitor file holds its episodes, each a
+    stored cell of the seeds kept."""
+    from agents.experiments.training import TrainConfig, read_monitor, train
+
+    config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,
+                         settings=Settings(reward="cost", prior="knn"), n_envs=2,
+                         vec_env="vector", n_steps=30, batch_size=30, episode_seeds=2,
+                         replay_store=str(store), output_dir=str(tmp_path), progress_bar=False)
+    episodes = read_monitor(train(config).run_dir)
+    assert len(episodes) == 8 and np.all(episodes["length"] == 15)
+    starts = [BudgetAllocationReplayEnv(store, prior="knn", seeds=[s]).reset()[1]["test_cost"]
+              for s in (0, 1)]
+    for start in episodes["return"] + episodes["test_cost"]:
+        assert min(abs(start - s) for s in starts) < 1e-5
+    with pytest.raises(ValueError, match="give replay_store"):
+        TrainConfig(vec_env="vector")
+
+
 def test_valid_replaces_masked_actions_only() -> None:
     masks = np.array([[True, True], [True, False], [False, True], [False, False]])
     assert valid(np.array([1, 1, 0, 1]), masks).tolist() == [1, 0, 1, 1]
