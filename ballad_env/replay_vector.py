@@ -19,10 +19,10 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ballad_env.env import shown_signal
+from ballad_env.env import check_reset_options, shown_signal
 from ballad_env.episode import ACTION_NAMES, AL, LR, RECORD_FIELDS
 from ballad_env.lattice_store import LatticeStore
-from ballad_env.replay import RESET_OPTIONS, BudgetAllocationReplayEnv
+from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.replay_vector_tables import (
     FIGURE_GROUPS,
     PREVIOUS_COLUMNS,
@@ -124,11 +124,8 @@ class ReplayVectorEnv(VectorEnv):
         seeds = _seed_list(seed, self.num_envs)
         self._draws.seed(seeds)
         envs = np.arange(self.num_envs)
+        options = check_reset_options(options)  # the single environment's keys and check
         if options:
-            unknown = sorted(set(options) - set(RESET_OPTIONS))
-            if unknown:
-                raise ValueError(f"unknown reset option(s) {', '.join(unknown)}: use "
-                                 f"{', '.join(RESET_OPTIONS)}")
             chosen = BudgetAllocationReplayEnv(self.store, datasets=options.get("dataset"),
                                                seeds=options.get("seed"),
                                                settings=self.settings).cells

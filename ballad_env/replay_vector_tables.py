@@ -23,8 +23,8 @@ from gymnasium.utils import seeding
 from ballad_env.episode import AL, RECORD_FIELDS, STATE_FIGURES, Snapshot
 from ballad_env.lattice import Lattice
 from ballad_env.observation import ALL_FEATURE_INDEX, check_version
-from ballad_env.replay import state_observations
 from ballad_env.rewards import SIDE_SIGNAL_NAMES, CostSignal, SideSignal
+from ballad_env.transitions import state_observations
 
 #: The type of each state figure as ``Lattice.snapshot`` converts it (``int``, ``bool``,
 #: ``float``), and the dtype a vector of such values takes in ``info`` (as gymnasium's

@@ -18,6 +18,7 @@ from typing import Any
 from agents.policy_files import policy_name, settings_file
 from agents.registry import agent_names, is_agent_name, is_policy_path
 from ballad_env.data import BUILTIN_DATASETS, Dataset, available_datasets, dataset_name
+from ballad_env.env import named_arrays
 from ballad_env.settings import Settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
@@ -41,13 +42,15 @@ def _policy_loader() -> Any:
     return load_policy
 
 
-def check_agent(spec: str) -> None:
-    """Raise a clear error now, before any cell runs, if ``spec`` cannot be built."""
+def check_agent(spec: str, *, trust_pickle: bool = False) -> None:
+    """Raise a clear error now, before any cell runs, if ``spec`` cannot be built: a saved
+    policy is loaded once (without running code from it unless ``trust_pickle``), so a file
+    the safe loader refuses is refused here, by name."""
     if is_policy_path(spec):
         if not os.path.isfile(spec):
             raise FileNotFoundError(f"saved policy {spec!r} does not exist")
         settings_file(spec)
-        _policy_loader()
+        _policy_loader()(spec, trust_pickle=trust_pickle)
     elif not is_agent_name(spec):
         raise ValueError(f"unknown agent {spec!r}: use one of {', '.join(agent_names())} "
                          "or the path of a saved policy (.zip)")
@@ -93,7 +96,8 @@ class Grid:
     keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "datasets", tuple(self.datasets))
+        # (X, y) tuples: complex values refused, several named arrays-0, arrays-1, ...
+        object.__setattr__(self, "datasets", tuple(named_arrays(self.datasets)))
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
         object.__setattr__(self, "settings", tuple(self.settings))
