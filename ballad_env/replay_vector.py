@@ -147,15 +147,15 @@ class ReplayVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         action = self._check_actions(actions)
-        rewards = np.zeros(self.num_envs)
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
+            rewards = np.zeros(self.num_envs)
             restart = np.flatnonzero(self._autoreset)
             stepping = np.flatnonzero(~self._autoreset)
             if stepping.size:
                 rewards[stepping] = self._advance(stepping, action[stepping])
             self._start(restart, self._cell_rows[self._draws.draw(restart)])
-        else:
-            rewards[:] = self._advance(slice(None), action)
+        else:  # no episode has ended (an ended one restarts before it can step again)
+            rewards = self._advance(slice(None), action)
         terminated = self._i + self._j >= self.tables.n_rounds
         truncated = np.zeros(self.num_envs, dtype=bool)
         rows = self._rows()
@@ -192,9 +192,10 @@ class ReplayVectorEnv(VectorEnv):
             if not np.array_equal(rounded, action):
                 raise ValueError(f"invalid actions {action!r}: use 0 (AL) or 1 (LR)")
             action = rounded
-        if ((action != AL) & (action != LR)).any():
+        action = action.astype(np.intp, copy=False)
+        if action.min() < min(AL, LR) or action.max() > max(AL, LR):
             raise ValueError(f"invalid actions {action!r}: use 0 (AL) or 1 (LR)")
-        return action.astype(np.intp, copy=False)
+        return action
 
     def _advance(self, envs: Any, action: np.ndarray) -> np.ndarray:
         """Take ``action`` in ``envs`` (an index array or every one): move their path states
@@ -203,10 +204,8 @@ class ReplayVectorEnv(VectorEnv):
         cell, i, j = self._cell[envs], self._i[envs], self._j[envs]
         last = self._last[envs]
         states = (cell * k1 + i) * k1 + j
-        if (i + j >= tables.n_rounds).any():
-            raise RuntimeError("step() called after the episode ended: the label budget is "
-                               "spent; call reset()")
-        allowed = tables.arrays["mask"][states, action]
+        moves = states * 2 + action  # rows of the [state, action] tables, flattened
+        allowed = tables.arrays["mask"].reshape(-1)[moves]
         if not allowed.all():
             bad = np.flatnonzero(~allowed)
             raise ValueError(f"action(s) unavailable in environment(s) {bad.tolist()}: their "
@@ -214,7 +213,7 @@ class ReplayVectorEnv(VectorEnv):
                              "action_masks() to the policy")
         al = action == AL
         if tables.cost is not None:
-            rewards = tables.arrays["cost_reward"][states, action]
+            rewards = tables.arrays["cost_reward"].reshape(-1)[moves]
         else:  # the side signal the round just measured, as the record holds it
             column = SIDE_SIGNAL_NAMES.index(tables.signal.name)
             after_al = tables.columns["al_signals"][column][cell * k1 + np.minimum(i + 1, k1 - 1)]
