@@ -5,8 +5,8 @@
 ``ReplayVectorEnv``: the same observations, rewards, terminations, truncations, masks and
 ``info`` as ``SyncVectorEnv`` over N ``BudgetAllocationReplayEnv`` with the same seeds and
 autoreset mode, but a step is a few fancy-indexing operations over N environments
-(``ballad_env.replay_vector_tables``), not N Python steps. ``REPLAY.md`` ("Many episodes at
-once") says when to use it and how fast it is.
+(``ballad_env.replay_vector_tables``), not N Python steps. ``docs/REPLAY.md`` ("Many
+episodes at once") says when to use it and how fast it is.
 """
 
 from __future__ import annotations
