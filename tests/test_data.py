@@ -14,12 +14,14 @@ from ballad_env.data import (
     BUILTIN_DATASETS,
     DATA_DIR_ENV,
     Dataset,
+    adbench,
     available_datasets,
     load_dataset,
     make_toy,
     make_wdbc,
     validate_xy,
 )
+from ballad_env.data.bundled import bundled_names
 
 # 20 rows, 3 features, 2 anomalies (rows 3 and 11).
 X_SMALL = np.arange(60, dtype=np.float64).reshape(20, 3) / 7.0
@@ -221,12 +223,20 @@ def test_missing_data_dir(tmp_path: Path) -> None:
 
 
 def test_available_datasets(tmp_path: Path) -> None:
-    assert available_datasets() == sorted(BUILTIN_DATASETS)
+    """Built-ins and the folder's files, then the paper's 18 bundled, then ADBench's 47."""
+    names = available_datasets()
+    assert names[:2] == sorted(BUILTIN_DATASETS)
+    assert names[2:20] == bundled_names() and len(names[2:20]) == 18
+    assert names[20:] == [f"adbench/{row['name']}" for row in adbench.registry()["datasets"]]
+    assert len(names[20:]) == 47
     _write_npz(tmp_path / "zeta.npz")
     _write_csv(tmp_path / "Alpha.csv")
     _write_npz(tmp_path / "Alpha.npz")
     _write_npz(tmp_path / "TOY.npz")  # a file beside the built-in, not hidden by it
-    assert available_datasets(tmp_path) == ["Alpha", "TOY", "toy", "wdbc", "zeta"]
+    _write_npz(tmp_path / "glass.npz")  # the user's file hides the bundled Glass
+    mine = available_datasets(tmp_path)
+    assert mine[:6] == ["Alpha", "glass", "TOY", "toy", "wdbc", "zeta"]
+    assert "Glass" not in mine and "WDBC" in mine and len(mine) == 6 + 17 + 47
 
 
 def test_lower_case_builtin_names_win_other_cases_name_files(tmp_path: Path) -> None:
@@ -322,7 +332,7 @@ def test_validation_accepts_bool_and_float_labels() -> None:
 def test_file_validation_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "holes.csv"
     path.write_text("a,b,label\n1,2,0\n,4,0\n5,6,1\n7,8,0\n9,10,0\n")
-    with pytest.raises(ValueError, match=r"holes: X contains NaN in 1 of 5 rows"):
+    with pytest.raises(ValueError, match=r"holes\.csv: X contains NaN in 1 of 5 rows"):
         load_dataset(path)
 
 
