@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +17,14 @@ from ballad_env.data import (
     Dataset,
     adbench,
     available_datasets,
+    bundled,
+    data_card,
+    dataset_name,
     load_dataset,
     make_toy,
     make_wdbc,
     validate_xy,
+    verify_bundled,
 )
 from ballad_env.data.bundled import bundled_names
 
@@ -398,3 +403,49 @@ def test_benchmark_wbc(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ds.X.shape == (manifest["WBC"]["n"], manifest["WBC"]["d"])
     assert abs(ds.contamination - manifest["WBC"]["contamination"]) < 1e-3
     assert "WBC" in available_datasets(directory)
+
+
+# --------------------------------------------------------------------------- bundled
+
+
+def test_bundled_files_match_their_manifest() -> None:
+    """Every shipped file has the SHA256 and size its manifest records."""
+    assert verify_bundled() == {}
+    assert len(bundled_names()) == 18
+
+
+def test_bundled_data_sets_load_by_name_without_a_folder(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The paper's 18 play by name (any case) with no folder and no variable; n, d and
+    contamination are the manifest's."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    entries = bundled.manifest()
+    for name in bundled_names():
+        ds = load_dataset(name[0].lower() + name[1:].upper())  # "wdbc" is the built-in
+        assert ds.name == name and dataset_name(name.upper()) == name
+        entry = entries[name]
+        assert ds.X.shape == (entry["n"], entry["d"])
+        assert abs(ds.contamination - entry["contamination"]) < 5e-4
+
+
+def test_a_folder_file_comes_before_the_bundled_one(tmp_path: Path) -> None:
+    _write_npz(tmp_path / "glass.npz")
+    assert load_dataset("Glass", data_dir=tmp_path).n_samples == 20
+    assert load_dataset("Glass").n_samples == 214
+
+
+def test_ambiguous_folder_name_lists_the_files(tmp_path: Path) -> None:
+    _write_npz(tmp_path / "Sensors.npz")
+    _write_npz(tmp_path / "sensors.npz")
+    with pytest.raises(ValueError, match=r"ambiguous.*Sensors\.npz, sensors\.npz"):
+        load_dataset("SENSORS", data_dir=tmp_path)
+
+
+def test_data_card_sets_the_copy_beside_the_paper() -> None:
+    card = data_card("kddcup99")
+    assert card.startswith("KDDCup99 (bundled")
+    assert "16_http.npz" in card and "3 features" in card
+    assert re.search(r"d\s+3\s+40\s+\(differs\)", card)
+    assert "(differs)" not in data_card("Glass")
+    with pytest.raises(KeyError, match="ALOI"):
+        data_card("cover")

@@ -95,7 +95,7 @@ def _progress_bar(total: int | None, url: str) -> Any:
 
 
 def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
-             timeout: float = TIMEOUT_S, progress: bool = True) -> Path:
+             timeout: float | None = None, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` and verify it against ``expected``.
 
     Parameters
@@ -109,6 +109,10 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
         Any of ``size``, ``sha256``, ``git_blob_sha1``; at least one hash is required.
     what : str
         The data set's name, for messages.
+    timeout : float, optional
+        Seconds without progress before giving up (default :data:`TIMEOUT_S`).
+    progress : bool, default True
+        Show a progress bar for a large transfer at a terminal.
 
     Raises
     ------
@@ -126,9 +130,10 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
     try:
         with tmp.open("wb") as handle:
             try:
-                received, total = _stream(url, handle, timeout, progress)
+                received, total = _stream(url, handle, timeout or TIMEOUT_S, progress)
             except (urllib.error.URLError, HTTPException, OSError) as err:
-                reason = getattr(err, "reason", None) or err
+                reason = (err if isinstance(err, urllib.error.HTTPError)  # "HTTP Error 404: ..."
+                          else getattr(err, "reason", None) or err)
                 raise DownloadError(
                     f"could not download {what} from {url} ({type(err).__name__}: {reason}). "
                     + by_hand) from err
