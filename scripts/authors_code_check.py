@@ -38,7 +38,7 @@ from agents.experiments.authors_code import (
     load_published,
     published_grids,
 )
-from agents.experiments.grid import dataset_names
+from agents.experiments.grid import DATASETS_HELP, dataset_names
 from agents.experiments.published_code import (
     STRATEGIES,
     PublishedCodeError,
@@ -62,8 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="ablation, published: data sets (default: every file in "
-                             "--data-dir)")
+                        help="ablation, published: " + DATASETS_HELP)
     parser.add_argument("--seeds", type=int, default=3,
                         help="ablation, published: seeds 0..N-1, one after the other")
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],

@@ -28,6 +28,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
+from agents.experiments.grid import DATASETS_HELP
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
 
@@ -36,8 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     grid = parser.add_argument_group("grid")
     grid.add_argument("--datasets", nargs="+", required=True,
-                      help="data set names (built-in or file stems, in any case), paths of "
-                           "data files, or 'all' for every file in --data-dir")
+                      help=DATASETS_HELP)
     grid.add_argument("--data-dir", default=None,
                       help="folder of data files (default: $BALLAD_DATA_DIR)")
     grid.add_argument("--seeds", type=int, default=10, help="run seeds 0..N-1")
