@@ -77,6 +77,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "environment, from the stored cells of --datasets")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_settings_arguments(p, defaults=Settings(reward="cost"))
+    for action in p._actions:  # every option's help says its default
+        if action.default not in (None, False, argparse.SUPPRESS) and action.help and \
+                "default" not in action.help:
+            action.help += " (default: %(default)s)"
     return p.parse_args(argv)
 
 
