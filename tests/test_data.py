@@ -381,7 +381,7 @@ def _benchmark_dir() -> Path:
     candidates = []
     if os.environ.get(DATA_DIR_ENV):
         candidates.append(Path(os.environ[DATA_DIR_ENV]))
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    candidates.append(bundled.BUNDLED_DIR)
     for directory in candidates:
         if (directory / "WBC.npz").is_file() and (directory / "manifest.json").is_file():
             return directory
