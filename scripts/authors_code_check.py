@@ -24,8 +24,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
 from agents.experiments.authors_code import (
     AGENTS,
@@ -151,6 +149,8 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not parts:
         raise SystemExit(f"no results of {setting.name} under {args.output}: run without "
                          "--report-only first")
+    import pandas as pd  # here, so that agents.experiments names a missing extra first
+
     results = pd.concat(parts, ignore_index=True)
     stem = f"authors_code_agreement_{setting.name}"
     note = (f"Setting {setting.name}; the same splits (random_state = seed); the labels as "

@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import Any
 
 from agents.experiments import (
     Grid,
@@ -70,10 +69,12 @@ def build_grid(args: argparse.Namespace) -> Grid:
                 tuple(args.agents), settings_from_args(args))
 
 
-def report(results: pd.DataFrame, output: Path, per_round: bool) -> None:
+def report(results: Any, output: Path, per_round: bool) -> None:
     """Print (and save as CSV) the summary table, the win counts and optionally the rounds."""
     summary = summary_table(results)
     summary.to_csv(output / "summary.csv")
+    import pandas as pd  # here, so that agents.experiments names a missing extra first
+
     with pd.option_context("display.width", 200, "display.max_columns", 50,
                            "display.float_format", "{:.4f}".format):
         print("\nMean test cost per data set (over seeds and rounds); lowest wins")

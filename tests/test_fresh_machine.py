@@ -177,16 +177,23 @@ class Block:
         if name.split(".")[0] in {blocked!r}:
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 sys.meta_path.insert(0, Block())
-import {module}
+{code}
 """
 
 
-@pytest.mark.parametrize(("blocked", "module", "extra"), [
-    (("pandas",), "agents.experiments", "experiments"),
-    (("torch", "stable_baselines3", "sb3_contrib"), "agents.experiments.training", "rl"),
+_SCRIPT = "import runpy, sys; sys.argv = ['{0}', '--help']; runpy.run_path('scripts/{0}')"
+
+
+@pytest.mark.parametrize(("blocked", "code", "extra"), [
+    (("pandas",), "import agents.experiments", "experiments"),
+    (("pandas",), _SCRIPT.format("compare_agents.py"), "experiments"),
+    (("pandas",), _SCRIPT.format("authors_code_check.py"), "experiments"),
+    (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training", "rl"),
+    (("torch",), _SCRIPT.format("train_policy.py"), "rl"),
 ])
-def test_a_missing_extra_is_named(blocked: tuple[str, ...], module: str, extra: str) -> None:
-    code = _BLOCK.format(blocked=set(blocked), module=module)
+def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:
+    """After ``pip install .`` without extras, imports died with a bare ModuleNotFoundError."""
+    code = _BLOCK.format(blocked=set(blocked), code=code)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert done.returncode != 0
