@@ -68,8 +68,7 @@ def _unknown_name(name: str, directory: Path | None) -> FileNotFoundError:
         hint = (f" ADBench's data set of that name is "
                 f"{adbench.PREFIX + adbench.entries()[name.lower()]['name']!r} (downloaded "
                 "once, then cached).")
-    names = [*BUILTIN_DATASETS, *(folder_names(directory) if directory else []),
-             *bundled.bundled_names()]
+    names = [n for n in available_datasets(directory) if not adbench.is_adbench_name(n)]
     return FileNotFoundError(
         f"unknown data set {name!r}: {where} it is not one of the paper's bundled data sets."
         f"{hint} Available: {_listing(names)}, and adbench/<name> for ADBench's "
