@@ -14,7 +14,7 @@ and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 mi
 (sampled eta, float32 kernel sums) and prints how far the costs move. ``synthetic:<n>x<d>``
 names a synthetic data set anywhere a data set is asked for.
 
-    .venv/bin/python scripts/bench.py --data-dir ../shared/benchmarks
+    .venv/bin/python scripts/bench.py
     .venv/bin/python scripts/bench.py --scaling --sizes 50000 200000 500000
     .venv/bin/python scripts/bench.py --effects --datasets KDDCup99 ALOI synthetic:100000x10
     .venv/bin/python scripts/bench.py --replay --datasets Glass WBC WDBC

@@ -1,4 +1,5 @@
-"""Reproduce the four questions of the BALLAD paper (REPRODUCTION.md) and write figures and tables.
+"""Reproduce the four questions of the BALLAD paper (docs/studies/REPRODUCTION.md) and write
+figures and tables.
 
 Three runs, each a resumable grid of ``agents.experiments`` in its own folder under
 ``--output``: ``main`` (Q1-Q3: BALLAD with both rewards and the All-in baselines, per prior),
@@ -11,8 +12,8 @@ Figures go to ``figures/``, tables (Markdown and CSV) to ``tables/`` under the r
 ``docs/``, the committed report. Both are drawn from the stored results only
 (``--report-only`` redraws them without running).
 
-    .venv/bin/python scripts/reproduce_paper.py --data-dir ../shared/benchmarks --n-jobs 2
-    .venv/bin/python scripts/reproduce_paper.py --data-dir ../shared/benchmarks --report-only \
+    .venv/bin/python scripts/reproduce_paper.py --n-jobs 2
+    .venv/bin/python scripts/reproduce_paper.py --report-only \
         --update-docs
 """
 

@@ -10,7 +10,7 @@ the ``.zip`` path to the experiment runner; checkpoints and ``eval/best_model.zi
 Example::
 
     python scripts/train_policy.py --algo maskable_ppo --reward val_cost \\
-        --datasets Pima WBC Glass --data-dir ../shared/benchmarks --total-timesteps 3000
+        --datasets Pima WBC Glass --total-timesteps 3000
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
 from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
