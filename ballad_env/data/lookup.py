@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from ballad_env.data import adbench, bundled
 from ballad_env.data.builtin import _BUILTIN_MAKERS, BUILTIN_DATASETS
@@ -68,7 +68,7 @@ def _unknown_name(name: str, directory: Path | None) -> FileNotFoundError:
         hint = (f" ADBench's data set of that name is "
                 f"{adbench.PREFIX + adbench.entries()[name.lower()]['name']!r} (downloaded "
                 "once, then cached).")
-    names = [n for n in available_datasets(directory) if not adbench.is_adbench_name(n)]
+    names = [n for n in _names(directory) if not adbench.is_adbench_name(n)]
     return FileNotFoundError(
         f"unknown data set {name!r}: {where} it is not one of the paper's bundled data sets."
         f"{hint} Available: {_listing(names)}, and adbench/<name> for ADBench's "
@@ -241,6 +241,25 @@ def _registry_infos() -> list[DatasetInfo]:
     return infos
 
 
+def _names(directory: Path | None) -> list[str]:
+    """Every name, as :func:`available_datasets` lists them."""
+    folder = folder_names(directory) if directory else []
+    mine = sorted({*BUILTIN_DATASETS, *folder}, key=lambda n: (n.lower(), n))
+    taken = {n.lower() for n in folder}  # a folder file hides the bundled set of its name
+    return [*mine, *(n for n in bundled.bundled_names() if n.lower() not in taken),
+            *adbench.adbench_names()]
+
+
+@overload
+def available_datasets(data_dir: str | os.PathLike | None = None, *,
+                       details: Literal[False] = False) -> list[str]: ...
+
+
+@overload
+def available_datasets(data_dir: str | os.PathLike | None = None, *,
+                       details: Literal[True]) -> list[DatasetInfo]: ...
+
+
 def available_datasets(data_dir: str | os.PathLike | None = None, *,
                        details: bool = False) -> list[str] | list[DatasetInfo]:
     """List the names :func:`load_dataset` accepts.
@@ -264,11 +283,7 @@ def available_datasets(data_dir: str | os.PathLike | None = None, *,
     if details:
         return [*_builtin_infos(), *(_folder_infos(directory) if directory else []),
                 *_registry_infos()]
-    folder = folder_names(directory) if directory else []
-    mine = sorted({*BUILTIN_DATASETS, *folder}, key=lambda n: (n.lower(), n))
-    taken = {n.lower() for n in folder}  # a folder file hides the bundled set of its name
-    return [*mine, *(n for n in bundled.bundled_names() if n.lower() not in taken),
-            *adbench.adbench_names()]
+    return _names(directory)
 
 
 __all__ = ["DatasetInfo", "available_datasets", "data_file", "dataset_name", "load_dataset"]
