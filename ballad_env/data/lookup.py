@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from ballad_env.data import adbench, bundled
+import ballad_env.data.adbench as adbench
+import ballad_env.data.bundled as bundled
 from ballad_env.data.builtin import _BUILTIN_MAKERS, BUILTIN_DATASETS
 from ballad_env.data.folder import DATA_DIR_ENV, folder_file, folder_names, resolve_data_dir
 from ballad_env.data.formats import DATA_SUFFIXES, read_file
