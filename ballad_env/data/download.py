@@ -132,6 +132,8 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
             try:
                 received, total = _stream(url, handle, timeout or TIMEOUT_S, progress)
             except (urllib.error.URLError, HTTPException, OSError) as err:
+                if isinstance(err, urllib.error.HTTPError):
+                    err.close()  # it holds the response, and with it the connection
                 reason = (err if isinstance(err, urllib.error.HTTPError)  # "HTTP Error 404: ..."
                           else getattr(err, "reason", None) or err)
                 raise DownloadError(
