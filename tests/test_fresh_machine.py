@@ -219,3 +219,16 @@ def test_license_is_an_spdx_string() -> None:
     assert "setuptools>=77" in meta["build-system"]["requires"]  # the first to accept it
     assert "ballad_env/data/benchmarks/*.npz" not in str(meta)  # package data is relative
     assert meta["tool"]["setuptools"]["package-data"]["ballad_env.data"]
+
+
+def test_lattice_store_lists_cells_of_adbench_names(tmp_path: Path) -> None:
+    """``adbench/cover`` is stored under ``adbench/cover/``; the store lost such cells."""
+    from ballad_env.lattice_store import LatticeStore
+    from ballad_env.settings import Settings
+
+    store = LatticeStore(tmp_path, create=True)
+    for name, seed in (("adbench/cover", 3), ("Glass", 0)):
+        path = store.path(name, seed, Settings())
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"")
+    assert store.cells(Settings()) == [("Glass", 0), ("adbench/cover", 3)]
