@@ -447,5 +447,6 @@ def test_data_card_sets_the_copy_beside_the_paper() -> None:
     assert "16_http.npz" in card and "3 features" in card
     assert re.search(r"d\s+3\s+40\s+\(differs\)", card)
     assert "(differs)" not in data_card("Glass")
+    assert re.search(r"contamination\s+0.02\s+0.0199\s+\(rounding\)", data_card("wilt"))
     with pytest.raises(KeyError, match="ALOI"):
         data_card("cover")

@@ -55,8 +55,13 @@ def verify_bundled() -> dict[str, list[str]]:
 
 
 def _row(label: str, ours: Any, paper: Any) -> str:
-    same = "" if ours == paper else "  (differs)"
-    return f"  {label:<14}{ours!s:>10}{paper!s:>10}{same}"
+    if ours == paper:
+        mark = ""
+    elif isinstance(ours, float) and abs(ours - paper) <= 1.5e-4:  # 4 decimals, rounded
+        mark = "  (rounding)"
+    else:
+        mark = "  (differs)"
+    return f"  {label:<14}{ours!s:>10}{paper!s:>10}{mark}"
 
 
 def data_card(name: str) -> str:
