@@ -7,6 +7,13 @@ A failed, cut-short or mismatching transfer leaves nothing under the final name 
 hand. Hashes: ``sha256`` (hex), ``git_blob_sha1`` (the id git gives the file's content: the
 SHA-1 of ``b"blob <size>\\0"`` followed by the bytes, so a repository's tree verifies a file
 exactly) and ``size`` (bytes); an entry checks every one it has.
+
+Why the standard library and not pooch: four of ADBench's files can only be verified by
+their git blob id, a hash pooch does not know, so pooch would put them under their final
+name unchecked; pooch answers a cached file that no longer matches by downloading it
+again, where a changed cached file must be refused; and what is left for it to do, one
+GET into a temporary file and a rename, would bring requests and platformdirs into the
+core install.
 """
 
 from __future__ import annotations
