@@ -21,6 +21,7 @@ from ballad_env.data import Dataset, dataset_name
 from ballad_env.data.adbench import adbench_names
 from ballad_env.data.bundled import bundled_names
 from ballad_env.data.folder import folder_names, resolve_data_dir
+from ballad_env.env import named_arrays
 from ballad_env.settings import Settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
@@ -98,7 +99,8 @@ class Grid:
     keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "datasets", tuple(self.datasets))
+        # (X, y) tuples: complex values refused, several named arrays-0, arrays-1, ...
+        object.__setattr__(self, "datasets", tuple(named_arrays(self.datasets)))
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
         object.__setattr__(self, "settings", tuple(self.settings))
