@@ -249,3 +249,18 @@ def test_bad_arguments_are_refused_with_clear_errors(store) -> None:
     env.tables.arrays["mask"][:, 1] = False  # as if V had run dry everywhere
     with pytest.raises(ValueError, match=r"unavailable in environment\(s\) \[0, 1\]"):
         env.step(np.ones(2, dtype=int))
+
+
+def test_bench_times_every_way_and_states_the_target(store) -> None:
+    """``scripts/bench.py --vector``'s measuring, tiny: a row per way and N, a verdict."""
+    from agents.experiments.vector_bench import measure_vector, vector_report
+
+    result = measure_vector(store, Settings(prior="knn"), sizes=(2,), steps=300, repeats=1,
+                            short_steps=60)
+    ways = [(row["way"], row["n"], row["info"]) for row in result["rows"]]
+    assert ways == [("single, gym.make", 1, "all"), ("single, unwrapped", 1, "all"),
+                    ("SyncVectorEnv", 2, "all"), ("ReplayVectorEnv", 2, "all"),
+                    ("ReplayVectorEnv", 2, "none")]
+    assert all(row["steps_per_s"] > 0 for row in result["rows"])
+    report = vector_report(result)
+    assert "ReplayVectorEnv at N = 2, info none" in report and "target 1,000,000" in report
