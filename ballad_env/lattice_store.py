@@ -39,7 +39,7 @@ FORMAT_VERSION = 2
 MANIFEST_FILE = "store.json"
 #: Environment modules that never change a lattice: editing them keeps stores valid.
 NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "transitions.py", "lattice_store.py",
-                             "files.py"})
+                             "files.py", "replay_vector.py", "replay_vector_tables.py"})
 
 
 class StoreError(ValueError):
@@ -272,10 +272,10 @@ class LatticeStore:
         """Every (data set, seed) stored under ``settings``, sorted."""
         folder = self.root / setting_key(settings)
         found = []
-        for path in folder.glob("*/seed*.npz"):
+        for path in folder.rglob("seed*.npz"):  # a name may hold a "/" (adbench/cover)
             digits = path.stem.removeprefix("seed")
             if digits.isdigit():
-                found.append((path.parent.name, int(digits)))
+                found.append((path.parent.relative_to(folder).as_posix(), int(digits)))
         return sorted(found)
 
     def load(self, dataset: str, seed: int, settings: Settings) -> Lattice:

@@ -3,7 +3,7 @@
     # each option alone and the preset, both priors, BALLAD / All-in-AL / All-in-LR
     # (resumable, seed after seed; one process), then its table in
     # docs/tables/authors_code_ablation.* (a partial run's tables say what they hold)
-    python scripts/authors_code_check.py ablation --data-dir ../shared/benchmarks \\
+    python scripts/authors_code_check.py ablation \\
         --seeds 10 --output results/authors_code_10 --update-docs
 
     # ours with the preset on the episodes a run of the published code recorded (JSON lines)
@@ -25,8 +25,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
 from agents.experiments.authors_code import (
     AGENTS,
@@ -39,7 +37,7 @@ from agents.experiments.authors_code import (
     load_published,
     published_grids,
 )
-from agents.experiments.grid import dataset_names
+from agents.experiments.grid import DATASETS_HELP, dataset_names
 from agents.experiments.published_code import (
     STRATEGIES,
     PublishedCodeError,
@@ -63,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="ablation, published: data sets (default: every file in "
-                             "--data-dir)")
+                        help="ablation, published: " + DATASETS_HELP)
     parser.add_argument("--seeds", type=int, default=3,
                         help="ablation, published: seeds 0..N-1, one after the other")
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
@@ -160,6 +157,8 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not parts:
         raise SystemExit(f"no results of {setting.name} under {args.output}: run without "
                          "--report-only first")
+    import pandas as pd  # here, so that agents.experiments names a missing extra first
+
     results = pd.concat(parts, ignore_index=True)
     stem = f"authors_code_agreement_{setting.name}"
     stream = ("the split seed" if setting.query_seed is None
