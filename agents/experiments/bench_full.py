@@ -173,14 +173,16 @@ def _seconds(value: float) -> str:
 
 # --------------------------------------------------------------------------- equivalence
 def decisions(source: Any, settings: Settings, seed: int, agent: str,
-              data_dir: str | None = None) -> list[tuple[int, tuple[int, ...], float]]:
-    """Per round of one episode: the action, the indices queried and tau."""
+              data_dir: str | None = None) -> list[tuple[Any, ...]]:
+    """Per round of one episode: the action, the indices queried, tau, and what tau does on
+    the test set (its rejection rate and cost)."""
     env = BudgetAllocationEnv(source, data_dir=data_dir, settings=settings)
-    rounds: list[tuple[int, tuple[int, ...], float]] = []
+    rounds: list[tuple[Any, ...]] = []
 
     def note(obs: np.ndarray, action: int, reward: float, info: dict[str, Any]) -> None:
         rounds.append((action, tuple(int(i) for i in np.sort(info["queried"])),
-                       float(info["tau"])))
+                       float(info["tau"]), float(info["rejection_rate"]),
+                       float(info["test_cost"])))
 
     run_episode(env, make_agent(agent, env), seed, on_step=note)
     return rounds
@@ -190,24 +192,29 @@ def compare_backends(source: Any, settings: Settings, seeds: Sequence[int],
                      agents: Sequence[str], data_dir: str | None = None,
                      device: str | None = None) -> dict[str, Any]:
     """The episodes of ``settings`` with the numpy and the torch backend side by side:
-    episodes compared, rounds, rounds whose queried labels differ, rounds whose tau differs
-    (and the largest such difference), and the first round where the two part, per episode."""
+    episodes and rounds compared, rounds whose queried labels differ, rounds whose tau
+    rejects otherwise on the test set (another rejection rate or test cost), the largest
+    difference of tau (it moves by rounding even when it rejects the same points), and per
+    episode that parts, (seed, agent, first round that differs)."""
     numpy_settings = settings.replace(kernel_backend="numpy", kernel_device=None)
     torch_settings = settings.replace(kernel_backend="torch", kernel_device=device)
-    found: dict[str, Any] = {"episodes": 0, "rounds": 0, "labels_differ": 0, "tau_differ": 0,
-             "max_tau_diff": 0.0, "episodes_differ": 0, "first_differences": []}
+    found: dict[str, Any] = {"episodes": 0, "rounds": 0, "labels_differ": 0,
+                             "outcome_differs": 0, "max_tau_diff": 0.0, "episodes_differ": 0,
+                             "first_differences": []}
     for seed in seeds:
         for agent in agents:
-            a = decisions(source, numpy_settings, seed, agent, data_dir)
-            b = decisions(source, torch_settings, seed, agent, data_dir)
+            pairs = list(zip(decisions(source, numpy_settings, seed, agent, data_dir),
+                             decisions(source, torch_settings, seed, agent, data_dir),
+                             strict=True))
             found["episodes"] += 1
-            found["rounds"] += len(a)
-            parted = [i for i, (x, y) in enumerate(zip(a, b, strict=True))
-                      if x[:2] != y[:2] or x[2] != y[2]]
-            found["labels_differ"] += sum(x[:2] != y[:2] for x, y in zip(a, b, strict=True))
-            found["tau_differ"] += sum(x[2] != y[2] for x, y in zip(a, b, strict=True))
+            found["rounds"] += len(pairs)
+            labels = [a[:2] != b[:2] for a, b in pairs]
+            outcome = [a[3:] != b[3:] for a, b in pairs]
+            found["labels_differ"] += sum(labels)
+            found["outcome_differs"] += sum(outcome)
             found["max_tau_diff"] = max([found["max_tau_diff"],
-                                         *(abs(x[2] - y[2]) for x, y in zip(a, b, strict=True))])
+                                         *(abs(a[2] - b[2]) for a, b in pairs)])
+            parted = [i for i, (x, y) in enumerate(zip(labels, outcome, strict=True)) if x or y]
             if parted:
                 found["episodes_differ"] += 1
                 found["first_differences"].append((seed, agent, parted[0] + 1))
@@ -227,8 +234,9 @@ def run_compare_backends(names: Sequence[str], data_dir: str | None, settings: S
 
     from agents.experiments.bench import bench_dataset
 
-    lines = ["| data set | paths | episodes | rounds | rounds with other labels | rounds with "
-             "another tau | largest tau difference | episodes that part (seed, agent, round) |",
+    lines = ["| data set | paths | episodes | rounds | rounds with other labels | rounds whose "
+             "tau rejects otherwise | largest tau difference | episodes that part (seed, "
+             "agent, round) |",
              "|" + "---|" * 8]
     for name in names:
         source = bench_dataset(name, data_dir)
@@ -237,7 +245,7 @@ def run_compare_backends(names: Sequence[str], data_dir: str | None, settings: S
                                      data_dir, device)
             parted = ", ".join(f"({s}, {a}, {r})" for s, a, r in found["first_differences"])
             lines.append(f"| {name} | {label} | {found['episodes']} | {found['rounds']} | "
-                         f"{found['labels_differ']} | {found['tau_differ']} | "
+                         f"{found['labels_differ']} | {found['outcome_differs']} | "
                          f"{found['max_tau_diff']:.1e} | {found['episodes_differ']}"
                          f"{' ' + parted if parted else ''} |")
         print(f"  compared {name}", file=sys.stderr)
