@@ -49,10 +49,10 @@ def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
     smallest positive distance the zeros take is seen only by the exact path, so a sampled
     point with k duplicates gives a ``DataWarning``.
 
-    ``backend="torch"`` runs the sampled path's neighbour search on torch ``device``
-    (``kernel_torch.nearest_candidates``, in float64 as scikit-learn's: in float32 the
-    rounding of |x|^2 + |z|^2 - 2 x.z hides the small distances between near-duplicates,
-    and eta moved on smtp); the exact path always runs here.
+    ``backend="torch"`` runs the sampled path's neighbour search on torch ``device`` when
+    it is a GPU (``kernel_torch.nearest_candidates``, in float64 as scikit-learn's: in
+    float32 the rounding of |x|^2 + |z|^2 - 2 x.z hides the small distances between
+    near-duplicates, and eta moved on smtp); the exact path always runs here.
     """
     n = X.shape[0]
     k = min(k, n - 1)
@@ -87,13 +87,19 @@ def _sampled_kth_distances(X: np.ndarray, k: int, sample: int, rng: np.random.Ge
     A brute-force search finds the k + 1 nearest candidates (fast, but its distances come
     from |x|^2 + |z|^2 - 2 x.z and are off by rounding, so a duplicate is not at distance 0);
     the distances to them are then recomputed as |x - z|, which is 0 for duplicates.
-    With ``backend="torch"`` the candidates come from the same search on a torch device.
+    With ``backend="torch"`` on a GPU the candidates come from the same search there; on
+    a CPU scikit-learn's search stays (torch's top-k there took 3 times as long on smtp).
     """
     queries = X[np.sort(rng.choice(X.shape[0], size=sample, replace=False))]
+    on_device = None
     if backend == "torch":
-        from ballad_env.kernel_torch import nearest_candidates, resolve_device
+        from ballad_env.kernel_torch import resolve_device
 
-        idx = nearest_candidates(X, queries, k + 1, resolve_device(device))
+        on_device = resolve_device(device)
+    if on_device is not None and on_device != "cpu":
+        from ballad_env.kernel_torch import nearest_candidates
+
+        idx = nearest_candidates(X, queries, k + 1, on_device)
     else:
         _, idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X).kneighbors(
             queries)

@@ -105,16 +105,33 @@ def test_torch_neighbour_search_finds_scikit_learns_neighbours() -> None:
 
 
 @needs_torch
-def test_sampled_eta_is_the_same_with_either_backend_and_duplicates() -> None:
+def test_sampled_eta_is_the_same_with_either_backend_and_duplicates(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ballad_env import kernel_torch
+
     rng = np.random.default_rng(2)
     X = rng.random((3000, 3)).round(2)  # many exact duplicates and near-ties
     X[:40] = X[0]
     args: dict[str, Any] = {"k": 30, "sample": 500}
+    searched = []
+    real = kernel_torch.nearest_candidates
+
+    def spy(*a: Any) -> np.ndarray:
+        searched.append(a[3])
+        return real(*a)
+
+    monkeypatch.setattr(kernel_torch, "nearest_candidates", spy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)  # the duplicates' warning: both warn
         a = kernel_width(X, rng=np.random.default_rng(5), **args)
-        b = kernel_width(X, rng=np.random.default_rng(5), backend="torch", device="cpu", **args)
-    assert a == b
+        on_cpu = kernel_width(X, rng=np.random.default_rng(5), backend="torch", device="cpu",
+                              **args)
+        assert searched == []  # on a CPU, scikit-learn's search (faster there)
+        # The GPU path's search, run on the CPU ("cpu:0" is not "cpu" to kernel_width).
+        b = kernel_width(X, rng=np.random.default_rng(5), backend="torch", device="cpu:0",
+                         **args)
+    assert searched == ["cpu:0"]
+    assert a == on_cpu == b
 
 
 # ----------------------------------------------------------------------- options
