@@ -16,6 +16,7 @@ line (e.g. ALBA).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -246,6 +247,11 @@ def lr_first(name: str) -> LRFirst:
     return LRFirst(float(match.group(1)))
 
 
+def _lr_first_agent(name: str, env: Any) -> Agent:
+    """The factory of a registered lr-first name (the environment is not needed)."""
+    return lr_first(name)
+
+
 #: Registered names and factories (the environment is not needed by any of them).
 BANDIT_AGENTS: dict[str, AgentFactory] = {
     "discounted": lambda env: DiscountedGreedy(),
@@ -254,7 +260,8 @@ BANDIT_AGENTS: dict[str, AgentFactory] = {
     "sliding-window": lambda env: SlidingWindow(),
     "val-cost-greedy": lambda env: ValCostGreedy(),
     "half": lambda env: Half(),
-    **{f"lr-first-{p}": (lambda env, p=p: lr_first(f"lr-first-{p}")) for p in (20, 33, 50)},
+    **{f"lr-first-{p}": functools.partial(_lr_first_agent, f"lr-first-{p}")
+       for p in (20, 33, 50)},
 }
 
 

@@ -242,8 +242,9 @@ def evaluation_settings(settings: Settings) -> Settings:
 
 
 def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str | Path,
-                  settings: Settings) -> list[dict[str, Any]]:
-    """Every agent on one (data set, seed) from one shared reset; rows from round 0 (start)."""
+                  settings: Settings, trust_pickle: bool = False) -> list[dict[str, Any]]:
+    """Every agent on one (data set, seed) from one shared reset; rows from round 0 (start).
+    ``trust_pickle``: policies load with SB3's full loader (it runs code from the file)."""
     if any(is_policy_path(s) for s in specs):
         import torch
 
@@ -252,7 +253,8 @@ def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str |
                               settings=evaluation_settings(settings))
     return [{"dataset": dataset, "seed": seed, "agent": agent_name(spec),
              **{k: record[k] for k in ROUND_COLUMNS[3:]}}
-            for spec, _, records in play_agents(env, seed, specs, include_start=True)
+            for spec, _, records in play_agents(env, seed, specs, include_start=True,
+                                                trust_pickle=trust_pickle)
             for record in records]
 
 
@@ -331,9 +333,10 @@ def check_evaluated_policies(study: Path, specs: Sequence[str]) -> dict[str, str
 
 def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[str],
              data_dir: str | Path, settings: Settings, jobs: int = 1,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, trust_pickle: bool = False) -> dict[str, Any]:
     """Run every agent not yet evaluated on each (data set, seed) and append its rows to
-    ``<study>/rounds.csv``; write and return ``evaluate.json``'s content."""
+    ``<study>/rounds.csv``; write and return ``evaluate.json``'s content. ``trust_pickle``
+    loads the policies with SB3's full loader, which runs any code stored in their files."""
     from joblib import delayed
     from tqdm.auto import tqdm
 
@@ -356,7 +359,8 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
         if new_file:
             writer.writeheader()
         results = local_parallel(jobs, return_as="generator_unordered")(
-            delayed(evaluate_cell)(d, s, todo, data_dir, settings) for d, s, todo in cells)
+            delayed(evaluate_cell)(d, s, todo, data_dir, settings, trust_pickle)
+            for d, s, todo in cells)
         for rows in tqdm(results, total=len(cells), unit="cell", disable=not progress):
             writer.writerows(rows)
             f.flush()
