@@ -227,3 +227,28 @@ def test_benchmark_decisions_agree_across_backends(benchmark_dir: Path, name: st
         found = compare_backends(name, settings, seeds=[0], agents=["ballad", "all-in-al"],
                                  data_dir=str(benchmark_dir), device="cpu")
         assert found["labels_differ"] == 0 and found["outcome_differs"] == 0, found
+
+
+# ----------------------------------------------------------------------- the full-size bench
+def test_full_size_bench_times_each_agent_from_one_reset(tmp_path: Path) -> None:
+    from agents.experiments.bench_full import full_table, measure_full
+    from ballad_env.compute import RESET_CACHE, episode_threads, set_episode_threads
+
+    data = dataset(n=800)
+    path = tmp_path / "syn.npz"
+    np.savez(path, X=data.X, y=data.y)
+    cache, threads = RESET_CACHE.max_bytes, episode_threads()
+    try:
+        rows = measure_full(str(path), "iforest", "numpy", 0, ("all-in-al", "all-in-lr"))
+    finally:
+        RESET_CACHE.resize(cache)
+        set_episode_threads(threads)
+    assert [(r["dataset"], r["agent"], r["n"], r["d"]) for r in rows] == [
+        ("syn", "all-in-al", 800, 4), ("syn", "all-in-lr", 800, 4)]
+    assert rows[0]["reset_s"] == rows[1]["reset_s"] > 0  # one reset, shared
+    assert rows[0]["al_step_s"] > 0 and rows[0]["lr_step_s"] != rows[0]["lr_step_s"]  # NaN
+    assert all(r["episode_s"] > r["reset_s"] and r["peak_mb"] > 0 for r in rows)
+    assert all(0 <= r["cost"] <= 1 for r in rows)
+    table = full_table(rows)
+    assert table.count("| syn | 800 x 4 | iforest | numpy |") == 2
+    assert "goal 60 s: met" in table
