@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -10,13 +12,20 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ballad_env.data import Dataset, load_dataset
+from ballad_env.data import Dataset, DataWarning, load_dataset
 from ballad_env.episode import Episode, Snapshot, check_settings
 from ballad_env.observation import check_version, encode, observation_space
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, SideSignal
 from ballad_env.settings import Settings
 
+#: The warning ``check_settings`` gives at construction, which each reset would repeat.
+_NO_TEST_ANOMALY = r".*the test set gets no anomaly"
+
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
+#: Keys ``reset(options=...)`` accepts, in the live and the replay environment alike:
+#: ``"dataset"``, a name or names among the environment's data sets (any case), and
+#: ``"seed"``, the episode's seed or seeds to draw from (a lattice's seed in the replay).
+RESET_OPTIONS = ("dataset", "seed")
 
 
 class BudgetAllocationEnv(gym.Env):
@@ -63,14 +72,39 @@ class BudgetAllocationEnv(gym.Env):
     learning policies ``"cost"``, the decrease of the test cost over the round (it reads
     test labels, so it is for learning in simulation only; the return is the final cost's
     decrease), ``"round_cost"``, minus the test cost after the round (test labels too; the
-    return is minus the sum of the per-round costs), and ``"val_cost"``, the
+    return is minus the sum of the per-round costs), ``"val_cost"``, the
     decrease of the cost estimated on the labeled examples that set tau (only labels the
-    agent paid for). ``info`` always reports the test cost.
+    agent paid for), and ``"val_sample_cost"``, the decrease of the cost on the labeled
+    validation examples only (a uniform sample of V, so the AL queries do not bias it; 0
+    before any V label). ``info`` always reports the test cost.
+
+    ## Info
+    ``reset`` and ``step`` return the same keys (``agents.RECORD_FIELDS`` and two arrays):
+
+    | key | meaning |
+    |---|---|
+    | dataset, round, action | data set name, rounds taken, ``"AL"``/``"LR"`` (``""`` at reset) |
+    | test_cost | cost per test example of the detector with rejection (the metric in force) |
+    | test_cost_per_example, test_cost_class_conditional | the test cost under each metric |
+    | fpr, fnr, rejection_rate, auc | on T: false positive and negative rates among the |
+    | | accepted examples, share rejected, ROC AUC of the scores |
+    | reward_al, reward_lr | each side's latest shown signal (the ``reward`` setting's side |
+    | | signal; entropy for a cost reward) |
+    | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest side signals |
+    | al_measured, lr_measured | whether each side has been played |
+    | tau, val_cost | the rejection threshold and the validation cost that set it |
+    | n_labeled_train, n_labeled_val, n_anomalies_found | labels bought in D and V, |
+    | | anomalies among them |
+    | queried | indices (into D for AL, V for LR) the round just labeled |
+    | action_mask | boolean (AL, LR): which actions remain (also ``action_masks()``) |
 
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
     seed is a new repetition of the paper's protocol. No labels; tau = 0. Given a list
-    of data sets, each reset first draws one of them (``info["dataset"]``).
+    of data sets, each reset first draws one of them (``info["dataset"]``; two ``(X, y)``
+    in one list are ``arrays-0``, ``arrays-1``, ...). ``reset(options={"dataset": name,
+    "seed": s})`` plays that data set (or draws among several names) with episode seed ``s``
+    (or draws among several), as the replay environment does; other keys are refused.
 
     ## Episode End
     Terminated when the budget is spent (15 rounds by default). Never truncated.
@@ -79,8 +113,9 @@ class BudgetAllocationEnv(gym.Env):
     ## Arguments
     | argument | default | meaning |
     |---|---|---|
-    | dataset | ``"toy"`` | a name (built-in or file stem), a path, ``(X, y)``, a ``Dataset``, |
-    | | | or a list of these: one is drawn per episode |
+    | dataset | ``"toy"`` | a name (``toy``, ``wdbc``, one of the paper's 18 such as |
+    | | | ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), |
+    | | | a path, ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
@@ -120,7 +155,8 @@ class BudgetAllocationEnv(gym.Env):
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
             raise ValueError("dataset: the list of data sets is empty")
-        self.datasets = [load_dataset(source, data_dir=data_dir) for source in sources]
+        self.datasets = [load_dataset(source, data_dir=data_dir)
+                         for source in named_arrays(sources)]
         self.dataset = self.datasets[0]
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         self._shown = shown_signal(self.settings)
@@ -130,7 +166,8 @@ class BudgetAllocationEnv(gym.Env):
         self._snapshot: Snapshot | None = None
         self._history: list[Snapshot] = []  # this episode's snapshots, for render()
         self.use_observation(observation)
-        # Fail now, not at the first reset, on costs or budgets the data cannot support.
+        # Fail now, not at the first reset, on costs or budgets the data cannot support;
+        # warn now (a test set without anomalies), and not again at every reset.
         for data in self.datasets:
             check_settings(data, self.settings)
 
@@ -142,13 +179,25 @@ class BudgetAllocationEnv(gym.Env):
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start a new repetition: new split, prior and query orders from ``seed``."""
+        """Start a new repetition: new split, prior and query orders from ``seed``;
+        ``options`` (``RESET_OPTIONS``) choose the data set and the episode's seed."""
+        options = check_reset_options(options)
         super().reset(seed=seed)
-        if len(self.datasets) > 1:
-            self.dataset = self.datasets[int(self.np_random.integers(len(self.datasets)))]
-        if seed is None or len(self.datasets) > 1:
+        datasets = self.datasets
+        if options.get("dataset") is not None:
+            datasets = self._named(options["dataset"])
+            self.dataset = datasets[0]
+        if len(datasets) > 1:
+            self.dataset = datasets[int(self.np_random.integers(len(datasets)))]
+        if options.get("seed") is not None:
+            seeds = episode_seeds(options["seed"])
+            seed = seeds[int(self.np_random.integers(len(seeds)))] if len(seeds) > 1 \
+                else seeds[0]
+        elif seed is None or len(self.datasets) > 1:
             seed = int(self.np_random.integers(2**63 - 1))
-        self.episode = Episode(self.dataset, seed, self.settings)
+        with warnings.catch_warnings():  # given once, when the environment was made
+            warnings.filterwarnings("ignore", _NO_TEST_ANOMALY, DataWarning)
+            self.episode = Episode(self.dataset, seed, self.settings)
         self._snapshot = self.episode.snapshot()
         self._history = [self._snapshot]
         return encode(self._snapshot, self.observation_version), self._snapshot.info(self._shown)
@@ -201,6 +250,62 @@ class BudgetAllocationEnv(gym.Env):
     # ----------------------------------------------------------------- hooks
     def _as_action(self, action: Any) -> int:
         return as_action(action)
+
+    def _named(self, names: str | list[str] | tuple[str, ...]) -> list[Dataset]:
+        """This environment's data sets of ``names`` (any case); an error listing them."""
+        wanted = [names] if isinstance(names, str) else list(names)
+        held = {d.name.lower(): d for d in self.datasets}
+        missing = [n for n in wanted if str(n).lower() not in held]
+        if missing or not wanted:
+            raise ValueError(f"reset option dataset: no data set {', '.join(map(repr, missing))}"
+                             f" in this environment; it holds "
+                             f"{', '.join(d.name for d in self.datasets)}")
+        return [held[str(n).lower()] for n in dict.fromkeys(wanted)]
+
+
+def check_reset_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``options`` of a ``reset`` (``{}`` for ``None``); a ``ValueError`` listing the keys
+    accepted (``RESET_OPTIONS``) for any other, so a typo never plays a default episode."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"reset options must be a dict with keys {', '.join(RESET_OPTIONS)}; "
+                        f"got {type(options).__name__}")
+    unknown = sorted(map(str, set(options) - set(RESET_OPTIONS)))
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {', '.join(unknown)}: use "
+                         f"{', '.join(RESET_OPTIONS)}")
+    return options
+
+
+def episode_seeds(seeds: Any) -> list[int]:
+    """The seeds of the reset option ``seed`` (one or several non-negative integers)."""
+    values = np.atleast_1d(np.asarray(seeds))
+    if values.size == 0 or values.dtype.kind not in "iu" or (values < 0).any():
+        raise ValueError(f"reset option seed: give a non-negative integer or a list of them, "
+                         f"not {seeds!r}")
+    return sorted({int(v) for v in values})
+
+
+def named_arrays(sources: Sequence[Any]) -> list[Any]:
+    """``sources`` of data with their ``(X, y)`` tuples checked and named apart: complex
+    values are refused (numpy would drop the imaginary part with only a warning), and
+    several tuples in one list become ``Dataset`` s named ``arrays-0``, ``arrays-1``, ... in
+    their order (a tuple alone loads as ``arrays``), so that ``info``, results and stores
+    tell them apart. Other sources are returned as they are."""
+    for source in sources:
+        if isinstance(source, tuple) and len(source) == 2 and \
+                any(np.iscomplexobj(np.asarray(part)) for part in source):
+            raise ValueError("dataset: X and y must be real numbers; got complex values "
+                             "(take np.real or np.abs, or make the two parts two features)")
+    tuples = [i for i, source in enumerate(sources)
+              if isinstance(source, tuple) and len(source) == 2]
+    named = list(sources)
+    if len(tuples) > 1:
+        for number, index in enumerate(tuples):
+            X, y = sources[index]
+            named[index] = Dataset(f"arrays-{number}", np.asarray(X), np.asarray(y))
+    return named
 
 
 def as_action(action: Any) -> int:

@@ -14,7 +14,7 @@ and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 mi
 (sampled eta, float32 kernel sums) and prints how far the costs move. ``synthetic:<n>x<d>``
 names a synthetic data set anywhere a data set is asked for.
 
-    .venv/bin/python scripts/bench.py --data-dir ../shared/benchmarks
+    .venv/bin/python scripts/bench.py
     .venv/bin/python scripts/bench.py --scaling --sizes 50000 200000 500000
     .venv/bin/python scripts/bench.py --effects --datasets KDDCup99 ALOI synthetic:100000x10
     .venv/bin/python scripts/bench.py --replay --datasets Glass WBC WDBC
@@ -26,6 +26,13 @@ times the replay environment on an existing store instead, cold (a fresh process
 cell loaded, every transition computed on first visit) then warm, with its peak memory;
 ``--replay-runs N`` repeats that in N fresh processes and prints the median and range.
 
+``--vector --replay-store DIR`` times the natively vectorised replay environment
+(``ReplayVectorEnv``) at ``--vector-sizes`` beside the single replay environment and
+gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N = 1,024);
+``--ppo-steps N`` then trains PPO at the policy study's sizes for N steps on today's path
+(``DummyVecEnv``) and on the vector environment, and prints where the time goes.
+The measuring lives in ``agents.experiments.vector_bench``.
+
 ``--full-size FILE ...`` plays All-in-AL, All-in-LR and BALLAD on each data file at full
 size, for each of ``--seeds``, ``--priors`` and ``--backends`` (one fresh process and one
 reset each, ``agents.experiments.bench_full``), and prints one table: reset, AL and LR
@@ -34,8 +41,7 @@ two cores). ``--phases`` adds the reset's split by phase. ``--compare-backends``
 data sets with the numpy and the torch kernel backend and counts the rounds whose decisions
 (labels queried, tau) differ.
 
-    .venv/bin/python scripts/bench.py --full-size cover.npz smtp.npz --priors iforest knn \
-        --backends numpy torch
+    .venv/bin/python scripts/bench.py --full-size cover.npz smtp.npz --backends numpy torch
     .venv/bin/python scripts/bench.py --compare-backends --data-dir ../shared/benchmarks
 """
 
@@ -70,7 +76,16 @@ from agents.experiments.bench import (
     timings_table,
 )
 from agents.experiments.bench_full import FULL_AGENTS
+from agents.experiments.grid import DATASETS_HELP
+from agents.experiments.vector_bench import (
+    VECTOR_SIZES,
+    measure_vector,
+    ppo_report,
+    time_ppo,
+    vector_report,
+)
 from ballad_env.lattice_store import StoreError
+from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings, add_settings_arguments
 
 
@@ -78,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="data sets, or 'all' for every file in the data folder")
+                        help=DATASETS_HELP)
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     add_settings_arguments(parser, only=["prior", "bayes_calls"])
@@ -109,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replay steps timed (after as many to warm up)")
     replay.add_argument("--live-episodes", type=int, default=10,
                         help="live episodes timed (fresh seeds)")
+    vector = parser.add_argument_group("vector environment (with --replay-store)")
+    vector.add_argument("--vector", action="store_true",
+                        help="time the vector replay environment beside the single one and "
+                             "SyncVectorEnv (steps/s, median of --vector-repeats)")
+    vector.add_argument("--vector-sizes", type=int, nargs="+", default=list(VECTOR_SIZES),
+                        help="numbers of environments N")
+    vector.add_argument("--vector-repeats", type=int, default=3, help="timed runs per figure")
+    vector.add_argument("--short-steps", type=int, default=20_000,
+                        help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
+    vector.add_argument("--ppo-steps", type=int, default=0,
+                        help="also train PPO this many steps on both paths (0: skip)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -199,6 +225,31 @@ def run_effects(args: argparse.Namespace, names: list[str], settings: Settings) 
     print(effects_table(rows))
 
 
+def run_vector(args: argparse.Namespace, settings: Settings) -> int:
+    """The vector environment's steps/s, then PPO on both paths if asked."""
+    if args.replay_store is None:
+        print("error: --vector needs --replay-store DIR (a store built with "
+              "scripts/build_lattices.py)", file=sys.stderr)
+        return 2
+    try:
+        result = measure_vector(args.replay_store, settings, args.vector_sizes,
+                                args.replay_steps, args.vector_repeats, args.short_steps)
+    except StoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(vector_report(result), flush=True)
+    if args.ppo_steps > 0:
+        datasets = sorted({name for name, _ in
+                           BudgetAllocationReplayEnv(args.replay_store, settings=settings).cells})
+        rows = [time_ppo(args.replay_store, datasets, path, args.ppo_steps,
+                         settings=settings.replace(reward="cost"))
+                for path in ("dummy", "vector")]
+        print(f"\nPPO, {args.ppo_steps:,} steps at the policy study's sizes (reward cost), "
+              "seconds of the whole run and of its parts (cProfile):")
+        print(ppo_report(rows))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(prior=args.prior)
@@ -219,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scaling:
         run_scaling(args, settings)
         return 0
+    if args.vector:
+        return run_vector(args, settings)
     if args.replay_store is not None:
         rows = []
         for _ in range(args.replay_runs):

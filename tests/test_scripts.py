@@ -238,6 +238,16 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
         script.main([*command[:-3], "--output", str(tmp_path / "empty"), "--report-only"])
 
 
+def test_authors_agreement_pairs_the_runners_stream_seed() -> None:
+    """The published-code runner seeds numpy's stream with the split seed, so agreement's
+    preset does too unless told the published run was seeded otherwise (331)."""
+    parser = load_script("authors_code_check.py").build_parser()
+    assert parser.parse_args(["agreement"]).query_seed is None
+    assert parser.parse_args(["agreement", "--query-seed", "331"]).query_seed == 331
+    with pytest.raises(SystemExit):
+        parser.parse_args(["agreement", "--query-seed", "loader"])
+
+
 @pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py",
                                     "build_lattices.py", "allocator_study.py",
                                     "authors_code_check.py"])

@@ -6,16 +6,28 @@ below imports it. Studies (``lattice_study``, ``policy_study``, ``paper``) keep 
 analysis here, importable and tested; ``scripts/`` holds only their command lines.
 """
 
-from agents.experiments.grid import Cell, Grid, agent_label, check_agent, dataset_names, seed_range
-from agents.experiments.run import prepare_run, run_grid
-from agents.experiments.store import COLUMNS, KEY_COLUMNS, ResultStore, RunError, load_results
-from agents.experiments.tables import (
-    action_shares,
-    markdown_table,
-    per_round_table,
-    summary_table,
-    win_counts,
-)
+from agents.extras import missing_extra
+
+try:
+    from agents.experiments.grid import (
+        Cell,
+        Grid,
+        agent_label,
+        check_agent,
+        dataset_names,
+        seed_range,
+    )
+    from agents.experiments.run import prepare_run, run_grid
+    from agents.experiments.store import COLUMNS, KEY_COLUMNS, ResultStore, RunError, load_results
+    from agents.experiments.tables import (
+        action_shares,
+        markdown_table,
+        per_round_table,
+        summary_table,
+        win_counts,
+    )
+except ModuleNotFoundError as err:  # pandas & co. come with the 'experiments' extra
+    raise missing_extra(err, "agents.experiments") from err
 
 __all__ = ["COLUMNS", "KEY_COLUMNS", "Cell", "Grid", "ResultStore", "RunError", "action_shares",
            "agent_label", "check_agent", "dataset_names", "load_results", "markdown_table",

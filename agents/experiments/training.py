@@ -23,26 +23,35 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import sb3_contrib
-import stable_baselines3
-import torch
-from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
-from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
-from stable_baselines3.common.logger import configure
-from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+try:
+    import sb3_contrib
+    import stable_baselines3
+    import torch
+    from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
+    from agents.extras import missing_extra
+
+    raise missing_extra(err, "policy training") from err
 from tqdm.auto import tqdm
 
 import ballad_env
 from agents.experiments.store import writable_folder
+from agents.experiments.vec_adapter import make_replay_vec_env
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATIONS, check_version
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
 
-VEC_ENVS = ("subproc", "dummy")
+#: "vector": the replay environment stepped N at a time in numpy (``vec_adapter``; needs
+#: ``replay_store``), instead of N single environments in subprocesses or in this process.
+VEC_ENVS = ("subproc", "dummy", "vector")
 #: Written by Monitor at each episode's end: the final test cost, and which data set it was.
 MONITOR_KEYWORDS = ("test_cost", "dataset")
 #: The sub-folders a run writes; training again under the same run name replaces them.
@@ -105,14 +114,33 @@ class TrainConfig:
             raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
         if not self.datasets:
             raise ValueError("datasets: give at least one data set")
+        if self.vec_env == "vector" and self.replay_store is None:
+            raise ValueError("vec_env='vector' steps the replay environment: give "
+                             "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
         if self.n_envs < 1 or self.total_timesteps < 1:
             raise ValueError("n_envs and total_timesteps must be positive")
+        self._check_batches()
         check_version(self.observation)
         if min(self.n_epochs, self.train_freq, self.gradient_steps) < 1:
             raise ValueError("n_epochs, train_freq and gradient_steps must be positive")
         if self.episode_seeds < 0:
             raise ValueError(f"episode_seeds must be >= 0 (0: a fresh seed per episode), got "
                              f"{self.episode_seeds}")
+
+    def _check_batches(self) -> None:
+        """Rollout and minibatch sizes SB3 would refuse with a bare ``AssertionError``."""
+        if self.n_steps is not None and self.n_steps < 1:
+            raise ValueError(f"n_steps must be positive, got {self.n_steps}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        if self.algo not in ("ppo", "maskable_ppo"):
+            return
+        if self.batch_size is not None and self.batch_size < 2:
+            raise ValueError("batch_size must be at least 2 for PPO (it normalises the "
+                             f"advantages over each minibatch), got {self.batch_size}")
+        if self.n_steps is not None and self.n_steps * self.n_envs < 2:
+            raise ValueError("PPO needs a rollout of at least 2 steps: n_steps x n_envs = "
+                             f"{self.n_steps} x {self.n_envs}")
 
     @property
     def name(self) -> str:
@@ -228,10 +256,17 @@ def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
 
 def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
                  n_envs: int | None = None) -> VecEnv:
-    """``n_envs`` workers (subprocesses or in-process); SB3 seeds worker i with seed + i."""
+    """``n_envs`` workers (subprocesses, in-process, or one vector replay environment); SB3
+    seeds worker i with seed + i."""
     n = config.n_envs if n_envs is None else n_envs
     if monitor_dir is not None:
         monitor_dir.mkdir(parents=True, exist_ok=True)
+    if config.vec_env == "vector" and config.replay_store is not None:
+        seeds = range(config.episode_seeds) if config.episode_seeds > 0 else None
+        return make_replay_vec_env(
+            n, config.replay_store, datasets=list(config.datasets), seeds=seeds,
+            settings=config.settings, observation=config.observation,
+            monitor_file=None if monitor_dir is None else str(monitor_dir / "vector"))
     fns = [env_factory(config, rank, monitor_dir) for rank in range(n)]
     if config.vec_env == "subproc" and n > 1:
         return SubprocVecEnv(fns)
@@ -273,19 +308,30 @@ class TqdmProgress(BaseCallback):
         super().__init__()
         self.total = total
         self.bar = None
+        self._shown: object = None  # the newest episode the figures include
 
     def _on_training_start(self) -> None:
         self.bar = tqdm(total=self.total, unit="step", dynamic_ncols=True)
 
+    def _show_recent(self) -> None:
+        """Mean return and final test cost of the 20 latest episodes, when one has ended
+        since the last update (SB3 adds an episode to its buffer after this callback's
+        step, so the check runs at every step and once more at the end)."""
+        buffer = self.model.ep_info_buffer
+        if not buffer or buffer[-1] is self._shown:
+            return
+        self._shown = buffer[-1]
+        recent = list(buffer)[-20:]
+        self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
+                             cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+
     def _on_step(self) -> bool:
         self.bar.update(self.training_env.num_envs)
-        recent = list(self.model.ep_info_buffer)[-20:]
-        if recent and self.n_calls % 15 == 0:
-            self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
-                                 cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+        self._show_recent()
         return True
 
     def _on_training_end(self) -> None:
+        self._show_recent()
         self.bar.close()
 
 
@@ -467,7 +513,12 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for label, run_dirs in groups.items():
-        frames = [read_monitor(d) for d in run_dirs]
+        frames = [f for f in (read_monitor(d) for d in run_dirs) if len(f)]
+        if not frames:  # a run shorter than one episode: nothing to draw
+            for ax in axes:
+                ax.text(0.5, 0.5, f"{label}: no episode finished", ha="center",
+                        transform=ax.transAxes)
+            continue
         end = min(int(f["timesteps"].iloc[-1]) for f in frames)
         grid = np.linspace(0, end, 100)
         for ax, column in zip(axes, ("return", "test_cost"), strict=True):
@@ -480,7 +531,8 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
                                 color=line.get_color(), alpha=0.2)
     axes[0].set(xlabel="environment steps", ylabel=f"episode return (rolling {window})")
     axes[1].set(xlabel="environment steps", ylabel=f"final test cost (rolling {window})")
-    axes[0].legend(fontsize=8)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     path = Path(path)
