@@ -113,7 +113,7 @@ class Settings:
     query_seed: int | None = _option(
         None, "with query_rng=authors, the seed of the shared legacy RandomState: split (the "
         "episode's split seed) or a whole number (331: the published load_dataset's "
-        "np.random.seed(331), whatever the split's random_state)", "qseed")
+        "np.random.seed(331), whatever the split's random_state)", "qseed", quiet=True)
     k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
     prior: PriorName | Any = _option(
