@@ -23,6 +23,7 @@ import numpy as np
 from ballad_env.kernel import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
+    KERNEL_BACKENDS,
     KERNEL_DTYPES,
     KernelRows,
     kernel_sums,
@@ -126,6 +127,11 @@ class SSDO:
         ``"fitted"`` or ``"rescored"``: D's prior scores (``TRAIN_SCORINGS``).
     squash_quantile : str
         ``"exact"`` or ``"whole-percent"``: both squashing thresholds (``squash_threshold``).
+    kernel_backend : str
+        ``"numpy"`` or ``"torch"``: where the kernel sums and the sampled eta's neighbour
+        search run (``KernelRows``, ``kernel_width``).
+    kernel_device : str, optional
+        The torch backend's device (None: ``"cuda"`` when there is one, else ``"cpu"``).
 
     References
     ----------
@@ -144,6 +150,8 @@ class SSDO:
         kernel_dtype: str = "float64",
         train_scores: str = "fitted",
         squash_quantile: str = "exact",
+        kernel_backend: str = "numpy",
+        kernel_device: str | None = None,
     ) -> None:
         if train_scores not in TRAIN_SCORINGS:
             raise ValueError(f"unknown train_scores {train_scores!r}: use one of "
@@ -157,6 +165,8 @@ class SSDO:
         self.kernel_dtype = kernel_dtype
         self.train_scores = train_scores
         self.squash_quantile = squash_quantile
+        self.kernel_backend = kernel_backend
+        self.kernel_device = kernel_device
 
     def fit(self, X: np.ndarray, unlabeled: UnlabeledFit | None = None) -> SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold.
@@ -196,9 +206,15 @@ class SSDO:
         prior, shift, threshold, q_train = self._fit_prior(X)
         eta_rng = np.random.default_rng(np.random.SeedSequence(self.random_state,
                                                                spawn_key=(1,)))
-        eta = kernel_width(X, self.k, self.eta_sample, eta_rng)
-        center = X.mean(axis=0) if self.kernel_dtype != "float64" else None
-        rows = KernelRows(X, eta, self.kernel_dtype, center)
+        device = None
+        if self.kernel_backend == "torch":
+            from ballad_env.kernel_torch import resolve_device
+
+            device = resolve_device(self.kernel_device)
+        eta = kernel_width(X, self.k, self.eta_sample, eta_rng, self.kernel_backend, device)
+        centred = self.kernel_dtype != "float64" or self.kernel_backend != "numpy"
+        rows = KernelRows(X, eta, self.kernel_dtype, X.mean(axis=0) if centred else None,
+                          backend=self.kernel_backend, device=device)
         return UnlabeledFit(prior, shift, threshold, _read_only(q_train), eta, rows)
 
     def unlabeled_probability(self, X: np.ndarray) -> np.ndarray:
@@ -355,7 +371,7 @@ class SSDOStart:
 class SSDODetector:
     """SSDO as an episode's detector, ``DETECTORS["ssdo"]`` (``ballad_env.detectors``):
     seeded from the ``"prior"`` stream; its options are the settings' prior, k, alpha, eta
-    and kernel options, D's scoring and squashing."""
+    and kernel options (the backend and device too), D's scoring and squashing."""
 
     def build(self, contamination: float, settings: Any,
               streams: dict[str, np.random.SeedSequence], n_train: int) -> SSDO:
@@ -365,14 +381,16 @@ class SSDODetector:
                     eta_sample=settings.eta_sample_for(n_train),
                     kernel_dtype=settings.kernel_dtype_for(n_train),
                     train_scores=settings.prior_train_scores,
-                    squash_quantile=settings.squash_quantile)
+                    squash_quantile=settings.squash_quantile,
+                    kernel_backend=settings.kernel_backend, kernel_device=settings.kernel_device)
 
     def key(self, settings: Any, streams: dict[str, np.random.SeedSequence],
             n_train: int) -> tuple[Any, ...]:
         """The seed and the options the unlabeled fit depends on (not alpha: labels only)."""
         return (prior_seed(streams), settings.prior, settings.k,
                 settings.eta_sample_for(n_train), settings.kernel_dtype_for(n_train),
-                settings.prior_train_scores, settings.squash_quantile)
+                settings.prior_train_scores, settings.squash_quantile, settings.kernel_backend,
+                settings.kernel_device)
 
     def start(self, split: Any, X_other: np.ndarray, contamination: float, settings: Any,
               streams: dict[str, np.random.SeedSequence]) -> SSDOStart:
@@ -393,9 +411,9 @@ class SSDODetector:
 SSDO_DETECTOR = SSDODetector()
 
 
-__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_DTYPES", "PRIORS", "SQUASH_QUANTILES",
-           "SSDO", "SSDO_DETECTOR", "SSDODetector", "SSDOStart", "TRAIN_SCORINGS",
-           "EpisodeScores", "KernelRows", "PointScores", "PriorFactory", "UnlabeledFit",
-           "check_prior", "kernel_sums", "kernel_width", "make_prior", "posterior_score",
-           "prior_factory", "prior_seed", "pyod_detector_names", "squash", "squash_threshold",
-           "training_scores"]
+__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES", "PRIORS",
+           "SQUASH_QUANTILES", "SSDO", "SSDO_DETECTOR", "SSDODetector", "SSDOStart",
+           "TRAIN_SCORINGS", "EpisodeScores", "KernelRows", "PointScores", "PriorFactory",
+           "UnlabeledFit", "check_prior", "kernel_sums", "kernel_width", "make_prior",
+           "posterior_score", "prior_factory", "prior_seed", "pyod_detector_names", "squash",
+           "squash_threshold", "training_scores"]

@@ -127,8 +127,8 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
     The key is what the part depends on: the data set (this object), the state of the split
     stream (and the authors' split's seed), the split, the initial fit, the detector and
     its seeds and options (``Detector.key``: for SSDO the prior's seed, the prior, D's
-    scoring and squashing, k, eta and kernel options). A prior given as an object is never
-    cached (it has no stable key).
+    scoring and squashing, k, eta and kernel options, the kernel's backend and device). A
+    prior given as an object is never cached (it has no stable key).
     """
     if not isinstance(settings.prior, str) and settings.detector == "ssdo":
         return EpisodeStart.compute(dataset, streams, settings, split_seed)

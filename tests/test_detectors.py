@@ -158,8 +158,9 @@ def test_a_registered_detector_is_reached_through_the_interface(data) -> None:
 def test_ssif_lattice_and_replay_equal_live(tmp_path, data) -> None:
     """With SSIF the state after (i, j) does not depend on the path: the lattice built by
     walking it equals live episodes on random paths, and the replay env repeats them."""
-    from agents.experiments.lattice_build import build_store
     from test_replay import compare_random_sequences
+
+    from agents.experiments.lattice_build import build_store
 
     options = {"detector": "ssif", "ssif_trees": 8, "budget_fraction": 0.1}
     with warnings.catch_warnings():
