@@ -96,6 +96,18 @@ def test_gymnasium_env_checker_with_ssif(small_xy) -> None:
     env.close()
 
 
+def test_render_reaches_the_forest_through_the_interface(small_xy) -> None:
+    env = BudgetAllocationEnv(small_xy, settings=SSIF, render_mode="rgb_array")
+    env.reset(seed=0)
+    env.step(AL)
+    grid = np.array([[0.5, 0.5], [0.0, 1.0]])
+    assert np.array_equal(env.episode.scores.anomaly_probability(grid),
+                          env.episode.scores.forest.predict_proba(grid)[:, 1])
+    frame = env.render()
+    assert frame.ndim == 3 and frame.shape[2] == 3
+    env.close()
+
+
 def play(env: BudgetAllocationEnv, seed: int, actions: list[int]) -> list:
     steps = [env.reset(seed=seed)]
     steps += [env.step(action) for action in actions]
