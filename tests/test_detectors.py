@@ -41,6 +41,19 @@ def test_registry_names_and_a_clear_error() -> None:
     assert Settings.from_dict(SSIF.to_dict()) == SSIF
 
 
+def test_the_command_line_takes_the_detector_and_its_option() -> None:
+    import argparse
+
+    from ballad_env.settings import add_settings_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser)
+    args = parser.parse_args(["--detector", "ssif", "--ssif-trees", "7"])
+    assert settings_from_args(args) == (Settings(detector="ssif", ssif_trees=7),)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--detector", "lof"])
+
+
 def test_a_new_stream_leaves_the_others_as_they_were() -> None:
     """The detector's stream is appended: the five earlier streams are the first five
     children of the root, as when there were five."""
