@@ -19,7 +19,7 @@ SSDO from ``"prior"``, SSIF from ``"detector"``. For the lattice to hold, the pr
 after a round must be a function of the training labels bought so far (not of the order of
 the rounds): SSDO adds the labels' kernel sums, SSIF refits from the same seed.
 
-Built in: ``"ssdo"`` (``ballad_env.detector``, BALLAD's, the default) and ``"ssif"``
+Built in: ``"ssdo"`` (``ballad_env.ssdo_detector``, BALLAD's, the default) and ``"ssif"``
 (``ballad_env.ssif_detector``, SADAL's semi-supervised isolation forest).
 """
 
@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ballad_env.detector import SSDO_DETECTOR, EpisodeScores
+from ballad_env.detector import EpisodeScores
 from ballad_env.registry import Registry
+from ballad_env.ssdo_detector import SSDO_DETECTOR
 from ballad_env.ssif_detector import SSIF_DETECTOR
 
 if TYPE_CHECKING:

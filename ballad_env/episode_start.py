@@ -16,7 +16,7 @@ import numpy as np
 from ballad_env.compute import RESET_CACHE
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO, SSDO_DETECTOR
+from ballad_env.detector import SSDO
 from ballad_env.detectors import DETECTORS, DetectorStart, EpisodeScores
 from ballad_env.protocol import (
     Budget,
@@ -26,6 +26,7 @@ from ballad_env.protocol import (
     warn_if_test_lacks_anomalies,
 )
 from ballad_env.settings import Settings
+from ballad_env.ssdo_detector import SSDO_DETECTOR
 
 
 def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
