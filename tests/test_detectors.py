@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import ballad_env
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
@@ -103,9 +104,10 @@ def test_labeled_anomalies_rise_and_labeled_normals_fall(data) -> None:
 
 
 @pytest.mark.filterwarnings("error")
-def test_gymnasium_env_checker_with_ssif(small_xy) -> None:
+def test_gymnasium_and_sb3_env_checkers_with_ssif(small_xy) -> None:
     env = gym.make(ballad_env.ENV_ID, dataset=small_xy, settings=SSIF)
     gym_check_env(env.unwrapped)  # both render modes too: render reaches SSIF's forest
+    sb3_check_env(env, warn=True)
     env.close()
 
 
