@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 from conftest import make_xy, write_data_files
 
+import agents.experiments.executor as executor
 import agents.experiments.run as runner
 from agents import make_agent
 from agents.experiments import Grid, RunError, load_results, run_grid
@@ -197,7 +198,7 @@ def test_reproduce_paper_names_the_unknown_data_set(
 def test_unreachable_scheduler_fails_fast_and_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("dask.distributed")
-    monkeypatch.setattr(runner, "SCHEDULER_TIMEOUT", 1.0)
+    monkeypatch.setattr(executor, "SCHEDULER_TIMEOUT", 1.0)
     start = time.perf_counter()
     with pytest.raises(RunError, match=r"cannot reach the Dask scheduler at "
                                        r"tcp://127.0.0.1:9(.|\n)*--scheduler"):

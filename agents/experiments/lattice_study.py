@@ -286,7 +286,7 @@ def run_study(options: StudyOptions) -> None:
     from joblib import delayed
     from tqdm import tqdm
 
-    from agents.experiments.workers import local_parallel
+    from agents.experiments.executor import local_parallel
 
     source = source_fingerprint()
     n_cells = len(study_cells(options))

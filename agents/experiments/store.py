@@ -215,7 +215,7 @@ def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> lis
     return problems
 
 
-def _normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
+def normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
     """One dtype per column whatever the values: bool, int64, str or float64 (NaN allowed)."""
     for column in frame.columns:
         values = frame[column].tolist()
@@ -231,7 +231,7 @@ def _normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+def concat_cells(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Cells in the grid's order (so tables list agents as the grid does), rounds within."""
     return pd.concat(list(frames), ignore_index=True)
 
@@ -252,7 +252,7 @@ def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.D
                        "are missing; run the same command again to finish it")
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
-    return _concat(frames[cell] for cell in cells if cell in frames)
+    return concat_cells(frames[cell] for cell in cells if cell in frames)
 
 
 def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
@@ -263,4 +263,5 @@ def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
 
 
 __all__ = ["COLUMNS", "GRID_AXES", "KEY_COLUMNS", "METRIC_COLUMNS", "SETTING_COLUMNS",
-           "ResultStore", "RunError", "grid_from_manifest", "load_results", "writable_folder"]
+           "ResultStore", "RunError", "concat_cells", "grid_from_manifest", "load_results",
+           "normalise_dtypes", "writable_folder"]
