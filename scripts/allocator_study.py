@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.allocator_study import (
+from agents.experiments.studies.allocators import (
     COST_SETTINGS,
     PRIORS,
     build_lattices,

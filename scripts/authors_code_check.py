@@ -15,7 +15,7 @@
     python scripts/authors_code_check.py published --ballad-py path/to/BALLAD.py \\
         --published published.jsonl --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
 
-The logic is in ``agents.experiments.authors_code``; ``REPRODUCTION.md`` reads the tables.
+The logic is in ``agents.experiments.studies.authors_code``; ``REPRODUCTION.md`` reads the tables.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from pathlib import Path
 import pandas as pd
 
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
-from agents.experiments.authors_code import (
+from agents.experiments.grid import dataset_names
+from agents.experiments.store import RUN_FILE
+from agents.experiments.studies.authors_code import (
     AGENTS,
     ablation_episodes,
     ablation_grid,
@@ -38,14 +40,12 @@ from agents.experiments.authors_code import (
     load_published,
     published_grids,
 )
-from agents.experiments.grid import dataset_names
-from agents.experiments.published_code import (
+from agents.experiments.studies.published_code import (
     STRATEGIES,
     PublishedCodeError,
     check_published,
     run_published,
 )
-from agents.experiments.store import RUN_FILE
 from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
 

@@ -5,7 +5,8 @@ own. Per data set: the median wall time of one episode (reset + 15 rounds) with 
 and the bayes search, the reset alone, environment steps per second, and peak memory. Then
 one exact episode of the slowest data set is profiled. ``--q1`` also times the whole Q1
 grid through the harness. Targets (2 cores): Q1 under 5 minutes, every exact episode under
-5 s, peak memory under 2 GB on KDDCup99. The measuring lives in ``agents.experiments.bench``.
+5 s, peak memory under 2 GB on KDDCup99. The measuring lives in
+``agents.experiments.studies.bench``.
 
 ``--scaling`` times one episode per agent on synthetic data of each size in ``--sizes`` and
 dimension in ``--dims`` (5% anomalies): reset, median AL and LR step, episode, peak memory,
@@ -34,7 +35,7 @@ import sys
 from typing import Any
 
 from agents.experiments import dataset_names
-from agents.experiments.bench import (
+from agents.experiments.studies.bench import (
     EPISODE_TARGET_S,
     MEMORY_TARGET_MB,
     Q1_TARGET_S,

@@ -2,7 +2,7 @@
 
 For every data set, seed and prior, one lattice gives the test cost of every state; agents
 are replayed on it and scored against the hindsight-optimal path, the fixed LR-then-AL
-splits and the one-step oracle (``agents.experiments.lattice_study`` has the analysis).
+splits and the one-step oracle (``agents.experiments.studies.lattice`` has the analysis).
 
 Results are resumable: each finished cell (data set, seed, prior) leaves a folder under
 ``<out>/cells`` recording its agents and source; a rerun skips finished cells, recomputes
@@ -23,14 +23,14 @@ import sys
 from pathlib import Path
 
 from agents.experiments.grid import check_agent
-from agents.experiments.lattice_study import (
+from agents.experiments.store import RunError, writable_folder
+from agents.experiments.studies.lattice import (
     STUDY_AGENTS,
     StudyOptions,
     figure_dataset,
     run_study,
     write_report,
 )
-from agents.experiments.store import RunError, writable_folder
 from ballad_env.data import dataset_name
 from ballad_env.settings import add_settings_arguments
 

@@ -1,7 +1,7 @@
 """The policy study at scale: PPO, DQN and MaskablePPO trained on 10^5 replayed episodes.
 
 Three subcommands, each reading what the previous one wrote (the logic is
-``agents.experiments.policy_scale``; the stores come from ``scripts/build_lattices.py``):
+``agents.experiments.studies.policy_scale``; the stores come from ``scripts/build_lattices.py``):
 
 * ``train``    every (algorithm, reward, observation) x ``--train-seeds`` seeds on the
                training store (``scripts/train_policy.py --replay-store`` as subprocesses,
@@ -32,8 +32,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments import policy_scale as scale
-from agents.experiments.policy_study import STUDY_OPTIONS, StudyError
+from agents.experiments.studies import policy_scale as scale
+from agents.experiments.studies.policies import STUDY_OPTIONS, StudyError
 from ballad_env.lattice_store import StoreError
 from ballad_env.settings import add_settings_arguments, settings_from_args
 

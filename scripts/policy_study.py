@@ -1,7 +1,7 @@
 """The learned-policy study: do RL allocation policies beat BALLAD on data sets they never saw?
 
 Four steps, each a subcommand, each reading only what the previous one wrote (the analysis
-is ``agents.experiments.policy_study``):
+is ``agents.experiments.studies.policies``):
 
 * ``split``    12 training / 6 held-out benchmarks by a stated rule -> docs/policy_split.json
 * ``train``    PPO and MaskablePPO x rewards cost, val_cost x 3 seeds on the 12 training sets
@@ -33,8 +33,8 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments import policy_study as study
 from agents.experiments.store import RunError, writable_folder
+from agents.experiments.studies import policies as study
 from agents.experiments.tables import markdown_table
 from ballad_env.settings import add_settings_arguments, settings_from_args
 

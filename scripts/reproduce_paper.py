@@ -4,7 +4,7 @@ Three runs, each a resumable grid of ``agents.experiments`` in its own folder un
 ``--output``: ``main`` (Q1-Q3: BALLAD with both rewards and the All-in baselines, per prior),
 ``costs`` (Q4: c_fp = 10 and c_fn = 10) and ``bayes`` (Q1 with the paper's gp_minimize
 threshold search on a few data sets and seeds). The analysis lives in
-``agents.experiments.paper``.
+``agents.experiments.studies.paper``.
 
 Figures go to ``figures/``, tables (Markdown and CSV) to ``tables/`` under the results folder
 (``--output``), or under ``--docs PATH``; ``--update-docs`` writes them into the repository's
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import RunError, dataset_names
-from agents.experiments.paper import (
+from agents.experiments.studies.paper import (
     DEFAULT_BAYES_DATASETS,
     QUESTIONS,
     Experiment,

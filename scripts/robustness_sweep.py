@@ -1,7 +1,7 @@
 """Robustness sweep: play whole episodes on hundreds of generated awkward data sets.
 
 Each case (duplicated rows, constant columns, a single anomaly, |D| around the 30 neighbours
-of eta, feature scales from 1e-300 to 1e200, ...; ``agents.experiments.robustness``) must
+of eta, feature scales from 1e-300 to 1e200, ...; ``agents.experiments.studies.robustness``) must
 either play a whole episode with finite, well-formed figures or be refused at construction
 with the error it calls for. The suite runs a few dozen such cases; this runs the full sweep
 and prints how the cases ended. Exit status 1 if any case failed (the first is shown, with
@@ -17,7 +17,7 @@ import collections
 import sys
 import time
 
-from agents.experiments.robustness import Case, check_case, episodes
+from agents.experiments.studies.robustness import Case, check_case, episodes
 
 
 def build_parser() -> argparse.ArgumentParser:

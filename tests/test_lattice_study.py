@@ -1,4 +1,4 @@
-"""The lattice study (agents.experiments.lattice_study): its analysis on hand-built tables,
+"""The lattice study (agents.experiments.studies.lattice): its analysis on hand-built tables,
 its resume rules (a new agent recomputes finished cells; other source code is refused) and
 the command line end to end on two small synthetic data sets."""
 
@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments import lattice_study as study
 from agents.experiments.store import RunError
+from agents.experiments.studies import lattice as study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lattice_study.py"
 

@@ -384,7 +384,7 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
-    from agents.experiments import policy_study
+    from agents.experiments.studies import policies as policy_study
 
     model = tmp_path / "ppo-cost-train2-s0.zip"
     model.write_bytes(b"the first policy")

@@ -1,4 +1,4 @@
-"""Tests for agents.experiments.paper: the analysis of the paper's questions on small
+"""Tests for agents.experiments.studies.paper: the analysis of the paper's questions on small
 hand-built result tables whose expected values are worked out by hand in each test."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments import paper, summary_table
+from agents.experiments import summary_table
+from agents.experiments.studies import paper
 
 Q1 = paper.Q1_AGENTS
 NAN = float("nan")

@@ -1,4 +1,4 @@
-"""The policy study at scale (agents.experiments.policy_scale): training on a replay store,
+"""The policy study at scale (agents.experiments.studies.policy_scale): training on a replay store,
 exact lattice evaluation on unseen cells, and its report."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from conftest import write_data_files
 
 from agents.evaluation import run_episode
-from agents.experiments import policy_scale as scale
 from agents.experiments.lattice_build import build_store
-from agents.experiments.policy_study import RUN_PATTERN, StudyError, model_path
+from agents.experiments.studies import policy_scale as scale
+from agents.experiments.studies.policies import RUN_PATTERN, StudyError, model_path
 from agents.experiments.training import KeepInfo, TrainConfig, algorithm_kwargs, train
 from agents.policy import load_policy, observation_version
 from ballad_env import BudgetAllocationEnv, Settings

@@ -1,4 +1,4 @@
-"""The policy study (agents.experiments.policy_study): its split rule, the settings it trains
+"""The policy study (agents.experiments.studies.policies): its split rule, the settings it trains
 and evaluates under, resuming, its analysis on small hand-built tables, and the whole study
 at tiny size through ``scripts/policy_study.py``.
 """
@@ -17,7 +17,7 @@ import pytest
 from conftest import write_data_files
 
 from agents import make_agent, run_episode
-from agents.experiments import policy_study as study
+from agents.experiments.studies import policies as study
 from ballad_env import BudgetAllocationEnv
 from ballad_env.settings import Settings, settings_from_args
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.experiments import published_code
-from agents.experiments.authors_code import load_published
-from agents.experiments.published_code import (
+from agents.experiments.studies import published_code
+from agents.experiments.studies.authors_code import load_published
+from agents.experiments.studies.published_code import (
     PublishedCodeError,
     episode_order,
     finished_episodes,

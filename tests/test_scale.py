@@ -432,7 +432,7 @@ def test_gymnasium_check_env_with_render_checks_on_every_benchmark(benchmark_dir
 
 # =============================================================================== bench
 def test_the_scaling_bench_measures_and_fits_the_growth() -> None:
-    from agents.experiments.bench import (
+    from agents.experiments.studies.bench import (
         growth_exponent,
         measure_scaling,
         scaling_table,

@@ -20,9 +20,10 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments import Grid, authors_code, load_results, paper, run_grid
-from agents.experiments.allocator_study import build_lattices
-from agents.experiments.bench import PHASES
+from agents.experiments import Grid, load_results, run_grid
+from agents.experiments.studies import authors_code, paper
+from agents.experiments.studies.allocators import build_lattices
+from agents.experiments.studies.bench import PHASES
 from ballad_env.settings import Settings
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"

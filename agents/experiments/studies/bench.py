@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from agents.evaluation import run_episode
-from agents.experiments.grid import Grid, seed_range
+from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
 from agents.experiments.run import run_grid
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
@@ -164,9 +164,7 @@ def timings_table(rows: Sequence[dict[str, Any]]) -> str:
 def time_q1(names: Sequence[str], seeds: int, settings: Settings,
             data_dir: str | os.PathLike | None, n_jobs: int) -> float:
     """Wall time of the Q1 grid (BALLAD, All-in-AL, All-in-LR; exact search) via the harness."""
-    from agents.experiments.paper import Q1_AGENTS  # not at import: it loads matplotlib
-
-    grid = Grid(tuple(names), seed_range(seeds), Q1_AGENTS,
+    grid = Grid(tuple(names), seed_range(seeds), PAPER_AGENTS,
                 (settings.replace(threshold_search="exact"),))
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.policy_study import (
+from agents.experiments.store import writable_folder
+from agents.experiments.studies.policies import (
     TRAIN_SCRIPT,
     StudyError,
     by_training_seed,
@@ -43,7 +44,6 @@ from agents.experiments.policy_study import (
     trained_policies,
     training_times,
 )
-from agents.experiments.store import writable_folder
 from agents.experiments.tables import write_table
 from agents.registry import make_agent
 from ballad_env.episode import ACTION_NAMES

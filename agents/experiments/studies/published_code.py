@@ -6,7 +6,7 @@ Lorenzo-Perini/Ballad; never part of this project) and anomatools, both lazily, 
 project does not depend on them, and plays the published episode loop: forced to one branch
 every round (``AL``, ``LR``) or choosing as BALLAD does (``ballad``). It writes one JSON line
 per episode as it finishes (dataset, seed, strategy, seconds, rounds with their test cost),
-the format :func:`agents.experiments.authors_code.load_published` reads, and skips the
+the format :func:`agents.experiments.studies.authors_code.load_published` reads, and skips the
 episodes a file already holds, so an interrupted run resumes.
 
 The loop is ours, written from the published code's main loop; every step that decides a

@@ -11,7 +11,7 @@ differences is an option of ``Settings`` (``AUTHORS_CODE``, plus ``threshold_sea
 * :func:`ablation_table`: mean cost per setting and strategy, its change from the defaults,
   and who wins how many data sets;
 * :func:`load_published` / :func:`published_grids` / :func:`agreement_table`: the published
-  code's costs, recorded by running it (``agents.experiments.published_code`` writes one
+  code's costs, recorded by running it (``agents.experiments.studies.published_code`` writes one
   JSON line an episode, with its rounds' ``test_cost``), against ours on the same episodes.
 """
 

@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 
 from agents.evaluation import run_episode
+from agents.experiments.executor import local_parallel
 from agents.experiments.run import play_agents
 from agents.experiments.store import writable_folder
 from agents.experiments.tables import write_table
-from agents.experiments.executor import local_parallel
 from agents.policy_files import policy_fingerprint
 from agents.registry import is_policy_path, make_agent
 from ballad_env.env import BudgetAllocationEnv
