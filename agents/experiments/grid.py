@@ -171,4 +171,5 @@ def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = Non
     return tuple(found)
 
 
-__all__ = ["PAPER_AGENTS", "Cell", "Grid", "agent_label", "check_agent", "dataset_names", "seed_range"]
+__all__ = ["PAPER_AGENTS", "Cell", "Grid", "agent_label", "check_agent", "dataset_names",
+           "seed_range"]
