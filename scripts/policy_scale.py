@@ -32,8 +32,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError
 from agents.experiments.studies import policy_scale as scale
-from agents.experiments.studies.policies import STUDY_OPTIONS, StudyError
 from ballad_env.lattice_store import StoreError
 from ballad_env.settings import add_settings_arguments, settings_from_args
 

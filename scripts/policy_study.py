@@ -5,7 +5,7 @@ is ``agents.experiments.studies.policies``):
 
 * ``split``    12 training / 6 held-out benchmarks by a stated rule -> docs/policy_split.json
 * ``train``    PPO and MaskablePPO x rewards cost, val_cost x 3 seeds on the 12 training sets
-               (``scripts/train_policy.py`` as subprocesses, ``--jobs`` at a time)
+               (``training.train`` in worker processes, ``--jobs`` at a time)
 * ``evaluate`` the trained policies and the baselines on the 6 held-out sets x 10 seeds,
                one tidy row per (data set, seed, agent, round) -> results/policy_study/rounds.csv;
                agents added since the last run are run on the cells already finished
@@ -33,6 +33,7 @@ import os
 import sys
 from pathlib import Path
 
+from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies import policies as study
 from agents.experiments.tables import markdown_table
@@ -65,13 +66,13 @@ def cmd_train(args: argparse.Namespace) -> None:
     failed = study.train_policies(plan, args.split_file, data_dir(args.data_dir),
                                   args.study_dir, jobs=args.jobs)
     if failed:
-        raise study.StudyError(f"{len(failed)} runs failed (see {args.study_dir / 'logs'}): "
+        raise StudyError(f"{len(failed)} runs failed (see {args.study_dir / 'logs'}): "
                                f"{', '.join(failed)}")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     split = json.loads(args.split_file.read_text())
-    specs = [*args.baselines, *(str(p) for p in study.trained_policies(args.study_dir))]
+    specs = [*args.baselines, *(str(p) for p in trained_policies(args.study_dir))]
     study.evaluate(args.study_dir, split["held_out"], args.seeds, specs,
                    data_dir(args.data_dir), settings_from_args(args)[0], jobs=args.jobs,
                    progress=not args.no_progress)
@@ -121,14 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--vec-env", default="dummy", help="dummy or subproc (see POLICIES.md)")
     t.add_argument("--n-steps", type=int, default=30, help="PPO rollout per env (= minibatch)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="PPO step size")
-    add_settings_arguments(t, only=study.STUDY_OPTIONS)
+    add_settings_arguments(t, only=STUDY_OPTIONS)
     e = sub.add_parser("evaluate", help="evaluate policies and baselines on held-out data")
     e.add_argument("--seeds", type=int, default=10, help="evaluation seeds per data set")
     e.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
     e.add_argument("--baselines", nargs="+", default=list(study.BASELINES),
                    help="registered agents evaluated next to the policies")
     e.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    add_settings_arguments(e, only=study.STUDY_OPTIONS)
+    add_settings_arguments(e, only=STUDY_OPTIONS)
     r = sub.add_parser("report", help="tables and figures")
     r.add_argument("--window", type=int, default=10, help="episodes in the curves' rolling mean")
     r.add_argument("--prefix", default="policy", help="name prefix of tables and figures")
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 "report": cmd_report}
     try:
         commands[args.command](args)
-    except (study.StudyError, RunError) as err:
+    except (StudyError, RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -23,8 +23,9 @@ import json
 import sys
 from pathlib import Path
 
+from agents.experiments.policy_runs import train_and_plot
 from agents.experiments.store import RunError
-from agents.experiments.training import VEC_ENVS, TrainConfig, plot_training_curves, train
+from agents.experiments.training import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
@@ -104,13 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     """Train, plot the curves and say where everything went; a bad option returns 2."""
     try:
         config = config_from_args(parse_args(argv))
-        result = train(config)
+        result, curve = train_and_plot(config)
     except (RunError, ValueError, FileNotFoundError) as err:  # StoreError is a ValueError
         print(f"error: {err}", file=sys.stderr)
         return 2
-    window = max(1, min(30, config.total_timesteps // 150))
-    curve = plot_training_curves({config.name: [result.run_dir]}, result.run_dir / "curve.png",
-                                 window=window, title=config.name)
     print(f"trained {config.name} in {result.seconds:.1f} s")
     print(f"model    {result.model_path}")
     print(f"settings {result.settings_path}")

@@ -393,7 +393,7 @@ def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Pa
     (tmp_path / "rounds.csv").write_text("dataset,seed,agent\n")
     assert policy_study.check_evaluated_policies(tmp_path, [str(model)]) == first
     model.write_bytes(b"a policy retrained under the same path")
-    with pytest.raises(policy_study.StudyError, match="ppo-cost-train2-s0.zip has changed"):
+    with pytest.raises(RuntimeError, match="ppo-cost-train2-s0.zip has changed"):
         policy_study.check_evaluated_policies(tmp_path, [str(model)])
 
 

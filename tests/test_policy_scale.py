@@ -15,8 +15,8 @@ from conftest import write_data_files
 
 from agents.evaluation import run_episode
 from agents.experiments.lattice_build import build_store
+from agents.experiments.policy_runs import RUN_PATTERN, StudyError, model_path
 from agents.experiments.studies import policy_scale as scale
-from agents.experiments.studies.policies import RUN_PATTERN, StudyError, model_path
 from agents.experiments.training import KeepInfo, TrainConfig, algorithm_kwargs, train
 from agents.policy import load_policy, observation_version
 from ballad_env import BudgetAllocationEnv, Settings
@@ -42,25 +42,23 @@ def stores(tmp_path_factory) -> dict[str, Path]:
             "eval": root / "eval"}
 
 
-def test_train_commands_are_seed_major_replay_runs(stores) -> None:
+def test_train_configs_are_seed_major_replay_runs(stores) -> None:
     runs = (*scale.DEFAULT_RUNS, ("maskable_ppo", "cost", "v1"))
     plan = scale.ScalePlan(stores["train"], stores["split"], runs=runs, train_seeds=2,
                            episodes=1000)
-    commands = scale.train_commands(plan, Path("study"))
-    names = list(commands)
+    configs = scale.train_configs(plan, Path("study"))
+    names = list(configs)
     assert names[:4] == ["maskable_ppo-cost-v0-train1-s0", "ppo-cost-v0-train1-s0",
                          "dqn-cost-v0-train1-s0", "maskable_ppo-cost-v1-train1-s0"]
     assert len(names) == 8 and all(re.fullmatch(RUN_PATTERN, n) for n in names)
-    cmd = commands["maskable_ppo-cost-v1-train1-s0"]
-    value = {cmd[k]: cmd[k + 1] for k in range(len(cmd) - 1) if cmd[k].startswith("--")}
-    assert value["--total-timesteps"] == str(1000 * SETTINGS.n_rounds)
-    assert value["--replay-store"] == str(stores["train"])
-    assert value["--observation"] == "v1" and value["--datasets"] == "Alpha"
-    assert value["--c-fn"] == "1.0"  # the plan's settings reach every run
-    costly = scale.train_commands(scale.ScalePlan(stores["train"], stores["split"],
-                                                  settings=Settings(c_fn=10.0)), Path("s"))
-    first = next(iter(costly.values()))
-    assert first[first.index("--c-fn") + 1] == "10.0"
+    config = configs["maskable_ppo-cost-v1-train1-s0"]
+    assert config.total_timesteps == 1000 * SETTINGS.n_rounds
+    assert config.replay_store == str(stores["train"])
+    assert config.observation == "v1" and config.datasets == ("Alpha",)
+    assert config.settings == SETTINGS.replace(reward="cost")
+    costly = scale.train_configs(scale.ScalePlan(stores["train"], stores["split"],
+                                                 settings=Settings(c_fn=10.0)), Path("s"))
+    assert next(iter(costly.values())).settings.c_fn == 10.0  # the plan's settings reach it
 
 
 def test_training_options_reach_the_algorithms() -> None:

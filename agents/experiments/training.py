@@ -16,7 +16,7 @@ import platform
 import shutil
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -437,60 +437,7 @@ def train(config: TrainConfig) -> TrainResult:
     return TrainResult(model_path, write_settings(config, model, seconds), run_dir, seconds)
 
 
-# --------------------------------------------------------------------------- curves
-def read_monitor(run_dir: str | Path):
-    """All workers' episodes of a run as one table, with the global step count at each end.
-
-    Workers write their own CSV; sorting by wall time and summing lengths gives the
-    number of environment steps taken when each episode ended.
-    """
-    import pandas as pd
-
-    files = sorted(Path(run_dir, "monitor").glob("*.monitor.csv"))
-    if not files:
-        raise FileNotFoundError(f"no monitor CSV under {Path(run_dir, 'monitor')}")
-    frame = pd.concat([pd.read_csv(f, skiprows=1) for f in files], ignore_index=True)
-    frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
-    frame["timesteps"] = frame["l"].cumsum()
-    return frame.rename(columns={"r": "return", "l": "length", "t": "seconds"})
-
-
-def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str | Path,
-                         window: int = 30, title: str | None = None) -> Path:
-    """Episode return and final test cost vs steps: one line per group (its runs averaged on a
-    common step grid after a rolling mean over ``window`` episodes), a band for min-max.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
-    for label, run_dirs in groups.items():
-        frames = [read_monitor(d) for d in run_dirs]
-        end = min(int(f["timesteps"].iloc[-1]) for f in frames)
-        grid = np.linspace(0, end, 100)
-        for ax, column in zip(axes, ("return", "test_cost"), strict=True):
-            curves = np.array([np.interp(grid, f["timesteps"],
-                                         f[column].rolling(window, min_periods=1).mean())
-                               for f in frames])
-            (line,) = ax.plot(grid, curves.mean(axis=0), label=f"{label} (n={len(frames)})")
-            if len(frames) > 1:
-                ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0),
-                                color=line.get_color(), alpha=0.2)
-    axes[0].set(xlabel="environment steps", ylabel=f"episode return (rolling {window})")
-    axes[1].set(xlabel="environment steps", ylabel=f"final test cost (rolling {window})")
-    axes[0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 __all__ = ["ALGORITHMS", "KeepInfo", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
            "TrainResult", "ValidActionWrapper", "algorithm_class", "algorithm_kwargs",
            "build_env", "check_data", "fresh_run_dir", "make_callbacks", "make_vec_env",
-           "plot_training_curves", "read_monitor", "train", "write_settings"]
+           "train", "write_settings"]

@@ -5,8 +5,9 @@ their command line):
 
 * split: hold out one benchmark per size block (:func:`make_split`), a rule fixed before
   any policy was trained;
-* train: one ``scripts/train_policy.py`` run per (algorithm, reward, seed) on the training
-  sets, under the study's :class:`~ballad_env.settings.Settings` (:func:`train_policies`);
+* train: one ``training.train`` run per (algorithm, reward, seed) on the training sets,
+  under the study's :class:`~ballad_env.settings.Settings`, in the executor's workers
+  (:func:`train_policies`);
 * evaluate: the policies and the baselines on the held-out sets x seeds through the one
   episode loop :func:`agents.evaluation.run_episode`, one tidy row per (data set, seed,
   agent, round) appended to ``rounds.csv`` (:func:`evaluate`); agents added later are run on
@@ -18,21 +19,35 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.executor import local_parallel
+from agents.experiments.policy_runs import (
+    RULES,
+    StudyError,
+    by_training_seed,
+    episode_table,
+    group_order,
+    load_rounds,
+    model_path,
+    plot_by_round,
+    plot_training_curves,
+    policy_dir,
+    run_folders,
+    run_name,
+    train_runs,
+    trained_policies,
+    trained_settings,
+    training_times,
+)
 from agents.experiments.run import play_agents
 from agents.experiments.store import writable_folder
 from agents.experiments.tables import write_table
@@ -40,27 +55,20 @@ from agents.policy_files import policy_fingerprint
 from agents.registry import is_policy_path, make_agent
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import RECORD_FIELDS
-from ballad_env.settings import Settings, option_text
+from ballad_env.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
-TRAIN_SCRIPT = ROOT / "scripts" / "train_policy.py"
+if TYPE_CHECKING:
+    from agents.experiments.training import TrainConfig
+
 SPLIT_SEED = 2023  # the paper's year; fixed before any policy was trained
 N_BLOCKS = 6
 ALGOS = ("ppo", "maskable_ppo")
 REWARDS = ("cost", "val_cost")
-BASELINES = ("ballad", "all-in-al", "all-in-lr", "random", "oracle")
+BASELINES = RULES
 GROUP_ORDER = ("oracle", "ballad", "all-in-al", "all-in-lr", "random",
                *(f"{a}-{r}" for a in ALGOS for r in REWARDS))
-#: The settings options the study takes (the reward is one of its axes, not an option).
-STUDY_OPTIONS = tuple(f.name for f in fields(Settings) if f.name != "reward")
 #: Columns of ``rounds.csv``: the cell's keys, then every scalar ``info`` figure.
 ROUND_COLUMNS = ("dataset", "seed", "agent", *RECORD_FIELDS[1:])
-#: A study policy's run name: ``<algo>-<reward>-train<n training sets>-s<seed>``.
-RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
-
-
-class StudyError(RuntimeError):
-    """A step cannot go on safely; the message says why and what to do."""
 
 
 # --------------------------------------------------------------------------- split
@@ -113,57 +121,26 @@ class TrainPlan:
     learning_rate: float = 1e-3
 
 
-def policy_dir(study: Path) -> Path:
-    """Where the study's trained policies live (one folder per run)."""
-    return Path(study) / "policies"
+def train_configs(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path
+                  ) -> dict[str, TrainConfig]:
+    """One training run per (algorithm, reward, seed), keyed by run name."""
+    from agents.experiments.training import TrainConfig
 
-
-def run_name(algo: str, reward: str, seed: int, n_train: int) -> str:
-    """The run name of one study policy (``RUN_PATTERN``)."""
-    return f"{algo}-{reward}-train{n_train}-s{seed}"
-
-
-def settings_arguments(settings: Settings) -> list[str]:
-    """``train_policy.py`` options giving ``settings`` (all but the reward)."""
-    argv = []
-    for name in STUDY_OPTIONS:
-        value = getattr(settings, name)
-        argv += [f"--{name.replace('_', '-')}", option_text(name, value)]
-    return argv
-
-
-def train_commands(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path
-                   ) -> dict[str, list[str]]:
-    """One ``train_policy.py`` command per (algorithm, reward, seed), keyed by run name."""
-    n_train = len(json.loads(Path(split_file).read_text())["train"])
-    commands = {}
+    train = tuple(json.loads(Path(split_file).read_text())["train"])
+    configs = {}
     for algo in plan.algos:
         for reward in plan.rewards:
             for seed in range(plan.train_seeds):
-                name = run_name(algo, reward, seed, n_train)
-                commands[name] = [
-                    sys.executable, str(TRAIN_SCRIPT),
-                    "--algo", algo, "--reward", reward, "--seed", str(seed),
-                    "--datasets-from", str(split_file), "--data-dir", str(data_dir),
-                    "--total-timesteps", str(plan.timesteps), "--n-envs", str(plan.n_envs),
-                    "--vec-env", plan.vec_env, "--n-steps", str(plan.n_steps),
-                    "--batch-size", str(plan.n_steps), "--learning-rate", str(plan.learning_rate),
-                    "--checkpoint-freq", str(plan.timesteps // 2), "--eval-freq", "0",
-                    "--output-dir", str(policy_dir(study)), "--run-name", name,
-                    "--no-progress", *settings_arguments(plan.settings)]
-    return commands
-
-
-def model_path(study: Path, name: str) -> Path:
-    """The final saved model of run ``name``."""
-    return policy_dir(study) / name / f"{name}.zip"
-
-
-def trained_settings(model: Path) -> Settings:
-    """The settings a saved policy was trained with, from the JSON beside it (both the
-    ``config.settings`` layout and the older one with ``config.reward``/``config.prior``)."""
-    config = json.loads(Path(model).with_suffix(".json").read_text())["config"]
-    return Settings.from_dict(config.get("settings", config))
+                name = run_name(algo, reward, seed, len(train))
+                configs[name] = TrainConfig(
+                    algo=algo, datasets=train, data_dir=str(data_dir),
+                    settings=plan.settings.replace(reward=reward),
+                    total_timesteps=plan.timesteps, seed=seed, n_envs=plan.n_envs,
+                    vec_env=plan.vec_env, learning_rate=plan.learning_rate,
+                    n_steps=plan.n_steps, batch_size=plan.n_steps, eval_freq=0,
+                    checkpoint_freq=plan.timesteps // 2, output_dir=str(policy_dir(study)),
+                    run_name=name, progress_bar=False)
+    return configs
 
 
 def same_options(a: Settings, b: Settings) -> bool:
@@ -182,52 +159,18 @@ def check_trained(models: Iterable[Path], settings: Settings) -> None:
                              "use another --study-dir")
 
 
-def run_commands(commands: dict[str, list[str]], jobs: int, logs: Path,
-                 poll: float = 0.5) -> list[str]:
-    """Run the commands ``jobs`` at a time (output to ``<logs>/<name>.log``), printing each
-    one's end; returns the names of those that failed."""
-    logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    queue, failed = list(commands.items()), []
-    running: dict[str, tuple[subprocess.Popen, float]] = {}
-    start = time.perf_counter()
-    while queue or running:
-        while queue and len(running) < jobs:
-            name, cmd = queue.pop(0)
-            with (logs / f"{name}.log").open("w") as log:
-                running[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                                  env=env), time.perf_counter())
-        time.sleep(poll)
-        for name, (proc, began) in list(running.items()):
-            if proc.poll() is None:
-                continue
-            del running[name]
-            if proc.returncode:
-                failed.append(name)
-            status = "ok" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
-            print(f"{name}: {status} in {time.perf_counter() - began:.0f} s "
-                  f"[{time.perf_counter() - start:.0f} s total]", flush=True)
-    return failed
-
-
 def train_policies(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path,
                    jobs: int = 2) -> list[str]:
     """Train the plan's runs that have no saved model yet; saved ones must match the plan's
     settings. Returns the names of failed runs."""
-    commands = train_commands(plan, split_file, data_dir, study)
-    done = [model_path(study, name) for name in commands if model_path(study, name).exists()]
+    configs = train_configs(plan, split_file, data_dir, study)
+    done = [model_path(study, name) for name in configs if model_path(study, name).exists()]
     check_trained(done, plan.settings)
-    todo = {name: cmd for name, cmd in commands.items() if not model_path(study, name).exists()}
-    return run_commands(todo, jobs, Path(study) / "logs")
+    todo = {name: c for name, c in configs.items() if not model_path(study, name).exists()}
+    return train_runs(todo, jobs, Path(study) / "logs")
 
 
 # --------------------------------------------------------------------------- evaluate
-def trained_policies(study: Path) -> list[Path]:
-    """The study's saved models (final ones, not checkpoints), sorted by run name."""
-    folder = policy_dir(study)
-    if not folder.is_dir():
-        return []
-    return sorted(d / f"{d.name}.zip" for d in folder.iterdir() if (d / f"{d.name}.zip").is_file())
 
 
 def agent_name(spec: str) -> str:
@@ -366,38 +309,6 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
 
 
 # --------------------------------------------------------------------------- report
-def group_order(groups: Iterable[str]) -> list[str]:
-    """The study's groups in report order: the known ones first, then any others as found."""
-    present = list(dict.fromkeys(groups))
-    return [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
-
-
-def load_rounds(rounds: Path) -> pd.DataFrame:
-    """The tidy round table, with each agent's group (policy run without its seed) and seed."""
-    df = pd.read_csv(rounds)
-    parts = df["agent"].str.extract(RUN_PATTERN)
-    df["group"] = parts["group"].fillna(df["agent"])
-    df["train_seed"] = pd.to_numeric(parts["train_seed"])
-    df["action"] = df["action"].fillna("")
-    return df
-
-
-def episode_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (data set, seed, agent): final and mean-over-rounds cost, AL share,
-    switches, and the round of the first switch."""
-    played = df[df["round"] > 0].sort_values("round")
-    keys = ["dataset", "seed", "agent", "group", "train_seed"]
-
-    def summary(g: pd.DataFrame) -> dict[str, float]:
-        actions = g["action"].to_numpy()
-        changes = np.flatnonzero(actions[1:] != actions[:-1])
-        return {"final_cost": g["test_cost"].iloc[-1], "mean_cost": g["test_cost"].mean(),
-                "al_share": float(np.mean(actions == "AL")), "switches": len(changes),
-                "first_switch": float(changes[0] + 2) if len(changes) else np.nan}
-
-    rows = [{**dict(zip(keys, k, strict=True)), **summary(g)}
-            for k, g in played.groupby(keys, dropna=False, sort=False)]
-    return pd.DataFrame(rows)
 
 
 def headline(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -408,7 +319,7 @@ def headline(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.Da
     cells = ["dataset", "seed"]
     ballad = episodes[episodes["group"] == "ballad"].set_index(cells)["final_cost"]
     rows = []
-    for group in group_order(episodes["group"]):
+    for group in group_order(episodes["group"], GROUP_ORDER):
         e = episodes[episodes["group"] == group]
         per_seed = e.groupby("train_seed", dropna=False)[["final_cost", "mean_cost"]].mean()
         per_cell = e.groupby(cells)["final_cost"].mean()
@@ -435,26 +346,7 @@ def headline(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.Da
 def per_dataset(episodes: pd.DataFrame) -> pd.DataFrame:
     """Final test cost per held-out data set (rows) and agent group (columns)."""
     table = episodes.groupby(["dataset", "group"])["final_cost"].mean().unstack()
-    return table[group_order(table.columns)]
-
-
-def by_training_seed(df: pd.DataFrame, episodes: pd.DataFrame) -> pd.DataFrame:
-    """What each learned policy does: cost, AL share, switches and its most common sequence of
-    actions (A = AL, L = LR) with the share of held-out episodes that follow it exactly.
-    """
-    played = df[df["round"] > 0].sort_values("round")
-    letters = played.groupby(["group", "train_seed", "dataset", "seed"])["action"].agg(
-        lambda a: "".join(x[0] for x in a))
-    rows = []
-    policies = episodes.dropna(subset=["train_seed"])
-    for (group, seed), e in policies.groupby(["group", "train_seed"]):
-        counts = letters.loc[(group, seed)].value_counts()
-        rows.append({"agent": group, "train_seed": int(seed),
-                     "final_cost": e["final_cost"].mean(), "mean_cost": e["mean_cost"].mean(),
-                     "al_share": e["al_share"].mean(), "switches": e["switches"].mean(),
-                     "modal_sequence": counts.index[0],
-                     "modal_share": counts.iloc[0] / counts.sum()})
-    return pd.DataFrame(rows)
+    return table[group_order(table.columns, GROUP_ORDER)]
 
 
 def val_cost_bias(df: pd.DataFrame) -> pd.DataFrame:
@@ -462,54 +354,6 @@ def val_cost_bias(df: pd.DataFrame) -> pd.DataFrame:
     rules = df[df["group"].isin(["all-in-al", "all-in-lr", "ballad"]) & (df["round"] > 0)]
     table = rules.groupby(["group", "round"])[["val_cost", "test_cost"]].mean().reset_index()
     return table[table["round"].isin([1, 2, 5, 10, 15])]
-
-
-def training_times(models: Sequence[Path]) -> pd.DataFrame:
-    """Wall time, steps and episodes of every run, from the settings JSON beside its model."""
-    rows = []
-    for path in models:
-        s = json.loads(Path(path).with_suffix(".json").read_text())
-        settings = trained_settings(path)
-        rows.append({"run": s["run_name"], "algo": s["algo"], "reward": settings.reward,
-                     "seed": s["config"]["seed"], "timesteps": s["num_timesteps"],
-                     "episodes": s["num_timesteps"] // settings.n_rounds,
-                     "train_seconds": s["train_seconds"]})
-    return pd.DataFrame(rows)
-
-
-def plot_by_round(df: pd.DataFrame, column: str, ylabel: str, path: Path,
-                  groups: Sequence[str]) -> None:
-    """``column`` against the round, one panel per held-out data set, one line per group."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    datasets = list(dict.fromkeys(df["dataset"]))
-    fig, axes = plt.subplots(2, (len(datasets) + 1) // 2, figsize=(13, 6.5), sharex=True,
-                             constrained_layout=True, squeeze=False)
-    for ax, name in zip(axes.flat, datasets, strict=False):
-        d = df[df["dataset"] == name]
-        for group in groups:
-            curve = d[d["group"] == group].groupby("round")[column].mean()
-            style = "--" if group in BASELINES else "-"
-            ax.plot(curve.index, curve.to_numpy(), style, label=group, lw=1.4)
-        ax.set_title(name)
-        ax.set_xlabel("round")
-        ax.set_ylabel(ylabel)
-    axes.flat[0].legend(fontsize=7)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def policy_runs(models: Sequence[Path]) -> dict[str, list[Path]]:
-    """Run folders of the saved policies per group (run name without its seed)."""
-    runs: dict[str, list[Path]] = {}
-    for model in models:
-        match = re.fullmatch(RUN_PATTERN, model.stem)
-        if match:
-            runs.setdefault(match["group"], []).append(model.parent)
-    return {g: runs[g] for g in group_order(runs)}
 
 
 def curves_title(models: Sequence[Path], runs: dict[str, list[Path]]) -> str:
@@ -524,8 +368,6 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
                  window: int = 10) -> dict[str, pd.DataFrame]:
     """Tables ``<tables>/<prefix>_*`` and figures ``<figures>/<prefix>_*`` from the study's
     saved files only; returns the tables by name."""
-    from agents.experiments.training import plot_training_curves
-
     figures.mkdir(parents=True, exist_ok=True)
     df = load_rounds(Path(study) / "rounds.csv")
     episodes = episode_table(df)
@@ -537,24 +379,21 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
     for name, frame in frames.items():
         write_table(frame, tables, f"{prefix}_{name}", index=False, csv_float_format="%.6g",
                     digits=1 if name == "training_time" else 4)
-    groups = group_order(df["group"])
+    groups = group_order(df["group"], GROUP_ORDER)
     plot_by_round(df, "test_cost", "test cost", figures / f"{prefix}_cost_by_round.png", groups)
     played = df[df["round"] > 0].assign(is_al=(df["action"] == "AL").astype(float))
     plot_by_round(played, "is_al", "share of AL", figures / f"{prefix}_al_share.png",
                   [g for g in groups if g not in ("all-in-al", "all-in-lr")])
-    runs = policy_runs(models)
+    runs = run_folders(models, GROUP_ORDER)
     if runs:
         plot_training_curves(runs, figures / f"{prefix}_learning_curves.png", window=window,
                              title=curves_title(models, runs))
     return frames
 
 
-__all__ = ["ALGOS", "BASELINES", "GROUP_ORDER", "REWARDS", "ROUND_COLUMNS", "STUDY_OPTIONS",
-           "StudyError", "TrainPlan", "agent_name", "by_training_seed",
-           "check_evaluated_policies", "check_replay",
-           "check_trained", "episode_table", "evaluate", "evaluate_cell", "finished_agents",
-           "group_order", "headline", "load_rounds", "make_split", "pending_cells",
-           "per_dataset", "plot_by_round", "policy_dir", "policy_runs", "run_commands",
-           "run_name", "train_commands", "train_policies", "trained_policies",
-           "trained_settings", "training_times", "val_cost_bias", "write_report",
+__all__ = ["ALGOS", "BASELINES", "GROUP_ORDER", "REWARDS", "ROUND_COLUMNS",
+           "TrainPlan", "agent_name", "check_evaluated_policies", "check_evaluated_settings",
+           "check_replay", "check_trained", "evaluate", "evaluate_cell", "evaluation_settings",
+           "finished_agents", "headline", "make_split", "pending_cells", "per_dataset",
+           "same_options", "train_configs", "train_policies", "val_cost_bias", "write_report",
            "write_split"]
