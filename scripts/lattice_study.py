@@ -4,9 +4,9 @@ For every data set, seed and prior, one lattice gives the test cost of every sta
 are replayed on it and scored against the hindsight-optimal path, the fixed LR-then-AL
 splits and the one-step oracle (``agents.experiments.studies.lattice`` has the analysis).
 
-Results are resumable: each finished cell (data set, seed, prior) leaves a folder under
-``<out>/cells`` recording its agents and source; a rerun skips finished cells, recomputes
-those missing a requested agent and refuses cells of other source code. The tables
+Results are resumable: each finished cell (data set, seed, prior) leaves its tables in the
+study's result store (``<out>/run.json`` and ``<out>/cells/``); a rerun skips finished
+cells, recomputes those missing a requested agent and refuses a store of other source code. The tables
 (``tables/lattice_*``) and figures (``figures/lattice_*.png``) go under ``--out``, or
 ``--docs PATH``; ``--update-docs`` writes them into the repository's ``docs/`` (the committed
 report). ``--report-only`` rebuilds them from the files alone.

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,31 @@ COLUMNS = (*KEY_COLUMNS, "contamination", "spent_fraction", *SETTING_COLUMNS, *M
 #: The grid's axes: a stored run may grow along each (more data sets, seeds, agents or
 #: settings), keeping its finished cells, but never lose values.
 GRID_AXES = ("datasets", "seeds", "agents", "settings")
+
+
+@dataclass(frozen=True)
+class TableCell:
+    """A study's cell and one tidy table it writes: ``key`` names the cell (column, value)
+    pairs, e.g. data set, seed and prior, which every row of its table carries. A study
+    stores its cells in a ``ResultStore`` as the grid runner does, one file a table."""
+
+    table: str
+    key: tuple[tuple[str, Any], ...]
+
+    @property
+    def filename(self) -> str:
+        """The file's name under ``cells/``: the table, then the key's values."""
+        parts = [self.table, *(str(value) for _, value in self.key)]
+        return "__".join(re.sub(r"[^A-Za-z0-9.=+-]+", "_", part) for part in parts) + ".parquet"
+
+    def problem(self, frame: pd.DataFrame) -> str | None:
+        """What is wrong with the stored rows of this cell, or ``None``."""
+        for column, value in self.key:
+            if column not in frame.columns:
+                return f"no column {column!r}"
+            if len(frame) and set(frame[column].tolist()) != {value}:
+                return f"column {column!r} should be {value!r} throughout"
+        return None
 
 
 class RunError(RuntimeError):
@@ -130,22 +156,23 @@ class ResultStore:
             _atomic_write_text(self.run_file, json.dumps(manifest, indent=2) + "\n")
 
     # cells ----------------------------------------------------------------
-    def path(self, cell: Cell) -> Path:
+    def path(self, cell: Cell | TableCell) -> Path:
+        """The file of a cell (of the grid, or a study's table of one cell)."""
         return self.cells_dir / cell.filename
 
-    def read(self, cell: Cell) -> pd.DataFrame:
+    def read(self, cell: Cell | TableCell) -> pd.DataFrame:
         """A finished cell's rows, validated against the cell; ``RunError`` names a bad file."""
         path = self.path(cell)
         try:
             frame = pd.read_parquet(path)
         except Exception as err:  # pyarrow raises several types for truncated or garbled files
             raise _corrupt(path, f"unreadable ({type(err).__name__}: {err})") from err
-        problem = _cell_problem(frame, cell)
+        problem = cell.problem(frame) if isinstance(cell, TableCell) else _cell_problem(frame, cell)
         if problem:
             raise _corrupt(path, problem)
         return frame
 
-    def write(self, cell: Cell, frame: pd.DataFrame) -> None:
+    def write(self, cell: Cell | TableCell, frame: pd.DataFrame) -> None:
         """Write a finished cell atomically: a hidden temporary file, then a rename."""
         path = self.path(cell)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
@@ -155,7 +182,7 @@ class ResultStore:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def finished(self, cells: Iterable[Cell]) -> dict[Cell, pd.DataFrame]:
+    def finished(self, cells: Iterable[Any]) -> dict[Any, pd.DataFrame]:
         """The cells already on disk, each validated (a corrupt file is an error, not a skip)."""
         return {cell: self.read(cell) for cell in cells if self.path(cell).exists()}
 
@@ -263,5 +290,5 @@ def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
 
 
 __all__ = ["COLUMNS", "GRID_AXES", "KEY_COLUMNS", "METRIC_COLUMNS", "SETTING_COLUMNS",
-           "ResultStore", "RunError", "concat_cells", "grid_from_manifest", "load_results",
-           "normalise_dtypes", "writable_folder"]
+           "ResultStore", "RunError", "TableCell", "concat_cells", "grid_from_manifest",
+           "load_results", "normalise_dtypes", "writable_folder"]
