@@ -6,14 +6,14 @@
     python scripts/authors_code_check.py ablation --data-dir ../shared/benchmarks \\
         --seeds 10 --output results/authors_code_10 --update-docs
 
-    # ours with the preset on the episodes a run of the published code recorded (JSON lines)
-    python scripts/authors_code_check.py agreement --published published.jsonl \\
+    # ours with the preset on the episodes a run of the published code recorded
+    python scripts/authors_code_check.py agreement --published results/published \\
         --output results/authors_agreement
 
     # the published code itself (your copy of the authors' BALLAD.py; needs anomatools 3.0.3
-    # and scikit-optimize in this Python): one JSON line an episode, resumable
+    # and scikit-optimize in this Python): a results folder, an episode a file, resumable
     python scripts/authors_code_check.py published --ballad-py path/to/BALLAD.py \\
-        --published published.jsonl --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
+        --published results/published --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
 
 The logic is in ``agents.experiments.studies.authors_code``; ``REPRODUCTION.md`` reads the tables.
 """
@@ -37,13 +37,13 @@ from agents.experiments.studies.authors_code import (
     ablation_table,
     agreement_per_dataset,
     agreement_table,
-    load_published,
     published_grids,
 )
 from agents.experiments.studies.published_code import (
     STRATEGIES,
     PublishedCodeError,
     check_published,
+    load_published,
     run_published,
 )
 from agents.experiments.tables import seeds_text, write_table
@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
                         help="ablation: the priors")
     parser.add_argument("--published", default=None,
-                        help="the published code's episodes (JSON lines): agreement reads "
-                             "them, published appends to them")
+                        help="the published code's episodes (a results folder): agreement "
+                             "reads them, published adds to them")
     parser.add_argument("--ballad-py", default=None,
                         help="published: the authors' BALLAD.py (not part of this project)")
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES,
@@ -172,7 +172,7 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
 def published_run(args: argparse.Namespace, tables: Path) -> None:
     if not args.ballad_py or not args.published:
         raise SystemExit("published needs --ballad-py (the authors' BALLAD.py) and --published "
-                         "(the JSON-lines file to write)")
+                         "(the results folder to write)")
     try:
         check_published(args.ballad_py)  # before looking for the data
         played = run_published(args.ballad_py, args.published,

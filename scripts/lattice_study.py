@@ -6,10 +6,10 @@ splits and the one-step oracle (``agents.experiments.studies.lattice`` has the a
 
 Results are resumable: each finished cell (data set, seed, prior) leaves its tables in the
 study's result store (``<out>/run.json`` and ``<out>/cells/``); a rerun skips finished
-cells, recomputes those missing a requested agent and refuses a store of other source code. The tables
-(``tables/lattice_*``) and figures (``figures/lattice_*.png``) go under ``--out``, or
-``--docs PATH``; ``--update-docs`` writes them into the repository's ``docs/`` (the committed
-report). ``--report-only`` rebuilds them from the files alone.
+cells, recomputes those missing a requested agent and refuses a store of other source
+code. The tables (``tables/lattice_*``) and figures (``figures/lattice_*.png``) go under
+``--out``, or ``--docs PATH``; ``--update-docs`` writes them into the repository's
+``docs/`` (the committed report). ``--report-only`` rebuilds them from the files alone.
 
     .venv/bin/python scripts/lattice_study.py --n-jobs 2
     .venv/bin/python scripts/lattice_study.py --report-only --update-docs
