@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from agents.evaluation import run_episode
-from agents.experiments.executor import local_parallel
+from agents.experiments.executor import execute, progress_bar
 from agents.experiments.policy_runs import (
     RULES,
     StudyError,
@@ -199,6 +199,12 @@ def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str |
             for record in records]
 
 
+def _evaluate_task(task: tuple[str, int, Sequence[str], str | Path, Settings],
+                   single_thread: bool) -> list[dict[str, Any]]:
+    """:func:`evaluate_cell` of one (data set, seed, agents, data folder, settings)."""
+    return evaluate_cell(*task)
+
+
 def check_replay(dataset: str, seed: int, data_dir: str | Path, settings: Settings) -> None:
     """Playing from a copy of a reset environment must equal playing from a fresh reset."""
     got = [(r["action"], r["test_cost"])
@@ -277,9 +283,6 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
              progress: bool = True) -> dict[str, Any]:
     """Run every agent not yet evaluated on each (data set, seed) and append its rows to
     ``<study>/rounds.csv``; write and return ``evaluate.json``'s content."""
-    from joblib import delayed
-    from tqdm.auto import tqdm
-
     check_trained([Path(s) for s in specs if is_policy_path(s)], settings)
     check_evaluated_settings(study, settings)
     policies = check_evaluated_policies(study, specs)
@@ -298,11 +301,15 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
         writer = csv.DictWriter(f, fieldnames=ROUND_COLUMNS)
         if new_file:
             writer.writeheader()
-        results = local_parallel(jobs, return_as="generator_unordered")(
-            delayed(evaluate_cell)(d, s, todo, data_dir, settings) for d, s, todo in cells)
-        for rows in tqdm(results, total=len(cells), unit="cell", disable=not progress):
-            writer.writerows(rows)
-            f.flush()
+        tasks = [(d, s, todo, data_dir, settings) for d, s, todo in cells]
+        bar = progress_bar(len(cells), 0, progress)
+        try:
+            for rows in execute(tasks, _evaluate_task, jobs):
+                writer.writerows(rows)
+                f.flush()
+                bar.update(1)
+        finally:
+            bar.close()
     meta["evaluate_seconds"] = round(time.perf_counter() - start, 1)
     (out.parent / "evaluate.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
