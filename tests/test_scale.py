@@ -368,6 +368,7 @@ def parse_with(script: str, argv: list[str]):
                                                   ROOT / "scripts" / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module = sys.modules[module.main.__module__]  # the shim's command line
     function, prefix = SCRIPT_PARSERS[script]
     if function == "build_parser":
         return module.build_parser().parse_args([*prefix, *argv])

@@ -21,7 +21,7 @@ import pytest
 from conftest import write_data_files
 
 from agents.experiments import Grid, load_results, run_grid
-from agents.experiments.studies import authors_code, paper
+from agents.experiments.studies import authors_code, paper, published_code
 from agents.experiments.studies.allocators import build_lattices
 from agents.experiments.studies.bench import PHASES
 from ballad_env.settings import Settings
@@ -40,15 +40,14 @@ def run_script(name: str, *args: str, check: bool = True) -> subprocess.Complete
 
 
 def load_script(name: str) -> ModuleType:
-    """Import a script as a module (registered, so its dataclasses resolve)."""
+    """The command line a script runs: its shim imported, then the module of its ``main``."""
     module_name = f"script_{name.removesuffix('.py')}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / name)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / name)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture
@@ -217,17 +216,20 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
     """A partial agreement (--report-only while the published run grows) leaves out the
     strategies ours has not started, and compares the rest with the published costs."""
     script = load_script("authors_code_check.py")
-    published = tmp_path / "published.jsonl"
-    rounds = [{"test_cost": 0.1}, {"test_cost": 0.3}]  # the published mean cost: 0.2
-    published.write_text(json.dumps({"dataset": "alpha", "seed": 0, "strategy": "AL",
-                                     "rounds": rounds}) + "\n")
+    published = tmp_path / "published"
+
+    def publish(strategy: str) -> None:  # an episode of the published run, mean cost 0.2
+        store = published_code.prepare_store(published, ["alpha"], [0], [strategy])
+        rows = pd.DataFrame({"dataset": "alpha", "seed": 0, "strategy": strategy,
+                             "round": [1, 2], "test_cost": [0.1, 0.3]})
+        store.write(published_code.episode_cell("alpha", 0, strategy), rows)
+
+    publish("AL")
     output = tmp_path / "agreement"
     command = ["agreement", "--published", str(published), "--data-dir", str(data_dir),
                "--threshold-search", "exact", "--output", str(output), "--no-progress"]
     script.main(command)
-    with published.open("a") as fh:  # the published run goes on: an LR episode lands
-        fh.write(json.dumps({"dataset": "alpha", "seed": 0, "strategy": "LR",
-                             "rounds": rounds}) + "\n")
+    publish("LR")  # the published run goes on: an LR episode lands
     script.main([*command, "--report-only"])
     table = pd.read_csv(output / "tables" / "authors_code_agreement_knn_authors.csv",
                         index_col="agent")
