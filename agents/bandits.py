@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, EpisodeStateAgent, RuleAgent, feature
+from agents.base import AL, LR, Agent, EpisodeStateAgent, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 _LR_FIRST = re.compile(r"lr-first-(\d+(?:\.\d+)?)")
@@ -204,10 +206,12 @@ class ValCostGreedy(RuleAgent):
             return LR
         if not self.taken[AL]:
             return AL
-        for side in (AL, LR):
-            if self.gain[side] is None:
-                return side
-        return AL if self.gain[AL] >= self.gain[LR] else LR
+        al, lr = self.gain[AL], self.gain[LR]
+        if al is None:
+            return AL
+        if lr is None:
+            return LR
+        return AL if al >= lr else LR
 
 
 class Half(RuleAgent):
@@ -244,15 +248,20 @@ def lr_first(name: str) -> LRFirst:
     return LRFirst(float(match.group(1)))
 
 
+def _factory(name: str) -> Callable[[Any], Agent]:
+    """A factory of the ``LRFirst`` agent ``name`` (it needs no environment)."""
+    return lambda env: lr_first(name)
+
+
 #: Registered names and factories (the environment is not needed by any of them).
-BANDIT_AGENTS = {
+BANDIT_AGENTS: dict[str, Callable[[Any], Agent]] = {
     "discounted": lambda env: DiscountedGreedy(),
     "ucb1": lambda env: UCB1(),
     "epsilon-greedy": lambda env: EpsilonGreedy(),
     "sliding-window": lambda env: SlidingWindow(),
     "val-cost-greedy": lambda env: ValCostGreedy(),
     "half": lambda env: Half(),
-    **{f"lr-first-{p}": (lambda env, p=p: lr_first(f"lr-first-{p}")) for p in (20, 33, 50)},
+    **{f"lr-first-{p}": _factory(f"lr-first-{p}") for p in (20, 33, 50)},
 }
 
 

@@ -26,7 +26,7 @@ from agents.registry import is_policy_path
 from ballad_env.observation import OBSERVATION_FEATURES, OBSERVATIONS
 
 #: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
-ALGORITHM_CLASSES: dict[str, type] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
+ALGORITHM_CLASSES: dict[str, Any] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
                                       "maskable_ppo": MaskablePPO}
 ALGORITHMS = tuple(ALGORITHM_CLASSES)
 

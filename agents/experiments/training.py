@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -173,7 +173,7 @@ class KeepInfo(gym.Wrapper):
         obs, info = self.env.reset(**kwargs)
         return obs, self._slim(info)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, self._slim(info)
 
@@ -272,14 +272,14 @@ class TqdmProgress(BaseCallback):
     def __init__(self, total: int) -> None:
         super().__init__()
         self.total = total
-        self.bar = None
+        self.bar: Any = None
 
     def _on_training_start(self) -> None:
         self.bar = tqdm(total=self.total, unit="step", dynamic_ncols=True)
 
     def _on_step(self) -> bool:
         self.bar.update(self.training_env.num_envs)
-        recent = list(self.model.ep_info_buffer)[-20:]
+        recent = list(self.model.ep_info_buffer or ())[-20:]
         if recent and self.n_calls % 15 == 0:
             self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
                                  cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
@@ -293,7 +293,7 @@ def eval_callback(config: TrainConfig, eval_env: Any, log_dir: Path):
     """An EvalCallback (the maskable one for MaskablePPO) that evaluates on the same seeded
     episodes every time and also logs their mean final test cost to ``evaluations.csv``.
     """
-    base = MaskableEvalCallback if config.algo == "maskable_ppo" else EvalCallback
+    base: Any = MaskableEvalCallback if config.algo == "maskable_ppo" else EvalCallback
 
     class CostEvalCallback(base):
         def __init__(self) -> None:

@@ -46,7 +46,7 @@ def run_spec(text: str) -> tuple[str, str, str]:
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"{text!r}: give a run as algo:reward:observation, "
                                          "e.g. maskable_ppo:cost:v1")
-    return parts  # type: ignore[return-value]
+    return parts
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -240,7 +240,8 @@ def measure_replay_store(store: str, settings: Settings, steps: int) -> dict[str
     rng = np.random.default_rng(0)
     replay = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=settings)
     replay.reset(seed=0)
-    row: dict[str, Any] = {"store": store, "cells": len(replay.unwrapped.cells),
+    unwrapped: Any = replay.unwrapped  # the replay environment
+    row: dict[str, Any] = {"store": store, "cells": len(unwrapped.cells),
                            "steps": steps}
     for phase in ("cold", "warm"):
         cpu = time.process_time()
