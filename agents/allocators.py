@@ -1,4 +1,4 @@
-"""Allocators that read the validation-sample cost (observation v1): ALLOCATORS.md.
+"""Allocators that read the validation-sample cost (observation v1): docs/studies/ALLOCATORS.md.
 
 V's labels are a uniform sample, so the cost of the detector on them
 (``val_sample_cost``) is an unbiased estimate of its cost; and while only AL rounds are
@@ -259,9 +259,9 @@ class TraitSwitch(_OneEpisodeAgent):
 
     The traits (``TRAITS``) need no label beyond the probe's: gamma, how much the probe's AL
     round moved the detector (entropy and cosine rewards), the anomalies it found, and tau
-    and the rejection rate it leaves. The decision that matters comes first (ALLOCATORS.md),
-    so the probe is short. The coefficients are fitted on the training data sets
-    (``agents.experiments.studies.allocators.fit_trait_switch``).
+    and the rejection rate it leaves. The decision that matters comes first
+    (docs/studies/ALLOCATORS.md), so the probe is short. The coefficients are fitted on the
+    training data sets (``agents.experiments.studies.allocators.fit_trait_switch``).
     """
 
     name = "trait-switch"
@@ -314,7 +314,7 @@ TRAIT_SWITCH_DEFAULTS: dict[str, Any] = {
     "scale": [0.0287, 0.0552, 0.2185, 0.0273, 0.291, 0.1902], "probe": (AL,)}
 
 #: Registered names and factories (the environment is not needed by any of them), with the
-#: parameters tuned on the training data sets at the default costs (ALLOCATORS.md).
+#: parameters tuned on the training data sets at the default costs (docs/studies/ALLOCATORS.md).
 ALLOCATOR_AGENTS = {
     "paired-probe": lambda env: PairedProbe(warmup=6, probe=1, z=1.0),
     "paired-commit": lambda env: PairedProbe(warmup=10, probe=1, z=2.0, recheck=False),

@@ -22,11 +22,12 @@ from stable_baselines3 import A2C, DQN, PPO
 
 from agents.base import mask_from_observation
 from agents.policy_files import policy_name, settings_file
+from agents.policy_zip import PolicyFileError, load_model_safely
 from agents.registry import is_policy_path
 from ballad_env.observation import OBSERVATION_FEATURES, OBSERVATIONS
 
 #: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
-ALGORITHM_CLASSES: dict[str, Any] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
+ALGORITHM_CLASSES: dict[str, type[Any]] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
                                       "maskable_ppo": MaskablePPO}
 ALGORITHMS = tuple(ALGORITHM_CLASSES)
 
@@ -127,9 +128,17 @@ def observation_version(features: Sequence[str], name: str = "the policy") -> st
                      f"({ {v: list(n) for v, n in OBSERVATIONS.items()} }): retrain it")
 
 
-def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
+def load_policy(path: str | Path, env: Any = None, *, trust_pickle: bool = False
+                ) -> PolicyAgent:
     """Load a saved model and its settings JSON as an agent named after the file stem
     (``agents.policy_files.policy_name``: ``<run>/best_model`` for a run's best model).
+
+    By default no code from the file runs (``agents.policy_zip.load_model_safely``): the
+    weights load as plain tensors and the architecture is rebuilt from the settings JSON and
+    the plain JSON of the zip; a file it cannot interpret is refused (``PolicyFileError``).
+    ``trust_pickle=True`` loads it with stable-baselines3's own ``load`` instead, which
+    unpickles the file's serialized entries and so **runs any code stored in it**: only for
+    files from people you trust.
 
     ``env``, when given, is only checked: its observation space must be the one the model
     was trained on (the features are dataset-agnostic, so any data set will do).
@@ -144,8 +153,12 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
         raise ValueError(f"{json_file}: unknown algo {algo!r}; use one of "
                          f"{tuple(ALGORITHM_CLASSES)}")
     features = settings.get("observation_features", list(OBSERVATION_FEATURES))
-    observation_version(features, path.name)
-    model = ALGORITHM_CLASSES[algo].load(path, device="cpu")
+    version = observation_version(features, path.name)
+    if trust_pickle:
+        model = ALGORITHM_CLASSES[algo].load(path, device="cpu")
+    else:
+        model = load_model_safely(path, ALGORITHM_CLASSES[algo], version,
+                                  settings.get("algorithm_kwargs"))
     if env is not None and env.observation_space.shape != model.observation_space.shape:
         raise ValueError(f"{path.name} expects observations of shape "
                          f"{model.observation_space.shape}, the environment gives "
@@ -153,5 +166,5 @@ def load_policy(path: str | Path, env: Any = None) -> PolicyAgent:
     return PolicyAgent(model, settings, name=policy_name(path))
 
 
-__all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "is_policy_path", "load_policy",
-           "observation_version", "settings_path"]
+__all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "PolicyFileError", "is_policy_path",
+           "load_policy", "observation_version", "settings_path"]

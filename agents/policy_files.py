@@ -9,12 +9,24 @@ the best model has no JSON of its own: it takes its run's.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 from pathlib import Path
 
 #: Sub-folders of a training run holding models saved during training.
 TRAINING_SUBFOLDERS = ("checkpoints", "eval")
+#: The command-line opt-in to stable-baselines3's full loader (``load_policy(trust_pickle=)``).
+TRUST_PICKLE_HELP = (
+    "load saved policies (.zip) with stable-baselines3's full loader, which RUNS ANY CODE "
+    "stored in the file (it unpickles it): only for files from people you trust. Without "
+    "it, a policy loads as weights and plain JSON only, and a file that needs more is refused")
+
+
+def add_trust_pickle_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup
+                              ) -> None:
+    """Add ``--trust-pickle`` (``args.trust_pickle``) to a command line taking policy files."""
+    parser.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
 
 
 def training_run(model: str | os.PathLike) -> Path | None:
@@ -66,5 +78,5 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["TRAINING_SUBFOLDERS", "policy_fingerprint", "policy_name", "settings_file",
-           "training_run"]
+__all__ = ["TRAINING_SUBFOLDERS", "TRUST_PICKLE_HELP", "add_trust_pickle_argument",
+           "policy_fingerprint", "policy_name", "settings_file", "training_run"]

@@ -47,13 +47,15 @@ def is_policy_path(spec: str | os.PathLike) -> bool:
     return str(spec).lower().endswith(".zip")
 
 
-def make_agent(name: str, env: Any = None) -> Agent:
+def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Agent:
     """The agent called ``name`` (or the saved policy at a ``.zip`` path); ``env`` is the
-    environment it will act in."""
+    environment it will act in. ``trust_pickle`` applies to a saved policy only: ``True``
+    loads it with stable-baselines3's full loader, which runs any code stored in the file
+    (``agents.policy.load_policy``); by default no code from the file runs."""
     if is_policy_path(name):
         from agents.policy import load_policy  # needs the 'rl' extra (torch)
 
-        return load_policy(name, env)
+        return load_policy(name, env, trust_pickle=trust_pickle)
     if name in AGENTS:
         return AGENTS[name](env)
     for pattern, _, factory in _PATTERNS:

@@ -412,7 +412,7 @@ class BudgetAllocationReplayEnv(gym.Env):
 
     ## Description
     The episodes of ``BudgetAllocationEnv`` (``help(ballad_env.BudgetAllocationEnv)``), read
-    from lattices computed beforehand (``scripts/build_lattices.py``, ``REPLAY.md``): no
+    from lattices computed beforehand (``scripts/build_lattices.py``, ``docs/REPLAY.md``): no
     detector runs, so a step is a table look-up, for training policies fast.
 
     ## Action Space, Observation Space, Rewards, Episode End

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Can a deployable allocator beat All-in-LR? The allocator study (ALLOCATORS.md).
+"""Can a deployable allocator beat All-in-LR? The allocator study (docs/studies/ALLOCATORS.md).
 
 A shim of ``ballad-env allocator-study``; the command line is
 ``agents.experiments.cli.allocator_study``.

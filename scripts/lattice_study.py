@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How far are allocation rules from the best allocation? The lattice study (LATTICE.md).
+"""How far are allocation rules from the best allocation? (docs/studies/LATTICE.md)
 
 A shim of ``ballad-env lattice-study``; the command line is
 ``agents.experiments.cli.lattice_study``.

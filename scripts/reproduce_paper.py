@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproduce the four questions of the BALLAD paper (REPRODUCTION.md) and write figures and tables.
+"""Reproduce the paper's four questions (docs/studies/REPRODUCTION.md): figures and tables.
 
 A shim of ``ballad-env paper``; the command line is
 ``agents.experiments.cli.paper``.

@@ -45,13 +45,15 @@ def _policy_loader() -> Any:
     return load_policy
 
 
-def check_agent(spec: str) -> None:
-    """Raise a clear error now, before any cell runs, if ``spec`` cannot be built."""
+def check_agent(spec: str, *, trust_pickle: bool = False) -> None:
+    """Raise a clear error now, before any cell runs, if ``spec`` cannot be built: a saved
+    policy is loaded once (without running code from it unless ``trust_pickle``), so a file
+    the safe loader refuses is refused here, by name."""
     if is_policy_path(spec):
         if not os.path.isfile(spec):
             raise FileNotFoundError(f"saved policy {spec!r} does not exist")
         settings_file(spec)
-        _policy_loader()
+        _policy_loader()(spec, trust_pickle=trust_pickle)
     elif not is_agent_name(spec):
         raise ValueError(f"unknown agent {spec!r}: use one of {', '.join(agent_names())} "
                          "or the path of a saved policy (.zip)")

@@ -68,6 +68,8 @@ class _Task:
     data_dir: str | None
     seed: int
     cells: tuple[tuple[Settings, tuple[str, ...]], ...]
+    #: Load saved policies with SB3's full loader, which runs code from the file.
+    trust_pickle: bool = False
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -103,23 +105,26 @@ def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame
         done = []
         for setting, agents in task.cells:
             env = BudgetAllocationEnv(dataset, settings=setting)
-            for spec, played, records in play_agents(env, task.seed, agents):
+            for spec, played, records in play_agents(env, task.seed, agents,
+                                                     trust_pickle=task.trust_pickle):
                 cell = Cell(task.name, task.seed, spec, setting)
                 done.append((cell, _frame(cell, records, played)))
     return done
 
 
 def play_agents(env: BudgetAllocationEnv, seed: int, specs: Sequence[str], *,
-                include_start: bool = False
+                include_start: bool = False, trust_pickle: bool = False
                 ) -> list[tuple[str, BudgetAllocationEnv, list[dict[str, Any]]]]:
     """Every agent of ``specs`` from one reset of ``env`` with ``seed``: each plays its own
     copy of the reset environment, which common random numbers make identical to a fresh
-    reset. Returns (spec, the environment it played, its records) per agent."""
+    reset. Returns (spec, the environment it played, its records) per agent.
+    ``trust_pickle``: saved policies load with SB3's full loader, running code from the
+    file (``agents.policy.load_policy``)."""
     obs, info = env.reset(seed=seed)
     played = []
     for spec in specs:
         own = copy.deepcopy(env)
-        agent = make_agent(spec, own)
+        agent = make_agent(spec, own, trust_pickle=trust_pickle)
         start = obs.copy()
         version = getattr(agent, "observation_version", own.observation_version)
         if version != own.observation_version:  # e.g. a rule that reads v1 features
@@ -155,7 +160,7 @@ def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) 
 
 
 def _tasks(pending: list[Cell], sources: dict[str, str | Dataset], data_dir: str | None,
-           sizes: dict[str, int]) -> list[_Task]:
+           sizes: dict[str, int], trust_pickle: bool = False) -> list[_Task]:
     """Group pending cells by (data set, seed), then setting; the largest data sets go first."""
     groups: dict[tuple[str, int], dict[Settings, list[str]]] = {}
     for cell in pending:
@@ -163,7 +168,8 @@ def _tasks(pending: list[Cell], sources: dict[str, str | Dataset], data_dir: str
             cell.agent)
     order = sorted(groups, key=lambda k: (-sizes[k[0]], k[0], k[1]))
     return [_Task(name, sources[name], data_dir, seed,
-                  tuple((setting, tuple(agents)) for setting, agents in groups[name, seed].items()))
+                  tuple((setting, tuple(agents)) for setting, agents in groups[name, seed].items()),
+                  trust_pickle)
             for name, seed in order]
 
 
@@ -179,8 +185,8 @@ def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
                for task in tasks)
 
 
-def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None
-                ) -> tuple[dict[str, Any], dict[str, Dataset]]:
+def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
+                trust_pickle: bool = False) -> tuple[dict[str, Any], dict[str, Dataset]]:
     """Check every agent and (data set, setting) now; return run.json's content and the data.
 
     The grid's data sets are keyed by the names they load under (``Grid.resolve``), and each
@@ -188,7 +194,7 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None
     """
     grid = grid.resolve(data_dir)
     for spec in grid.agents:
-        check_agent(spec)
+        check_agent(spec, trust_pickle=trust_pickle)
     directory = None if data_dir is None else str(data_dir)
     loaded = {name: load_data(source, directory)
               for name, source in zip(grid.dataset_names, grid.datasets, strict=True)}
@@ -210,7 +216,7 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None
 
 def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
              n_jobs: int = -1, scheduler: str | None = None, progress: bool = True,
-             ) -> pd.DataFrame:
+             trust_pickle: bool = False) -> pd.DataFrame:
     """Play every cell of ``grid`` not yet in ``output``, writing each as it finishes.
 
     Parameters
@@ -233,6 +239,10 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         answer within ``SCHEDULER_TIMEOUT`` seconds.
     progress : bool
         Show a progress bar (cells done, rate, time left) on stderr.
+    trust_pickle : bool
+        Load saved policies with stable-baselines3's full loader, which runs any code
+        stored in the file; by default they load without running code from it
+        (``agents.policy.load_policy``).
 
     Returns
     -------
@@ -241,7 +251,7 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         data set, agent, seed), then rounds; the same whatever the scheduling.
     """
     grid = grid.resolve(data_dir)
-    manifest, loaded = prepare_run(grid, data_dir)
+    manifest, loaded = prepare_run(grid, data_dir, trust_pickle=trust_pickle)
     store = ResultStore(output)
     store.prepare(manifest)
     cells = grid.cells()
@@ -249,7 +259,8 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
     pending = [cell for cell in cells if cell not in frames]
     sources = dict(zip(grid.dataset_names, grid.datasets, strict=True))
     sizes = {name: ds.n_samples for name, ds in loaded.items()}
-    tasks = _tasks(pending, sources, None if data_dir is None else str(data_dir), sizes)
+    tasks = _tasks(pending, sources, None if data_dir is None else str(data_dir), sizes,
+                   trust_pickle)
     if _expected_seconds(tasks, sizes) < WORKER_START_S:
         n_jobs = 1  # too small to pay for starting workers
     bar = progress_bar(len(cells), len(frames), progress)

@@ -2,7 +2,7 @@
 
 ``ballad-env compare ...`` (also ``python -m ballad_env compare ...`` and
 ``scripts/compare_agents.py ...``) runs :func:`agents.experiments.cli.compare.main`, and so
-on for every job below. The harness's jobs (compare, train, lattices, data) ship in the
+on for every job below. The harness's jobs (compare, train, lattices, data, reports) ship in the
 wheel; the studies' commands run the studies of ``agents.experiments.studies``, which live
 in a source checkout only, and say so when they are missing.
 
@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "train a stable-baselines3 allocation policy"),
     "lattices": ("lattices", "build a lattice store for the replay environment"),
     "data": ("data", "list data sets: built-in ones and the files of a data folder"),
+    "reports": ("reports", "fill the reports' tables from docs/tables (--check: list stale)"),
     "paper": ("paper", "study: reproduce the paper's four questions"),
     "authors-code": ("authors_code", "study: the published code's variant, ablated and compared"),
     "lattice-study": ("lattice_study", "study: allocation rules against the best allocation"),

@@ -1,4 +1,4 @@
-"""Can a deployable allocator beat All-in-LR? The allocator study (ALLOCATORS.md).
+"""Can a deployable allocator beat All-in-LR? The allocator study (docs/studies/ALLOCATORS.md).
 
 Builds (or reuses) one lattice per data set, seed, prior and cost setting, pickled under
 ``<out>/lattices``; replays every allocator and parameter candidate on them (cached under

@@ -15,7 +15,8 @@
     python scripts/authors_code_check.py published --ballad-py path/to/BALLAD.py \\
         --published results/published --datasets Glass WPBC --seeds 3 --strategies AL LR ballad
 
-The logic is in ``agents.experiments.studies.authors_code``; ``REPRODUCTION.md`` reads the tables.
+The logic is in ``agents.experiments.studies.authors_code``; ``docs/studies/REPRODUCTION.md`` reads
+the tables.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
             f"the setting draws them (query_rng={setting.query_rng!r}: 'authors' draws the "
             "published code's). Mean test cost per example over rounds, seeds, "
             "then data sets, on the episodes both codes played; the published code's from "
-            "`scripts/authors_code_check.py published` (REPRODUCTION.md).")
+            "`scripts/authors_code_check.py published` (docs/studies/REPRODUCTION.md).")
     table = agreement_table(results, published, setting.name)
     print(write_table(table, tables, stem, title="The preset against the published code",
                       note=note + " dataset_difference_*: the range of the relative "

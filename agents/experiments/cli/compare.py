@@ -28,6 +28,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
+from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="agent names (ballad, ballad-cosine, all-in-al, all-in-lr, random, "
                            "oracle, lr-first-<percent>, ...) or paths of saved policies (.zip, "
                            "also checkpoints and eval/best_model.zip of a training run)")
+    add_trust_pickle_argument(grid)
     add_settings_arguments(parser, several=True)
     run = parser.add_argument_group("execution and output")
     run.add_argument("--n-jobs", type=int, default=-1,
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         grid = build_grid(args)
         results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
-                           scheduler=args.scheduler, progress=not args.no_progress)
+                           scheduler=args.scheduler, progress=not args.no_progress,
+                           trust_pickle=args.trust_pickle)
     except (RunError, ValueError, FileNotFoundError, NotImplementedError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

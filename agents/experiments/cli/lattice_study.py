@@ -1,4 +1,5 @@
-"""How far are allocation rules from the best allocation? The lattice study (LATTICE.md).
+"""How far are allocation rules from the best allocation? The lattice study
+(docs/studies/LATTICE.md).
 
 For every data set, seed and prior, one lattice gives the test cost of every state; agents
 are replayed on it and scored against the hindsight-optimal path, the fixed LR-then-AL
@@ -46,7 +47,7 @@ def positive(text: str) -> int:
 
 
 def parse_options(argv: list[str] | None = None) -> StudyOptions:
-    """Command-line options; defaults reproduce LATTICE.md."""
+    """Command-line options; defaults reproduce docs/studies/LATTICE.md."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or REPO.parent / "shared" / "benchmarks"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, default=Path(default_data),

@@ -1,4 +1,5 @@
-"""Reproduce the four questions of the BALLAD paper (REPRODUCTION.md) and write figures and tables.
+"""Reproduce the four questions of the BALLAD paper (docs/studies/REPRODUCTION.md) and write
+figures and tables.
 
 Three runs, each a resumable grid of ``agents.experiments`` in its own folder under
 ``--output``: ``main`` (Q1-Q3: BALLAD with both rewards and the All-in baselines, per prior),

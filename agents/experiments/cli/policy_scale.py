@@ -34,6 +34,7 @@ from pathlib import Path
 
 from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError
 from agents.experiments.studies import policy_scale as scale
+from agents.policy_files import add_trust_pickle_argument
 from ballad_env.lattice_store import StoreError
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
@@ -76,6 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--update-docs", action="store_true",
                    help="report: write into the repository's docs/ (the committed report)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_trust_pickle_argument(p)
     add_settings_arguments(p, only=STUDY_OPTIONS)
     return p.parse_args(argv)
 
@@ -100,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             added = scale.evaluate(args.study_dir, args.eval_store, args.split_file,
                                    args.train_store, settings=settings,
                                    seen_seeds=args.seen_seeds,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress,
+                                   trust_pickle=args.trust_pickle)
             print(f"{added} paths added to {args.study_dir / 'rounds.csv'}")
         else:
             docs = ROOT / "docs" if args.update_docs else (args.docs or args.study_dir)

@@ -37,6 +37,7 @@ from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError, trained_po
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies import policies as study
 from agents.experiments.tables import markdown_table
+from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -75,7 +76,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     specs = [*args.baselines, *(str(p) for p in trained_policies(args.study_dir))]
     study.evaluate(args.study_dir, split["held_out"], args.seeds, specs,
                    data_dir(args.data_dir), settings_from_args(args)[0], jobs=args.jobs,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, trust_pickle=args.trust_pickle)
 
 
 def report_folder(args: argparse.Namespace) -> Path:
@@ -119,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--rewards", nargs="+", default=list(study.REWARDS), help="rewards to train on")
     t.add_argument("--jobs", type=int, default=2, help="training runs at a time")
     t.add_argument("--n-envs", type=int, default=2, help="environments per run")
-    t.add_argument("--vec-env", default="dummy", help="dummy or subproc (see POLICIES.md)")
+    t.add_argument("--vec-env", default="dummy",
+                   help="dummy or subproc (see docs/studies/POLICIES.md)")
     t.add_argument("--n-steps", type=int, default=30, help="PPO rollout per env (= minibatch)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="PPO step size")
     add_settings_arguments(t, only=STUDY_OPTIONS)
@@ -129,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--baselines", nargs="+", default=list(study.BASELINES),
                    help="registered agents evaluated next to the policies")
     e.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_trust_pickle_argument(e)
     add_settings_arguments(e, only=STUDY_OPTIONS)
     r = sub.add_parser("report", help="tables and figures")
     r.add_argument("--window", type=int, default=10, help="episodes in the curves' rolling mean")

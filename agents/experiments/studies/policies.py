@@ -185,8 +185,9 @@ def evaluation_settings(settings: Settings) -> Settings:
 
 
 def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str | Path,
-                  settings: Settings) -> list[dict[str, Any]]:
-    """Every agent on one (data set, seed) from one shared reset; rows from round 0 (start)."""
+                  settings: Settings, trust_pickle: bool = False) -> list[dict[str, Any]]:
+    """Every agent on one (data set, seed) from one shared reset; rows from round 0 (start).
+    ``trust_pickle``: policies load with SB3's full loader (it runs code from the file)."""
     if any(is_policy_path(s) for s in specs):
         import torch
 
@@ -195,13 +196,15 @@ def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str |
                               settings=evaluation_settings(settings))
     return [{"dataset": dataset, "seed": seed, "agent": agent_name(spec),
              **{k: record[k] for k in ROUND_COLUMNS[3:]}}
-            for spec, _, records in play_agents(env, seed, specs, include_start=True)
+            for spec, _, records in play_agents(env, seed, specs, include_start=True,
+                                                trust_pickle=trust_pickle)
             for record in records]
 
 
-def _evaluate_task(task: tuple[str, int, Sequence[str], str | Path, Settings],
+def _evaluate_task(task: tuple[str, int, Sequence[str], str | Path, Settings, bool],
                    single_thread: bool) -> list[dict[str, Any]]:
-    """:func:`evaluate_cell` of one (data set, seed, agents, data folder, settings)."""
+    """:func:`evaluate_cell` of one (data set, seed, agents, data folder, settings, whether
+    to trust pickles)."""
     return evaluate_cell(*task)
 
 
@@ -280,9 +283,10 @@ def check_evaluated_policies(study: Path, specs: Sequence[str]) -> dict[str, str
 
 def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[str],
              data_dir: str | Path, settings: Settings, jobs: int = 1,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, trust_pickle: bool = False) -> dict[str, Any]:
     """Run every agent not yet evaluated on each (data set, seed) and append its rows to
-    ``<study>/rounds.csv``; write and return ``evaluate.json``'s content."""
+    ``<study>/rounds.csv``; write and return ``evaluate.json``'s content. ``trust_pickle``
+    loads the policies with SB3's full loader, which runs any code stored in their files."""
     check_trained([Path(s) for s in specs if is_policy_path(s)], settings)
     check_evaluated_settings(study, settings)
     policies = check_evaluated_policies(study, specs)
@@ -301,7 +305,7 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
         writer = csv.DictWriter(f, fieldnames=ROUND_COLUMNS)
         if new_file:
             writer.writeheader()
-        tasks = [(d, s, todo, data_dir, settings) for d, s, todo in cells]
+        tasks = [(d, s, todo, data_dir, settings, trust_pickle) for d, s, todo in cells]
         bar = progress_bar(len(cells), 0, progress)
         try:
             for rows in execute(tasks, _evaluate_task, jobs):

@@ -159,11 +159,12 @@ def finished(rounds: Path) -> set[tuple[str, int, str]]:
 
 def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
              settings: Settings | None = None, seen_seeds: int = 0,
-             progress: bool = True) -> int:
+             progress: bool = True, trust_pickle: bool = False) -> int:
     """Replay every agent not yet evaluated on every cell of the evaluation store, and on the
     first ``seen_seeds`` seeds of each training set in the training store (split
     ``training-cells``: how much of a policy's skill is memorised cells), and append the
-    rows to ``<study>/rounds.csv``; returns the number of paths added."""
+    rows to ``<study>/rounds.csv``; returns the number of paths added. ``trust_pickle``
+    loads the policies with SB3's full loader, which runs any code stored in their files."""
     from tqdm.auto import tqdm
 
     settings = settings or Settings()
@@ -183,7 +184,8 @@ def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
     names = [*YARDSTICKS, *RULES, *policies]
     out = writable_folder(Path(study), "--study-dir") / "rounds.csv"
     done = finished(out)
-    agents = {name: make_agent(policies.get(name, name)) for name in [*RULES, *policies]}
+    agents = {name: make_agent(policies.get(name, name), trust_pickle=trust_pickle)
+              for name in [*RULES, *policies]}
     added = 0
     new_file = not out.exists()
     with out.open("a", newline="") as f:

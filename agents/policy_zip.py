@@ -1,0 +1,214 @@
+"""Read a saved stable-baselines3 / sb3-contrib model without running code from the file.
+
+SB3's own ``load`` unpickles every ``:serialized:`` entry of the zip's ``data`` member, so a
+crafted policy file runs any code it holds when it is loaded. :func:`load_model_safely`
+never does: it reads ``data`` as plain JSON and ignores what is serialized in it, builds the
+algorithm from what the project itself knows (the algorithm and observation features of the
+run's settings JSON, the environment's spaces: a ``Box`` in [0, 1] of the features' count
+and ``Discrete(2)``, the ``MlpPolicy`` of the algorithm, plain-JSON policy and algorithm
+arguments), and loads the weights with torch's weights-only loader. What it cannot
+interpret is refused with :class:`PolicyFileError`, naming the file, the problem and the
+opt-in (``trust_pickle=True``, SB3's full loader, for files from people one trusts).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from gymnasium import spaces
+
+from ballad_env.observation import observation_space
+
+#: Members of the zip the safe loader reads (SB3 writes them all).
+DATA, WEIGHTS, OPTIMIZER = "data", "policy.pth", "policy.optimizer.pth"
+#: Policy arguments the safe loader passes on when stored as plain JSON; anything else (an
+#: activation function, a custom class) is only stored pickled and is refused.
+PLAIN_POLICY_KWARGS = frozenset({"net_arch", "ortho_init", "normalize_images",
+                                 "share_features_extractor", "log_std_init", "optimizer_kwargs"})
+#: The opt-in, as the refusal names it.
+OPT_IN = ("if you trust whoever made this file, load it with trust_pickle=True "
+          "(--trust-pickle on the command line), which runs any code stored in it")
+
+
+class PolicyFileError(ValueError):
+    """A saved policy the safe loader cannot interpret (or a file that is no saved policy)."""
+
+
+def _refuse(path: Path, problem: str) -> PolicyFileError:
+    return PolicyFileError(f"{path}: {problem}; the safe loader reads only weights and plain "
+                           f"JSON from a policy file. {OPT_IN[0].upper()}{OPT_IN[1:]}.")
+
+
+def _readable(value: Any) -> Any:
+    """A value as SB3 writes it beside a pickled entry: itself when it is plain JSON, else
+    its ``str`` (``stable_baselines3.common.save_util.data_to_json``)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
+
+
+def _plain_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """The readable fields SB3 stores beside a pickled entry (never the pickle itself)."""
+    return {k: v for k, v in entry.items() if k not in (":type:", ":serialized:")}
+
+
+def _is_serialized(value: Any) -> bool:
+    return isinstance(value, dict) and ":serialized:" in value
+
+
+def read_archive(path: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
+    """The zip's ``data`` as plain JSON (nothing deserialised), the weights' bytes and the
+    optimizer state's bytes (``None`` when absent)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            missing = [m for m in (DATA, WEIGHTS) if m not in names]
+            if missing:
+                raise _refuse(path, f"the archive has no {' and no '.join(missing)} member "
+                                    "(not a stable-baselines3 model?)")
+            data = json.loads(archive.read(DATA))
+            weights = archive.read(WEIGHTS)
+            optimizer = archive.read(OPTIMIZER) if OPTIMIZER in names else None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError,
+            zlib.error) as err:
+        if isinstance(err, PolicyFileError):
+            raise
+        # a flipped byte gives BadZipFile (CRC), zlib.error or undecodable JSON
+        raise PolicyFileError(f"{path}: not a readable stable-baselines3 model zip "
+                              f"({type(err).__name__}: {err}); the file is damaged or is no "
+                              "saved policy") from err
+    if not isinstance(data, dict):
+        raise _refuse(path, f"its {DATA!r} member is not a JSON object")
+    return data, weights, optimizer
+
+
+def policy_kwargs(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The policy's arguments from ``data``: plain JSON as they are, or, when SB3 pickled
+    them (A2C adds its optimizer class), the plain readable fields beside the pickle, to be
+    checked against what the algorithm builds (:func:`check_policy_kwargs`)."""
+    if "policy_kwargs" not in data:
+        raise _refuse(path, "its data member records no policy_kwargs")
+    stored = data["policy_kwargs"]
+    fields = _plain_fields(stored) if _is_serialized(stored) else stored
+    if not isinstance(fields, dict):
+        raise _refuse(path, f"its policy_kwargs are not a JSON object: {stored!r}")
+    kwargs = {k: v for k, v in fields.items() if k in PLAIN_POLICY_KWARGS}
+    other = sorted(set(fields) - set(kwargs) - {"optimizer_class"})
+    if other:
+        raise _refuse(path, f"its policy_kwargs hold {', '.join(other)}, which only a pickle "
+                            "can restore")
+    return kwargs
+
+
+def check_policy_kwargs(path: Path, data: dict[str, Any], built: dict[str, Any]) -> None:
+    """A pickled policy_kwargs entry must describe what the algorithm built (its readable
+    fields equal), so nothing only the pickle knows (an optimizer class of its own) is lost."""
+    stored = data["policy_kwargs"]
+    if not _is_serialized(stored):
+        return
+    fields, rebuilt = _plain_fields(stored), {k: _readable(v) for k, v in built.items()}
+    if fields != rebuilt:
+        raise _refuse(path, f"its pickled policy_kwargs {fields} differ from those rebuilt "
+                            f"without the pickle {rebuilt}")
+
+
+def check_spaces(path: Path, data: dict[str, Any], observation: spaces.Box,
+                 action: spaces.Discrete) -> None:
+    """The spaces' readable fields in ``data`` (when there) must be the environment's."""
+    checks = (("observation_space", "_shape", str(list(observation.shape))),
+              ("action_space", "n", str(int(action.n))))
+    for key, field, expected in checks:
+        entry = data.get(key)
+        if isinstance(entry, dict) and field in entry and str(entry[field]) != expected:
+            raise _refuse(path, f"its {key} has {field} {entry[field]}, the environment's "
+                                f"is {expected}")
+
+
+def check_policy_class(path: Path, data: dict[str, Any], expected: type) -> None:
+    """The recorded policy class (its readable module, when there) must be the algorithm's
+    ``MlpPolicy``: the safe loader builds no other."""
+    entry = data.get("policy_class")
+    module = entry.get("__module__") if isinstance(entry, dict) else None
+    if module is not None and module != expected.__module__:
+        raise _refuse(path, f"its policy class comes from {module}, not "
+                            f"{expected.__module__} ({expected.__name__}, the MlpPolicy built)")
+
+
+def _plain_number(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float)
+
+
+def copy_plain_attributes(model: Any, data: dict[str, Any]) -> None:
+    """Set the algorithm's numeric settings saved as plain JSON (gamma, exploration rates,
+    step counts, ...) on the fresh model, as SB3's loader does; only attributes the fresh
+    model has with a number (or None), so no entry can put anything else there."""
+    for key, value in data.items():
+        if (not key.startswith("__") and _plain_number(value) and hasattr(model, key)
+                and _plain_number(getattr(model, key))):
+            setattr(model, key, value)
+
+
+def _load_tensors(path: Path, blob: bytes, member: str) -> Any:
+    try:
+        return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises UnpicklingError, RuntimeError, ... here
+        raise _refuse(path, f"its {member} is not plain tensors ({type(err).__name__}: "
+                            f"{str(err).splitlines()[0] if str(err) else ''})") from err
+
+
+def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
+                      recorded: dict[str, Any] | None = None) -> Any:
+    """An SB3 ``algorithm`` object with the saved weights of ``path``, built without
+    deserialising anything from the file (see the module docstring).
+
+    ``version`` is the observation version the policy reads (from the settings JSON's
+    ``observation_features``), which fixes the observation space.
+    """
+    path = Path(path)
+    data, weights, optimizer = read_archive(path)
+    obs_space = observation_space(version)
+    act_space = spaces.Discrete(2)
+    check_spaces(path, data, obs_space, act_space)
+    policy_class = algorithm.policy_aliases["MlpPolicy"]
+    check_policy_class(path, data, policy_class)
+    kwargs = policy_kwargs(path, data)
+    model = algorithm("MlpPolicy", env=None, device="cpu", policy_kwargs=kwargs,
+                      _init_setup_model=False)
+    check_policy_kwargs(path, data, model.policy_kwargs)
+    model.n_envs = 1  # SB3's loader takes it from the file (plain JSON) too
+    copy_plain_attributes(model, data)
+    train_freq = (recorded or {}).get("train_freq")
+    if hasattr(model, "train_freq") and isinstance(train_freq, int):
+        model.train_freq = train_freq
+    model.observation_space, model.action_space = obs_space, act_space
+    try:
+        model._setup_model()
+    except (ValueError, TypeError, AttributeError, RuntimeError) as err:
+        raise _refuse(path, f"the {algorithm.__name__} MlpPolicy cannot be rebuilt from "
+                            f"arguments {kwargs} and the plain settings of the file "
+                            f"({type(err).__name__}: {err})") from err
+    state = _load_tensors(path, weights, WEIGHTS)
+    try:
+        model.policy.load_state_dict(state, strict=True)
+        if optimizer is not None:
+            model.policy.optimizer.load_state_dict(_load_tensors(path, optimizer, OPTIMIZER))
+    except (RuntimeError, ValueError, TypeError, KeyError, AttributeError) as err:
+        if isinstance(err, PolicyFileError):
+            raise
+        raise _refuse(path, f"its weights do not fit the {algorithm.__name__} MlpPolicy "
+                            f"rebuilt for {obs_space.shape[0]} observation features and "
+                            f"arguments {kwargs} ({type(err).__name__}: "
+                            f"{str(err).splitlines()[0]})") from err
+    return model
+
+
+__all__ = ["OPT_IN", "PLAIN_POLICY_KWARGS", "PolicyFileError", "load_model_safely",
+           "read_archive"]
