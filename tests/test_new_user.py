@@ -9,7 +9,6 @@ Runs are tiny: data of ~150 rows, the kNN prior and 5-round budgets.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -384,13 +383,13 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
+    from agents.experiments.policy_runs import prepare_rounds
     from agents.experiments.studies import policies as policy_study
 
     model = tmp_path / "ppo-cost-train2-s0.zip"
     model.write_bytes(b"the first policy")
     first = policy_study.check_evaluated_policies(tmp_path, [str(model), "ballad"])
-    (tmp_path / "evaluate.json").write_text(json.dumps({"policies": first}))
-    (tmp_path / "rounds.csv").write_text("dataset,seed,agent\n")
+    prepare_rounds(tmp_path, ["d"], [0], ["ppo-cost-train2-s0"], policies=first)
     assert policy_study.check_evaluated_policies(tmp_path, [str(model)]) == first
     model.write_bytes(b"a policy retrained under the same path")
     with pytest.raises(RuntimeError, match="ppo-cost-train2-s0.zip has changed"):

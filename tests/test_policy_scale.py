@@ -9,13 +9,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pandas as pd
 import pytest
 from conftest import write_data_files
 
 from agents.evaluation import run_episode
 from agents.experiments.lattice_build import build_store
-from agents.experiments.policy_runs import RUN_PATTERN, StudyError, model_path
+from agents.experiments.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
 from agents.experiments.studies import policy_scale as scale
 from agents.experiments.training import KeepInfo, TrainConfig, algorithm_kwargs, train
 from agents.policy import load_policy, observation_version
@@ -102,7 +101,7 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     assert added == 4 * 6  # 4 cells x (optimal, optimal-final, oracle, 3 rules)
     assert scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
                           progress=False) == 0
-    rounds = pd.read_csv(study / "rounds.csv")
+    rounds = load_rounds(study)
     assert len(rounds) == 4 * 6 * SETTINGS.n_rounds
     assert set(rounds.groupby("dataset")["split"].first().items()) == {
         ("Alpha", "train-unseen-seeds"), ("Beta", "held-out")}
@@ -111,7 +110,7 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     assert np.allclose(lr["test_cost"], lattice.costs_along([1] * SETTINGS.n_rounds))
     assert scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
                           seen_seeds=1, progress=False) == 6  # Alpha seed 100
-    seen = pd.read_csv(study / "rounds.csv").query("split == 'training-cells'")
+    seen = load_rounds(study).query("split == 'training-cells'")
     assert set(zip(seen.dataset, seen.seed, strict=True)) == {("Alpha", 100)}
     frames = scale.write_report(study, tmp_path / "tables", tmp_path / "figures")
     table = frames["summary"].set_index(["split", "agent"])

@@ -118,12 +118,20 @@ def test_policies_trained_under_other_settings_are_refused(tmp_path):
 
 
 # --------------------------------------------------------------------------- evaluate
+def stored(folder, episodes, **record):
+    """A study store holding one round row of each (data set, seed, agent) episode."""
+    store = shared.prepare_rounds(folder, sorted({d for d, _, _ in episodes}),
+                                  sorted({s for _, s, _ in episodes}),
+                                  list(dict.fromkeys(a for _, _, a in episodes)), **record)
+    for d, s, a in episodes:
+        shared.write_episode(store, [{**dict.fromkeys(study.ROUND_COLUMNS, 0), "dataset": d,
+                                      "seed": s, "agent": a}])
+    return store
+
+
 def test_cells_with_a_new_agent_run_that_agent_only(tmp_path):
-    rounds = tmp_path / "rounds.csv"
-    pd.DataFrame([{**dict.fromkeys(study.ROUND_COLUMNS, 0), "dataset": d, "seed": s,
-                   "agent": a} for d, s, a in [("A", 0, "ballad"), ("A", 0, "random"),
-                                               ("A", 1, "ballad")]]).to_csv(rounds, index=False)
-    done = study.finished_agents(rounds)
+    stored(tmp_path, [("A", 0, "ballad"), ("A", 0, "random"), ("A", 1, "ballad")])
+    done = study.finished_agents(tmp_path)
     assert done == {("A", 0): {"ballad", "random"}, ("A", 1): {"ballad"}}
     specs = ["ballad", "random", "/x/ppo-cost-train12-s0.zip"]
     assert study.pending_cells(["A", "B"], 2, specs, done) == [
@@ -131,22 +139,19 @@ def test_cells_with_a_new_agent_run_that_agent_only(tmp_path):
         ("A", 1, ("random", "/x/ppo-cost-train12-s0.zip")),
         ("B", 0, tuple(specs)), ("B", 1, tuple(specs))]
     assert study.pending_cells(["A"], 1, specs[:2], done) == []
-    rounds.write_text("dataset,seed,agent,round,action,test_cost\n")
-    with pytest.raises(shared.StudyError, match="other columns"):
-        study.finished_agents(rounds)
+    (tmp_path / "rounds.csv").write_text("dataset,seed,agent,round,action,test_cost\n")
+    with pytest.raises(shared.StudyError, match="rounds.csv written before the round store"):
+        stored(tmp_path, [("A", 2, "ballad")])
 
 
 def test_rows_of_other_settings_are_not_mixed(tmp_path):
-    (tmp_path / "rounds.csv").write_text(",".join(study.ROUND_COLUMNS) + "\n")
-    meta = tmp_path / "evaluate.json"
-    meta.write_text(json.dumps({"agents": ["ballad"]}))  # before settings were recorded
-    study.check_evaluated_settings(tmp_path, Settings())
-    with pytest.raises(shared.StudyError, match="holds results under settings iforest,"):
-        study.check_evaluated_settings(tmp_path, Settings(c_fn=10.0))
-    meta.write_text(json.dumps({"settings": Settings(c_fn=10.0).to_dict()}))
+    study.check_evaluated_settings(tmp_path, Settings(c_fn=10.0))  # nothing stored yet
+    stored(tmp_path, [("A", 0, "ballad")], settings=Settings(c_fn=10.0).to_dict())
     study.check_evaluated_settings(tmp_path, Settings(c_fn=10.0, reward="cost"))
     with pytest.raises(shared.StudyError, match="this evaluation runs iforest: use another"):
         study.check_evaluated_settings(tmp_path, Settings())
+    with pytest.raises(shared.StudyError, match="holds results under settings iforest_cfn10,"):
+        study.check_evaluated_settings(tmp_path, Settings(prior="knn"))
 
 
 def test_evaluate_cell_equals_fresh_episodes(data_dir):
@@ -180,7 +185,7 @@ START = {"A": 0.5, "B": 0.6, "C": 0.4}
 
 @pytest.fixture
 def rounds(tmp_path: Path) -> pd.DataFrame:
-    """The hand-built episodes as ``rounds.csv`` (round 0 first), read by ``load_rounds``."""
+    """The hand-built episodes in a study's store (round 0 first), read by ``load_rounds``."""
     rows = []
     for (dataset, agent), (actions, costs) in EPISODES.items():
         rows.append({"dataset": dataset, "seed": 0, "agent": agent, "round": 0, "action": "",
@@ -189,8 +194,12 @@ def rounds(tmp_path: Path) -> pd.DataFrame:
             rows.append({"dataset": dataset, "seed": 0, "agent": agent, "round": r,
                          "action": {"A": "AL", "L": "LR"}[a], "test_cost": c,
                          "val_cost": c + 0.1 * r})
-    pd.DataFrame(rows).to_csv(tmp_path / "rounds.csv", index=False)
-    return shared.load_rounds(tmp_path / "rounds.csv")
+    frame = pd.DataFrame(rows)
+    store = shared.prepare_rounds(tmp_path, list(dict.fromkeys(frame["dataset"])),
+                                  sorted(set(frame["seed"])), list(dict.fromkeys(frame["agent"])))
+    for _, episode in frame.groupby(["dataset", "seed", "agent"], sort=False):
+        shared.write_episode(store, episode.to_dict("records"))
+    return shared.load_rounds(tmp_path)
 
 
 def test_load_rounds_groups_policy_runs(rounds):
@@ -307,15 +316,16 @@ def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
     assert shared.trained_settings(model) == Settings(reward="cost", prior="knn", c_fn=10.0)
     evaluate = [*base, "evaluate", "--seeds", "1", "--jobs", "1", "--no-progress"]
     assert script.main([*evaluate, "--baselines", "ballad", *settings]) == 0
-    first = pd.read_csv(tmp_path / "study" / "rounds.csv")
+    first = shared.load_rounds(tmp_path / "study")
     assert set(first["agent"]) == {"ballad", "ppo-cost-train2-s0"}
     assert len(first) == 2 * 2 * 16 and set(first["dataset"]) == set(split["held_out"])
     # A baseline added later runs on the finished cells; the rows already there stay.
     assert script.main([*evaluate, "--baselines", "ballad", "all-in-lr", *settings]) == 0
-    second = pd.read_csv(tmp_path / "study" / "rounds.csv")
-    pd.testing.assert_frame_equal(second.iloc[:len(first)], first)
-    assert set(second.iloc[len(first):]["agent"]) == {"all-in-lr"} and len(second) == 3 * 32
-    meta = json.loads((tmp_path / "study" / "evaluate.json").read_text())
+    second = shared.load_rounds(tmp_path / "study")
+    kept = second[second["agent"] != "all-in-lr"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, first)
+    assert len(second) == 3 * 32
+    meta = json.loads((tmp_path / "study" / "rounds" / "run.json").read_text())
     assert meta["settings"]["c_fn"] == 10.0 and meta["settings"]["reward"] == "entropy"
     assert script.main([*evaluate, "--prior", "knn"]) == 2  # policies trained with c_fn 10
     assert "trained with settings knn_cost_cfn10" in capsys.readouterr().err

@@ -6,7 +6,8 @@ A study's policies are training runs (``training.train``) named
 run a task, each in a worker process, its output in ``<study>/logs/<run>.log``): no study
 starts a command line to train. The rest reads what the runs and a study's evaluation
 wrote: the settings JSON beside each model, the monitor CSVs (learning curves) and the
-tidy round table (one row per data set, seed, agent and round), summarised per episode.
+tidy round table (one row per data set, seed, agent and round, in a ``ResultStore`` of the
+study, one file per episode), summarised per episode.
 
 Nothing here imports torch or stable-baselines3 at module level: the analysis runs
 without the ``rl`` extra.
@@ -22,12 +23,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from agents.experiments.executor import execute, worker_limits
+from agents.experiments.store import (
+    FORMAT_VERSION,
+    ResultStore,
+    TableCell,
+    concat_cells,
+    normalise_dtypes,
+)
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
@@ -82,9 +90,66 @@ def group_order(groups: Iterable[str], order: Sequence[str] = ()) -> list[str]:
     return [g for g in order if g in present] + [g for g in present if g not in order]
 
 
-def load_rounds(rounds: Path) -> pd.DataFrame:
-    """The tidy round table, with each agent's group (policy run without its seed) and seed."""
-    df = pd.read_csv(rounds)
+# --------------------------------------------------------------------------- round store
+#: A policy study's evaluated episodes: a ``ResultStore`` under ``<study>/rounds``, one
+#: table per (data set, seed, agent), one row per round.
+ROUNDS = "rounds"
+
+
+def rounds_store(study: Path) -> ResultStore:
+    """The store of a policy study's evaluated episodes."""
+    return ResultStore(Path(study) / ROUNDS)
+
+
+def rounds_cell(dataset: str, seed: int, agent: str) -> TableCell:
+    """The stored file of one evaluated episode."""
+    return TableCell(ROUNDS, (("dataset", dataset), ("seed", seed), ("agent", agent)))
+
+
+def stored_episodes(study: Path) -> list[tuple[str, int, str]]:
+    """The (data set, seed, agent) episodes the study's store holds, data set by data set,
+    then seed, then agent, each in the order it was first evaluated."""
+    store = rounds_store(study)
+    grid = (store.read_manifest() or {}).get("grid", {})
+    keys = [(d, s, a) for d in grid.get("datasets", []) for s in grid.get("seeds", [])
+            for a in grid.get("agents", [])]
+    return [key for key in keys if store.path(rounds_cell(*key)).exists()]
+
+
+def prepare_rounds(study: Path, datasets: Sequence[str], seeds: Sequence[int],
+                   agents: Sequence[str], **record: Any) -> ResultStore:
+    """Open the study's store for these episodes: ``run.json`` grows to them and records
+    ``record`` (the settings, the policies' hashes: the store refuses a changed policy).
+    A study evaluated before the store (a ``rounds.csv``) is refused: evaluate into a new
+    ``--study-dir`` (its report still reads the file)."""
+    if (Path(study) / "rounds.csv").exists():
+        raise StudyError(f"{study} holds a rounds.csv written before the round store: its "
+                         "report still reads it, but new evaluations go into a new "
+                         "--study-dir")
+    store = rounds_store(study)
+    stored = (store.read_manifest() or {}).get("grid", {})
+    grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
+            for axis, values in (("datasets", datasets), ("seeds", seeds), ("agents", agents))}
+    store.prepare({"format": FORMAT_VERSION, "grid": grid, **record,
+                   "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
+    return store
+
+
+def write_episode(store: ResultStore, rows: Sequence[dict[str, Any]]) -> None:
+    """Store one episode's rows (all of one data set, seed and agent)."""
+    first = rows[0]
+    frame = normalise_dtypes(pd.DataFrame(list(rows)))
+    store.write(rounds_cell(first["dataset"], int(first["seed"]), first["agent"]), frame)
+
+
+def load_rounds(study: Path) -> pd.DataFrame:
+    """The tidy round table of a study (its store, or the ``rounds.csv`` of a study evaluated
+    before it), with each agent's group (policy run without its seed) and seed."""
+    store = rounds_store(study)
+    if store.run_file.exists():
+        df = concat_cells(store.read(rounds_cell(*key)) for key in stored_episodes(study))
+    else:
+        df = pd.read_csv(Path(study) / "rounds.csv")
     parts = df["agent"].str.extract(RUN_PATTERN)
     df["group"] = parts["group"].fillna(df["agent"])
     df["train_seed"] = pd.to_numeric(parts["train_seed"])
@@ -277,8 +342,9 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
     return path
 
 
-__all__ = ["RULES", "RUN_PATTERN", "STUDY_OPTIONS", "StudyError", "by_training_seed",
+__all__ = ["ROUNDS", "RULES", "RUN_PATTERN", "STUDY_OPTIONS", "StudyError", "by_training_seed",
            "episode_table", "group_order", "load_rounds", "model_path", "plot_by_round",
-           "plot_training_curves", "policy_dir", "read_monitor", "run_folders", "run_name",
+           "plot_training_curves", "policy_dir", "prepare_rounds", "read_monitor", "rounds_cell",
+           "rounds_store", "run_folders", "run_name", "stored_episodes", "write_episode",
            "train_and_plot", "train_runs", "trained_policies", "trained_settings",
            "training_times"]

@@ -9,7 +9,7 @@ Three subcommands, each reading what the previous one wrote (the logic is
 * ``evaluate`` the policies, BALLAD, All-in-AL, All-in-LR, the one-step oracle and the
                hindsight optimum replayed on every cell of the evaluation store (seeds the
                training store lacks; ``--seen-seeds N`` adds N seeds the policies trained
-               on) -> <study-dir>/rounds.csv, one row per (data set, seed, agent, round);
+               on) -> <study-dir>/rounds/, one row per (data set, seed, agent, round);
                agents already there are skipped
 * ``report``   tables <docs>/tables/policy_scale_*, figures <docs>/figures/policy_scale_*
 
@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError
+from agents.experiments.store import RunError
 from agents.experiments.studies import policy_scale as scale
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.lattice_store import StoreError
@@ -55,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("step", choices=("train", "evaluate", "report"))
     p.add_argument("--study-dir", type=Path, default=ROOT / "results" / "policy_scale",
-                   help="where policies, logs and rounds.csv go")
+                   help="where policies, logs and the evaluated rounds go")
     p.add_argument("--split-file", type=Path, default=ROOT / "docs" / "policy_split.json",
                    help="the training / held-out split")
     p.add_argument("--train-store", type=Path, help="lattice store of the training cells")
@@ -104,13 +105,13 @@ def main(argv: list[str] | None = None) -> int:
                                    seen_seeds=args.seen_seeds,
                                    progress=not args.no_progress,
                                    trust_pickle=args.trust_pickle)
-            print(f"{added} paths added to {args.study_dir / 'rounds.csv'}")
+            print(f"{added} paths added to {args.study_dir / 'rounds'}")
         else:
             docs = ROOT / "docs" if args.update_docs else (args.docs or args.study_dir)
             frames = scale.write_report(args.study_dir, docs / "tables", docs / "figures",
                                         prefix=args.prefix)
             print(frames["summary"].round(4).to_string(index=False))
-    except (StudyError, StoreError, FileNotFoundError) as err:
+    except (StudyError, StoreError, RunError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -7,7 +7,7 @@ is ``agents.experiments.studies.policies``):
 * ``train``    PPO and MaskablePPO x rewards cost, val_cost x 3 seeds on the 12 training sets
                (``training.train`` in worker processes, ``--jobs`` at a time)
 * ``evaluate`` the trained policies and the baselines on the 6 held-out sets x 10 seeds,
-               one tidy row per (data set, seed, agent, round) -> results/policy_study/rounds.csv;
+               one tidy row per (data set, seed, agent, round) -> results/policy_study/rounds/;
                agents added since the last run are run on the cells already finished
 * ``report``   tables under <study-dir>/tables/policy_*, figures under <study-dir>/figures/
                policy_* (``--docs PATH`` elsewhere; ``--update-docs`` into the repository's

@@ -10,14 +10,13 @@ their command line):
   (:func:`train_policies`);
 * evaluate: the policies and the baselines on the held-out sets x seeds through the one
   episode loop :func:`agents.evaluation.run_episode`, one tidy row per (data set, seed,
-  agent, round) appended to ``rounds.csv`` (:func:`evaluate`); agents added later are run on
-  the cells already finished;
+  agent, round) in the study's ``ResultStore`` (:func:`evaluate`); agents added later are
+  run on the cells already finished;
 * report: tables and figures from those files (:func:`write_report`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -41,12 +40,16 @@ from agents.experiments.policy_runs import (
     plot_by_round,
     plot_training_curves,
     policy_dir,
+    prepare_rounds,
+    rounds_store,
     run_folders,
     run_name,
+    stored_episodes,
     train_runs,
     trained_policies,
     trained_settings,
     training_times,
+    write_episode,
 )
 from agents.experiments.run import play_agents
 from agents.experiments.store import writable_folder
@@ -67,7 +70,7 @@ REWARDS = ("cost", "val_cost")
 BASELINES = RULES
 GROUP_ORDER = ("oracle", "ballad", "all-in-al", "all-in-lr", "random",
                *(f"{a}-{r}" for a in ALGOS for r in REWARDS))
-#: Columns of ``rounds.csv``: the cell's keys, then every scalar ``info`` figure.
+#: Columns of the round table: the cell's keys, then every scalar ``info`` figure.
 ROUND_COLUMNS = ("dataset", "seed", "agent", *RECORD_FIELDS[1:])
 
 
@@ -221,18 +224,11 @@ def check_replay(dataset: str, seed: int, data_dir: str | Path, settings: Settin
                          f"!= {want}")
 
 
-def finished_agents(rounds: Path) -> dict[tuple[str, int], set[str]]:
-    """Agents already in ``rounds.csv`` per (data set, seed); the file must have our columns."""
-    if not rounds.exists():
-        return {}
-    with rounds.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != ROUND_COLUMNS:
-            raise StudyError(f"{rounds} has other columns than this version writes: evaluate "
-                             "into a new --study-dir (the report still reads the old file)")
-        done: dict[tuple[str, int], set[str]] = {}
-        for row in reader:
-            done.setdefault((row["dataset"], int(row["seed"])), set()).add(row["agent"])
+def finished_agents(study: Path) -> dict[tuple[str, int], set[str]]:
+    """Agents already evaluated per (data set, seed): the episodes the study's store holds."""
+    done: dict[tuple[str, int], set[str]] = {}
+    for dataset, seed, agent in stored_episodes(study):
+        done.setdefault((dataset, seed), set()).add(agent)
     return done
 
 
@@ -250,73 +246,70 @@ def pending_cells(datasets: Sequence[str], seeds: int, specs: Sequence[str],
     return cells
 
 
+def stored_record(study: Path) -> dict[str, Any]:
+    """The study's store record (``run.json``: its settings and policies), empty if none."""
+    return rounds_store(study).read_manifest() or {}
+
+
 def check_evaluated_settings(study: Path, settings: Settings) -> None:
-    """Rows already in ``rounds.csv`` must come from the same settings (an ``evaluate.json``
-    without settings is from a study that always ran the default ones)."""
-    meta_file = Path(study) / "evaluate.json"
-    if not (Path(study) / "rounds.csv").exists() or not meta_file.exists():
+    """Episodes already stored must come from the same settings (reward aside)."""
+    record = stored_record(study)
+    if "settings" not in record:
         return
-    before = Settings.from_dict(json.loads(meta_file.read_text()).get("settings", {}))
+    before = Settings.from_dict(record["settings"])
     if not same_options(before, settings):
-        raise StudyError(f"{study / 'rounds.csv'} holds results under settings {before.name}, "
-                         f"this evaluation runs {settings.name}: use another --study-dir")
+        raise StudyError(f"{rounds_store(study).root} holds results under settings "
+                         f"{before.name}, this evaluation runs {settings.name}: use another "
+                         "--study-dir")
 
 
-def check_evaluated_policies(study: Path, specs: Sequence[str]) -> dict[str, str]:
-    """Policies with rows in ``rounds.csv`` must be the files evaluated then (a policy
-    retrained under its old path is another policy). Returns the content hash of every
-    policy with rows, those stored and these, for ``evaluate.json``."""
-    hashes = {agent_name(s): policy_fingerprint(s) for s in specs if is_policy_path(s)}
-    meta_file = Path(study) / "evaluate.json"
-    if not (Path(study) / "rounds.csv").exists() or not meta_file.exists():
-        return hashes
-    stored = json.loads(meta_file.read_text()).get("policies", {})
-    for name, digest in hashes.items():
-        if stored.get(name, digest) != digest:
+def check_evaluated_policies(study: Path, specs: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Policies with stored episodes must be the files evaluated then (a policy retrained
+    under its old path is another policy). Returns the file and content hash of every
+    policy with episodes, those stored and these, for the store's record."""
+    hashes = {agent_name(s): {"file": str(s), "sha256": policy_fingerprint(s)}
+              for s in specs if is_policy_path(s)}
+    stored = stored_record(study).get("policies", {})
+    for name, entry in hashes.items():
+        if name in stored and stored[name]["sha256"] != entry["sha256"]:
             raise StudyError(f"{name}.zip has changed since it was evaluated (content "
-                             f"{stored[name]} then, {digest} now): its rows in "
-                             f"{Path(study) / 'rounds.csv'} belong to the policy that was there "
-                             "before. Evaluate into another --study-dir, or delete rounds.csv "
-                             "and evaluate.json there to evaluate every agent again.")
+                             f"{stored[name]['sha256']} then, {entry['sha256']} now): its "
+                             f"episodes in {rounds_store(study).root} belong to the policy that "
+                             "was there before. Evaluate into another --study-dir, or delete "
+                             "that folder to evaluate every agent again.")
     return {**stored, **hashes}
 
 
 def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[str],
              data_dir: str | Path, settings: Settings, jobs: int = 1,
              progress: bool = True, trust_pickle: bool = False) -> dict[str, Any]:
-    """Run every agent not yet evaluated on each (data set, seed) and append its rows to
-    ``<study>/rounds.csv``; write and return ``evaluate.json``'s content. ``trust_pickle``
-    loads the policies with SB3's full loader, which runs any code stored in their files."""
+    """Run every agent not yet evaluated on each (data set, seed) through the executor and
+    store each episode as its cell finishes (``policy_runs.rounds_store``); returns the
+    evaluation's record. ``trust_pickle`` loads the policies with SB3's full loader, which
+    runs any code stored in their files."""
     check_trained([Path(s) for s in specs if is_policy_path(s)], settings)
     check_evaluated_settings(study, settings)
     policies = check_evaluated_policies(study, specs)
-    out = Path(study) / "rounds.csv"
-    cells = pending_cells(datasets, seeds, specs, finished_agents(out))
+    cells = pending_cells(datasets, seeds, specs, finished_agents(study))
     check_replay(datasets[0], 0, data_dir, settings)
     print(f"{len(specs)} agents: {sum(len(c[2]) for c in cells)} episodes to run in "
           f"{len(cells)} cells", flush=True)
-    meta = {"agents": list(specs), "held_out": list(datasets), "seeds": seeds,
-            "settings": evaluation_settings(settings).to_dict(), "policies": policies}
-    writable_folder(out.parent, "--study-dir")
-    (out.parent / "evaluate.json").write_text(json.dumps(meta, indent=2) + "\n")
-    new_file = not out.exists()
+    writable_folder(study, "--study-dir")
+    meta = {"settings": evaluation_settings(settings).to_dict(), "policies": policies}
+    store = prepare_rounds(study, datasets, range(seeds), [agent_name(s) for s in specs],
+                           **meta)
     start = time.perf_counter()
-    with out.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=ROUND_COLUMNS)
-        if new_file:
-            writer.writeheader()
-        tasks = [(d, s, todo, data_dir, settings, trust_pickle) for d, s, todo in cells]
-        bar = progress_bar(len(cells), 0, progress)
-        try:
-            for rows in execute(tasks, _evaluate_task, jobs):
-                writer.writerows(rows)
-                f.flush()
-                bar.update(1)
-        finally:
-            bar.close()
-    meta["evaluate_seconds"] = round(time.perf_counter() - start, 1)
-    (out.parent / "evaluate.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return meta
+    tasks = [(d, s, todo, data_dir, settings, trust_pickle) for d, s, todo in cells]
+    bar = progress_bar(len(cells), 0, progress)
+    try:
+        for rows in execute(tasks, _evaluate_task, jobs):
+            for agent in dict.fromkeys(row["agent"] for row in rows):
+                write_episode(store, [row for row in rows if row["agent"] == agent])
+            bar.update(1)
+    finally:
+        bar.close()
+    return {"agents": list(specs), "held_out": list(datasets), "seeds": seeds, **meta,
+            "evaluate_seconds": round(time.perf_counter() - start, 1)}
 
 
 # --------------------------------------------------------------------------- report
@@ -380,7 +373,7 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
     """Tables ``<tables>/<prefix>_*`` and figures ``<figures>/<prefix>_*`` from the study's
     saved files only; returns the tables by name."""
     figures.mkdir(parents=True, exist_ok=True)
-    df = load_rounds(Path(study) / "rounds.csv")
+    df = load_rounds(Path(study))
     episodes = episode_table(df)
     models = trained_policies(study)
     frames = {"heldout_summary": headline(episodes),
@@ -406,5 +399,5 @@ __all__ = ["ALGOS", "BASELINES", "GROUP_ORDER", "REWARDS", "ROUND_COLUMNS",
            "TrainPlan", "agent_name", "check_evaluated_policies", "check_evaluated_settings",
            "check_replay", "check_trained", "evaluate", "evaluate_cell", "evaluation_settings",
            "finished_agents", "headline", "make_split", "pending_cells", "per_dataset",
-           "same_options", "train_configs", "train_policies", "val_cost_bias", "write_report",
-           "write_split"]
+           "same_options", "stored_record", "train_configs", "train_policies", "val_cost_bias",
+           "write_report", "write_split"]

@@ -9,14 +9,13 @@ The first study (``policy_study``) could afford 300 live episodes per run; on st
   (:func:`train_policies`);
 * evaluate: every policy, BALLAD, All-in-AL, All-in-LR, the one-step oracle and the hindsight
   optimum replayed on the evaluation store's lattices (``Lattice.replay``, exact for agents
-  that read their observations), one tidy row per (data set, seed, agent, round) in
-  ``rounds.csv`` (:func:`evaluate`); the evaluation seeds must not be training seeds;
+  that read their observations), one tidy row per (data set, seed, agent, round) in the
+  study's ``ResultStore`` (:func:`evaluate`); the evaluation seeds must not be training seeds;
 * report: tables and figures from those files (:func:`write_report`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,11 +34,14 @@ from agents.experiments.policy_runs import (
     plot_by_round,
     plot_training_curves,
     policy_dir,
+    prepare_rounds,
     run_folders,
     run_name,
+    stored_episodes,
     train_runs,
     trained_policies,
     training_times,
+    write_episode,
 )
 from agents.experiments.store import writable_folder
 from agents.experiments.tables import write_table
@@ -146,25 +148,15 @@ def cell_paths(lattice: Lattice, agents: dict[str, Any]) -> dict[str, tuple[int,
     return paths
 
 
-def finished(rounds: Path) -> set[tuple[str, int, str]]:
-    """(data set, seed, agent) already in ``rounds.csv``; the file must have our columns."""
-    if not rounds.exists():
-        return set()
-    with rounds.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise StudyError(f"{rounds} has other columns than {COLUMNS}: use another study dir")
-        return {(r["dataset"], int(r["seed"]), r["agent"]) for r in reader}
-
-
 def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
              settings: Settings | None = None, seen_seeds: int = 0,
              progress: bool = True, trust_pickle: bool = False) -> int:
     """Replay every agent not yet evaluated on every cell of the evaluation store, and on the
     first ``seen_seeds`` seeds of each training set in the training store (split
-    ``training-cells``: how much of a policy's skill is memorised cells), and append the
-    rows to ``<study>/rounds.csv``; returns the number of paths added. ``trust_pickle``
-    loads the policies with SB3's full loader, which runs any code stored in their files."""
+    ``training-cells``: how much of a policy's skill is memorised cells), each path stored
+    as it is replayed (``policy_runs.rounds_store``); returns the number of paths added.
+    ``trust_pickle`` loads the policies with SB3's full loader, which runs any code stored in
+    their files."""
     from tqdm.auto import tqdm
 
     settings = settings or Settings()
@@ -182,26 +174,22 @@ def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
                   for s in sorted(by_set[d])[:seen_seeds]]
     policies = {p.stem: str(p) for p in trained_policies(study)}
     names = [*YARDSTICKS, *RULES, *policies]
-    out = writable_folder(Path(study), "--study-dir") / "rounds.csv"
-    done = finished(out)
+    writable_folder(Path(study), "--study-dir")
+    rounds = prepare_rounds(study, list(dict.fromkeys(c[1] for c in cells)),
+                            sorted({c[2] for c in cells}), names)
+    done = set(stored_episodes(study))
     agents = {name: make_agent(policies.get(name, name), trust_pickle=trust_pickle)
               for name in [*RULES, *policies]}
     added = 0
-    new_file = not out.exists()
-    with out.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        if new_file:
-            writer.writeheader()
-        for store, dataset, seed, split in tqdm(cells, unit="cell", disable=not progress):
-            todo = [n for n in names if (dataset, seed, n) not in done]
-            if not todo:
-                continue
-            lattice = store.load(dataset, seed, settings)
-            paths = cell_paths(lattice, {n: agents[n] for n in todo if n in agents})
-            for name in todo:
-                writer.writerows(path_rows(lattice, name, paths[name], split))
-                added += 1
-            f.flush()
+    for store, dataset, seed, split in tqdm(cells, unit="cell", disable=not progress):
+        todo = [n for n in names if (dataset, seed, n) not in done]
+        if not todo:
+            continue
+        lattice = store.load(dataset, seed, settings)
+        paths = cell_paths(lattice, {n: agents[n] for n in todo if n in agents})
+        for name in todo:
+            write_episode(rounds, path_rows(lattice, name, paths[name], split))
+            added += 1
     return added
 
 
@@ -310,7 +298,7 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
     """Tables ``<tables>/<prefix>_*`` and figures ``<figures>/<prefix>_*`` from the study's
     files; returns the tables by name."""
     figures.mkdir(parents=True, exist_ok=True)
-    rounds = load_rounds(Path(study) / "rounds.csv")
+    rounds = load_rounds(Path(study))
     episodes = scale_episodes(rounds)
     models = trained_policies(study)
     table = summary(episodes)
@@ -336,6 +324,6 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
 
 
 __all__ = ["DEFAULT_RUNS", "RULES", "ScalePlan", "YARDSTICKS", "by_run", "cell_paths",
-           "check_unseen", "evaluate", "finished", "headline", "path_rows", "per_dataset",
+           "check_unseen", "evaluate", "headline", "path_rows", "per_dataset",
            "scale_episodes", "summary", "train_configs", "train_policies", "training_sets",
            "write_report"]
