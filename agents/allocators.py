@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, EpisodeStateAgent, feature
+from agents.base import AL, LR, AgentFactory, EpisodeStateAgent, feature
 
 
 class _OneEpisodeAgent(EpisodeStateAgent):
@@ -315,7 +315,7 @@ TRAIT_SWITCH_DEFAULTS: dict[str, Any] = {
 
 #: Registered names and factories (the environment is not needed by any of them), with the
 #: parameters tuned on the training data sets at the default costs (docs/studies/ALLOCATORS.md).
-ALLOCATOR_AGENTS = {
+ALLOCATOR_AGENTS: dict[str, AgentFactory] = {
     "paired-probe": lambda env: PairedProbe(warmup=6, probe=1, z=1.0),
     "paired-commit": lambda env: PairedProbe(warmup=10, probe=1, z=2.0, recheck=False),
     "probe-switch": lambda env: ProbeSwitch(),
@@ -326,15 +326,6 @@ ALLOCATOR_AGENTS = {
     "trait-switch": lambda env: TraitSwitch(**TRAIT_SWITCH_DEFAULTS),
 }
 
-
-def _register() -> None:
-    from agents.registry import register_agent
-
-    for name, factory in ALLOCATOR_AGENTS.items():
-        register_agent(name, factory)
-
-
-_register()
 
 __all__ = ["ALLOCATOR_AGENTS", "TRAIT_SWITCH_DEFAULTS", "ExpectedImprovementGain", "PairedProbe",
            "ProbeSwitch", "ThompsonGain", "TraitSwitch"]

@@ -16,6 +16,7 @@ line (e.g. ALBA).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, Agent, EpisodeStateAgent, RuleAgent, feature
+from agents.base import AL, LR, Agent, AgentFactory, EpisodeStateAgent, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 _LR_FIRST = re.compile(r"lr-first-(\d+(?:\.\d+)?)")
@@ -248,33 +249,29 @@ def lr_first(name: str) -> LRFirst:
     return LRFirst(float(match.group(1)))
 
 
-def _factory(name: str) -> Callable[[Any], Agent]:
-    """A factory of the ``LRFirst`` agent ``name`` (it needs no environment)."""
-    return lambda env: lr_first(name)
+def _lr_first_agent(name: str, env: Any) -> Agent:
+    """The factory of a registered lr-first name (the environment is not needed)."""
+    return lr_first(name)
 
 
 #: Registered names and factories (the environment is not needed by any of them).
-BANDIT_AGENTS: dict[str, Callable[[Any], Agent]] = {
+BANDIT_AGENTS: dict[str, AgentFactory] = {
     "discounted": lambda env: DiscountedGreedy(),
     "ucb1": lambda env: UCB1(),
     "epsilon-greedy": lambda env: EpsilonGreedy(),
     "sliding-window": lambda env: SlidingWindow(),
     "val-cost-greedy": lambda env: ValCostGreedy(),
     "half": lambda env: Half(),
-    **{f"lr-first-{p}": _factory(f"lr-first-{p}") for p in (20, 33, 50)},
+    **{f"lr-first-{p}": functools.partial(_lr_first_agent, f"lr-first-{p}")
+       for p in (20, 33, 50)},
 }
 
 
-def _register() -> None:
-    from agents.registry import register_agent, register_agent_pattern
+#: Registered name patterns: (pattern, example name, factory taking the match and the
+#: environment).
+BANDIT_PATTERNS: tuple[tuple[str, str, Callable[[re.Match[str], Any], Agent]], ...] = (
+    (_LR_FIRST.pattern, "lr-first-25", lambda match, env: LRFirst(float(match.group(1)))),
+)
 
-    for name, factory in BANDIT_AGENTS.items():
-        register_agent(name, factory)
-    register_agent_pattern(_LR_FIRST.pattern, "lr-first-25",
-                           lambda match, env: LRFirst(float(match.group(1))))
-
-
-_register()
-
-__all__ = ["BANDIT_AGENTS", "DiscountedGreedy", "EpsilonGreedy", "Half", "HistoryAgent",
-           "LRFirst", "SlidingWindow", "UCB1", "ValCostGreedy", "lr_first"]
+__all__ = ["BANDIT_AGENTS", "BANDIT_PATTERNS", "DiscountedGreedy", "EpsilonGreedy", "Half",
+           "HistoryAgent", "LRFirst", "SlidingWindow", "UCB1", "ValCostGreedy", "lr_first"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -30,6 +31,10 @@ class Agent(Protocol):
                 deterministic: bool = True) -> tuple[np.ndarray | int, Any]: ...
 
     def reset(self, seed: int | None = None) -> None: ...
+
+
+#: Builds an agent for the environment it will act in (most ignore it; the oracle binds to it).
+AgentFactory = Callable[[Any], Agent]
 
 
 class RuleAgent:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR
+from agents.base import AL, LR, AgentFactory
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import Episode
 from ballad_env.replay import BudgetAllocationReplayEnv
@@ -77,3 +77,13 @@ def _single_env(env: Any) -> Any:
                          f"{len(envs)}: use n_envs=1, or bind one oracle per environment "
                          "(make_agent('oracle', vec_env.envs[i]))")
     return envs[0]
+
+
+def _oracle(env: Any) -> OracleAgent:
+    if env is None:
+        raise ValueError("the oracle agent needs the environment: make_agent('oracle', env)")
+    return OracleAgent(env)
+
+
+#: Registered names and factories.
+ORACLE_AGENTS: dict[str, AgentFactory] = {"oracle": _oracle}

@@ -21,9 +21,8 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 
 from agents.base import mask_from_observation
-from agents.policy_files import policy_name, settings_file
+from agents.policy_files import is_policy_path, policy_name, settings_file
 from agents.policy_zip import PolicyFileError, load_model_safely
-from agents.registry import is_policy_path
 from ballad_env.observation import OBSERVATION_FEATURES, OBSERVATIONS
 
 #: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.

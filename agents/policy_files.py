@@ -29,6 +29,11 @@ def add_trust_pickle_argument(parser: argparse.ArgumentParser | argparse._Argume
     parser.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
 
 
+def is_policy_path(spec: str | os.PathLike) -> bool:
+    """Whether an agent spec names a saved policy (a path ending in ``.zip``)."""
+    return str(spec).lower().endswith(".zip")
+
+
 def training_run(model: str | os.PathLike) -> Path | None:
     """The training run a checkpoint or best model was saved in (``<run>/checkpoints/`` or
     ``<run>/eval/``), when that run's settings JSON is there; else ``None``."""
@@ -79,4 +84,4 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
 
 
 __all__ = ["TRAINING_SUBFOLDERS", "TRUST_PICKLE_HELP", "add_trust_pickle_argument",
-           "policy_fingerprint", "policy_name", "settings_file", "training_run"]
+           "is_policy_path", "policy_fingerprint", "policy_name", "settings_file", "training_run"]

@@ -3,25 +3,36 @@
 A name is either registered as it is (``register_agent("ballad", factory)``) or matches a
 registered pattern (``register_agent_pattern(r"lr-first-(\\d+)", factory)``), so a family of
 agents with a parameter in the name (``lr-first-25``, any percent) needs one entry.
+
+One style of registration: each agent module declares its agents in a table of names and
+factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``BANDIT_AGENTS``, and
+``BANDIT_PATTERNS``), and this module registers those tables; any other agent is
+registered with ``register_agent`` or ``register_agent_pattern``. A saved policy is loaded
+by ``agents.policy``, imported only when a ``.zip`` is asked for (it needs torch);
+``agents.policy`` does not import this module.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from typing import Any
 
-from agents.base import Agent
+from agents.allocators import ALLOCATOR_AGENTS
+from agents.bandits import BANDIT_AGENTS, BANDIT_PATTERNS
+from agents.base import Agent, AgentFactory
+from agents.oracle import ORACLE_AGENTS
+from agents.policy_files import is_policy_path
+from agents.rules import RULE_AGENTS
 from ballad_env.registry import Registry
 
 #: name -> factory taking the environment (only the oracle and learned policies use it).
-AGENTS: Registry[Callable[[Any], Agent]] = Registry("agent")
+AGENTS: Registry[AgentFactory] = Registry("agent")
 #: (pattern, example name, factory taking the match and the environment).
 _PATTERNS: list[tuple[re.Pattern[str], str, Callable[[re.Match[str], Any], Agent]]] = []
 
 
-def register_agent(name: str, factory: Callable[[Any], Agent]) -> None:
+def register_agent(name: str, factory: AgentFactory) -> None:
     """Make ``make_agent(name, env)`` return ``factory(env)``; names are unique."""
     AGENTS.register(name, factory)
 
@@ -42,11 +53,6 @@ def is_agent_name(name: str) -> bool:
     return name in AGENTS or any(p.fullmatch(name) for p, _, _ in _PATTERNS)
 
 
-def is_policy_path(spec: str | os.PathLike) -> bool:
-    """Whether an agent spec names a saved policy (a path ending in ``.zip``)."""
-    return str(spec).lower().endswith(".zip")
-
-
 def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Agent:
     """The agent called ``name`` (or the saved policy at a ``.zip`` path); ``env`` is the
     environment it will act in. ``trust_pickle`` applies to a saved policy only: ``True``
@@ -65,3 +71,18 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
     families = [example for _, example, _ in _PATTERNS]
     raise ValueError(f"unknown agent {name!r}: use one of {', '.join(agent_names())}"
                      + (f" or a name like {', '.join(families)}" if families else ""))
+
+
+def _register_built_in() -> None:
+    """Register the agents of this package, in the order ``agent_names`` lists them."""
+    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, BANDIT_AGENTS):
+        for name, factory in table.items():
+            register_agent(name, factory)
+    for pattern, example, family in BANDIT_PATTERNS:
+        register_agent_pattern(pattern, example, family)
+
+
+_register_built_in()
+
+__all__ = ["AGENTS", "agent_names", "is_agent_name", "is_policy_path", "make_agent",
+           "register_agent", "register_agent_pattern"]

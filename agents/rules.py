@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import AL, LR, RuleAgent, feature
+from agents.base import AL, LR, AgentFactory, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 
@@ -71,3 +71,13 @@ class RandomAgent(RuleAgent):
 
     def act(self, observation: np.ndarray) -> int:
         return int(self._rng.integers(2))
+
+
+#: Registered names and factories (the environment is not needed by any of them).
+RULE_AGENTS: dict[str, AgentFactory] = {
+    "ballad": lambda env: BalladAgent("entropy"),
+    "ballad-cosine": lambda env: BalladAgent("cosine"),
+    "all-in-al": lambda env: AllInAL(),
+    "all-in-lr": lambda env: AllInLR(),
+    "random": lambda env: RandomAgent(),
+}

@@ -18,23 +18,20 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ballad_env.compute import RESET_CACHE, thread_limit
-from ballad_env.cost import Costs, Evaluation, evaluate
+from ballad_env.compute import thread_limit
+from ballad_env.cost import Evaluation, evaluate
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO, KernelRows, PointScores, UnlabeledFit
-from ballad_env.protocol import (
-    Budget,
-    Split,
-    spawn_streams,
-    split_and_scale,
-    split_sizes,
-    warn_if_test_lacks_anomalies,
+from ballad_env.episode_start import (
+    EpisodeStart,
+    authors_split_seed,
+    check_settings,
+    episode_start,
 )
+from ballad_env.protocol import spawn_streams
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, query_generators
 from ballad_env.rejection import (
     DEFAULT_TAU,
@@ -45,11 +42,17 @@ from ballad_env.rejection import (
     mean_and_standard_error,
     rejection_probability,
 )
-from ballad_env.rewards import SIDE_SIGNAL_NAMES, SideOutput
+from ballad_env.rewards import SideOutput
 from ballad_env.settings import Settings
-
-AL, LR = 0, 1
-ACTION_NAMES = ("AL", "LR")
+from ballad_env.snapshot import (
+    ACTION_NAMES,
+    AL,
+    LR,
+    PATH_FIELDS,
+    RECORD_FIELDS,
+    STATE_FIGURES,
+    Snapshot,
+)
 
 
 @dataclass(frozen=True)
@@ -60,220 +63,6 @@ class RoundResult:
     queried: np.ndarray
     rewards: dict[str, float]
     evaluation: Evaluation
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything that can be observed or reported about an episode at one moment.
-
-    The observation (``ballad_env.observation``), the environment's ``info``, the lattice's
-    per-state figures and the results' columns are all derived from it. ``previous`` and
-    ``latest`` depend on the path to the state; every other field only on the state (i, j).
-    """
-
-    dataset: str
-    round: int
-    n_rounds: int
-    n_al: int
-    n_lr: int
-    previous: int | None  # the action of the round just taken (None at the start)
-    queried: np.ndarray  # indices the previous round labeled, into D or V
-    test_cost: float
-    fpr: float
-    fnr: float
-    rejection_rate: float
-    auc: float
-    test_cost_per_example: float  # the test cost under each metric, whichever is in force
-    test_cost_class_conditional: float
-    tau: float
-    val_cost: float  # M(tau) on the labels that set tau
-    val_rejection: float  # share of all of V rejected
-    val_sample_cost: float  # cost on the labeled V examples only: unbiased, a uniform sample
-    val_sample_se: float  # its standard error, sd / sqrt(labeled V) (0 below two labels)
-    n_labeled_train: int
-    n_labeled_val: int
-    n_train: int
-    n_val: int
-    n_anomalies_found: int
-    contamination: float
-    max_cost: float  # the largest unit cost, to scale costs into [0, 1]
-    al_available: bool
-    lr_available: bool
-    latest: dict[int, dict[str, float] | None]  # each side's latest side signals
-
-    @property
-    def action_mask(self) -> np.ndarray:
-        """Boolean (AL, LR): which actions can be taken now."""
-        return np.array([self.al_available, self.lr_available])
-
-    def signal(self, side: int, name: str) -> float:
-        """A side's latest value of side signal ``name`` (0 until that side is measured)."""
-        values = self.latest[side]
-        return values[name] if values is not None else 0.0
-
-    def record(self, shown_signal: str = "entropy") -> dict[str, Any]:
-        """The scalar ``info`` entries (``RECORD_FIELDS``): test figures, both sides' signals
-        (``shown_signal`` also as ``reward_al``/``reward_lr``), tau and label counts."""
-        record: dict[str, Any] = {
-            "dataset": self.dataset, "round": self.round,
-            "action": ACTION_NAMES[self.previous] if self.previous is not None else "",
-            "test_cost": self.test_cost, "fpr": self.fpr, "fnr": self.fnr,
-            "rejection_rate": self.rejection_rate, "auc": self.auc,
-            "test_cost_per_example": self.test_cost_per_example,
-            "test_cost_class_conditional": self.test_cost_class_conditional,
-            "reward_al": self.signal(AL, shown_signal), "reward_lr": self.signal(LR, shown_signal),
-        }
-        for name in SIDE_SIGNAL_NAMES:
-            record[f"{name}_al"] = self.signal(AL, name)
-            record[f"{name}_lr"] = self.signal(LR, name)
-        record.update({
-            "al_measured": self.latest[AL] is not None, "lr_measured": self.latest[LR] is not None,
-            "tau": self.tau, "val_cost": self.val_cost,
-            "n_labeled_train": self.n_labeled_train, "n_labeled_val": self.n_labeled_val,
-            "n_anomalies_found": self.n_anomalies_found,
-        })
-        return record
-
-    def info(self, shown_signal: str = "entropy") -> dict[str, Any]:
-        """The environment's ``info``: the record plus the indices just queried and the mask."""
-        return {**self.record(shown_signal), "queried": self.queried.copy(),
-                "action_mask": self.action_mask}
-
-
-#: Snapshot fields that depend on the path to a state, not only on the state (i, j).
-PATH_FIELDS = ("previous", "queried", "latest")
-#: Numeric snapshot fields fixed by the state (i, j): what the lattice stores per state.
-STATE_FIGURES = tuple(f.name for f in fields(Snapshot)
-                      if f.name not in (*PATH_FIELDS, "dataset"))
-#: The keys of ``Snapshot.record``: the columns of tidy per-round results.
-RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejection_rate",
-                 "auc", "test_cost_per_example", "test_cost_class_conditional",
-                 "reward_al", "reward_lr",
-                 *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
-                 "al_measured", "lr_measured", "tau", "val_cost", "n_labeled_train",
-                 "n_labeled_val", "n_anomalies_found")
-
-
-def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
-    """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid,
-    a ``DataWarning`` if the test set gets no anomaly."""
-    costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
-                                    settings.c_r, settings.cost_metric)
-    n_train, n_val, _ = split_sizes(dataset.y, settings.split)
-    budget = Budget.from_fractions(n_train, settings.budget_fraction, settings.round_fraction)
-    budget.check(n_train, n_val, dataset.name)
-    warn_if_test_lacks_anomalies(dataset.y, dataset.name)
-    return costs, budget
-
-
-@dataclass(frozen=True, eq=False)
-class EpisodeStart:
-    """The label-free part of a reset: the scaled split, SSDO's unlabeled fit on D, and the
-    prior probabilities and kernel rows of V and T (stacked in ``X_other``).
-
-    It depends on the data set, the seed's split and prior streams, the split, the prior and
-    how it scores and squashes D, k, the kernel options and the initial fit only, so every
-    setting, agent and
-    repeated episode of one (data set, seed) can share it. Its arrays are read-only; copies
-    of an episode share it too.
-    """
-
-    split: Split
-    fit: UnlabeledFit
-    X_other: np.ndarray
-    q_other: np.ndarray
-    other_rows: KernelRows
-    #: P on D and V of SSDO fitted on both without labels (``initial_fit="train-val"``).
-    p_initial: np.ndarray | None = None
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> EpisodeStart:
-        return self
-
-    @property
-    def nbytes(self) -> int:
-        """Approximate memory held (the fitted prior estimated by its pickled size)."""
-        arrays = [*vars(self.split).values(), self.fit.q_train, self.X_other, self.q_other,
-                  *([] if self.p_initial is None else [self.p_initial])]
-        return (sum(a.nbytes for a in arrays) + self.fit.rows.nbytes + self.other_rows.nbytes
-                + _pickled_size(self.fit.prior))
-
-    @classmethod
-    def compute(cls, dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-                settings: Settings, split_seed: int = 0) -> EpisodeStart:
-        """Split and scale, fit SSDO's label-free parts on D, score V and T with the prior.
-        ``split_seed``: the authors' split's ``random_state``."""
-        split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]),
-                                settings.split, split_seed)
-        for array in vars(split).values():
-            array.setflags(write=False)
-        detector = _detector(dataset, streams, settings, len(split.y_train))
-        detector.fit(split.X_train)
-        X_other = np.vstack([split.X_val, split.X_test])
-        X_other.setflags(write=False)
-        scores = PointScores(detector, X_other)
-        scores.q.setflags(write=False)
-        p_initial = None
-        if settings.initial_fit == "train-val":
-            p_initial = detector.unlabeled_probability(np.vstack([split.X_train, split.X_val]))
-            p_initial.setflags(write=False)
-        return cls(split, detector.unlabeled_, X_other, scores.q, scores.rows, p_initial)
-
-
-def authors_split_seed(seed: int | np.random.SeedSequence,
-                       streams: dict[str, np.random.SeedSequence]) -> int:
-    """The authors' split's ``random_state``: the episode's seed itself when it is an integer
-    (so the published code's splits come back), else a number drawn from the split stream."""
-    if isinstance(seed, int | np.integer):
-        return int(seed)
-    return int(streams["split"].generate_state(1)[0] % (2**31 - 1))
-
-
-def _prior_seed(streams: dict[str, np.random.SeedSequence]) -> int:
-    return int(np.random.default_rng(streams["prior"]).integers(2**31 - 1))
-
-
-def _detector(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-              settings: Settings, n_train: int) -> SSDO:
-    """The episode's (unfitted) SSDO, with the eta and kernel options in force for |D|."""
-    return SSDO(dataset.contamination, settings.prior, settings.k, settings.alpha,
-                random_state=_prior_seed(streams), eta_sample=settings.eta_sample_for(n_train),
-                kernel_dtype=settings.kernel_dtype_for(n_train),
-                train_scores=settings.prior_train_scores,
-                squash_quantile=settings.squash_quantile)
-
-
-def _pickled_size(obj: Any) -> int:
-    """Bytes of ``obj`` as pickled, large arrays counted without copying them."""
-    import pickle
-
-    buffers: list[pickle.PickleBuffer] = []
-    try:
-        head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    except Exception:  # an unpicklable prior: count nothing rather than fail the episode
-        return 0
-    return len(head) + sum(buffer.raw().nbytes for buffer in buffers)
-
-
-def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-                  settings: Settings, split_seed: int = 0) -> EpisodeStart:
-    """The label-free part of a reset, from the reset cache when it holds it.
-
-    The key is what the part depends on: the data set (this object), the state of the split
-    stream (and the authors' split's seed), the prior's seed, and the split, prior, D's
-    scoring and squashing, k, eta and kernel options in force. A prior given as an object
-    is never cached (it has no stable key).
-    """
-    if not isinstance(settings.prior, str):
-        return EpisodeStart.compute(dataset, streams, settings, split_seed)
-    n_train = split_sizes(dataset.y, settings.split)[0]
-    key = (tuple(int(v) for v in streams["split"].generate_state(4)), _prior_seed(streams),
-           settings.prior, settings.k, settings.eta_sample_for(n_train),
-           settings.kernel_dtype_for(n_train), settings.split,
-           split_seed if settings.split == "authors" else None, settings.prior_train_scores,
-           settings.squash_quantile, settings.initial_fit)
-    return RESET_CACHE.get_or_compute(
-        dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),
-        lambda start: start.nbytes)
 
 
 @dataclass
@@ -321,10 +110,7 @@ class Episode:
         #: The eta sample and kernel precision in force (the settings' "auto" resolved).
         self.eta_sample = cfg.eta_sample_for(n_train)
         self.kernel_dtype = cfg.kernel_dtype_for(n_train)
-        detector = _detector(dataset, streams, cfg, n_train)
-        detector.fit(self.split.X_train, unlabeled=self.start.fit)
-        self.scores = PointScores(detector, self.start.X_other, rows=self.start.other_rows,
-                                  q=self.start.q_other)
+        self.scores = self.start.scores(dataset, streams, cfg)
         al_rng, lr_rng = query_generators(cfg.query_rng, streams["al"], streams["lr"],
                                           split_seed)
         self.al_query = AL_QUERIES[cfg.al_strategy](al_rng, n_train)
@@ -473,9 +259,7 @@ class Episode:
         """An independent copy to step ahead in (the oracle's look-ahead, the lattice's
         branches); it shares the read-only parts (data, the label-free start and its arrays),
         since copying a fitted IForest costs more than the rounds taken from the copy."""
-        start = self.start
-        shared = (self.dataset, self.split, *vars(self.split).values(), start.X_other,
-                  start.q_other, start.fit.q_train, self.scores.detector.prior_)
+        shared = (self.dataset, *self.start.shared)
         return copy.deepcopy(self, {id(part): part for part in shared})
 
     def _query_al(self) -> np.ndarray:

@@ -26,29 +26,30 @@ reward a greedy agent sees after two LR rounds in a row).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ballad_env.data import Dataset, load_dataset
-from ballad_env.episode import AL, LR, STATE_FIGURES, Episode, Snapshot
+from ballad_env.episode import Episode
+from ballad_env.lattice_signals import (
+    COST_SIGNALS,
+    SIGNAL_MODES,
+    SIGNALS,
+    better_action,
+    right_moves,
+    score_signal,
+    signal_votes,
+)
 from ballad_env.observation import encode
 from ballad_env.rewards import SIDE_SIGNAL_NAMES, SIDE_SIGNALS
 from ballad_env.settings import Settings
+from ballad_env.snapshot import AL, FIGURE_TYPES, LR, STATE_FIGURES, Snapshot
 
 #: Per-state figures (the snapshot's state fields), each a (k + 1, k + 1) array indexed
 #: [i, j] (NaN where unreachable).
 STATE_FIELDS = STATE_FIGURES
-_FIELD_TYPES = {f.name: f.type for f in fields(Snapshot)}
-#: Cost estimates from paid labels (state figures) whose decrease is a signal.
-COST_SIGNALS = ("val_cost", "val_sample_cost")
-#: Signals that can be scored against the truly better action.
-SIGNALS = (*SIDE_SIGNAL_NAMES, *COST_SIGNALS)
-#: How a signal is read at state (i, j): the rewards of the two moves out of it
-#: ("lookahead") or the latest rewards of the moves into it, as a greedy rule uses them
-#: ("lagged").
-SIGNAL_MODES = ("lookahead", "lagged")
 ACTION_LETTERS = "AL"  # AL -> "A", LR -> "L" in path strings
 
 
@@ -111,7 +112,7 @@ class Lattice:
         for action in actions:
             if not self.can_move(i, j, int(action)):
                 raise ValueError(f"action {action} is not possible at state ({i}, {j})")
-            i, j = self._next(i, j, int(action))
+            i, j = self.next_state(i, j, int(action))
             states.append((i, j))
         return states
 
@@ -149,7 +150,7 @@ class Lattice:
                 raise ValueError("no complete path through the lattice")
             action = AL if al <= lr else LR
             actions.append(action)
-            i, j = self._next(i, j, action)
+            i, j = self.next_state(i, j, action)
         return tuple(actions)
 
     def _next_to_go(self, to_go: np.ndarray, i: int, j: int) -> tuple[float, float]:
@@ -166,96 +167,35 @@ class Lattice:
         actions, i, j = [], 0, 0
         for _ in range(self.n_rounds):
             moves = [a for a in (AL, LR) if self.can_move(i, j, a)]
-            action = min(moves, key=lambda a: (self.cost[self._next(i, j, a)], a))
+            action = min(moves, key=lambda a: (self.cost[self.next_state(i, j, a)], a))
             actions.append(action)
-            i, j = self._next(i, j, action)
+            i, j = self.next_state(i, j, action)
         return tuple(actions)
 
     @staticmethod
-    def _next(i: int, j: int, action: int) -> tuple[int, int]:
+    def next_state(i: int, j: int, action: int) -> tuple[int, int]:
+        """The state ``action`` leads to from (i, j)."""
         return (i + 1, j) if action == AL else (i, j + 1)
 
     # ----------------------------------------------------------------- which action is better
     def better_action(self) -> np.ndarray:
         """[i, j]: the action whose successor has the lower test cost (0 AL, 1 LR); NaN on a
-        tie, or where a move is impossible.
-        """
-        k = self.n_rounds
-        out = np.full((k + 1, k + 1), np.nan)
-        for i, j in self._inner_states():
-            al, lr = self.cost[i + 1, j], self.cost[i, j + 1]
-            if al != lr:
-                out[i, j] = AL if al < lr else LR
-        return out
-
-    def _inner_states(self) -> list[tuple[int, int]]:
-        """States where both moves are possible."""
-        k = self.n_rounds
-        return [(i, j) for i in range(k) for j in range(k - i)
-                if self.can_move(i, j, AL) and self.can_move(i, j, LR)]
+        tie, or where a move is impossible (``lattice_signals.better_action``)."""
+        return better_action(self)
 
     def signal_votes(self, signal: str, mode: str = "lookahead") -> np.ndarray:
-        """[i, j]: the side whose signal is larger (0 AL, 1 LR), NaN on a tie or undefined.
-
-        ``"lookahead"`` compares the two moves out of (i, j): each side's reward on arriving
-        at its successor (the LR one with the previous LR round at this i), or for a cost
-        signal (``COST_SIGNALS``) the decrease of that estimate. ``"lagged"`` compares
-        the moves into (i, j), i.e. the latest rewards a greedy rule would read there.
-        """
-        if signal not in SIGNALS:
-            raise ValueError(f"unknown signal {signal!r}: use one of {SIGNALS}")
-        if mode not in SIGNAL_MODES:
-            raise ValueError(f"unknown mode {mode!r}: use one of {SIGNAL_MODES}")
-        k = self.n_rounds
-        votes = np.full((k + 1, k + 1), np.nan)
-        for i, j in self._inner_states():
-            if mode == "lagged" and (i == 0 or j == 0):
-                continue
-            al, lr = self._signal_pair(signal, mode, i, j)
-            if al != lr and not np.isnan(al) and not np.isnan(lr):
-                votes[i, j] = AL if al > lr else LR
-        return votes
-
-    def _signal_pair(self, signal: str, mode: str, i: int, j: int) -> tuple[float, float]:
-        """(AL side, LR side) of ``signal`` at (i, j): larger means "choose me"."""
-        if signal in COST_SIGNALS:
-            vc = self.grid[signal]
-            if mode == "lookahead":
-                return vc[i, j] - vc[i + 1, j], vc[i, j] - vc[i, j + 1]
-            return vc[i - 1, j] - vc[i, j], vc[i, j - 1] - vc[i, j]
-        lr = self.lr_reward(signal)
-        if mode == "lookahead":
-            return self.al_reward[signal][i + 1], lr[i, j + 1]
-        return self.al_reward[signal][i], lr[i, j]
+        """[i, j]: the side whose signal is larger (0 AL, 1 LR), NaN on a tie or undefined
+        (``lattice_signals.signal_votes``)."""
+        return signal_votes(self, signal, mode)
 
     def score_signal(self, signal: str, mode: str = "lookahead") -> dict[str, int]:
-        """Counts over the states with a strictly better action: ``states``; ``voted`` (the
-        signal has a larger side); ``correct`` (that side is the better action);
-        ``al_better`` (AL is the better action).
-        """
-        better = self.better_action()
-        votes = self.signal_votes(signal, mode)
-        if mode == "lagged":
-            better = better.copy()
-            better[0, :] = np.nan
-            better[:, 0] = np.nan
-        decided = ~np.isnan(better)
-        voted = decided & ~np.isnan(votes)
-        return {"states": int(decided.sum()), "voted": int(voted.sum()),
-                "correct": int(np.sum(votes[voted] == better[voted])),
-                "al_better": int(np.sum(better[decided] == AL))}
+        """Counts of the states where ``signal`` votes for the better action
+        (``lattice_signals.score_signal``)."""
+        return score_signal(self, signal, mode)
 
     def right_moves(self, actions: Sequence[int]) -> tuple[int, int]:
         """(moves to the strictly better successor, moves where one was strictly better)."""
-        better = self.better_action()
-        right = decided = 0
-        i = j = 0
-        for action in actions:
-            if not np.isnan(better[i, j]):
-                decided += 1
-                right += int(better[i, j] == action)
-            i, j = self._next(i, j, int(action))
-        return right, decided
+        return right_moves(self, actions)
 
     # ----------------------------------------------------------------- agents
     def snapshot(self, i: int, j: int, latest: dict[int, dict[str, float] | None],
@@ -266,11 +206,8 @@ class Lattice:
         state = self._states.get((i, j))
         if state is None:  # converted once per state: replays ask for each state often
             state = {}
-            for name in STATE_FIELDS:
-                value = self.grid[name][i, j]
-                kind = _FIELD_TYPES[name]
-                state[name] = bool(value) if kind == "bool" else int(value) if kind == "int" \
-                    else float(value)
+            for name in STATE_FIELDS:  # bool, int or float, as the snapshot types them
+                state[name] = FIGURE_TYPES[name](self.grid[name][i, j])
             self._states[(i, j)] = state
         return Snapshot(dataset=self.dataset, previous=previous,
                         queried=np.empty(0, dtype=np.intp) if queried is None else queried,
@@ -316,7 +253,7 @@ class Lattice:
             action = int(np.asarray(choice).item())
             if not self.can_move(i, j, action):
                 raise ValueError(f"{agent!r} chose an impossible action {action} at ({i}, {j})")
-            i, j = self._next(i, j, action)
+            i, j = self.next_state(i, j, action)
             if action == AL:
                 latest[AL] = {s: float(self.al_reward[s][i]) for s in SIDE_SIGNAL_NAMES}
             else:

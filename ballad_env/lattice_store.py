@@ -37,7 +37,7 @@ from ballad_env.settings import Settings
 FORMAT_VERSION = 2
 MANIFEST_FILE = "store.json"
 #: Environment modules that never change a lattice: editing them keeps stores valid.
-NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "lattice_store.py"})
+NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "transitions.py", "lattice_store.py"})
 
 
 class StoreError(ValueError):

@@ -12,11 +12,13 @@ keeps its index. ``encode(snapshot, version)`` builds either.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from gymnasium import spaces
 
-from ballad_env.episode import AL, LR, Snapshot
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
+from ballad_env.snapshot import AL, LR, SIDE_SUFFIXES, Snapshot
 
 _SIGNAL_FEATURES = tuple(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr"))
 #: Features fixed by the state (i, j), whatever the path to it, with their meaning.
@@ -64,27 +66,59 @@ def check_version(version: str) -> tuple[str, ...]:
     return OBSERVATIONS[version]
 
 
-def state_features(snapshot: Snapshot) -> dict[str, float]:
-    """The features that depend only on the state (i, j), scaled to [0, 1]."""
+def state_features(snapshot: Snapshot | Any) -> dict[str, Any]:
+    """The features that depend only on the state (i, j), scaled to [0, 1].
+
+    ``snapshot`` may also hold the state figures as arrays (a lattice's grid, as the replay
+    reads it): each feature is then computed elementwise, with the same operations on the
+    same float64 values, so every element equals the scalar one to the bit.
+    """
     s = snapshot
-    expected_anomalies = max(1.0, s.contamination * (s.n_train + s.n_val))
+    expected_anomalies = _at_least_one(s.contamination * (s.n_train + s.n_val))
     return {
         "budget_used": s.round / s.n_rounds,
         "labeled_train": s.n_labeled_train / s.n_train,
         "labeled_val": s.n_labeled_val / s.n_val,
-        "anomalies_found": min(1.0, s.n_anomalies_found / expected_anomalies),
+        "anomalies_found": _at_most_one(s.n_anomalies_found / expected_anomalies),
         "contamination": s.contamination,
         "tau": s.tau,
         "val_rejection": s.val_rejection,
-        "val_cost": min(1.0, s.val_cost / s.max_cost),
-        "al_available": float(s.al_available), "lr_available": float(s.lr_available),
+        "val_cost": _at_most_one(s.val_cost / s.max_cost),
+        "al_available": _flag(s.al_available), "lr_available": _flag(s.lr_available),
     }
 
 
-def v1_features(snapshot: Snapshot) -> dict[str, float]:
-    """The features v1 appends, scaled to [0, 1] by the largest unit cost."""
-    return {"val_sample_cost": min(1.0, snapshot.val_sample_cost / snapshot.max_cost),
-            "val_sample_se": min(1.0, snapshot.val_sample_se / snapshot.max_cost)}
+def v1_features(snapshot: Snapshot | Any) -> dict[str, Any]:
+    """The features v1 appends, scaled to [0, 1] by the largest unit cost (elementwise on
+    arrays too, as ``state_features``)."""
+    return {"val_sample_cost": _at_most_one(snapshot.val_sample_cost / snapshot.max_cost),
+            "val_sample_se": _at_most_one(snapshot.val_sample_se / snapshot.max_cost)}
+
+
+def side_features(side: int, signals: dict[str, Any] | None) -> dict[str, Any]:
+    """One side's features: its latest side signals (0 until measured) and whether it is
+    measured. ``signals`` may hold arrays (a lattice's reward tables): elementwise."""
+    suffix = SIDE_SUFFIXES[side]
+    features = {f"{name}_{suffix}": 0.0 if signals is None else signals[name]
+                for name in SIDE_SIGNAL_NAMES}
+    features[f"{suffix}_measured"] = signals is not None
+    return features
+
+
+def _at_most_one(x: Any) -> Any:
+    """``min(1.0, x)``; elementwise on an array as Python's ``min`` picks (1.0 unless
+    x < 1.0, NaN included)."""
+    return np.where(x < 1.0, x, 1.0) if isinstance(x, np.ndarray) else min(1.0, x)
+
+
+def _at_least_one(x: Any) -> Any:
+    """``max(1.0, x)``; elementwise on an array as Python's ``max`` picks."""
+    return np.where(x > 1.0, x, 1.0) if isinstance(x, np.ndarray) else max(1.0, x)
+
+
+def _flag(x: Any) -> Any:
+    """``float(bool(x))``: 1.0 or 0.0 (elementwise on an array)."""
+    return np.where(x != 0, 1.0, 0.0) if isinstance(x, np.ndarray) else float(x)
 
 
 def encode(snapshot: Snapshot, version: str = "v0") -> np.ndarray:
@@ -93,10 +127,8 @@ def encode(snapshot: Snapshot, version: str = "v0") -> np.ndarray:
     values: dict[str, float] = dict(state_features(snapshot))
     if version != "v0":
         values.update(v1_features(snapshot))
-    for side, suffix in ((AL, "al"), (LR, "lr")):
-        values[f"{suffix}_measured"] = snapshot.latest[side] is not None
-        for name in SIDE_SIGNAL_NAMES:
-            values[f"{name}_{suffix}"] = snapshot.signal(side, name)
+    for side in (AL, LR):
+        values.update(side_features(side, snapshot.latest[side]))
     values["prev_al"] = snapshot.previous == AL
     values["prev_lr"] = snapshot.previous == LR
     obs = np.array([values[name] for name in names], dtype=np.float32)
@@ -125,4 +157,4 @@ def feature_table(version: str = "v0") -> str:
 
 __all__ = ["ALL_FEATURE_INDEX", "FEATURE_INDEX", "OBSERVATIONS", "OBSERVATION_FEATURES",
            "STATE_FEATURES", "V1_FEATURES", "check_version", "encode", "feature_table",
-           "observation_space", "state_features", "v1_features"]
+           "observation_space", "side_features", "state_features", "v1_features"]

@@ -1,50 +1,39 @@
 """The replay environment: BALLAD's episodes played from stored lattices, with no detector.
 
-A lattice (``ballad_env.lattice``) holds every state (i AL, j LR rounds) of one (data set,
-seed, setting), and the rewards of every move between them. The parts of the observation
-and ``info`` that depend on the path are known along any path: the latest AL rewards
-depend on i only; the latest LR rewards on the state of the last LR round and of the one
-before it (``Lattice.lr_reward_from``); and the previous action. So a path state
-
-    (i, j, previous action, i of the last LR round, i of the LR round before it)
-
-fixes the snapshot, and stepping is a table look-up. Each transition is computed once per
-process, then cached: the state's parts (observation features, record values, mask) for
-every state of a cell in one vectorised pass over the lattice when it is loaded
-(``state_observations``: ``observation.state_features`` elementwise), with the path's
-parts written over them (``CellReplay``). The tests hold every transition equal to the
-live environment's own code on the path state's whole snapshot (``observation.encode``,
-``Snapshot.info``, ``env.step_reward`` on the registered reward signal), so the replay
-equals the live environment to the bit for the same (data set, seed, setting) and
-actions, at tens of thousands of steps a second.
+Each stored cell (data set, seed) is played through its transition table
+(``ballad_env.transitions.CellReplay``: path states, and every step a table look-up,
+equal to the live environment to the bit); this module holds the environment and the
+process's cache of those tables.
 """
 
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
-from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ballad_env.env import as_action, shown_signal, step_reward
-from ballad_env.episode import ACTION_NAMES, AL, LR, RECORD_FIELDS, STATE_FIGURES, Snapshot
+from ballad_env.env import as_action, shown_signal
 from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
-from ballad_env.observation import ALL_FEATURE_INDEX, check_version, encode, observation_space
-from ballad_env.protocol import Budget
-from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, SideSignal
+from ballad_env.observation import check_version, observation_space
+from ballad_env.rewards import REWARD_SIGNALS
 from ballad_env.settings import Settings
+from ballad_env.snapshot import Snapshot
+from ballad_env.transitions import (
+    PATH_FEATURES,
+    START,
+    CellReplay,
+    GrowthCounter,
+    PathState,
+    state_observations,
+)
 
-#: A path state: (i, j, previous action or -1, i of the last LR round or -1, i of the LR
-#: round before it or -1).
-PathState = tuple[int, int, int, int, int]
-START: PathState = (0, 0, -1, -1, -1)
 #: Bytes of cells (lattice and transition table) kept per process, least recently used
 #: dropped when a cell is loaded. A cell of 15 rounds holds about 0.35 MB once loaded
 #: (lattice and the tables made at load), plus 1.1 to 1.9 kB per state and 0.8 kB per
@@ -61,320 +50,17 @@ STATE_BYTES = 1_900
 TRANSITION_BYTES = 800
 #: Keys ``reset(options=...)`` accepts.
 RESET_OPTIONS = ("dataset", "seed")
-#: Each side and the suffix of its features and record keys.
-SIDES = ((AL, "al"), (LR, "lr"))
-#: Observation features set by the path (each side's latest signals, whether it is
-#: measured, the previous action); every other feature is fixed by the state (i, j).
-PATH_FEATURES = (*(f"{name}_{suffix}" for name in SIDE_SIGNAL_NAMES for _, suffix in SIDES),
-                 *(f"{suffix}_measured" for _, suffix in SIDES),
-                 *(f"prev_{suffix}" for _, suffix in SIDES))
-#: The type of each state figure in a ``Snapshot`` (as ``Lattice.snapshot`` converts them).
-_FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.type), float)
-                                 for f in fields(Snapshot) if f.name in STATE_FIGURES}
-
-#: A step's results: the next path state, observation, reward, terminated and the values
-#: of ``info`` (in ``CellReplay.info_keys`` order; a tuple takes a third of a dict's memory).
-_Entry = tuple[PathState, np.ndarray, float, bool, tuple[Any, ...]]
-
-
-#: Part of a record: keys and values (numbers, strings, flags). The parts a cell makes are
-#: plain dicts of these, not kept in tuples or named tuples: the garbage collector stops
-#: tracking such a dict, and an entry made of numbers, strings and arrays, but tracks any
-#: tuple holding a dict for good, and a cold replay makes tens of thousands of parts that
-#: each full collection would walk again.
-_Record = dict[str, Any]
-
-
-def state_observations(lattice: Lattice, version: str = "v0") -> np.ndarray:
-    """[i, j, feature]: every state's observation on no path (no side measured, no previous
-    action), in one vectorised pass; ``observation.state_features`` and ``v1_features`` of
-    each state's snapshot, elementwise on the lattice's grid (NaN where unreachable).
-
-    The operations are those of the scalar code on the same float64 values (``min(1.0, x)``
-    as ``where(x < 1, x, 1)``), so every feature equals ``encode``'s to the bit."""
-    grid = lattice.grid
-    features: dict[str, np.ndarray] = {}
-    with np.errstate(invalid="ignore", divide="ignore"):  # NaN at unreachable states
-        expected = grid["contamination"] * (grid["n_train"] + grid["n_val"])
-        expected = np.where(expected > 1.0, expected, 1.0)  # max(1.0, x)
-        features.update(
-            budget_used=grid["round"] / grid["n_rounds"],
-            labeled_train=grid["n_labeled_train"] / grid["n_train"],
-            labeled_val=grid["n_labeled_val"] / grid["n_val"],
-            anomalies_found=_at_most_one(grid["n_anomalies_found"] / expected),
-            contamination=grid["contamination"], tau=grid["tau"],
-            val_rejection=grid["val_rejection"],
-            val_cost=_at_most_one(grid["val_cost"] / grid["max_cost"]),
-            al_available=np.where(grid["al_available"] != 0, 1.0, 0.0),  # float(bool(x))
-            lr_available=np.where(grid["lr_available"] != 0, 1.0, 0.0),
-            val_sample_cost=_at_most_one(grid["val_sample_cost"] / grid["max_cost"]),
-            val_sample_se=_at_most_one(grid["val_sample_se"] / grid["max_cost"]))
-    names = check_version(version)
-    missing = set(names) - set(features) - set(PATH_FEATURES)
-    if missing:
-        raise RuntimeError(f"state_observations lacks the feature(s) {sorted(missing)}")
-    zeros = np.zeros_like(grid["test_cost"])  # the path's features, on no path
-    table = np.stack([features.get(name, zeros) for name in names], axis=-1)
-    return np.clip(table.astype(np.float32), 0.0, 1.0)
-
-
-def _at_most_one(values: np.ndarray) -> np.ndarray:
-    """``min(1.0, x)`` elementwise, as Python's ``min`` picks (1.0 unless x < 1.0)."""
-    return np.where(values < 1.0, values, 1.0)
-
-
-class CellReplay:
-    """One lattice as a transition table: path state and action -> the step's results.
-
-    A transition is computed on its first visit, then cached, from parts computed once
-    each: at load, in vectorised passes over the lattice, every state's observation on no
-    path (``state_observations``), every state's record values and each side's latest
-    signals as the observation holds them; on first use, a state's record (``state``), and
-    each side's record entries per AL round and per LR path state. ``_entry`` writes the
-    path's parts (each side's latest signals, the previous action, the indices queried) over
-    the state's, by position and key. ``reference_entry`` computes a transition the slow
-    way, from the path state's whole snapshot, as the live environment does; the tests hold
-    the two equal.
-    """
-
-    def __init__(self, lattice: Lattice, signal: SideSignal | CostSignal, shown: str,
-                 version: str = "v0") -> None:
-        self.lattice = lattice
-        self.signal, self.shown = signal, shown
-        self._cost = signal if isinstance(signal, CostSignal) else None
-        check_version(version)
-        self.version = version  # of the observation (``observation.OBSERVATIONS``)
-        grid = lattice.grid
-        self.masks = np.stack([grid["al_available"] > 0.5, grid["lr_available"] > 0.5], axis=-1)
-        self.per_round = Budget.from_fractions(int(grid["n_train"][0, 0]),
-                                               lattice.settings.budget_fraction,
-                                               lattice.settings.round_fraction).per_round
-        self.transitions: dict[tuple[PathState, int], _Entry] = {}
-        self.states: dict[tuple[int, int], _Record] = {}  # record on no path, by state
-        self._state_figures: dict[tuple[int, int], SimpleNamespace] = {}  # cost rewards
-        # the path's parts of the observation: each side's latest signals, then whether it
-        # is measured (its table's row at its latest round), and the previous action
-        self.observations = state_observations(lattice, version)
-        self._slots = {side: _slot([*(ALL_FEATURE_INDEX[f"{name}_{suffix}"]
-                                      for name in SIDE_SIGNAL_NAMES),
-                                    ALL_FEATURE_INDEX[f"{suffix}_measured"]])
-                       for side, suffix in SIDES}
-        self._previous = [ALL_FEATURE_INDEX[f"prev_{suffix}"] for _, suffix in SIDES]
-        self._al_obs = _side_observations(lattice.al_reward)
-        self._lr_obs = _side_observations(lattice.lr_reward_from)
-        # the path's parts of the record, and the states' (typed as the snapshot's fields)
-        self._side_keys = {side: (f"reward_{suffix}",
-                                  *(f"{name}_{suffix}" for name in SIDE_SIGNAL_NAMES),
-                                  f"{suffix}_measured") for side, suffix in SIDES}
-        self._al_parts = [self._side_part(AL, None if i == 0 else
-                                          {s: float(lattice.al_reward[s][i])
-                                           for s in SIDE_SIGNAL_NAMES})
-                          for i in range(lattice.n_rounds + 1)]
-        self._lr_none = self._side_part(LR, None)
-        self._lr_parts: dict[tuple[int, int, int], _Record] = {}
-        # the reward of a side signal: the record entry of the side just measured
-        self._reward_keys = [f"{signal.name}_{suffix}" for _, suffix in SIDES]
-        columns = _typed_columns(lattice, _FIELD_TYPES if self._cost is not None
-                                 else [key for key in RECORD_FIELDS if key in _FIELD_TYPES])
-        self._figure_columns = columns if self._cost is not None else {}  # cost rewards
-        on_no_path = {"dataset": lattice.dataset, "action": "", **self._al_parts[0],
-                      **self._lr_none}
-        n_states = grid["test_cost"].size
-        self._records = list(zip(*(columns.get(key) or [on_no_path[key]] * n_states
-                                   for key in RECORD_FIELDS), strict=True))
-        self._info_masks = list(np.stack([grid["al_available"] != 0,  # bool(x), as the
-                                          grid["lr_available"] != 0],  # snapshot's
-                                         axis=-1).reshape(-1, 2))
-        self._queried = {side: [np.empty(0, dtype=np.intp)] * (lattice.n_rounds + 1)
-                         if table is None else list(table)  # rows: views of the lattice's
-                         for side, table in ((AL, lattice.al_queried), (LR, lattice.lr_queried))}
-        self.lattice_bytes = (sum(a.nbytes for a in lattice.to_arrays().values())
-                              + self.observations.nbytes + self._lr_obs.nbytes
-                              + SLOT_BYTES * n_states)
-        snapshot = self.snapshot(START)
-        info = snapshot.info(shown)
-        self.info_keys = tuple(info)
-        if self.info_keys != (*RECORD_FIELDS, "queried", "action_mask"):
-            raise RuntimeError(f"info is not the record, queried and the mask: {self.info_keys}")
-        self.start = (encode(snapshot, version), tuple(info.values()))
-
-    @property
-    def nbytes(self) -> int:
-        """Estimated memory this cell holds (lattice and load-time tables, states,
-        transitions)."""
-        return (self.lattice_bytes + STATE_BYTES * len(self.states)
-                + TRANSITION_BYTES * len(self.transitions))
-
-    def latest(self, state: PathState) -> dict[int, dict[str, float] | None]:
-        """Each side's latest side signals at this path state (``Snapshot.latest``)."""
-        i, j, _, lr_i, lr_i0 = state
-        lat = self.lattice
-        latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
-        if i > 0:
-            latest[AL] = {s: float(lat.al_reward[s][i]) for s in SIDE_SIGNAL_NAMES}
-        if j > 0:  # for j = 1 every i0 holds the same reward (against the initial output)
-            latest[LR] = {s: float(lat.lr_reward_from[s][lr_i, j, max(lr_i0, 0)])
-                          for s in SIDE_SIGNAL_NAMES}
-        return latest
-
-    def snapshot(self, state: PathState) -> Snapshot:
-        """The live environment's snapshot at this path state."""
-        i, j, previous = state[:3]
-        action = None if previous < 0 else previous
-        return self.lattice.snapshot(i, j, self.latest(state), action,
-                                     self.lattice.queried(i, j, action))
-
-    def state(self, i: int, j: int) -> _Record:
-        """The record of (i, j) on no path (no side measured, no previous action), in
-        ``Snapshot.record``'s order (cached)."""
-        record = self.states.get((i, j))
-        if record is None:
-            _KEPT.grown += STATE_BYTES
-            record = self.states[(i, j)] = dict(zip(
-                RECORD_FIELDS, self._records[i * (self.lattice.n_rounds + 1) + j], strict=True))
-        return record
-
-    def mask(self, i: int, j: int) -> np.ndarray:
-        """The action mask of (i, j) as ``info`` holds it (the snapshot's; not to be changed)."""
-        return self._info_masks[i * (self.lattice.n_rounds + 1) + j]
-
-    def figures(self, i: int, j: int) -> SimpleNamespace:
-        """The figures of (i, j) as the snapshot types them, what a ``CostSignal`` reads
-        (cached; for a cost reward only)."""
-        figures = self._state_figures.get((i, j))
-        if figures is None:
-            at = i * (self.lattice.n_rounds + 1) + j
-            figures = self._state_figures[(i, j)] = SimpleNamespace(
-                **{name: column[at] for name, column in self._figure_columns.items()})
-        return figures
-
-    def step(self, state: PathState, action: int) -> _Entry:
-        """The step from ``state`` by ``action`` (computed once, then cached); the live
-        episode's errors for a step after the end or on an exhausted pool."""
-        entry = self.transitions.get((state, action))
-        if entry is None:
-            entry = self._entry(state, self.after(state, action))
-            self.transitions[(state, action)] = entry
-            _KEPT.grown += TRANSITION_BYTES
-        return entry
-
-    def after(self, state: PathState, action: int) -> PathState:
-        """The path state ``action`` leads to from ``state`` (the live episode's errors for
-        a step after the end or on an exhausted pool)."""
-        i, j, _, lr_i, lr_i0 = state
-        if i + j >= self.lattice.n_rounds:
-            raise RuntimeError("step() called after the episode ended: the label budget is "
-                               "spent; call reset()")
-        if not self.masks[i, j, action]:
-            pool = "D (training)" if action == AL else "V (validation)"
-            raise ValueError(f"action {ACTION_NAMES[action]} is unavailable: {pool} has fewer "
-                             f"than {self.per_round} unlabeled examples left")
-        return ((i + 1, j, AL, lr_i, lr_i0) if action == AL
-                else (i, j + 1, LR, i, lr_i if j >= 1 else -1))
-
-    def _side_part(self, side: int, signals: dict[str, float] | None) -> _Record:
-        """A side's record entries: its latest signals, the shown one as its reward, whether
-        it is measured (0 and False before its first round)."""
-        values = signals or dict.fromkeys(SIDE_SIGNAL_NAMES, 0.0)
-        return dict(zip(self._side_keys[side],
-                        (values[self.shown], *(values[name] for name in SIDE_SIGNAL_NAMES),
-                         signals is not None), strict=True))
-
-    def _lr_part(self, key: tuple[int, int, int]) -> _Record:
-        """The LR side's record entries after j >= 1 LR rounds, the last at i = lr_i, the one
-        before at i0 (``key`` = (lr_i, j, i0), any i0 for j = 1), made once."""
-        rewards = self.lattice.lr_reward_from
-        part = self._lr_parts[key] = self._side_part(
-            LR, {s: float(rewards[s][key]) for s in SIDE_SIGNAL_NAMES})
-        return part
-
-    def _entry(self, state: PathState, after: PathState) -> _Entry:
-        """The step into ``after``: the state's observation and record with the path's
-        parts written over them (as ``encode`` and ``Snapshot.record`` set them)."""
-        i, j, previous, lr_i, lr_i0 = after
-        on_no_path = self.states.get((i, j)) or self.state(i, j)
-        lr_key = (lr_i, j, max(lr_i0, 0))  # for j = 1 every i0 holds the same reward
-        al = self._al_parts[i]
-        lr = self._lr_none if j == 0 else self._lr_parts.get(lr_key) or self._lr_part(lr_key)
-        record = on_no_path.copy()
-        record.update(al)
-        record.update(lr)
-        record["action"] = ACTION_NAMES[previous]
-        obs = self.observations[i, j].copy()  # on no path: the path's features 0
-        if i:
-            obs[self._slots[AL]] = self._al_obs[i]
-        if j:
-            obs[self._slots[LR]] = self._lr_obs[lr_key]
-        obs[self._previous[previous]] = 1.0
-        if self._cost is not None:  # a cost signal of the two states' figures
-            reward = self._cost(self.figures(*state[:2]), self.figures(i, j))
-        else:
-            reward = float(record[self._reward_keys[previous]])  # the side just measured
-        queried = self._queried[previous][i if previous == AL else j]
-        return (after, obs, reward, i + j >= self.lattice.n_rounds,
-                (*record.values(), queried, self.mask(i, j)))
-
-    def reference_entry(self, state: PathState, after: PathState) -> _Entry:
-        """The step into ``after`` from the two path states' whole snapshots, through the
-        live environment's code (``encode``, ``Snapshot.info``, ``step_reward``)."""
-        before_snapshot, after_snapshot = self.snapshot(state), self.snapshot(after)
-        info = after_snapshot.info(self.shown)
-        return (after, encode(after_snapshot, self.version),
-                step_reward(self.signal, before_snapshot, after_snapshot),
-                after[0] + after[1] >= self.lattice.n_rounds, tuple(info.values()))
-
-    def info(self, values: tuple[Any, ...]) -> dict[str, Any]:
-        """``info`` from its cached values, its arrays copied: the caller may change it all,
-        as the live environment's."""
-        info = dict(zip(RECORD_FIELDS, values))  # noqa: B905 (the arrays follow the record)
-        info["queried"] = values[-2].copy()
-        info["action_mask"] = values[-1].copy()
-        return info
-
-
-def _side_observations(rewards: dict[str, np.ndarray]) -> np.ndarray:
-    """[index of a side's reward table, (signals..., measured)]: the side's latest signals
-    once measured, as the observation holds them (float32, clipped, as ``encode``)."""
-    signals = [rewards[s] for s in SIDE_SIGNAL_NAMES]
-    table = np.stack([*signals, np.ones_like(signals[0])], axis=-1)
-    return np.clip(table.astype(np.float32), 0.0, 1.0)
-
-
-def _typed_columns(lattice: Lattice, names: Iterable[str]) -> dict[str, list[Any]]:
-    """These state figures over the states ([i * (k + 1) + j]) as the snapshot types them
-    (``Lattice.snapshot``: ``int(x)``, ``bool(x)`` or ``float(x)``; 0 where unreachable)."""
-    columns = {}
-    for name in names:
-        kind = _FIELD_TYPES[name]
-        values = lattice.grid[name].reshape(-1)
-        if kind is bool:
-            values = values != 0
-        elif kind is int:
-            values = np.where(np.isnan(values), 0.0, values).astype(np.int64)
-        columns[name] = values.tolist()
-    return columns
-
-
-def _slot(positions: list[int]) -> slice | list[int]:
-    """``positions`` of an array as a slice if they are evenly spaced (writing through a
-    slice is about twice as fast as through a list)."""
-    steps = set(np.diff(positions).tolist()) or {1}
-    if len(steps) == 1 and (step := steps.pop()) > 0:
-        return slice(positions[0], positions[-1] + 1, step)
-    return positions
-
 
 _CELLS: OrderedDict[tuple[str, str, str, int, str, str], CellReplay] = OrderedDict()
 
 
-class _KeptBytes:
+class _KeptBytes(GrowthCounter):
     """What the cells kept hold, counted lazily: ``counted``, their ``nbytes`` at the last
     count and the cells loaded since, plus ``grown``, the states and transitions made since
     by any cell; an upper bound, so a load counts the cells again only when it may pass
     ``CACHE_BYTES`` (counting at every load would cost time in the number of cells)."""
 
     counted = 0
-    grown = 0
 
 
 _KEPT = _KeptBytes()
@@ -392,7 +78,7 @@ def cell_replay(store: LatticeStore, dataset: str, seed: int, settings: Settings
     if cell is None:
         lattice = store.load(dataset, seed, settings)
         cell = CellReplay(lattice, REWARD_SIGNALS[settings.reward], shown_signal(settings),
-                          version)
+                          version, _KEPT)
         if _KEPT.counted + _KEPT.grown + cell.nbytes > CACHE_BYTES:
             total = cell.nbytes + sum(other.nbytes for other in _CELLS.values())
             while _CELLS and total > CACHE_BYTES:
@@ -572,5 +258,5 @@ class BudgetAllocationReplayEnv(gym.Env):
                                         cell.lattice.n_rounds * cell.per_round)
 
 
-__all__ = ["CACHE_BYTES", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv", "CellReplay",
-           "cell_replay"]
+__all__ = ["CACHE_BYTES", "PATH_FEATURES", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv",
+           "CellReplay", "PathState", "cell_replay", "state_observations"]

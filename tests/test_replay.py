@@ -37,10 +37,10 @@ from ballad_env.replay import (
     START,
     BudgetAllocationReplayEnv,
     CellReplay,
-    _slot,
     state_observations,
 )
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
+from ballad_env.transitions import _slot
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
 SEEDS = (0, 1, 2)

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_info
 
-import ballad_env.detector as detector_module
+import ballad_env.kernel as kernel_module
 from agents import make_agent, run_episode
 from agents.experiments import Grid, run_grid
 from agents.experiments import run as runner
@@ -269,13 +269,13 @@ def test_episodes_run_with_one_blas_thread_and_the_limit_is_restored(monkeypatch
     from threadpoolctl import threadpool_limits
 
     seen: list[set[int]] = []
-    original = detector_module.kernel_sums
+    original = kernel_module.kernel_sums
 
     def spy(*args, **kwargs):
         seen.append({lib["num_threads"] for lib in threadpool_info()})
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(detector_module, "kernel_sums", spy)
+    monkeypatch.setattr(kernel_module, "kernel_sums", spy)
     with threadpool_limits(2):  # what a user's process may run with
         episode = Episode(dataset(seed=10), 0, Settings(prior="knn"))
         episode.step(AL)

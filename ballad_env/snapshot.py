@@ -1,0 +1,131 @@
+"""The snapshot: one frozen record of an episode at one moment, and what derives from it.
+
+``Snapshot`` is the one state record: the observation (``ballad_env.observation``), the
+environment's ``info``, the lattice's per-state figures and the results' columns all
+derive from it, in the live environment and in the replay alike (``side_record`` is a
+side's part of the record for both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from ballad_env.rewards import SIDE_SIGNAL_NAMES
+
+AL, LR = 0, 1
+ACTION_NAMES = ("AL", "LR")
+#: Each side's suffix in feature and record names.
+SIDE_SUFFIXES = ("al", "lr")
+
+
+def action_name(action: int | None) -> str:
+    """``"AL"`` or ``"LR"`` for an action, ``""`` for none (the start of an episode)."""
+    return ACTION_NAMES[action] if action is not None else ""
+
+
+def side_record(side: int, signals: dict[str, float] | None, shown: str) -> dict[str, Any]:
+    """One side's entries of ``Snapshot.record``: its latest side signals (0 before its
+    first round), the ``shown`` one again as ``reward_<side>``, and whether it is measured."""
+    suffix = SIDE_SUFFIXES[side]
+    values = signals if signals is not None else dict.fromkeys(SIDE_SIGNAL_NAMES, 0.0)
+    return {f"reward_{suffix}": values[shown],
+            **{f"{name}_{suffix}": values[name] for name in SIDE_SIGNAL_NAMES},
+            f"{suffix}_measured": signals is not None}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything that can be observed or reported about an episode at one moment.
+
+    The observation (``ballad_env.observation``), the environment's ``info``, the lattice's
+    per-state figures and the results' columns are all derived from it. ``previous`` and
+    ``latest`` depend on the path to the state; every other field only on the state (i, j).
+    """
+
+    dataset: str
+    round: int
+    n_rounds: int
+    n_al: int
+    n_lr: int
+    previous: int | None  # the action of the round just taken (None at the start)
+    queried: np.ndarray  # indices the previous round labeled, into D or V
+    test_cost: float
+    fpr: float
+    fnr: float
+    rejection_rate: float
+    auc: float
+    test_cost_per_example: float  # the test cost under each metric, whichever is in force
+    test_cost_class_conditional: float
+    tau: float
+    val_cost: float  # M(tau) on the labels that set tau
+    val_rejection: float  # share of all of V rejected
+    val_sample_cost: float  # cost on the labeled V examples only: unbiased, a uniform sample
+    val_sample_se: float  # its standard error, sd / sqrt(labeled V) (0 below two labels)
+    n_labeled_train: int
+    n_labeled_val: int
+    n_train: int
+    n_val: int
+    n_anomalies_found: int
+    contamination: float
+    max_cost: float  # the largest unit cost, to scale costs into [0, 1]
+    al_available: bool
+    lr_available: bool
+    latest: dict[int, dict[str, float] | None]  # each side's latest side signals
+
+    @property
+    def action_mask(self) -> np.ndarray:
+        """Boolean (AL, LR): which actions can be taken now."""
+        return np.array([self.al_available, self.lr_available])
+
+    def signal(self, side: int, name: str) -> float:
+        """A side's latest value of side signal ``name`` (0 until that side is measured)."""
+        values = self.latest[side]
+        return values[name] if values is not None else 0.0
+
+    def record(self, shown_signal: str = "entropy") -> dict[str, Any]:
+        """The scalar ``info`` entries (``RECORD_FIELDS``): test figures, both sides' signals
+        (``shown_signal`` also as ``reward_al``/``reward_lr``), tau and label counts."""
+        values: dict[str, Any] = {
+            "dataset": self.dataset, "round": self.round, "action": action_name(self.previous),
+            "test_cost": self.test_cost, "fpr": self.fpr, "fnr": self.fnr,
+            "rejection_rate": self.rejection_rate, "auc": self.auc,
+            "test_cost_per_example": self.test_cost_per_example,
+            "test_cost_class_conditional": self.test_cost_class_conditional,
+            **side_record(AL, self.latest[AL], shown_signal),
+            **side_record(LR, self.latest[LR], shown_signal),
+            "tau": self.tau, "val_cost": self.val_cost,
+            "n_labeled_train": self.n_labeled_train, "n_labeled_val": self.n_labeled_val,
+            "n_anomalies_found": self.n_anomalies_found,
+        }
+        return {key: values[key] for key in RECORD_FIELDS}
+
+    def info(self, shown_signal: str = "entropy") -> dict[str, Any]:
+        """The environment's ``info``: the record plus the indices just queried and the mask."""
+        return {**self.record(shown_signal), "queried": self.queried.copy(),
+                "action_mask": self.action_mask}
+
+
+#: Snapshot fields that depend on the path to a state, not only on the state (i, j).
+PATH_FIELDS = ("previous", "queried", "latest")
+#: Numeric snapshot fields fixed by the state (i, j): what the lattice stores per state.
+STATE_FIGURES = tuple(f.name for f in fields(Snapshot)
+                      if f.name not in (*PATH_FIELDS, "dataset"))
+#: The keys of ``Snapshot.record``: the columns of tidy per-round results.
+RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejection_rate",
+                 "auc", "test_cost_per_example", "test_cost_class_conditional",
+                 "reward_al", "reward_lr",
+                 *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
+                 "al_measured", "lr_measured", "tau", "val_cost", "n_labeled_train",
+                 "n_labeled_val", "n_anomalies_found")
+
+#: The Python type of each state figure in a ``Snapshot`` (what ``bool``, ``int`` or
+#: ``float`` makes of a lattice's stored value).
+FIGURE_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.type), float)
+                                 for f in fields(Snapshot) if f.name in STATE_FIGURES}
+
+
+__all__ = ["ACTION_NAMES", "AL", "FIGURE_TYPES", "LR", "PATH_FIELDS", "RECORD_FIELDS",
+           "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name", "side_record"]
