@@ -341,3 +341,15 @@ def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
     times = pd.read_csv(docs / "tables" / "tiny_training_time.csv")
     assert times[["run", "reward", "timesteps", "episodes"]].values.tolist() == [
         ["ppo-cost-train2-s0", "cost", 300, 20]]
+
+
+def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
+    """Runs train in the executor (here in this process); one that fails is named, its
+    traceback kept in its log, and nothing is raised."""
+    from agents.experiments.training import TrainConfig
+
+    config = TrainConfig(datasets=("no-such-data-set",), output_dir=str(tmp_path / "p"),
+                         run_name="bad", progress_bar=False)
+    assert shared.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
+    assert "bad: FAILED (FileNotFoundError" in capsys.readouterr().out
+    assert "no-such-data-set" in (tmp_path / "logs" / "bad.log").read_text()

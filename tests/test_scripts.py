@@ -279,3 +279,54 @@ def test_allocator_study_builds_replays_and_reports(tmp_path: Path) -> None:
     assert (tables / "allocators_paired.md").exists()
     assert len(list((out / "lattices").rglob("*.npz"))) == 6  # 6 data sets x 1 seed
     assert build_lattices(out, list(sizes), [0], ["knn"], ["default"], str(data)) == 0
+
+
+# ------------------------------------------------------------------------- ballad-env
+def test_ballad_env_lists_every_job_and_runs_each_ones_main(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from agents.experiments import cli
+
+    assert cli.main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"  {name} " in listed for name in cli.COMMANDS)
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit) as done:
+            cli.main([name, "--help"])
+        assert done.value.code == 0, name
+        assert capsys.readouterr().out.startswith(f"usage: ballad-env {name}"), name
+    assert cli.main(["no-such-job"]) == 2
+    assert "unknown command 'no-such-job'" in capsys.readouterr().err
+    assert cli.main([]) == 2
+
+
+def test_every_script_is_the_shim_of_a_job() -> None:
+    from agents.experiments import cli
+
+    modules = {f"agents.experiments.cli.{module}" for module, _ in cli.COMMANDS.values()}
+    for script in SCRIPTS.glob("*.py"):
+        assert load_script(script.name).__name__ in modules, script.name
+
+
+def test_a_study_job_without_the_studies_says_where_they_are(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An installed wheel has no studies: their jobs say so instead of a traceback."""
+    from agents.experiments import cli
+
+    monkeypatch.delitem(sys.modules, "agents.experiments.cli.paper", raising=False)
+    monkeypatch.setitem(sys.modules, "agents.experiments.studies.paper", None)
+    assert cli.main(["paper", "--report-only"]) == 2
+    assert "studies come with the source checkout" in capsys.readouterr().err
+
+
+def test_python_m_ballad_env_and_the_entry_point_run_the_command(data_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "ballad_env", "data", "--data-dir",
+                           str(data_dir)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()
+    assert rows[0].split() == ["name", "rows", "features", "contamination"]
+    assert {line.split()[0] for line in rows[1:]} >= {"alpha", "beta", "toy", "wdbc"}
+    assert "alpha      150" in done.stdout
+    import tomllib
+
+    project = tomllib.loads((SCRIPTS.parent / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"ballad-env": "ballad_env.__main__:main"}
