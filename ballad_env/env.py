@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -17,6 +18,10 @@ from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, Si
 from ballad_env.settings import Settings
 
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
+#: Keys ``reset(options=...)`` accepts, in the live and the replay environment alike:
+#: ``"dataset"``, a name or names among the environment's data sets (any case), and
+#: ``"seed"``, the episode's seed or seeds to draw from (a lattice's seed in the replay).
+RESET_OPTIONS = ("dataset", "seed")
 
 
 class BudgetAllocationEnv(gym.Env):
@@ -70,7 +75,10 @@ class BudgetAllocationEnv(gym.Env):
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
     seed is a new repetition of the paper's protocol. No labels; tau = 0. Given a list
-    of data sets, each reset first draws one of them (``info["dataset"]``).
+    of data sets, each reset first draws one of them (``info["dataset"]``; two ``(X, y)``
+    in one list are ``arrays-0``, ``arrays-1``, ...). ``reset(options={"dataset": name,
+    "seed": s})`` plays that data set (or draws among several names) with episode seed ``s``
+    (or draws among several), as the replay environment does; other keys are refused.
 
     ## Episode End
     Terminated when the budget is spent (15 rounds by default). Never truncated.
@@ -120,7 +128,8 @@ class BudgetAllocationEnv(gym.Env):
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
             raise ValueError("dataset: the list of data sets is empty")
-        self.datasets = [load_dataset(source, data_dir=data_dir) for source in sources]
+        self.datasets = [load_dataset(source, data_dir=data_dir)
+                         for source in named_arrays(sources)]
         self.dataset = self.datasets[0]
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         self._shown = shown_signal(self.settings)
@@ -142,11 +151,21 @@ class BudgetAllocationEnv(gym.Env):
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start a new repetition: new split, prior and query orders from ``seed``."""
+        """Start a new repetition: new split, prior and query orders from ``seed``;
+        ``options`` (``RESET_OPTIONS``) choose the data set and the episode's seed."""
+        options = check_reset_options(options)
         super().reset(seed=seed)
-        if len(self.datasets) > 1:
-            self.dataset = self.datasets[int(self.np_random.integers(len(self.datasets)))]
-        if seed is None or len(self.datasets) > 1:
+        datasets = self.datasets
+        if options.get("dataset") is not None:
+            datasets = self._named(options["dataset"])
+            self.dataset = datasets[0]
+        if len(datasets) > 1:
+            self.dataset = datasets[int(self.np_random.integers(len(datasets)))]
+        if options.get("seed") is not None:
+            seeds = episode_seeds(options["seed"])
+            seed = seeds[int(self.np_random.integers(len(seeds)))] if len(seeds) > 1 \
+                else seeds[0]
+        elif seed is None or len(self.datasets) > 1:
             seed = int(self.np_random.integers(2**63 - 1))
         self.episode = Episode(self.dataset, seed, self.settings)
         self._snapshot = self.episode.snapshot()
@@ -201,6 +220,62 @@ class BudgetAllocationEnv(gym.Env):
     # ----------------------------------------------------------------- hooks
     def _as_action(self, action: Any) -> int:
         return as_action(action)
+
+    def _named(self, names: str | list[str] | tuple[str, ...]) -> list[Dataset]:
+        """This environment's data sets of ``names`` (any case); an error listing them."""
+        wanted = [names] if isinstance(names, str) else list(names)
+        held = {d.name.lower(): d for d in self.datasets}
+        missing = [n for n in wanted if str(n).lower() not in held]
+        if missing or not wanted:
+            raise ValueError(f"reset option dataset: no data set {', '.join(map(repr, missing))}"
+                             f" in this environment; it holds "
+                             f"{', '.join(d.name for d in self.datasets)}")
+        return [held[str(n).lower()] for n in dict.fromkeys(wanted)]
+
+
+def check_reset_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``options`` of a ``reset`` (``{}`` for ``None``); a ``ValueError`` listing the keys
+    accepted (``RESET_OPTIONS``) for any other, so a typo never plays a default episode."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"reset options must be a dict with keys {', '.join(RESET_OPTIONS)}; "
+                        f"got {type(options).__name__}")
+    unknown = sorted(map(str, set(options) - set(RESET_OPTIONS)))
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {', '.join(unknown)}: use "
+                         f"{', '.join(RESET_OPTIONS)}")
+    return options
+
+
+def episode_seeds(seeds: Any) -> list[int]:
+    """The seeds of the reset option ``seed`` (one or several non-negative integers)."""
+    values = np.atleast_1d(np.asarray(seeds))
+    if values.size == 0 or values.dtype.kind not in "iu" or (values < 0).any():
+        raise ValueError(f"reset option seed: give a non-negative integer or a list of them, "
+                         f"not {seeds!r}")
+    return sorted({int(v) for v in values})
+
+
+def named_arrays(sources: Sequence[Any]) -> list[Any]:
+    """``sources`` of data with their ``(X, y)`` tuples checked and named apart: complex
+    values are refused (numpy would drop the imaginary part with only a warning), and
+    several tuples in one list become ``Dataset`` s named ``arrays-0``, ``arrays-1``, ... in
+    their order (a tuple alone loads as ``arrays``), so that ``info``, results and stores
+    tell them apart. Other sources are returned as they are."""
+    for source in sources:
+        if isinstance(source, tuple) and len(source) == 2 and \
+                any(np.iscomplexobj(np.asarray(part)) for part in source):
+            raise ValueError("dataset: X and y must be real numbers; got complex values "
+                             "(take np.real or np.abs, or make the two parts two features)")
+    tuples = [i for i, source in enumerate(sources)
+              if isinstance(source, tuple) and len(source) == 2]
+    named = list(sources)
+    if len(tuples) > 1:
+        for number, index in enumerate(tuples):
+            X, y = sources[index]
+            named[index] = Dataset(f"arrays-{number}", np.asarray(X), np.asarray(y))
+    return named
 
 
 def as_action(action: Any) -> int:

@@ -20,14 +20,15 @@ import hashlib
 import json
 import math
 import os
-import zipfile
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from ballad_env.files import atomic_write, manifest_lock, write_failure
 from ballad_env.lattice import Lattice
 from ballad_env.settings import Settings
 
@@ -37,7 +38,8 @@ from ballad_env.settings import Settings
 FORMAT_VERSION = 2
 MANIFEST_FILE = "store.json"
 #: Environment modules that never change a lattice: editing them keeps stores valid.
-NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "transitions.py", "lattice_store.py"})
+NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "transitions.py", "lattice_store.py",
+                             "files.py"})
 
 
 class StoreError(ValueError):
@@ -128,13 +130,19 @@ def save_lattice(lattice: Lattice, path: str | os.PathLike, **extra: Any) -> int
               "dataset": lattice.dataset, "seed": lattice.seed, "n_rounds": lattice.n_rounds,
               "contamination": lattice.contamination,
               "settings": lattice_settings(lattice.settings).to_dict(), **extra}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.npz")
     layout, packed = pack_arrays(lattice.to_arrays())
-    with open(tmp, "wb") as handle:
-        np.savez_compressed(handle, header=np.array(json.dumps({**header, "arrays": layout})),
-                            packed=packed)
-    tmp.replace(path)
+    text = np.array(json.dumps({**header, "arrays": layout}))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez_compressed(handle, header=text, packed=packed)
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, write)
+    except OSError as err:
+        raise StoreError(write_failure(path, err, "build into a folder on another disk "
+                                       "(scripts/build_lattices.py --out)")) from err
     return path.stat().st_size
 
 
@@ -145,13 +153,16 @@ def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarra
             header = json.loads(str(data["header"]))
             _check_header(path, header)
             values = unpack_arrays(header["arrays"], data["packed"]) if arrays else {}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
-        if isinstance(err, StoreError):
-            raise
-        raise StoreError(f"lattice file {path} cannot be read ({type(err).__name__}: {err}); "
-                         "delete it and build it again (scripts/build_lattices.py resumes)"
-                         ) from err
+    except StoreError:
+        raise
+    except Exception as err:  # zipfile, zlib, numpy and json each raise their own types
+        raise _unreadable(path, err) from err
     return header, values
+
+
+def _unreadable(path: Path, err: BaseException) -> StoreError:
+    return StoreError(f"lattice file {path} cannot be read ({type(err).__name__}: {err}); "
+                      "delete it and build it again (scripts/build_lattices.py resumes)")
 
 
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
@@ -159,7 +170,10 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     return _read(Path(path), arrays=False)[0]
 
 
-def _check_header(path: Path, header: dict[str, Any]) -> None:
+def _check_header(path: Path, header: Any) -> None:
+    if not isinstance(header, dict):
+        raise StoreError(f"{path} is malformed: its header is a JSON {type(header).__name__}, "
+                         "not an object; build it again")
     if header.get("format") != FORMAT_VERSION:
         raise StoreError(f"{path} has format {header.get('format')!r}, this code "
                          f"reads format {FORMAT_VERSION}: build the store again")
@@ -176,19 +190,29 @@ def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: i
     environment code, or not the (``dataset``, ``seed``, ``settings``) asked for."""
     path = Path(path)
     header, arrays = _read(path, arrays=True)
-    form = None if settings is None else _stored_form(settings)
-    if form is not None and header["settings"] == form[2]:
-        stored = form[0]  # the same values: from_dict would rebuild these settings
-    else:
-        stored = Settings.from_dict(header["settings"])
-    wanted = {"dataset": dataset, "seed": seed, "settings": None if form is None else form[0]}
-    found = {"dataset": header["dataset"], "seed": header["seed"], "settings": stored}
-    for key, value in wanted.items():
-        if value is not None and value != found[key]:
-            raise StoreError(f"lattice file {path} holds {key} {found[key]!r}, not {value!r}")
-    return Lattice.from_arrays(arrays, dataset=header["dataset"], seed=int(header["seed"]),
-                               n_rounds=int(header["n_rounds"]),
-                               contamination=float(header["contamination"]), settings=stored)
+    try:
+        form = None if settings is None else _stored_form(settings)
+        if form is not None and header["settings"] == form[2]:
+            stored = form[0]  # the same values: from_dict would rebuild these settings
+        else:
+            stored = Settings.from_dict(header["settings"])
+        wanted = {"dataset": dataset, "seed": seed,
+                  "settings": None if form is None else form[0]}
+        found = {"dataset": header["dataset"], "seed": header["seed"], "settings": stored}
+        for key, value in wanted.items():
+            if value is not None and value != found[key]:
+                raise StoreError(f"lattice file {path} holds {key} {found[key]!r}, "
+                                 f"not {value!r}")
+        return Lattice.from_arrays(arrays, dataset=header["dataset"], seed=int(header["seed"]),
+                                   n_rounds=int(header["n_rounds"]),
+                                   contamination=float(header["contamination"]),
+                                   settings=stored)
+    except StoreError:
+        raise
+    except Exception as err:  # a crafted or damaged header: missing keys, wrong types
+        raise StoreError(f"lattice file {path} is malformed ({type(err).__name__}: {err}); "
+                         "delete it and build it again (scripts/build_lattices.py resumes)"
+                         ) from err
 
 
 # --------------------------------------------------------------------------- a store
@@ -213,21 +237,31 @@ class LatticeStore:
             raise StoreError(f"{self.root} is not a lattice store (no {MANIFEST_FILE}): build "
                              "one with scripts/build_lattices.py --out "
                              f"{self.root}") from None
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
             raise StoreError(f"{self.manifest_path} cannot be read ({err})") from err
         _check_header(self.manifest_path, manifest)
         return manifest
 
+    def lock(self) -> AbstractContextManager[None]:
+        """The store's inter-process lock, for a ``with`` block around a read-modify-write of
+        ``store.json`` (``ballad_env.files.manifest_lock``; re-entrant in a thread)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return manifest_lock(self.manifest_path, f"the lattice store {self.root}")
+
     def write_manifest(self, **fields: Any) -> dict[str, Any]:
         """Write ``store.json`` (format, environment source and ``fields``), keeping what an
-        existing one holds; an existing store of other code is refused (``StoreError``)."""
-        manifest = self.manifest() if self.manifest_path.exists() else {}
-        manifest.update({"format": FORMAT_VERSION, "source": environment_fingerprint(),
-                         **fields})
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.manifest_path.with_name(f".{MANIFEST_FILE}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-        tmp.replace(self.manifest_path)
+        existing one holds, under the store's lock; an existing store of other code is
+        refused, and a write that fails (a full disk) is a ``StoreError`` naming the file."""
+        with self.lock():
+            manifest = self.manifest() if self.manifest_path.exists() else {}
+            manifest.update({"format": FORMAT_VERSION, "source": environment_fingerprint(),
+                             **fields})
+            text = json.dumps(manifest, indent=1) + "\n"
+            try:
+                atomic_write(self.manifest_path, lambda tmp: tmp.write_text(text))
+            except OSError as err:
+                raise StoreError(write_failure(self.manifest_path, err, "build into a folder "
+                                               "on another disk")) from err
         return manifest
 
     def path(self, dataset: str, seed: int, settings: Settings) -> Path:

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ballad_env.env import as_action, shown_signal
+from ballad_env.env import RESET_OPTIONS, as_action, check_reset_options, shown_signal
 from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore, StoreError, setting_key
 from ballad_env.observation import check_version, observation_space
@@ -48,8 +48,6 @@ CACHE_BYTES = 2_000_000_000
 SLOT_BYTES = 900
 STATE_BYTES = 1_900
 TRANSITION_BYTES = 800
-#: Keys ``reset(options=...)`` accepts.
-RESET_OPTIONS = ("dataset", "seed")
 
 _CELLS: OrderedDict[tuple[str, str, str, int, str, str], CellReplay] = OrderedDict()
 
@@ -207,11 +205,8 @@ class BudgetAllocationReplayEnv(gym.Env):
         """Start an episode on a cell drawn with the environment's generator."""
         super().reset(seed=seed)
         cells = self.cells
+        options = check_reset_options(options)  # the live environment's keys and check
         if options:
-            unknown = sorted(set(options) - set(RESET_OPTIONS))
-            if unknown:
-                raise ValueError(f"unknown reset option(s) {', '.join(unknown)}: use "
-                                 f"{', '.join(RESET_OPTIONS)}")
             cells = self._select(options.get("dataset"), options.get("seed"))
         dataset, cell_seed = cells[int(self.np_random.integers(len(cells)))]
         self._cell = cell_replay(self.store, dataset, cell_seed, self.settings,

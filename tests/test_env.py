@@ -17,6 +17,7 @@ from functools import partial
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import run_actions
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from pyod.models.knn import KNN
 from pyod.models.lof import LOF
@@ -852,3 +853,60 @@ def test_wbc_benchmark_full_episode(benchmark_dir) -> None:
     b = env.unwrapped.episode.budget.per_round
     assert info["n_labeled_train"] + info["n_labeled_val"] == 15 * b
     env.close()
+
+
+# ==================================================================== reset options and data
+
+
+def test_unknown_reset_options_are_refused_listing_the_accepted_ones(small_xy) -> None:
+    env = ballad_env.BudgetAllocationEnv(small_xy, prior="knn")
+    with pytest.raises(ValueError, match=r"unknown reset option\(s\) bogus: use dataset, seed"):
+        env.reset(seed=3, options={"bogus": 1, "dataset": "arrays"})
+
+
+def test_reset_options_choose_the_data_set_and_the_seed_as_in_the_replay(xy_maker,
+                                                                         same) -> None:
+    first, second = xy_maker(n=200, seed=0), xy_maker(n=180, seed=1)
+    both = ballad_env.BudgetAllocationEnv([first, second], prior="knn")
+    alone = ballad_env.BudgetAllocationEnv(ballad_env.Dataset("arrays-1", *second), prior="knn")
+    actions = [AL, LR, AL]
+    obs, info = both.reset(seed=0, options={"dataset": "ARRAYS-1", "seed": 5})
+    assert info["dataset"] == "arrays-1"
+    steps = [both.step(a) for a in actions]
+    obs_alone, info_alone = alone.reset(seed=5)
+    assert same(obs, obs_alone)
+    assert same(steps, [alone.step(a) for a in actions])
+    starts = {seed: run_actions(alone, actions, seed=seed) for seed in (7, 8)}
+    assert not same(starts[7], starts[8])
+    drawn = set()
+    for s in range(12):
+        both.reset(seed=s, options={"dataset": "arrays-1", "seed": [7, 8]})
+        played = [both.step(a) for a in actions]
+        drawn |= {seed for seed, start in starts.items() if same(played, start[1:])}
+    assert drawn == {7, 8}
+    with pytest.raises(ValueError, match=r"no data set 'nope'.*arrays-0, arrays-1"):
+        both.reset(options={"dataset": "nope"})
+    with pytest.raises(ValueError, match="seed"):
+        both.reset(options={"seed": -1})
+
+
+def test_the_reset_without_options_is_unchanged(xy_maker, same) -> None:
+    first, second = xy_maker(n=200, seed=0), xy_maker(n=180, seed=1)
+    env = ballad_env.BudgetAllocationEnv([first, second], prior="knn")
+    again = ballad_env.BudgetAllocationEnv([first, second], prior="knn")
+    assert same(env.reset(seed=4), again.reset(seed=4, options={}))
+    assert same(env.reset(), again.reset(options=None))
+
+
+def test_two_arrays_in_one_list_have_distinct_names(xy_maker) -> None:
+    env = ballad_env.BudgetAllocationEnv([xy_maker(seed=0), xy_maker(seed=1)], prior="knn")
+    assert [d.name for d in env.datasets] == ["arrays-0", "arrays-1"]
+    names = {env.reset(seed=s)[1]["dataset"] for s in range(10)}
+    assert names == {"arrays-0", "arrays-1"}
+    assert ballad_env.BudgetAllocationEnv(xy_maker(), prior="knn").dataset.name == "arrays"
+
+
+def test_complex_features_are_refused(xy_maker) -> None:
+    X, y = xy_maker()
+    with pytest.raises(ValueError, match="complex"):
+        ballad_env.BudgetAllocationEnv((X + 1j, y), prior="knn")

@@ -319,3 +319,20 @@ def test_per_round_table_shares_and_reward_differences() -> None:
     differences = reward_differences(table, agent="a")
     assert len(differences) == 4  # round 2 only: LR is unmeasured in round 1
     assert differences["difference"].tolist() == pytest.approx([0.15] * 4)
+
+
+def test_two_arrays_in_a_grid_or_a_store_keep_distinct_names(tmp_path: Path) -> None:
+    from agents.experiments.lattice_build import build_store
+    from ballad_env.lattice_store import LatticeStore
+
+    first, second = DATASETS[0], DATASETS[1]
+    arrays = [(first.X, first.y), (second.X, second.y)]
+    grid = Grid(arrays, (0,), ("all-in-al",), (SETTING,))
+    assert grid.resolve().dataset_names == ("arrays-0", "arrays-1")
+    table = run_grid(grid, tmp_path / "run", n_jobs=1, progress=False)
+    assert list(table["dataset"].unique()) == ["arrays-0", "arrays-1"]
+    store = LatticeStore(tmp_path / "store", create=True)
+    build_store(store.root, arrays, [0], [SETTING], progress=False)
+    assert store.cells(SETTING) == [("arrays-0", 0), ("arrays-1", 0)]
+    with pytest.raises(ValueError, match="complex"):
+        Grid([(first.X + 1j, first.y)], (0,), ("all-in-al",), (SETTING,))

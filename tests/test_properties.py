@@ -38,3 +38,21 @@ def test_the_sweep_accepts_plays_and_refuses_as_it_should() -> None:
     assert check_case(_case(X * 1e200, y)) == "refused: a feature's squares overflow float64"
     assert check_case(_case(X[:12], y[:12])) == "refused: the budget does not fit"
     assert check_case(_case(X * 1e-300, y)) == "played"  # tiny, but standardisable
+
+
+def test_the_sweep_refuses_a_max_rows_below_its_smallest_data_set(capsys) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    from agents.experiments.robustness import MIN_ROWS, awkward_data
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "robustness_sweep.py"
+    spec = importlib.util.spec_from_file_location("script_robustness_sweep", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit) as done:
+        script.main(["--max-rows", str(MIN_ROWS - 1), "--examples", "1"])
+    assert done.value.code == 2  # argparse's usage error, not a failed case
+    assert f"--max-rows: give at least {MIN_ROWS}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=f"max_rows must be at least {MIN_ROWS}"):
+        awkward_data(MIN_ROWS - 1)

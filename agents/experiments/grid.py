@@ -18,6 +18,7 @@ from typing import Any
 from agents.policy_files import policy_name, settings_file
 from agents.registry import agent_names, is_agent_name, is_policy_path
 from ballad_env.data import BUILTIN_DATASETS, Dataset, available_datasets, dataset_name
+from ballad_env.env import named_arrays
 from ballad_env.settings import Settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
@@ -99,7 +100,8 @@ class Grid:
     keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "datasets", tuple(self.datasets))
+        # (X, y) tuples: complex values refused, several named arrays-0, arrays-1, ...
+        object.__setattr__(self, "datasets", tuple(named_arrays(self.datasets)))
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
         object.__setattr__(self, "settings", tuple(self.settings))

@@ -26,6 +26,8 @@ from agents.experiments.provenance import fingerprint, package_versions
 from agents.experiments.run import load_data
 from agents.experiments.store import RunError, writable_folder
 from ballad_env.data import Dataset, dataset_name
+from ballad_env.env import named_arrays
+from ballad_env.files import remove_stale_temporaries
 from ballad_env.lattice import build_lattice, check_lattice_settings
 from ballad_env.lattice_store import (
     LatticeStore,
@@ -86,6 +88,20 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
             raise RunError(str(err)) from err
     folder = writable_folder(root, "--out")
     store = LatticeStore(folder, create=True)
+    # One step for every process: two builds started at once never both pass the checks.
+    try:
+        with store.lock():
+            _check_and_record(store, loaded, settings)
+            remove_stale_temporaries([store.root], recursive=True)  # left by killed builds
+    except TimeoutError as err:  # another build keeps store.json's lock
+        raise RunError(str(err)) from err
+    return store
+
+
+def _check_and_record(store: LatticeStore, loaded: dict[str, Dataset],
+                      settings: Sequence[Settings]) -> None:
+    """Check ``store.json`` against this build (versions, data) and record its data sets and
+    settings (``RunError`` naming the file); the caller holds the store's lock."""
     manifest: dict[str, Any] = {}
     if store.manifest_path.exists():
         try:
@@ -105,8 +121,10 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
         data[name] = found
     known = dict(manifest.get("settings", {}))
     known.update({setting_key(s): lattice_settings(s).to_dict() for s in settings})
-    store.write_manifest(versions=_versions(), data=data, settings=known)
-    return store
+    try:
+        store.write_manifest(versions=_versions(), data=data, settings=known)
+    except StoreError as err:
+        raise RunError(str(err)) from err
 
 
 def pending_cells(store: LatticeStore, names: Sequence[str], seeds: Sequence[int],
@@ -140,6 +158,7 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     cells asked for.
     """
     directory = None if data_dir is None else str(data_dir)
+    datasets = named_arrays(datasets)  # several (X, y): arrays-0, arrays-1, ...
     names = [dataset_name(d, directory) for d in datasets]
     loaded = {name: load_data(source, directory) for name, source in zip(names, datasets,
                                                                       strict=True)}

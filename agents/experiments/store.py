@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -31,6 +30,13 @@ import pandas as pd
 
 from agents.experiments.grid import Cell, Grid, agent_label
 from ballad_env.episode import RECORD_FIELDS
+from ballad_env.files import (
+    atomic_write,
+    manifest_lock,
+    probe_writable,
+    remove_stale_temporaries,
+    write_failure,
+)
 from ballad_env.settings import Settings
 
 RUN_FILE = "run.json"
@@ -96,17 +102,16 @@ class RunError(RuntimeError):
 
 
 def writable_folder(folder: str | os.PathLike, option: str = "--output") -> Path:
-    """Create ``folder`` (and its parents) and return it; a folder that cannot be written is a
-    ``RunError`` naming it and the command-line ``option`` that chose it."""
+    """Create ``folder`` (and its parents) and return it; a folder that cannot be written (a
+    full disk too: a few kB are written and synced) is a ``RunError`` naming it and the
+    command-line ``option`` that chose it."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        probe.touch()
-        probe.unlink()
+        probe_writable(folder)
     except OSError as err:
-        raise RunError(f"cannot write to {folder} ({err.strerror or err}): choose another "
-                       f"{option}, one you can write to") from err
+        raise RunError(write_failure(folder, err, f"choose another {option}, one you can "
+                                     "write to")) from err
     return folder
 
 
@@ -135,25 +140,44 @@ class ResultStore:
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
             raise RunError(f"{self.run_file} is not a run description of format "
                            f"{FORMAT_VERSION}; use another --output.")
+        try:
+            grid_from_manifest(manifest)
+        except Exception as err:  # a damaged or hand-edited grid: missing keys, bad values
+            raise RunError(f"{self.run_file} holds no valid grid ({type(err).__name__}: {err})."
+                           f" Delete it together with {self.cells_dir} to start over, or use "
+                           "another --output.") from err
         return manifest
 
     def prepare(self, manifest: dict[str, Any]) -> None:
         """Start a new run, or check that the stored one is this run or grows into it: the
         same data, versions and policies, and a grid holding at least the stored one's data
-        sets, seeds, agents and settings (then ``run.json`` describes the grown grid)."""
-        stored = self.read_manifest()
-        if stored is not None:
-            problems = _manifest_differences(stored, manifest)
-            if problems:
-                raise RunError(f"{self.root} holds a different run, so its results cannot be "
-                               "mixed with this one:\n  " + "\n  ".join(problems) + "\nA run "
-                               "can grow (more data sets, seeds, agents or settings) but not "
-                               f"change: use another --output, or delete {self.root} to start "
-                               "over.")
-            manifest = {**manifest, "created": stored.get("created", manifest.get("created"))}
+        sets, seeds, agents and settings (then ``run.json`` describes the grown grid).
+
+        The check and the write are one step for every process (``run.json``'s lock), so two
+        runs started at once into one folder never both pass: the second sees the first's
+        ``run.json``. Temporary files a killed run left behind are removed here."""
         writable_folder(self.cells_dir)
-        if manifest != stored:
-            _atomic_write_text(self.run_file, json.dumps(manifest, indent=2) + "\n")
+        try:
+            self._prepare_locked(manifest)
+        except TimeoutError as err:  # another run keeps run.json's lock
+            raise RunError(str(err)) from err
+
+    def _prepare_locked(self, manifest: dict[str, Any]) -> None:
+        with manifest_lock(self.run_file, f"the results folder {self.root}"):
+            stored = self.read_manifest()
+            if stored is not None:
+                problems = _manifest_differences(stored, manifest)
+                if problems:
+                    raise RunError(f"{self.root} holds a different run, so its results cannot "
+                                   "be mixed with this one:\n  " + "\n  ".join(problems) +
+                                   "\nA run can grow (more data sets, seeds, agents or "
+                                   "settings) but not change: use another --output, or delete "
+                                   f"{self.root} to start over.")
+                manifest = {**manifest,
+                            "created": stored.get("created", manifest.get("created"))}
+            remove_stale_temporaries([self.root, self.cells_dir])
+            if manifest != stored:
+                _atomic_write_text(self.run_file, json.dumps(manifest, indent=2) + "\n")
 
     # cells ----------------------------------------------------------------
     def path(self, cell: Cell | TableCell) -> Path:
@@ -163,8 +187,8 @@ class ResultStore:
     def read(self, cell: Cell | TableCell) -> pd.DataFrame:
         """A finished cell's rows, validated against the cell; ``RunError`` names a bad file."""
         path = self.path(cell)
-        try:
-            frame = pd.read_parquet(path)
+        try:  # page checksums: a changed byte in the data is an error, not other numbers
+            frame = pd.read_parquet(path, page_checksum_verification=True)
         except Exception as err:  # pyarrow raises several types for truncated or garbled files
             raise _corrupt(path, f"unreadable ({type(err).__name__}: {err})") from err
         problem = cell.problem(frame) if isinstance(cell, TableCell) else _cell_problem(frame, cell)
@@ -173,14 +197,15 @@ class ResultStore:
         return frame
 
     def write(self, cell: Cell | TableCell, frame: pd.DataFrame) -> None:
-        """Write a finished cell atomically: a hidden temporary file, then a rename."""
+        """Write a finished cell atomically: a hidden temporary file (removed if the write
+        fails), then a rename; a full disk is a ``RunError`` saying so and where."""
         path = self.path(cell)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         try:
-            frame.to_parquet(tmp, index=False)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+            atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False,
+                                                            write_page_checksum=True))
+        except OSError as err:  # pyarrow's errors of the file system are OSErrors
+            raise RunError(write_failure(path, err, "use another --output (the cells "
+                                         "finished so far stay where they are)")) from err
 
     def finished(self, cells: Iterable[Any]) -> dict[Any, pd.DataFrame]:
         """The cells already on disk, each validated (a corrupt file is an error, not a skip)."""
@@ -209,9 +234,10 @@ def _cell_problem(frame: pd.DataFrame, cell: Cell) -> str | None:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        atomic_write(path, lambda tmp: tmp.write_text(text))
+    except OSError as err:
+        raise RunError(write_failure(path, err, "use another --output")) from err
 
 
 def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
@@ -276,7 +302,8 @@ def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.D
     frames = store.finished(cells)
     if len(frames) < len(cells) and not allow_partial:
         raise RunError(f"{output} is incomplete: {len(cells) - len(frames)} of {len(cells)} cells "
-                       "are missing; run the same command again to finish it")
+                       f"of the grid in {store.run_file} are missing; run the same command "
+                       "again to finish it")
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
     return concat_cells(frames[cell] for cell in cells if cell in frames)

@@ -29,6 +29,8 @@ N_ROUNDS = 15
 REFUSALS = {"too few examples": "the budget does not fit",
             "too large to standardise": "a feature's squares overflow float64"}
 SCALES = (1e-300, 1e-3, 1.0, 1e4, 1e150, 1e200)
+#: The smallest data set drawn (below about 19 rows the budget cannot fit).
+MIN_ROWS = 12
 
 
 @dataclass(frozen=True)
@@ -52,13 +54,17 @@ class Case:
 
 
 def awkward_data(max_rows: int = 120) -> Any:
-    """A Hypothesis strategy of (X, y) data sets with the awkward traits listed above."""
+    """A Hypothesis strategy of (X, y) data sets with the awkward traits listed above, of
+    ``MIN_ROWS`` to ``max_rows`` rows (a ``ValueError`` below ``MIN_ROWS``)."""
+    if max_rows < MIN_ROWS:
+        raise ValueError(f"max_rows must be at least {MIN_ROWS} (the smallest data set drawn); "
+                         f"got {max_rows}")
     from hypothesis import strategies as st
 
     @st.composite
     def draw_data(draw: Any) -> tuple[np.ndarray, np.ndarray]:
         # Below about 19 rows the budget cannot fit; 70-82 rows put |D| at 28-33, around k.
-        n = draw(st.one_of(st.integers(12, max_rows), st.integers(70, 82)), label="n")
+        n = draw(st.one_of(st.integers(MIN_ROWS, max_rows), st.integers(70, 82)), label="n")
         d = draw(st.integers(1, 4), label="d")
         n_anomalies = draw(st.one_of(st.sampled_from([1, 2]), st.integers(1, (n - 1) // 2)),
                            label="n_anomalies")  # contamination < 0.5
@@ -163,4 +169,5 @@ def _play(env: BudgetAllocationEnv, case: Case) -> None:
     assert not env.action_masks().any()
 
 
-__all__ = ["REFUSALS", "Case", "awkward_data", "check_case", "episodes", "expected_refusal"]
+__all__ = ["MIN_ROWS", "REFUSALS", "Case", "awkward_data", "check_case", "episodes",
+           "expected_refusal"]
