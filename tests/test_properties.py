@@ -44,7 +44,7 @@ def test_the_sweep_refuses_a_max_rows_below_its_smallest_data_set(capsys) -> Non
     import importlib.util
     from pathlib import Path
 
-    from agents.experiments.robustness import MIN_ROWS, awkward_data
+    from agents.experiments.studies.robustness import MIN_ROWS, awkward_data
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "robustness_sweep.py"
     spec = importlib.util.spec_from_file_location("script_robustness_sweep", path)

@@ -130,7 +130,7 @@ def prepare_rounds(study: Path, datasets: Sequence[str], seeds: Sequence[int],
     stored = (store.read_manifest() or {}).get("grid", {})
     grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
             for axis, values in (("datasets", datasets), ("seeds", seeds), ("agents", agents))}
-    store.prepare({"format": FORMAT_VERSION, "grid": grid, **record,
+    store.prepare({"format": FORMAT_VERSION, "study": "policy rounds", "grid": grid, **record,
                    "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
     return store
 

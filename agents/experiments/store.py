@@ -141,7 +141,10 @@ class ResultStore:
             raise RunError(f"{self.run_file} is not a run description of format "
                            f"{FORMAT_VERSION}; use another --output.")
         try:
-            grid_from_manifest(manifest)
+            if "study" in manifest:  # a study's cells (``TableCell``): its axes are lists of keys
+                _check_study_grid(manifest["grid"])
+            else:
+                grid_from_manifest(manifest)
         except Exception as err:  # a damaged or hand-edited grid: missing keys, bad values
             raise RunError(f"{self.run_file} holds no valid grid ({type(err).__name__}: {err})."
                            f" Delete it together with {self.cells_dir} to start over, or use "
@@ -307,6 +310,12 @@ def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.D
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
     return concat_cells(frames[cell] for cell in cells if cell in frames)
+
+
+def _check_study_grid(grid: Any) -> None:
+    """A study's grid in ``run.json``: named axes, each a list of key values."""
+    if not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values()):
+        raise ValueError(f"a study's grid maps axes to lists, not {grid!r}")
 
 
 def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
