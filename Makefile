@@ -1,37 +1,39 @@
 # Two commands: `make run` (the main job) and `make test` (the whole suite).
-# Both create .venv when missing and (re)install the project when pyproject.toml changes.
+# Each target creates .venv when missing and installs the project with the extras it needs
+# (again when pyproject.toml changes): run and bench need the experiment harness only
+# (no torch, no dev tools); test and lint need everything.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= all
-STAMP := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: install run test test-fast lint bench clean
+.PRECIOUS: $(VENV)/.installed-%
 
-$(STAMP): pyproject.toml
+# $(VENV)/.installed-<extras>: the project installed with those extras.
+$(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet -e ".[$*]"
 	touch $@
 
-install: $(STAMP)
+install: $(VENV)/.installed-all
 
-run: $(STAMP)
+run: $(VENV)/.installed-experiments
 	rm -rf results/run  # a fresh run: results of older code must not be resumed
 	$(PY) scripts/compare_agents.py --datasets wdbc --seeds 10 \
 		--agents ballad all-in-al all-in-lr --per-round --output results/run
 
-test: $(STAMP)
+test: $(VENV)/.installed-all
 	$(PY) -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: $(VENV)/.installed-all
 	$(PY) -m pytest -q -m "not slow"
 
-lint: $(STAMP)
+lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-experiments
 	$(PY) scripts/bench.py
 
 clean:

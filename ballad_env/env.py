@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -11,11 +12,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ballad_env.data import Dataset, load_dataset
+from ballad_env.data import Dataset, DataWarning, load_dataset
 from ballad_env.episode import Episode, Snapshot, check_settings
 from ballad_env.observation import check_version, encode, observation_space
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, SideSignal
 from ballad_env.settings import Settings
+
+#: The warning ``check_settings`` gives at construction, which each reset would repeat.
+_NO_TEST_ANOMALY = r".*the test set gets no anomaly"
 
 DatasetSource = str | os.PathLike | Dataset | tuple[np.ndarray, np.ndarray]
 #: Keys ``reset(options=...)`` accepts, in the live and the replay environment alike:
@@ -68,9 +72,31 @@ class BudgetAllocationEnv(gym.Env):
     learning policies ``"cost"``, the decrease of the test cost over the round (it reads
     test labels, so it is for learning in simulation only; the return is the final cost's
     decrease), ``"round_cost"``, minus the test cost after the round (test labels too; the
-    return is minus the sum of the per-round costs), and ``"val_cost"``, the
+    return is minus the sum of the per-round costs), ``"val_cost"``, the
     decrease of the cost estimated on the labeled examples that set tau (only labels the
-    agent paid for). ``info`` always reports the test cost.
+    agent paid for), and ``"val_sample_cost"``, the decrease of the cost on the labeled
+    validation examples only (a uniform sample of V, so the AL queries do not bias it; 0
+    before any V label). ``info`` always reports the test cost.
+
+    ## Info
+    ``reset`` and ``step`` return the same keys (``agents.RECORD_FIELDS`` and two arrays):
+
+    | key | meaning |
+    |---|---|
+    | dataset, round, action | data set name, rounds taken, ``"AL"``/``"LR"`` (``""`` at reset) |
+    | test_cost | cost per test example of the detector with rejection (the metric in force) |
+    | test_cost_per_example, test_cost_class_conditional | the test cost under each metric |
+    | fpr, fnr, rejection_rate, auc | on T: false positive and negative rates among the |
+    | | accepted examples, share rejected, ROC AUC of the scores |
+    | reward_al, reward_lr | each side's latest shown signal (the ``reward`` setting's side |
+    | | signal; entropy for a cost reward) |
+    | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest side signals |
+    | al_measured, lr_measured | whether each side has been played |
+    | tau, val_cost | the rejection threshold and the validation cost that set it |
+    | n_labeled_train, n_labeled_val, n_anomalies_found | labels bought in D and V, |
+    | | anomalies among them |
+    | queried | indices (into D for AL, V for LR) the round just labeled |
+    | action_mask | boolean (AL, LR): which actions remain (also ``action_masks()``) |
 
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
@@ -87,8 +113,9 @@ class BudgetAllocationEnv(gym.Env):
     ## Arguments
     | argument | default | meaning |
     |---|---|---|
-    | dataset | ``"toy"`` | a name (built-in or file stem), a path, ``(X, y)``, a ``Dataset``, |
-    | | | or a list of these: one is drawn per episode |
+    | dataset | ``"toy"`` | a name (``toy``, ``wdbc``, one of the paper's 18 such as |
+    | | | ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), |
+    | | | a path, ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
@@ -139,7 +166,8 @@ class BudgetAllocationEnv(gym.Env):
         self._snapshot: Snapshot | None = None
         self._history: list[Snapshot] = []  # this episode's snapshots, for render()
         self.use_observation(observation)
-        # Fail now, not at the first reset, on costs or budgets the data cannot support.
+        # Fail now, not at the first reset, on costs or budgets the data cannot support;
+        # warn now (a test set without anomalies), and not again at every reset.
         for data in self.datasets:
             check_settings(data, self.settings)
 
@@ -167,7 +195,9 @@ class BudgetAllocationEnv(gym.Env):
                 else seeds[0]
         elif seed is None or len(self.datasets) > 1:
             seed = int(self.np_random.integers(2**63 - 1))
-        self.episode = Episode(self.dataset, seed, self.settings)
+        with warnings.catch_warnings():  # given once, when the environment was made
+            warnings.filterwarnings("ignore", _NO_TEST_ANOMALY, DataWarning)
+            self.episode = Episode(self.dataset, seed, self.settings)
         self._snapshot = self.episode.snapshot()
         self._history = [self._snapshot]
         return encode(self._snapshot, self.observation_version), self._snapshot.info(self._shown)

@@ -112,7 +112,7 @@ class Episode:
         self.kernel_dtype = cfg.kernel_dtype_for(n_train)
         self.scores = self.start.scores(dataset, streams, cfg)
         al_rng, lr_rng = query_generators(cfg.query_rng, streams["al"], streams["lr"],
-                                          split_seed)
+                                          cfg.query_seed_for(split_seed))
         self.al_query = AL_QUERIES[cfg.al_strategy](al_rng, n_train)
         self.lr_query = LR_QUERIES[cfg.lr_strategy](lr_rng, n_val)
         self._threshold_stream = streams["threshold"]

@@ -272,10 +272,10 @@ class LatticeStore:
         """Every (data set, seed) stored under ``settings``, sorted."""
         folder = self.root / setting_key(settings)
         found = []
-        for path in folder.glob("*/seed*.npz"):
+        for path in folder.rglob("seed*.npz"):  # a name may hold a "/" (adbench/cover)
             digits = path.stem.removeprefix("seed")
             if digits.isdigit():
-                found.append((path.parent.name, int(digits)))
+                found.append((path.parent.relative_to(folder).as_posix(), int(digits)))
         return sorted(found)
 
     def load(self, dataset: str, seed: int, settings: Settings) -> Lattice:

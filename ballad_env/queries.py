@@ -124,10 +124,11 @@ def query_generators(query_rng: str, al_stream: np.random.SeedSequence,
     streams, so the labels after i AL and j LR rounds do not depend on their order and
     every strategy of a seed sees the same random labels (common random numbers).
     ``"authors"``: ONE legacy ``numpy.random.RandomState(authors_seed)`` shared by both,
-    as the published code's ``np.random.seed(seed)`` followed by ``np.random.choice`` in
-    the order of the rounds. It is the project's only use of the legacy generator: the
-    published labels cannot be drawn from another, and it is a local object, never
-    numpy's global state. The labels then depend on the order of the rounds.
+    as the published code's ``np.random.seed`` followed by ``np.random.choice`` in the
+    order of the rounds (``authors_seed``: ``Settings.query_seed_for``, the split seed or
+    ``query_seed``; the published loader seeds 331). It is the project's only use of the
+    legacy generator: the published labels cannot be drawn from another, and it is a
+    local object, never numpy's global state. The labels then depend on the order of the rounds.
     """
     if query_rng == "streams":
         return np.random.default_rng(al_stream), np.random.default_rng(lr_stream)

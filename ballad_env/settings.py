@@ -55,6 +55,13 @@ AUTHORS_CODE: dict[str, str] = {
     "split": "authors", "prior_train_scores": "rescored", "squash_quantile": "whole-percent",
     "tau_without_val": "zero", "entropy_log": "authors", "initial_fit": "train-val",
     "al_strategy": "uncertainty-argsort", "lr_strategy": "per-round", "query_rng": "authors"}
+#: The seed of the published code's one query stream: its ``load_dataset`` calls
+#: ``np.random.seed(331)`` whatever the split's ``random_state``, so every split seed draws
+#: its labels from this seed's stream. ``Settings.authors_code()`` sets ``query_seed`` to it.
+#: It is not in ``AUTHORS_CODE``: it holds only with ``query_rng="authors"``, and settings
+#: that draw from the split seed's stream keep their names (``<prior>_authors...``); the
+#: preset's are ``<prior>_authors..._qseed331``.
+AUTHORS_QUERY_SEED = 331
 
 
 def _option(default: Any, help: str, short: str | None = None) -> Any:
@@ -93,8 +100,12 @@ class Settings:
     query_rng: QueryRng = _option(
         "streams", "random source of the AL and LR queries: streams (each its own stream, "
         "so labels do not depend on the order of the rounds) or authors (the published "
-        "code: one legacy RandomState seeded with the authors' split seed, shared by both "
-        "in the order of the rounds; no lattice)", "qrng")
+        "code: one legacy RandomState, seeded by query_seed, shared by both in the order of "
+        "the rounds; no lattice)", "qrng")
+    query_seed: int | None = _option(
+        None, "with query_rng=authors, the seed of the shared legacy RandomState: split (the "
+        "episode's split seed) or a whole number (331: the published load_dataset's "
+        "np.random.seed(331), whatever the split's random_state)", "qseed")
     k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
     prior: PriorName | Any = _option(
@@ -175,11 +186,32 @@ class Settings:
                              f"{', '.join(KERNEL_DTYPES)} (or None: by the training set's size)")
         if self.alpha <= 0:
             raise ValueError(f"alpha must be positive, got {self.alpha}")
+        self._check_query_seed()
         Budget.from_fractions(1, self.budget_fraction, self.round_fraction)  # validates both
         Budget.warn_if_inexact(self.budget_fraction, self.round_fraction)
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
+
+    def _check_query_seed(self) -> None:
+        """``query_seed``: None (or ``"split"``) or a seed of a legacy ``RandomState``, and
+        only with ``query_rng="authors"``, the one stream it seeds."""
+        seed = self.query_seed
+        if isinstance(seed, str) and seed.lower() == "split":
+            self._set("query_seed", None)
+            return
+        if seed is None:
+            return
+        if (isinstance(seed, bool) or not isinstance(seed, int | float)
+                or not float(seed).is_integer() or not 0 <= seed < 2**32):
+            raise ValueError(f"query_seed must be 'split' (the split seed) or a whole number "
+                             f"from 0 to 2**32 - 1 (a RandomState seed), got {seed!r}")
+        if self.query_rng != "authors":
+            raise ValueError(f"query_seed={seed!r} seeds the one legacy stream of "
+                             f"query_rng='authors', but query_rng={self.query_rng!r} draws "
+                             "the queries from the episode's own streams: use "
+                             "query_rng='authors', or leave query_seed at 'split'")
+        self._set("query_seed", int(seed))
 
     # ----------------------------------------------------------------- derived
     @property
@@ -201,7 +233,7 @@ class Settings:
             short = f.metadata["short"]
             value = getattr(self, f.name)
             if short and value != getattr(default, f.name):
-                parts.append(f"{short}{value:g}" if isinstance(value, float | int)
+                parts.append(f"{short}{_number_text(value)}" if isinstance(value, float | int)
                              else f"{short}-{value}")
         return "_".join(parts)
 
@@ -212,11 +244,20 @@ class Settings:
 
     @classmethod
     def authors_code(cls, **changes: Any) -> Settings:
-        """The published code's variant (``AUTHORS_CODE``): its kNN prior and its threshold
-        search (``authors-bayes``, 50 calls) too; ``changes`` override any option."""
+        """The published code's variant (``AUTHORS_CODE``): its kNN prior, its threshold
+        search (``authors-bayes``, 50 calls) and its query stream's seed (331, named
+        ``qseed331``; with ``query_rng="streams"`` in ``changes`` there is no such stream)
+        too; ``changes`` override any option."""
         values: dict[str, Any] = {"prior": "knn", "threshold_search": "authors-bayes",
-                                  "bayes_calls": 50, **AUTHORS_CODE}
-        return cls(**{**values, **changes})
+                                  "bayes_calls": 50, **AUTHORS_CODE, **changes}
+        if values["query_rng"] == "authors":  # its seed goes with its stream
+            values.setdefault("query_seed", AUTHORS_QUERY_SEED)
+        return cls(**values)
+
+    def query_seed_for(self, split_seed: int) -> int:
+        """The seed of ``query_rng="authors"``'s legacy stream in an episode whose split
+        seed is ``split_seed``."""
+        return split_seed if self.query_seed is None else self.query_seed
 
     def eta_sample_for(self, n_train: int) -> int:
         """The eta sample in force on a training set of ``n_train`` points (0: all of them)."""
@@ -262,6 +303,13 @@ class Settings:
         return tuple(dict.fromkeys(base.replace(**combo) for combo in combos))
 
 
+def _number_text(value: float) -> str:
+    """A number in a setting's name: ``:g``, but whole numbers that ``:g`` would round (a
+    seed such as 4000000001) in full, so that two settings never share a name."""
+    text = f"{value:g}"
+    return str(value) if isinstance(value, int) and float(text) != value else text
+
+
 def _finite(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -297,6 +345,17 @@ def eta_sample_value(text: str) -> int | None:
     return 0 if text.lower() == "all" else int(text)
 
 
+def query_seed_value(text: str) -> int | None:
+    """``split`` (the episode's split seed) or a whole number."""
+    if text.lower() in ("split", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid query seed {text!r}: use split or a whole "
+                                         "number (331: the published code's)") from None
+
+
 def kernel_dtype_value(text: str) -> str | None:
     """``auto`` (by the training set's size), ``float64`` or ``float32``."""
     if text.lower() in ("auto", "none"):
@@ -319,9 +378,11 @@ _CHOICES: dict[str, Registry[Any]] = {
     "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
 _TYPES: dict[str, Callable[[str], Any]] = {
     "c_r": c_r_value, "bayes_calls": int, "k": int, "prior": prior_name,
-    "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value}
+    "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,
+    "query_seed": query_seed_value}
 #: How a default of None reads on the command line.
-_NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto"}
+_NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto",
+               "query_seed": "split"}
 
 
 def option_text(name: str, value: Any) -> str:
@@ -371,5 +432,5 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
                                   for name, value in options.items()})
 
 
-__all__ = ["AUTHORS_CODE", "Settings", "add_settings_arguments", "c_r_value", "option_text",
-           "prior_name", "settings_from_args"]
+__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "Settings", "add_settings_arguments",
+           "c_r_value", "option_text", "prior_name", "query_seed_value", "settings_from_args"]

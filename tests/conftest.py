@@ -20,6 +20,7 @@ import pytest
 
 import ballad_env
 from ballad_env.data import DATA_DIR_ENV
+from ballad_env.data.bundled import BUNDLED_DIR
 
 ENV_ID = ballad_env.ENV_ID
 
@@ -109,10 +110,10 @@ def make_env(small_xy: tuple[np.ndarray, np.ndarray]) -> Iterator[Callable[..., 
 
 @pytest.fixture(scope="session")
 def benchmark_dir() -> Path:
-    """The folder of benchmark ``.npz`` files: ``$BALLAD_DATA_DIR`` or ``../shared/benchmarks``."""
+    """The folder of benchmark ``.npz`` files: ``$BALLAD_DATA_DIR``, else the paper's 18
+    bundled with the package."""
     configured = os.environ.get(DATA_DIR_ENV)
-    path = (Path(configured) if configured
-            else Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    path = Path(configured) if configured else BUNDLED_DIR
     if not path.is_dir():
         pytest.skip(f"benchmark folder {path} is absent")
     return path

@@ -6,6 +6,11 @@ reward, forced to All-in-AL (15 rounds) and to All-in-LR (5 rounds), and choosin
 (5 rounds); its ``provenance`` says how they were recorded. ``Settings.authors_code()``
 must give the same split, detector, random labels (drawn from its own legacy stream,
 ``query_rng="authors"``), uncertainty ranking, thresholds, test costs and rewards.
+
+The recorded episodes drew their labels after ``np.random.seed(0)``, the split seed (the
+provenance says so), not after the published ``load_dataset``'s ``np.random.seed(331)``,
+which the preset now repeats (``query_seed=331``): the preset here runs with the recorded
+stream's seed, ``query_seed=0``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from ballad_env.rejection import confidence, empirical_cost
 from ballad_env.settings import Settings
 
 FIXTURE = Path(__file__).parent / "data" / "authors_code_trajectory.json"
+#: The seed of the legacy stream the recorded episodes drew their labels from.
+RECORDED_STREAM_SEED = 0
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +38,31 @@ def recorded() -> dict[str, Any]:
     return json.loads(FIXTURE.read_text())
 
 
+def test_the_recorded_stream_seed_is_the_split_seed(recorded: dict[str, Any]) -> None:
+    """The fixture's provenance: split with random_state = 0, labels after np.random.seed(0)."""
+    assert recorded["seed"] == RECORDED_STREAM_SEED
+    assert f"np.random.seed({RECORDED_STREAM_SEED})" in recorded["provenance"]["how"]
+    assert "np.random.seed(331)" not in recorded["provenance"]["how"]
+
+
 def _episode(recorded: dict[str, Any], **changes: Any) -> Episode:
     data = Dataset("blobs", np.array(recorded["X"]), np.array(recorded["y"], dtype=np.int8))
+    if changes.get("query_rng", "authors") == "authors":  # the recorded stream
+        changes = {"query_seed": RECORDED_STREAM_SEED, **changes}
     return Episode(data, recorded["seed"], Settings.authors_code(**changes))
+
+
+def test_the_preset_stream_draws_other_labels(recorded: dict[str, Any]) -> None:
+    """The preset itself (``query_seed=331``, the published loader's) draws other first
+    labels than the recorded stream (seed 0): the fixture needs its stream's seed."""
+    published_loader = _episode(recorded, threshold_search="exact", query_seed=331)
+    assert published_loader.settings == Settings.authors_code(threshold_search="exact")
+    expected = np.random.RandomState(331).choice(published_loader.val_labels.size,
+                                                 len(recorded["all-in-lr"][0]["new"]),
+                                                 replace=False)
+    queried = published_loader.step(LR).queried
+    np.testing.assert_array_equal(queried, expected)
+    assert sorted(queried.tolist()) != recorded["all-in-lr"][0]["new"]
 
 
 class _Replay:

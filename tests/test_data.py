@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +15,18 @@ from ballad_env.data import (
     BUILTIN_DATASETS,
     DATA_DIR_ENV,
     Dataset,
+    adbench,
     available_datasets,
+    bundled,
+    data_card,
+    dataset_name,
     load_dataset,
     make_toy,
     make_wdbc,
     validate_xy,
+    verify_bundled,
 )
+from ballad_env.data.bundled import bundled_names
 
 # 20 rows, 3 features, 2 anomalies (rows 3 and 11).
 X_SMALL = np.arange(60, dtype=np.float64).reshape(20, 3) / 7.0
@@ -221,12 +228,20 @@ def test_missing_data_dir(tmp_path: Path) -> None:
 
 
 def test_available_datasets(tmp_path: Path) -> None:
-    assert available_datasets() == sorted(BUILTIN_DATASETS)
+    """Built-ins and the folder's files, then the paper's 18 bundled, then ADBench's 47."""
+    names = available_datasets()
+    assert names[:2] == sorted(BUILTIN_DATASETS)
+    assert names[2:20] == bundled_names() and len(names[2:20]) == 18
+    assert names[20:] == [f"adbench/{row['name']}" for row in adbench.registry()["datasets"]]
+    assert len(names[20:]) == 47
     _write_npz(tmp_path / "zeta.npz")
     _write_csv(tmp_path / "Alpha.csv")
     _write_npz(tmp_path / "Alpha.npz")
     _write_npz(tmp_path / "TOY.npz")  # a file beside the built-in, not hidden by it
-    assert available_datasets(tmp_path) == ["Alpha", "TOY", "toy", "wdbc", "zeta"]
+    _write_npz(tmp_path / "glass.npz")  # the user's file hides the bundled Glass
+    mine = available_datasets(tmp_path)
+    assert mine[:6] == ["Alpha", "glass", "TOY", "toy", "wdbc", "zeta"]
+    assert "Glass" not in mine and "WDBC" in mine and len(mine) == 6 + 17 + 47
 
 
 def test_lower_case_builtin_names_win_other_cases_name_files(tmp_path: Path) -> None:
@@ -322,7 +337,7 @@ def test_validation_accepts_bool_and_float_labels() -> None:
 def test_file_validation_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "holes.csv"
     path.write_text("a,b,label\n1,2,0\n,4,0\n5,6,1\n7,8,0\n9,10,0\n")
-    with pytest.raises(ValueError, match=r"holes: X contains NaN in 1 of 5 rows"):
+    with pytest.raises(ValueError, match=r"holes\.csv: X contains NaN in 1 of 5 rows"):
         load_dataset(path)
 
 
@@ -366,7 +381,7 @@ def _benchmark_dir() -> Path:
     candidates = []
     if os.environ.get(DATA_DIR_ENV):
         candidates.append(Path(os.environ[DATA_DIR_ENV]))
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    candidates.append(bundled.BUNDLED_DIR)
     for directory in candidates:
         if (directory / "WBC.npz").is_file() and (directory / "manifest.json").is_file():
             return directory
@@ -388,3 +403,50 @@ def test_benchmark_wbc(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ds.X.shape == (manifest["WBC"]["n"], manifest["WBC"]["d"])
     assert abs(ds.contamination - manifest["WBC"]["contamination"]) < 1e-3
     assert "WBC" in available_datasets(directory)
+
+
+# --------------------------------------------------------------------------- bundled
+
+
+def test_bundled_files_match_their_manifest() -> None:
+    """Every shipped file has the SHA256 and size its manifest records."""
+    assert verify_bundled() == {}
+    assert len(bundled_names()) == 18
+
+
+def test_bundled_data_sets_load_by_name_without_a_folder(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The paper's 18 play by name (any case) with no folder and no variable; n, d and
+    contamination are the manifest's."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    entries = bundled.manifest()
+    for name in bundled_names():
+        ds = load_dataset(name[0].lower() + name[1:].upper())  # "wdbc" is the built-in
+        assert ds.name == name and dataset_name(name.upper()) == name
+        entry = entries[name]
+        assert ds.X.shape == (entry["n"], entry["d"])
+        assert abs(ds.contamination - entry["contamination"]) < 5e-4
+
+
+def test_a_folder_file_comes_before_the_bundled_one(tmp_path: Path) -> None:
+    _write_npz(tmp_path / "glass.npz")
+    assert load_dataset("Glass", data_dir=tmp_path).n_samples == 20
+    assert load_dataset("Glass").n_samples == 214
+
+
+def test_ambiguous_folder_name_lists_the_files(tmp_path: Path) -> None:
+    _write_npz(tmp_path / "Sensors.npz")
+    _write_npz(tmp_path / "sensors.npz")
+    with pytest.raises(ValueError, match=r"ambiguous.*Sensors\.npz, sensors\.npz"):
+        load_dataset("SENSORS", data_dir=tmp_path)
+
+
+def test_data_card_sets_the_copy_beside_the_paper() -> None:
+    card = data_card("kddcup99")
+    assert card.startswith("KDDCup99 (bundled")
+    assert "16_http.npz" in card and "3 features" in card
+    assert re.search(r"d\s+3\s+40\s+\(differs\)", card)
+    assert "(differs)" not in data_card("Glass")
+    assert re.search(r"contamination\s+0.02\s+0.0199\s+\(rounding\)", data_card("wilt"))
+    with pytest.raises(KeyError, match="ALOI"):
+        data_card("cover")

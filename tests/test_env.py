@@ -547,7 +547,7 @@ def test_a_prior_that_is_not_a_detector_raises(small_xy) -> None:
 
 def test_unknown_dataset_lists_the_available_names(tmp_path, monkeypatch, small_xy) -> None:
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    with pytest.raises(FileNotFoundError, match=r"'nope'.*\['toy', 'wdbc'\]"):
+    with pytest.raises(FileNotFoundError, match=r"'nope'.*Available: toy, wdbc, ALOI, "):
         ballad_env.BudgetAllocationEnv(dataset="nope")
     np.savez(tmp_path / "Mine.npz", X=small_xy[0], y=small_xy[1])
     with pytest.raises(FileNotFoundError, match=r"Available: Mine, toy, wdbc"):

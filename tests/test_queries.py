@@ -121,6 +121,33 @@ def test_shared_stream_interleaves_the_draws_in_round_order(dataset) -> None:
     assert not np.array_equal(other.step(LR).queried, episode.val_labels.order[0])
 
 
+def test_preset_seeds_its_stream_with_331_whatever_the_split_seed(dataset) -> None:
+    """The published ``load_dataset`` calls ``np.random.seed(331)`` whatever the split's
+    ``random_state``: under the preset two split seeds (other splits) draw their first LR
+    labels, then AL's first random labels, from one RandomState(331) sequence. With
+    ``query_seed="split"`` each draws from RandomState(its split seed)."""
+    b = Episode(dataset, 0, Settings.authors_code(threshold_search="exact")).budget.per_round
+    for query_seed, seeds in ((331, (0, 1)), (None, (0, 1))):
+        drawn = []
+        for seed in seeds:
+            episode = Episode(dataset, seed, Settings.authors_code(threshold_search="exact",
+                                                                   query_seed=query_seed))
+            assert episode.settings.query_seed == query_seed
+            stream = np.random.RandomState(seed if query_seed is None else 331)
+            n_train, n_val = episode.train_labels.size, episode.val_labels.size
+            lr_first = stream.choice(np.arange(n_val), b, replace=False)
+            al_first = stream.choice(np.arange(n_train), b, replace=False)
+            np.testing.assert_array_equal(episode.step(LR).queried, lr_first)
+            np.testing.assert_array_equal(episode.step(AL).queried, al_first)
+            drawn.append((lr_first.tolist(), al_first.tolist(), episode.split.X_val.copy()))
+        (lr_0, al_0, val_0), (lr_1, al_1, val_1) = drawn
+        assert not np.array_equal(val_0, val_1)  # two splits
+        if query_seed == 331:
+            assert (lr_0, al_0) == (lr_1, al_1)  # the same positions of D and V
+        else:
+            assert lr_0 != lr_1
+
+
 def test_default_streams_keep_the_lr_labels_whatever_the_order(dataset) -> None:
     """On its own stream the per-round sample buys the same labels after an AL round."""
     settings = Settings(**OWN_STREAMS)

@@ -51,7 +51,13 @@ def test_names_are_short_stable_and_distinct() -> None:
      ({"c_fn": "1"}, "invalid costs: c_fn"),
      ({"budget_fraction": 0.01}, "round_fraction <= budget_fraction"),
      ({"threshold_search": "bayes", "bayes_calls": 1}, "bayes_calls must be a whole number"),
-     ({"k": 0}, "k must be a whole number"), ({"alpha": 0.0}, "alpha must be positive")],
+     ({"k": 0}, "k must be a whole number"), ({"alpha": 0.0}, "alpha must be positive"),
+     ({"query_rng": "authors", "query_seed": -1}, "query_seed must be 'split'"),
+     ({"query_rng": "authors", "query_seed": 2**32}, "query_seed must be 'split'"),
+     ({"query_rng": "authors", "query_seed": 3.5}, "query_seed must be 'split'"),
+     ({"query_rng": "authors", "query_seed": "331"}, "query_seed must be 'split'"),
+     ({"query_rng": "authors", "query_seed": True}, "query_seed must be 'split'"),
+     ({"query_seed": 331}, "query_rng='streams' draws the queries from the episode's own")],
 )
 def test_bad_options_name_the_problem(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -115,3 +121,30 @@ def test_environment_is_built_from_settings(small_xy) -> None:
     assert env.episode.costs.c_fn == 10.0 and env.episode.budget.n_rounds == 5
     with pytest.raises(TypeError, match="unknown option.*gama"):
         BudgetAllocationEnv(small_xy, gama=0.1)
+
+
+def test_query_seed_is_named_only_when_set_and_parsed_from_the_command_line() -> None:
+    """``query_seed``: the split seed by default (None, ``split`` on the command line), which
+    changes no name; a whole number is named ``qseed<n>`` and survives the JSON round trip."""
+    assert Settings().query_seed is None and Settings(query_rng="authors").query_seed is None
+    assert Settings(query_rng="authors", query_seed="split") == Settings(query_rng="authors")
+    assert Settings(query_rng="authors").name == "iforest_qrng-authors"
+    seeded = Settings(query_rng="authors", query_seed=331.0)
+    assert seeded.query_seed == 331 and isinstance(seeded.query_seed, int)
+    assert seeded.name == "iforest_qrng-authors_qseed331"
+    assert Settings(query_rng="authors", query_seed=4_000_000_001).name.endswith(
+        "_qseed4000000001")  # never rounded by :g into another seed's name
+    assert Settings.from_dict(seeded.to_dict()) == seeded
+    assert (seeded.query_seed_for(7), Settings(query_rng="authors").query_seed_for(7)) == (
+        331, 7)
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser)
+    (one,) = settings_from_args(parser.parse_args(["--query-rng", "authors",
+                                                   "--query-seed", "331"]))
+    assert one == seeded
+    (split,) = settings_from_args(parser.parse_args(["--query-rng", "authors",
+                                                     "--query-seed", "split"]))
+    assert split.query_seed is None
+    assert "(default: split)" in " ".join(parser.format_help().split())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--query-seed", "seed331"])

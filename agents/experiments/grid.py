@@ -17,7 +17,10 @@ from typing import Any
 
 from agents.policy_files import policy_name, settings_file
 from agents.registry import agent_names, is_agent_name, is_policy_path
-from ballad_env.data import BUILTIN_DATASETS, Dataset, available_datasets, dataset_name
+from ballad_env.data import Dataset, dataset_name
+from ballad_env.data.adbench import adbench_names
+from ballad_env.data.bundled import bundled_names
+from ballad_env.data.folder import folder_names, resolve_data_dir
 from ballad_env.env import named_arrays
 from ballad_env.settings import Settings
 
@@ -160,20 +163,51 @@ def seed_range(n: int) -> tuple[int, ...]:
     return tuple(range(n))
 
 
+#: Group names ``--datasets`` expands (a file named like one is reached by its path).
+DATASET_GROUPS = {
+    "all": "every data file in the data folder (--data-dir or $BALLAD_DATA_DIR) if one is "
+           "configured, else the paper's 18",
+    "paper": "the paper's 18 data sets (bundled with the package)",
+    "adbench": "ADBench's 47 classical data sets, adbench/<name> (downloaded once, cached)",
+}
+
+
+#: The ``--datasets`` help of every script.
+DATASETS_HELP = ("data sets: names (toy, wdbc, the paper's Glass, WBC, ..., adbench/<name> "
+                 "for ADBench's, or file stems in --data-dir; any case), paths of data files, "
+                 "or a group: 'all' (every file in --data-dir if given, else the paper's 18), "
+                 "'paper' (the paper's 18), 'adbench' (ADBench's 47, downloaded once)")
+
+
+def _group(name: str, data_dir: str | os.PathLike | None) -> list[str]:
+    """The data sets of the group ``name`` (see ``DATASET_GROUPS``)."""
+    if name == "paper":
+        return bundled_names()
+    if name == "adbench":
+        return adbench_names()
+    directory = resolve_data_dir(data_dir)
+    if directory is None:
+        return bundled_names()
+    found = sorted(folder_names(directory), key=lambda n: (n.lower(), n))
+    if not found:
+        raise FileNotFoundError(f"--datasets all: no data files in {str(directory)!r}")
+    return found
+
+
 def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = None
                   ) -> tuple[str, ...]:
-    """The data sets of a command line: ``all`` is every data file in the data directory
-    (built-ins excluded); other names and paths are checked to exist, and kept as given."""
-    if list(names) != ["all"]:
-        for name in names:
+    """The data sets of a command line: the groups of ``DATASET_GROUPS`` expanded (``all``,
+    ``paper``, ``adbench``); other names and paths are checked to exist (without a
+    download), and kept as given; a data set named twice is kept once."""
+    expanded: list[str] = []
+    for name in names:
+        if name in DATASET_GROUPS:
+            expanded.extend(_group(name, data_dir))
+        else:
             dataset_name(name, data_dir)  # FileNotFoundError naming an unknown data set
-        return tuple(names)
-    found = [n for n in available_datasets(data_dir) if n not in BUILTIN_DATASETS]
-    if not found:
-        raise FileNotFoundError("--datasets all: no data files found; pass --data-dir or set "
-                                "$BALLAD_DATA_DIR")
-    return tuple(found)
+            expanded.append(name)
+    return tuple(dict.fromkeys(expanded))
 
 
-__all__ = ["PAPER_AGENTS", "Cell", "Grid", "agent_label", "check_agent", "dataset_names",
-           "seed_range"]
+__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "PAPER_AGENTS", "Cell", "Grid", "agent_label",
+           "check_agent", "dataset_names", "seed_range"]

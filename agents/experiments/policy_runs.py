@@ -319,7 +319,12 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for label, run_dirs in groups.items():
-        frames = [read_monitor(d) for d in run_dirs]
+        frames = [f for f in (read_monitor(d) for d in run_dirs) if len(f)]
+        if not frames:  # a run shorter than one episode: nothing to draw
+            for ax in axes:
+                ax.text(0.5, 0.5, f"{label}: no episode finished", ha="center",
+                        transform=ax.transAxes)
+            continue
         end = min(int(f["timesteps"].iloc[-1]) for f in frames)
         grid = np.linspace(0, end, 100)
         for ax, column in zip(axes, ("return", "test_cost"), strict=True):
@@ -332,7 +337,8 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
                                 color=line.get_color(), alpha=0.2)
     axes[0].set(xlabel="environment steps", ylabel=f"episode return (rolling {window})")
     axes[1].set(xlabel="environment steps", ylabel=f"final test cost (rolling {window})")
-    axes[0].legend(fontsize=8)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     path = Path(path)

@@ -23,15 +23,21 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-import sb3_contrib
-import stable_baselines3
-import torch
-from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
-from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
-from stable_baselines3.common.logger import configure
-from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+try:
+    import sb3_contrib
+    import stable_baselines3
+    import torch
+    from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
+    from agents.extras import missing_extra
+
+    raise missing_extra(err, "policy training") from err
 from tqdm.auto import tqdm
 
 import ballad_env
@@ -107,12 +113,28 @@ class TrainConfig:
             raise ValueError("datasets: give at least one data set")
         if self.n_envs < 1 or self.total_timesteps < 1:
             raise ValueError("n_envs and total_timesteps must be positive")
+        self._check_batches()
         check_version(self.observation)
         if min(self.n_epochs, self.train_freq, self.gradient_steps) < 1:
             raise ValueError("n_epochs, train_freq and gradient_steps must be positive")
         if self.episode_seeds < 0:
             raise ValueError(f"episode_seeds must be >= 0 (0: a fresh seed per episode), got "
                              f"{self.episode_seeds}")
+
+    def _check_batches(self) -> None:
+        """Rollout and minibatch sizes SB3 would refuse with a bare ``AssertionError``."""
+        if self.n_steps is not None and self.n_steps < 1:
+            raise ValueError(f"n_steps must be positive, got {self.n_steps}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        if self.algo not in ("ppo", "maskable_ppo"):
+            return
+        if self.batch_size is not None and self.batch_size < 2:
+            raise ValueError("batch_size must be at least 2 for PPO (it normalises the "
+                             f"advantages over each minibatch), got {self.batch_size}")
+        if self.n_steps is not None and self.n_steps * self.n_envs < 2:
+            raise ValueError("PPO needs a rollout of at least 2 steps: n_steps x n_envs = "
+                             f"{self.n_steps} x {self.n_envs}")
 
     @property
     def name(self) -> str:
@@ -273,19 +295,30 @@ class TqdmProgress(BaseCallback):
         super().__init__()
         self.total = total
         self.bar: Any = None
+        self._shown: object = None  # the newest episode the figures include
 
     def _on_training_start(self) -> None:
         self.bar = tqdm(total=self.total, unit="step", dynamic_ncols=True)
 
+    def _show_recent(self) -> None:
+        """Mean return and final test cost of the 20 latest episodes, when one has ended
+        since the last update (SB3 adds an episode to its buffer after this callback's
+        step, so the check runs at every step and once more at the end)."""
+        buffer = self.model.ep_info_buffer
+        if not buffer or buffer[-1] is self._shown:
+            return
+        self._shown = buffer[-1]
+        recent = list(buffer)[-20:]
+        self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
+                             cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+
     def _on_step(self) -> bool:
         self.bar.update(self.training_env.num_envs)
-        recent = list(self.model.ep_info_buffer or ())[-20:]
-        if recent and self.n_calls % 15 == 0:
-            self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
-                                 cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+        self._show_recent()
         return True
 
     def _on_training_end(self) -> None:
+        self._show_recent()
         self.bar.close()
 
 

@@ -34,6 +34,7 @@ from agents.experiments.studies.allocators import (
     trait_table,
 )
 from agents.experiments.tables import write_table
+from ballad_env.data.bundled import BUNDLED_DIR
 
 REPO = Path(__file__).resolve().parents[3]
 TITLES = {
@@ -50,7 +51,7 @@ TITLES = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    default_data = os.environ.get("BALLAD_DATA_DIR") or REPO.parent / "shared" / "benchmarks"
+    default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
                    help="folder of <Name>.npz benchmark files")

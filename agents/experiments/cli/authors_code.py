@@ -3,7 +3,7 @@
     # each option alone and the preset, both priors, BALLAD / All-in-AL / All-in-LR
     # (resumable, seed after seed; one process), then its table in
     # docs/tables/authors_code_ablation.* (a partial run's tables say what they hold)
-    python scripts/authors_code_check.py ablation --data-dir ../shared/benchmarks \\
+    python scripts/authors_code_check.py ablation \\
         --seeds 10 --output results/authors_code_10 --update-docs
 
     # ours with the preset on the episodes a run of the published code recorded
@@ -25,10 +25,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
-from agents.experiments.grid import dataset_names
+from agents.experiments.grid import DATASETS_HELP, dataset_names
 from agents.experiments.store import RUN_FILE
 from agents.experiments.studies.authors_code import (
     AGENTS,
@@ -48,7 +46,7 @@ from agents.experiments.studies.published_code import (
     run_published,
 )
 from agents.experiments.tables import seeds_text, write_table
-from ballad_env.settings import Settings
+from ballad_env.settings import Settings, query_seed_value
 
 DOCS_TABLES = Path(__file__).resolve().parents[3] / "docs" / "tables"
 
@@ -63,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="ablation, published: data sets (default: every file in "
-                             "--data-dir)")
+                        help="ablation, published: " + DATASETS_HELP)
     parser.add_argument("--seeds", type=int, default=3,
                         help="ablation, published: seeds 0..N-1, one after the other")
     parser.add_argument("--priors", nargs="+", default=["iforest", "knn"],
@@ -83,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tau-position", default="as-found",
                         choices=["as-found", "bottom", "middle", "top"],
                         help="agreement: where the preset's tau sits in its optimal interval")
+    parser.add_argument("--query-seed", type=query_seed_value, default=None,
+                        help="agreement: the seed of the preset's one query stream, as the "
+                             "published run drew it: split (default: the published-code "
+                             "runner seeds numpy's stream with the split seed) or a number "
+                             "(331: the published load_dataset's, the preset's own)")
     parser.add_argument("--output", default="results/authors_code", help="results folder")
     parser.add_argument("--stem", default="authors_code_ablation",
                         help="ablation: the tables' file name (a second run's tables beside "
@@ -137,8 +139,10 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not args.published:
         raise SystemExit("agreement needs --published (the published code's episodes)")
     published = load_published(args.published)
+    # The labels must come from the stream the published run drew them from: the runner
+    # (play_published) seeds it with the split seed, so by default not the preset's 331.
     setting = Settings.authors_code(threshold_search=args.threshold_search,
-                                    tau_position=args.tau_position)
+                                    tau_position=args.tau_position, query_seed=args.query_seed)
     # Ours plays the episodes the published code finished, one results folder per setting,
     # strategy and seed (each grows as the published run goes on).
     # --report-only reads what is there, leaving out the folders a run has not started.
@@ -153,13 +157,18 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not parts:
         raise SystemExit(f"no results of {setting.name} under {args.output}: run without "
                          "--report-only first")
+    import pandas as pd  # here, so that agents.experiments names a missing extra first
+
     results = pd.concat(parts, ignore_index=True)
     stem = f"authors_code_agreement_{setting.name}"
+    stream = ("the split seed" if setting.query_seed is None
+              else f"{setting.query_seed}")
     note = (f"Setting {setting.name}; the same splits (random_state = seed); the labels as "
             f"the setting draws them (query_rng={setting.query_rng!r}: 'authors' draws the "
-            "published code's). Mean test cost per example over rounds, seeds, "
-            "then data sets, on the episodes both codes played; the published code's from "
-            "`scripts/authors_code_check.py published` (docs/studies/REPRODUCTION.md).")
+            f"published code's, from the legacy stream seeded with {stream}). Mean test cost "
+            "per example over rounds, seeds, then data sets, on the episodes both codes "
+            "played; the published code's from `scripts/authors_code_check.py published` "
+            "(docs/studies/REPRODUCTION.md).")
     table = agreement_table(results, published, setting.name)
     print(write_table(table, tables, stem, title="The preset against the published code",
                       note=note + " dataset_difference_*: the range of the relative "

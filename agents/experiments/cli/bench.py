@@ -15,7 +15,7 @@ and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 mi
 (sampled eta, float32 kernel sums) and prints how far the costs move. ``synthetic:<n>x<d>``
 names a synthetic data set anywhere a data set is asked for.
 
-    .venv/bin/python scripts/bench.py --data-dir ../shared/benchmarks
+    .venv/bin/python scripts/bench.py
     .venv/bin/python scripts/bench.py --scaling --sizes 50000 200000 500000
     .venv/bin/python scripts/bench.py --effects --datasets KDDCup99 ALOI synthetic:100000x10
     .venv/bin/python scripts/bench.py --replay --datasets Glass WBC WDBC
@@ -35,6 +35,7 @@ import sys
 from typing import Any
 
 from agents.experiments import dataset_names
+from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.bench import (
     EPISODE_TARGET_S,
     MEMORY_TARGET_MB,
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="data sets, or 'all' for every file in the data folder")
+                        help=DATASETS_HELP)
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     add_settings_arguments(parser, only=["prior", "bayes_calls"])

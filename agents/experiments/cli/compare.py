@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import Any
 
 from agents.experiments import (
     Grid,
@@ -28,6 +27,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
+from agents.experiments.grid import DATASETS_HELP
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
@@ -37,8 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     grid = parser.add_argument_group("grid")
     grid.add_argument("--datasets", nargs="+", required=True,
-                      help="data set names (built-in or file stems, in any case), paths of "
-                           "data files, or 'all' for every file in --data-dir")
+                      help=DATASETS_HELP)
     grid.add_argument("--data-dir", default=None,
                       help="folder of data files (default: $BALLAD_DATA_DIR)")
     grid.add_argument("--seeds", type=int, default=10, help="run seeds 0..N-1")
@@ -72,10 +71,12 @@ def build_grid(args: argparse.Namespace) -> Grid:
                 tuple(args.agents), settings_from_args(args))
 
 
-def report(results: pd.DataFrame, output: Path, per_round: bool) -> None:
+def report(results: Any, output: Path, per_round: bool) -> None:
     """Print (and save as CSV) the summary table, the win counts and optionally the rounds."""
     summary = summary_table(results)
     summary.to_csv(output / "summary.csv")
+    import pandas as pd  # here, so that agents.experiments names a missing extra first
+
     with pd.option_context("display.width", 200, "display.max_columns", 50,
                            "display.float_format", "{:.4f}".format):
         print("\nMean test cost per data set (over seeds and rounds); lowest wins")

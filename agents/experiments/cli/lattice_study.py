@@ -33,6 +33,7 @@ from agents.experiments.studies.lattice import (
     write_report,
 )
 from ballad_env.data import dataset_name
+from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.settings import add_settings_arguments
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,7 +49,7 @@ def positive(text: str) -> int:
 
 def parse_options(argv: list[str] | None = None) -> StudyOptions:
     """Command-line options; defaults reproduce docs/studies/LATTICE.md."""
-    default_data = os.environ.get("BALLAD_DATA_DIR") or REPO.parent / "shared" / "benchmarks"
+    default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
                    help="folder of <Name>.npz benchmark files")

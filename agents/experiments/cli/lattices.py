@@ -22,6 +22,7 @@ from pathlib import Path
 from agents.experiments.lattice_build import build_store, build_summary
 from agents.experiments.store import RunError
 from agents.experiments.tables import write_table
+from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.lattice_store import StoreError
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
@@ -30,7 +31,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    default_data = os.environ.get("BALLAD_DATA_DIR") or REPO.parent / "shared" / "benchmarks"
+    default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="the store's folder")
     p.add_argument("--datasets", nargs="+", default=None, help="data sets (names or paths)")

@@ -12,8 +12,8 @@ Figures go to ``figures/``, tables (Markdown and CSV) to ``tables/`` under the r
 ``docs/``, the committed report. Both are drawn from the stored results only
 (``--report-only`` redraws them without running).
 
-    .venv/bin/python scripts/reproduce_paper.py --data-dir ../shared/benchmarks --n-jobs 2
-    .venv/bin/python scripts/reproduce_paper.py --data-dir ../shared/benchmarks --report-only \
+    .venv/bin/python scripts/reproduce_paper.py --n-jobs 2
+    .venv/bin/python scripts/reproduce_paper.py --report-only \
         --update-docs
 """
 
@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import RunError, dataset_names
+from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.paper import (
     DEFAULT_BAYES_DATASETS,
     QUESTIONS,
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None,
                         help="folder of the benchmark files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],
-                        help="data sets, or 'all' for every file in the data folder")
+                        help=DATASETS_HELP)
     parser.add_argument("--seeds", type=int, default=10, help="repetitions: seeds 0..N-1")
     parser.add_argument("--questions", nargs="+", default=list(QUESTIONS), choices=QUESTIONS,
                         help="what to run and report")

@@ -38,18 +38,20 @@ from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies import policies as study
 from agents.experiments.tables import markdown_table
 from agents.policy_files import add_trust_pickle_argument
+from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.settings import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def data_dir(arg: str | None) -> Path:
-    """The benchmark folder: the option, else $BALLAD_DATA_DIR, else ../shared/benchmarks."""
+    """The benchmark folder: the option, else $BALLAD_DATA_DIR, else the paper's 18 (bundled
+    with the package)."""
     if arg:
         return Path(arg)
     if os.environ.get("BALLAD_DATA_DIR"):
         return Path(os.environ["BALLAD_DATA_DIR"])
-    return ROOT.parent / "shared" / "benchmarks"
+    return BUNDLED_DIR
 
 
 def cmd_split(args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ the ``.zip`` path to the experiment runner; checkpoints and ``eval/best_model.zi
 Example::
 
     python scripts/train_policy.py --algo maskable_ppo --reward val_cost \\
-        --datasets Pima WBC Glass --data-dir ../shared/benchmarks --total-timesteps 3000
+        --datasets Pima WBC Glass --total-timesteps 3000
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
 from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
@@ -78,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "environment, from the stored cells of --datasets")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_settings_arguments(p, defaults=Settings(reward="cost"))
+    for action in p._actions:  # every option's help says its default
+        if action.default not in (None, False, argparse.SUPPRESS) and action.help and \
+                "default" not in action.help:
+            action.help += " (default: %(default)s)"
     return p.parse_args(argv)
 
 

@@ -12,7 +12,11 @@ interrupted run resumes. :func:`load_published` gives each episode's mean test c
 
 The loop is ours, written from the published code's main loop; every step that decides a
 number (label queries, detector, threshold search, rewards, rejection, cost) calls the
-published functions or anomatools' classes themselves.
+published functions or anomatools' classes themselves. The split is ours too (written from
+the published ``load_dataset``, which it does not call), and numpy's global stream, which
+the published label queries draw from, is seeded with the split seed: the published
+``load_dataset`` seeds it with 331 whatever the seed. So these episodes pair with
+``Settings.authors_code(query_seed="split")``, not with the preset's 331.
 """
 
 from __future__ import annotations

@@ -1,0 +1,29 @@
+"""Optional dependencies: a missing one is an error naming the extra that installs it.
+
+``pip install ballad-env`` installs the environment and the rule agents; the experiment
+harness needs the ``experiments`` extra (pandas, pyarrow, joblib, dask) and policy training
+and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib, torch).
+"""
+
+from __future__ import annotations
+
+#: The extra that installs each optional top-level module.
+EXTRA_OF = {"pandas": "experiments", "pyarrow": "experiments", "joblib": "experiments",
+            "dask": "experiments", "distributed": "experiments", "torch": "rl",
+            "stable_baselines3": "rl", "sb3_contrib": "rl"}
+
+
+def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
+    """``err`` reworded to name the extra that installs the missing module (``err`` itself
+    if the module is not an optional dependency)."""
+    module = (err.name or "").split(".")[0]
+    extra = EXTRA_OF.get(module)
+    if extra is None:
+        return err
+    return ModuleNotFoundError(
+        f"{what} needs {module}, which is not installed: install the project's '{extra}' "
+        f"extra, pip install 'ballad-env[{extra}]' (from a clone: pip install -e '.[{extra}]')",
+        name=module)
+
+
+__all__ = ["EXTRA_OF", "missing_extra"]

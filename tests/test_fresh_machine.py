@@ -1,0 +1,234 @@
+"""What a new user trips on, on a fresh machine (issue 19): one test per problem.
+
+The data sets by name without a folder, the ``--datasets`` groups, tiny training runs,
+PPO's minibatch, a warning given twice, the documentation of formats, rewards and
+``info``, missing extras, what each make target installs, the training progress bar and
+the package metadata.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections import deque
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import gymnasium as gym
+import pytest
+from conftest import write_data_files
+
+import ballad_env
+from agents.experiments import dataset_names
+from ballad_env.data import DATA_DIR_ENV, available_datasets
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> ModuleType:
+    module_name = f"script_{name.removesuffix('.py')}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, ROOT / "scripts" / name)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
+
+
+@pytest.fixture(autouse=True)
+def _no_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+
+
+# ------------------------------------------------------------------------------ data
+
+
+def test_the_papers_data_sets_play_by_name_without_a_folder() -> None:
+    env = gym.make(ballad_env.ENV_ID, dataset="Cardiotocography", prior="knn")
+    try:
+        _, info = env.reset(seed=0)
+        assert info["dataset"] == "Cardiotocography"
+    finally:
+        env.close()
+
+
+def test_datasets_groups(tmp_path: Path) -> None:
+    paper = dataset_names(["paper"])
+    assert len(paper) == 18 and "KDDCup99" in paper
+    assert dataset_names(["all"]) == paper  # no folder: the paper's 18
+    adbench = dataset_names(["adbench"])
+    assert len(adbench) == 47 and adbench[0] == "adbench/ALOI"
+    folder = write_data_files(tmp_path / "data", {"alpha": 50, "Beta": 50})
+    assert dataset_names(["all"], folder) == ("alpha", "Beta")  # the folder's files
+    assert dataset_names(["paper", "WBC", "adbench/cover"]) == (*paper, "adbench/cover")
+    with pytest.raises(FileNotFoundError, match="adbench/cover"):
+        dataset_names(["cover"])
+
+
+def test_scripts_default_to_the_bundled_data_not_a_folder_beside_the_clone() -> None:
+    for name in ("build_lattices.py", "allocator_study.py", "lattice_study.py",
+                 "policy_study.py"):
+        assert "shared" not in (ROOT / "scripts" / name).read_text(), name
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def test_training_curve_of_a_run_shorter_than_one_episode(tmp_path: Path) -> None:
+    """``train_policy.py --total-timesteps 14`` saved the model, then crashed plotting an
+    empty monitor file (IndexError)."""
+    from agents.experiments.training import plot_training_curves
+
+    monitor = tmp_path / "run" / "monitor"
+    monitor.mkdir(parents=True)
+    (monitor / "0.monitor.csv").write_text('#{"t_start": 0.0}\nr,l,t,test_cost,dataset\n')
+    path = plot_training_curves({"short": [tmp_path / "run"]}, tmp_path / "curve.png")
+    assert path.is_file() and path.stat().st_size > 0
+
+
+def test_ppo_minibatch_of_one_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    script = load_script("train_policy.py")
+    assert script.main(["--batch-size", "1", "--datasets", "toy"]) == 2
+    assert "batch_size must be at least 2 for PPO" in capsys.readouterr().err
+    assert script.main(["--n-steps", "1", "--n-envs", "1"]) == 2
+    assert "rollout of at least 2 steps" in capsys.readouterr().err
+
+
+def test_train_policy_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        load_script("train_policy.py").parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for option, default in (("--total-timesteps", "3000"), ("--n-envs", "2"),
+                            ("--algo", "ppo"), ("--output-dir", "results/policies")):
+        assert re.search(re.escape(option) + r"[^-]*\(default: " + re.escape(default), text)
+
+
+def test_progress_bar_shows_the_latest_episodes() -> None:
+    """The bar's figures stayed those of the first episodes (they were refreshed only when
+    the step count was a multiple of 15, before SB3 added the episode that just ended)."""
+    from agents.experiments.training import TqdmProgress
+
+    bar = TqdmProgress(total=40)
+    buffer: deque = deque(maxlen=100)
+    bar.model = SimpleNamespace(ep_info_buffer=buffer, num_timesteps=0,
+                                get_env=lambda: SimpleNamespace(num_envs=1))
+    bar._on_training_start()
+    bar.bar.disable = True
+    for step in range(1, 31):
+        bar.on_step()
+        if step == 15:
+            buffer.append({"r": 0.5, "test_cost": 0.5})
+        if step == 30:
+            buffer.append({"r": 0.1, "test_cost": 0.1})
+    bar._on_training_end()
+    assert sorted(bar.bar.postfix.split(", ")) == ["cost=0.3000", "ret=0.3000"]  # both ends
+
+
+# ------------------------------------------------------------------------------ docs
+
+
+def test_help_of_the_environment_lists_rewards_and_info_keys() -> None:
+    doc = ballad_env.BudgetAllocationEnv.__doc__
+    rewards = doc[doc.index("## Rewards"):doc.index("## Info")]
+    from ballad_env.rewards import REWARD_SIGNALS
+
+    for name in REWARD_SIGNALS.names():
+        assert f'"{name}"' in rewards, name
+    env = gym.make(ballad_env.ENV_ID, dataset="toy", prior="knn")
+    try:
+        _, info = env.reset(seed=0)
+    finally:
+        env.close()
+    documented = doc[doc.index("## Info"):doc.index("## Starting State")]
+    missing = [key for key in info if not re.search(rf"\b{key}\b", documented)]
+    assert not missing
+
+
+def test_readme_documents_formats_rewards_and_data() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for word in ("is_anomaly", "UTF-8", "val_sample_cost", "BALLAD_DATA_HOME",
+                 "BALLAD_DATA_MIRROR", "adbench/cover", "--datasets"):
+        assert word in readme, word
+    data = readme[readme.index("## Data"):]
+    assert "by hand" in data and "../shared" not in readme
+
+
+def test_method_cites_only_the_repository() -> None:
+    method = (ROOT / "docs" / "method.md").read_text()
+    assert "SPEC" not in method and "../shared" not in method
+
+
+def test_docs_table_lists_every_data_set() -> None:
+    table = (ROOT / "docs" / "datasets.md").read_text()
+    for name in available_datasets():
+        assert f"| `{name}` |" in table, name
+
+
+# ------------------------------------------------------------------------------ install
+
+_BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Block())
+{code}
+"""
+
+
+_SCRIPT = "import runpy, sys; sys.argv = ['{0}', '--help']; runpy.run_path('scripts/{0}')"
+
+
+@pytest.mark.parametrize(("blocked", "code", "extra"), [
+    (("pandas",), "import agents.experiments", "experiments"),
+    (("pandas",), _SCRIPT.format("compare_agents.py"), "experiments"),
+    (("pandas",), _SCRIPT.format("authors_code_check.py"), "experiments"),
+    (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training", "rl"),
+    (("torch",), _SCRIPT.format("train_policy.py"), "rl"),
+])
+def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:
+    """After ``pip install .`` without extras, imports died with a bare ModuleNotFoundError."""
+    code = _BLOCK.format(blocked=set(blocked), code=code)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode != 0
+    assert f"pip install 'ballad-env[{extra}]'" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_targets_install_what_they_need(tmp_path: Path) -> None:
+    def installs(target: str) -> str:
+        out = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60).stdout
+        return " ".join(re.findall(r'pip install --quiet -e "(\S+)"', out))
+
+    assert installs("run") == ".[experiments]"
+    assert installs("bench") == ".[experiments]"
+    assert installs("test") == ".[all]"
+
+
+def test_license_is_an_spdx_string() -> None:
+    """A license table makes setuptools print a deprecation banner at every install."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "BSD-3-Clause"
+    assert "setuptools>=77" in meta["build-system"]["requires"]  # the first to accept it
+    assert "ballad_env/data/benchmarks/*.npz" not in str(meta)  # package data is relative
+    assert meta["tool"]["setuptools"]["package-data"]["ballad_env.data"]
+
+
+def test_lattice_store_lists_cells_of_adbench_names(tmp_path: Path) -> None:
+    """``adbench/cover`` is stored under ``adbench/cover/``; the store lost such cells."""
+    from ballad_env.lattice_store import LatticeStore
+    from ballad_env.settings import Settings
+
+    store = LatticeStore(tmp_path, create=True)
+    for name, seed in (("adbench/cover", 3), ("Glass", 0)):
+        path = store.path(name, seed, Settings())
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"")
+    assert store.cells(Settings()) == [("Glass", 0), ("adbench/cover", 3)]
