@@ -23,7 +23,8 @@ REPLAY_ENV_ID = "ballad_env/BudgetAllocationReplay-v0"
 # One id: gymnasium would call v0 deprecated if a "-v1" id existed. The observation's version
 # is an argument instead: gymnasium.make(ENV_ID, observation="v1").
 register(id=ENV_ID, entry_point="ballad_env.env:BudgetAllocationEnv")
-register(id=REPLAY_ENV_ID, entry_point="ballad_env.replay:BudgetAllocationReplayEnv")
+register(id=REPLAY_ENV_ID, entry_point="ballad_env.replay:BudgetAllocationReplayEnv",
+         vector_entry_point="ballad_env.replay_vector:ReplayVectorEnv")
 
 try:
     __version__ = metadata.version("ballad-env")

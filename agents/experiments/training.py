@@ -42,13 +42,16 @@ from tqdm.auto import tqdm
 
 import ballad_env
 from agents.experiments.store import writable_folder
+from agents.experiments.vec_adapter import make_replay_vec_env
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATIONS, check_version
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
 
-VEC_ENVS = ("subproc", "dummy")
+#: "vector": the replay environment stepped N at a time in numpy (``vec_adapter``; needs
+#: ``replay_store``), instead of N single environments in subprocesses or in this process.
+VEC_ENVS = ("subproc", "dummy", "vector")
 #: Written by Monitor at each episode's end: the final test cost, and which data set it was.
 MONITOR_KEYWORDS = ("test_cost", "dataset")
 #: The sub-folders a run writes; training again under the same run name replaces them.
@@ -111,6 +114,9 @@ class TrainConfig:
             raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
         if not self.datasets:
             raise ValueError("datasets: give at least one data set")
+        if self.vec_env == "vector" and self.replay_store is None:
+            raise ValueError("vec_env='vector' steps the replay environment: give "
+                             "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
         if self.n_envs < 1 or self.total_timesteps < 1:
             raise ValueError("n_envs and total_timesteps must be positive")
         self._check_batches()
@@ -250,10 +256,17 @@ def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
 
 def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
                  n_envs: int | None = None) -> VecEnv:
-    """``n_envs`` workers (subprocesses or in-process); SB3 seeds worker i with seed + i."""
+    """``n_envs`` workers (subprocesses, in-process, or one vector replay environment); SB3
+    seeds worker i with seed + i."""
     n = config.n_envs if n_envs is None else n_envs
     if monitor_dir is not None:
         monitor_dir.mkdir(parents=True, exist_ok=True)
+    if config.vec_env == "vector" and config.replay_store is not None:
+        seeds = range(config.episode_seeds) if config.episode_seeds > 0 else None
+        return make_replay_vec_env(
+            n, config.replay_store, datasets=list(config.datasets), seeds=seeds,
+            settings=config.settings, observation=config.observation,
+            monitor_file=None if monitor_dir is None else str(monitor_dir / "vector"))
     fns = [env_factory(config, rank, monitor_dir) for rank in range(n)]
     if config.vec_env == "subproc" and n > 1:
         return SubprocVecEnv(fns)

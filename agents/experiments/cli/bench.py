@@ -26,12 +26,20 @@ ratio in one run (target: 50,000 replay steps a second in one process). ``--repl
 times the replay environment on an existing store instead, cold (a fresh process: every
 cell loaded, every transition computed on first visit) then warm, with its peak memory;
 ``--replay-runs N`` repeats that in N fresh processes and prints the median and range.
+
+``--vector --replay-store DIR`` times the natively vectorised replay environment
+(``ReplayVectorEnv``) at ``--vector-sizes`` beside the single replay environment and
+gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N = 1,024);
+``--ppo-steps N`` then trains PPO at the policy study's sizes for N steps on today's path
+(``DummyVecEnv``) and on the vector environment, and prints where the time goes.
+The measuring lives in ``agents.experiments.studies.vector_bench``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from agents.experiments import dataset_names
@@ -59,7 +67,16 @@ from agents.experiments.studies.bench import (
     time_q1,
     timings_table,
 )
+from agents.experiments.studies.policy_scale import ScalePlan
+from agents.experiments.studies.vector_bench import (
+    VECTOR_SIZES,
+    measure_vector,
+    ppo_report,
+    time_ppo,
+    vector_report,
+)
 from ballad_env.lattice_store import StoreError
+from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings, add_settings_arguments
 
 
@@ -98,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replay steps timed (after as many to warm up)")
     replay.add_argument("--live-episodes", type=int, default=10,
                         help="live episodes timed (fresh seeds)")
+    vector = parser.add_argument_group("vector environment (with --replay-store)")
+    vector.add_argument("--vector", action="store_true",
+                        help="time the vector replay environment beside the single one and "
+                             "SyncVectorEnv (steps/s, median of --vector-repeats)")
+    vector.add_argument("--vector-sizes", type=int, nargs="+", default=list(VECTOR_SIZES),
+                        help="numbers of environments N")
+    vector.add_argument("--vector-repeats", type=int, default=3, help="timed runs per figure")
+    vector.add_argument("--short-steps", type=int, default=20_000,
+                        help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
+    vector.add_argument("--ppo-steps", type=int, default=0,
+                        help="also train PPO this many steps on both paths (0: skip)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -169,12 +197,41 @@ def run_effects(args: argparse.Namespace, names: list[str], settings: Settings) 
     print(effects_table(rows))
 
 
+def run_vector(args: argparse.Namespace, settings: Settings) -> int:
+    """The vector environment's steps/s, then PPO on both paths if asked."""
+    if args.replay_store is None:
+        print("error: --vector needs --replay-store DIR (a store built with "
+              "scripts/build_lattices.py)", file=sys.stderr)
+        return 2
+    try:
+        result = measure_vector(args.replay_store, settings, args.vector_sizes,
+                                args.replay_steps, args.vector_repeats, args.short_steps)
+    except StoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(vector_report(result), flush=True)
+    if args.ppo_steps > 0:
+        datasets = sorted({name for name, _ in
+                           BudgetAllocationReplayEnv(args.replay_store, settings=settings).cells})
+        plan = ScalePlan(train_store=Path(args.replay_store), split_file=Path())
+        rows = [time_ppo(args.replay_store, datasets, path, args.ppo_steps,
+                         settings=settings.replace(reward="cost"), batch_size=plan.batch_size,
+                         n_epochs=plan.n_epochs, learning_rate=plan.learning_rate)
+                for path in ("dummy", "vector")]
+        print(f"\nPPO, {args.ppo_steps:,} steps at the policy study's sizes (reward cost), "
+              "seconds of the whole run and of its parts (cProfile):")
+        print(ppo_report(rows))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(prior=args.prior)
     if args.scaling:
         run_scaling(args, settings)
         return 0
+    if args.vector:
+        return run_vector(args, settings)
     if args.replay_store is not None:
         rows = []
         for _ in range(args.replay_runs):

@@ -44,7 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
     p.add_argument("--n-envs", type=int, default=2, help="parallel environments")
     p.add_argument("--vec-env", choices=VEC_ENVS, default="subproc",
-                   help="subproc: one process per worker; dummy: all in this process")
+                   help="subproc: one process per worker; dummy: all in this process; "
+                        "vector: the replay environment stepped N at once (--replay-store)")
     p.add_argument("--learning-rate", type=float, default=3e-4, help="optimiser step size")
     p.add_argument("--discount", type=float, default=1.0,
                    help="SB3's gamma (1: the return is the whole cost decrease)")

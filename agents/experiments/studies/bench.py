@@ -28,6 +28,7 @@ import numpy as np
 from agents.evaluation import run_episode
 from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
 from agents.experiments.run import run_grid
+from agents.experiments.timing import random_play
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
 from ballad_env.data import Dataset, validate_xy
@@ -175,25 +176,6 @@ def time_q1(names: Sequence[str], seeds: int, settings: Settings,
 # --------------------------------------------------------------------------- replay
 #: Environment steps a second the replay environment must reach in one process.
 REPLAY_TARGET_STEPS = 50_000
-
-
-def random_play(env: Any, n_steps: int, rng: np.random.Generator) -> float:
-    """Seconds to take ``n_steps`` steps (whole episodes, resets included) of random valid
-    actions in ``env`` (a coin per step; the other action when the pool is exhausted)."""
-    coins = rng.integers(2, size=n_steps + 64).tolist()
-    masks = env.unwrapped.action_masks
-    start = time.perf_counter()
-    taken = 0
-    while taken < n_steps:
-        env.reset()
-        done = False
-        while not done:
-            action = coins[taken % len(coins)]
-            if not masks()[action]:
-                action = 1 - action
-            done = env.step(action)[2]
-            taken += 1
-    return time.perf_counter() - start
 
 
 def measure_replay(names: Sequence[str], data_dir: str | None, settings: Settings,
@@ -482,7 +464,7 @@ def effects_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 __all__ = ["EPISODE_TARGET_S", "FAST_PATHS", "MEMORY_TARGET_MB", "PHASES", "Q1_TARGET_S",
-           "REPLAY_TARGET_STEPS", "measure_replay", "measure_replay_store", "random_play",
+           "REPLAY_TARGET_STEPS", "measure_replay", "measure_replay_store",
            "replay_report", "replay_store_report", "replay_store_summary",
            "SCALING_DIMS", "SCALING_MEMORY_MB", "SCALING_SIZES", "SCALING_TARGETS_S",
            "SYNTHETIC_PREFIX",
