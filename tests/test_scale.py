@@ -437,8 +437,8 @@ def test_the_scaling_bench_measures_and_fits_the_growth() -> None:
         growth_exponent,
         measure_scaling,
         scaling_table,
-        synthetic_dataset,
     )
+    from agents.experiments.timing import synthetic_dataset
 
     data = synthetic_dataset(1000, 3, contamination=0.05)
     assert data.name == "synthetic:1000x3" and data.contamination == 0.05

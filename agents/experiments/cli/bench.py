@@ -32,7 +32,19 @@ cell loaded, every transition computed on first visit) then warm, with its peak 
 gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N = 1,024);
 ``--ppo-steps N`` then trains PPO at the policy study's sizes for N steps on today's path
 (``DummyVecEnv``) and on the vector environment, and prints where the time goes.
-The measuring lives in ``agents.experiments.studies.vector_bench``.
+
+``--full-size FILE ...`` plays All-in-AL, All-in-LR and BALLAD on each data file at full
+size, for each of ``--seeds``, ``--priors`` and ``--backends`` (one fresh process and one
+reset each, ``agents.experiments.studies.bench_full``), and prints one table: reset, AL and LR
+step, episode (wall-clock and CPU seconds), peak memory and cost (goal: 60 s an episode on
+two cores). ``--phases`` adds the reset's split by phase. ``--compare-backends`` plays the
+data sets with the numpy and the torch kernel backend and counts the rounds whose decisions
+(labels queried, tau) differ.
+
+    .venv/bin/python scripts/bench.py --full-size cover.npz smtp.npz --backends numpy torch
+    .venv/bin/python scripts/bench.py --compare-backends --data-dir ../shared/benchmarks
+
+The vector measuring lives in ``agents.experiments.studies.vector_bench``.
 """
 
 from __future__ import annotations
@@ -50,11 +62,8 @@ from agents.experiments.studies.bench import (
     Q1_TARGET_S,
     SCALING_DIMS,
     SCALING_SIZES,
-    SYNTHETIC_PREFIX,
-    bench_dataset,
     effects_table,
     fast_path_effects,
-    in_fresh_process,
     measure,
     measure_replay,
     measure_replay_store,
@@ -67,6 +76,7 @@ from agents.experiments.studies.bench import (
     time_q1,
     timings_table,
 )
+from agents.experiments.studies.bench_full import FULL_AGENTS
 from agents.experiments.studies.policy_scale import ScalePlan
 from agents.experiments.studies.vector_bench import (
     VECTOR_SIZES,
@@ -75,6 +85,7 @@ from agents.experiments.studies.vector_bench import (
     time_ppo,
     vector_report,
 )
+from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process
 from ballad_env.lattice_store import StoreError
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings, add_settings_arguments
@@ -133,12 +144,31 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rows of the synthetic data sets (--scaling)")
     scaling.add_argument("--dims", type=int, nargs="+", default=list(SCALING_DIMS),
                          help="features of the synthetic data sets (--scaling)")
-    scaling.add_argument("--agents", nargs="+", default=["ballad", "all-in-al"],
-                         help="agents timed (--scaling) or compared (--effects)")
+    scaling.add_argument("--agents", nargs="+", default=None,
+                         help="agents timed (--scaling: ballad all-in-al; --full-size: "
+                              f"{' '.join(FULL_AGENTS)}) or compared (--effects, "
+                              "--compare-backends: ballad all-in-al)")
     scaling.add_argument("--effects", action="store_true",
                          help="compare the fast paths' costs with the exact path's instead")
     scaling.add_argument("--effect-seeds", type=int, default=3,
                          help="seeds 0..N-1 per data set and agent (--effects)")
+    full = parser.add_argument_group("full size and kernel backends")
+    full.add_argument("--full-size", nargs="+", default=None, metavar="FILE",
+                      help="time full-size episodes of these data files instead")
+    full.add_argument("--seeds", type=int, nargs="+", default=[0],
+                      help="seeds (--full-size, --compare-backends)")
+    full.add_argument("--priors", nargs="+", default=["iforest", "knn"],
+                      help="priors (--full-size)")
+    full.add_argument("--backends", nargs="+", default=["numpy", "torch"],
+                      choices=["numpy", "torch"], help="kernel backends (--full-size)")
+    full.add_argument("--kernel-device", default=None,
+                      help="the torch backend's device (default: cuda when there is one)")
+    full.add_argument("--phases", action="store_true",
+                      help="with --full-size: also profile one reset per file, prior and "
+                           "backend by phase")
+    full.add_argument("--compare-backends", action="store_true",
+                      help="count the decisions that differ between the numpy and the torch "
+                           "backend on the data sets, with the default and the fast paths")
     return parser
 
 
@@ -227,6 +257,20 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(prior=args.prior)
+    if args.full_size:
+        from agents.experiments.studies.bench_full import run_full_size
+
+        print(run_full_size(args.full_size, args.seeds, args.priors, args.backends,
+                            args.agents or list(FULL_AGENTS), args.threads, args.kernel_device,
+                            args.phases))
+        return 0
+    args.agents = args.agents or ["ballad", "all-in-al"]
+    if args.compare_backends:
+        from agents.experiments.studies.bench_full import run_compare_backends
+
+        print(run_compare_backends(bench_names(args.datasets, args.data_dir), args.data_dir,
+                                   settings, args.seeds, args.agents, args.kernel_device))
+        return 0
     if args.scaling:
         run_scaling(args, settings)
         return 0

@@ -65,7 +65,7 @@ def change_label(setting: Settings) -> str:
     """What a setting changes from the defaults of its prior, in words for the table."""
     default = Settings(prior=setting.prior)
     changed = [f"{name}={value}" for name, value in setting.to_dict().items()
-               if name not in ("name", "bayes_calls") and value != default.to_dict()[name]]
+               if name not in ("name", "bayes_calls") and value != getattr(default, name)]
     # the preset's options, its query stream's seed with them (Settings.authors_code)
     preset = {**AUTHORS_CODE, "query_seed": AUTHORS_QUERY_SEED}
     rest = [c for c in changed if c.split("=")[0] not in preset]

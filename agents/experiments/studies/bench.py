@@ -12,15 +12,13 @@ set's own. They time every reset in full: the reset cache (``ballad_env.compute`
 from __future__ import annotations
 
 import cProfile
-import multiprocessing
 import os
 import pstats
 import resource
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,10 +26,14 @@ import numpy as np
 from agents.evaluation import run_episode
 from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
 from agents.experiments.run import run_grid
-from agents.experiments.timing import random_play
+from agents.experiments.timing import (
+    bench_dataset,
+    random_play,
+    synthetic_dataset,
+)
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
-from ballad_env.data import Dataset, validate_xy
+from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -144,13 +146,6 @@ def _profile_text(stats: pstats.Stats, name: str, total: float) -> str:
         short = "/".join(path.replace("\\", "/").split("/")[-2:])
         lines.append(f"    {entry[2]:7.2f} s  {func} ({short}:{line}), {entry[1]} calls")
     return "\n".join(lines)
-
-
-def in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a new process (so its peak memory is its own)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(function, *args).result()
 
 
 def timings_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -283,34 +278,8 @@ SCALING_SIZES = (50_000, 100_000, 200_000, 500_000)
 SCALING_DIMS = (10, 100)
 SCALING_TARGETS_S = {200_000: 10.0, 500_000: 120.0}
 SCALING_MEMORY_MB = 4096.0
-SYNTHETIC_PREFIX = "synthetic:"
 SCALING_HEADER = (f"{'agent':<10} {'n':>7} {'d':>4} {'reset s':>8} {'AL step':>8} "
                   f"{'LR step':>8} {'episode':>8} {'peak MB':>8}  paths")
-
-
-def synthetic_dataset(n: int, d: int, contamination: float = 0.05, seed: int = 0) -> Dataset:
-    """n rows in d dimensions with a known contamination: standard normal normals, and
-    anomalies shifted by 3 / sqrt(d) per feature (3 standard deviations away in all)."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.zeros(n, dtype=np.int8)
-    y[:max(1, round(contamination * n))] = 1
-    signs = rng.choice([-1.0, 1.0], size=(int(y.sum()), d))
-    X[y == 1] += 3.0 / np.sqrt(d) * signs
-    return Dataset(f"{SYNTHETIC_PREFIX}{n}x{d}", *validate_xy(X, y, "synthetic"))
-
-
-def bench_dataset(name: str, data_dir: str | None) -> Dataset | str:
-    """A data set by name: ``synthetic:<n>x<d>`` makes one (``synthetic_dataset``); any other
-    name is left to the environment's loader."""
-    if not name.startswith(SYNTHETIC_PREFIX):
-        return name
-    try:
-        n, d = (int(part) for part in name[len(SYNTHETIC_PREFIX):].split("x"))
-    except ValueError:
-        raise ValueError(f"{name!r}: write a synthetic data set as synthetic:<rows>x<features>, "
-                         "e.g. synthetic:200000x10") from None
-    return synthetic_dataset(n, d)
 
 
 class _TimedSteps:
@@ -467,7 +436,7 @@ __all__ = ["EPISODE_TARGET_S", "FAST_PATHS", "MEMORY_TARGET_MB", "PHASES", "Q1_T
            "REPLAY_TARGET_STEPS", "measure_replay", "measure_replay_store",
            "replay_report", "replay_store_report", "replay_store_summary",
            "SCALING_DIMS", "SCALING_MEMORY_MB", "SCALING_SIZES", "SCALING_TARGETS_S",
-           "SYNTHETIC_PREFIX",
-           "bench_dataset", "effects_table", "fast_path_effects", "growth_exponent",
-           "in_fresh_process", "measure", "measure_scaling", "profile", "scaling_table",
-           "synthetic_dataset", "time_q1", "timed_episode", "timings_table"]
+
+           "effects_table", "fast_path_effects", "growth_exponent",
+           "measure", "measure_scaling", "profile", "scaling_table",
+           "time_q1", "timed_episode", "timings_table"]
