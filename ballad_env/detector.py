@@ -23,6 +23,7 @@ import numpy as np
 from ballad_env.kernel import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
+    KERNEL_BACKENDS,
     KERNEL_DTYPES,
     KernelRows,
     kernel_sums,
@@ -126,6 +127,11 @@ class SSDO:
         ``"fitted"`` or ``"rescored"``: D's prior scores (``TRAIN_SCORINGS``).
     squash_quantile : str
         ``"exact"`` or ``"whole-percent"``: both squashing thresholds (``squash_threshold``).
+    kernel_backend : str
+        ``"numpy"`` or ``"torch"``: where the kernel sums and the sampled eta's neighbour
+        search run (``KernelRows``, ``kernel_width``).
+    kernel_device : str, optional
+        The torch backend's device (None: ``"cuda"`` when there is one, else ``"cpu"``).
 
     References
     ----------
@@ -144,6 +150,8 @@ class SSDO:
         kernel_dtype: str = "float64",
         train_scores: str = "fitted",
         squash_quantile: str = "exact",
+        kernel_backend: str = "numpy",
+        kernel_device: str | None = None,
     ) -> None:
         if train_scores not in TRAIN_SCORINGS:
             raise ValueError(f"unknown train_scores {train_scores!r}: use one of "
@@ -157,6 +165,8 @@ class SSDO:
         self.kernel_dtype = kernel_dtype
         self.train_scores = train_scores
         self.squash_quantile = squash_quantile
+        self.kernel_backend = kernel_backend
+        self.kernel_device = kernel_device
 
     def fit(self, X: np.ndarray, unlabeled: UnlabeledFit | None = None) -> SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold.
@@ -196,9 +206,15 @@ class SSDO:
         prior, shift, threshold, q_train = self._fit_prior(X)
         eta_rng = np.random.default_rng(np.random.SeedSequence(self.random_state,
                                                                spawn_key=(1,)))
-        eta = kernel_width(X, self.k, self.eta_sample, eta_rng)
-        center = X.mean(axis=0) if self.kernel_dtype != "float64" else None
-        rows = KernelRows(X, eta, self.kernel_dtype, center)
+        device = None
+        if self.kernel_backend == "torch":
+            from ballad_env.kernel_torch import resolve_device
+
+            device = resolve_device(self.kernel_device)
+        eta = kernel_width(X, self.k, self.eta_sample, eta_rng, self.kernel_backend, device)
+        centred = self.kernel_dtype != "float64" or self.kernel_backend != "numpy"
+        rows = KernelRows(X, eta, self.kernel_dtype, X.mean(axis=0) if centred else None,
+                          backend=self.kernel_backend, device=device)
         return UnlabeledFit(prior, shift, threshold, _read_only(q_train), eta, rows)
 
     def unlabeled_probability(self, X: np.ndarray) -> np.ndarray:
@@ -290,8 +306,8 @@ class PointScores:
         return squash(s_train, det.score_threshold_), squash(s_other, det.score_threshold_)
 
 
-__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_DTYPES", "PRIORS", "SQUASH_QUANTILES",
-           "SSDO", "TRAIN_SCORINGS", "EpisodeScores", "KernelRows", "PointScores",
-           "PriorFactory", "UnlabeledFit", "check_prior", "kernel_sums", "kernel_width",
-           "make_prior", "posterior_score", "prior_factory", "pyod_detector_names", "squash",
-           "squash_threshold", "training_scores"]
+__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES", "PRIORS",
+           "SQUASH_QUANTILES", "SSDO", "TRAIN_SCORINGS", "EpisodeScores", "KernelRows",
+           "PointScores", "PriorFactory", "UnlabeledFit", "check_prior", "kernel_sums",
+           "kernel_width", "make_prior", "posterior_score", "prior_factory",
+           "pyod_detector_names", "squash", "squash_threshold", "training_scores"]

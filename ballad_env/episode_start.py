@@ -128,7 +128,8 @@ def episode_detector(dataset: Dataset, streams: dict[str, np.random.SeedSequence
                 random_state=_prior_seed(streams), eta_sample=settings.eta_sample_for(n_train),
                 kernel_dtype=settings.kernel_dtype_for(n_train),
                 train_scores=settings.prior_train_scores,
-                squash_quantile=settings.squash_quantile)
+                squash_quantile=settings.squash_quantile,
+                kernel_backend=settings.kernel_backend, kernel_device=settings.kernel_device)
 
 
 def _pickled_size(obj: Any) -> int:
@@ -149,8 +150,8 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
 
     The key is what the part depends on: the data set (this object), the state of the split
     stream (and the authors' split's seed), the prior's seed, and the split, prior, D's
-    scoring and squashing, k, eta and kernel options in force. A prior given as an object
-    is never cached (it has no stable key).
+    scoring and squashing, k, eta and kernel options in force (the backend and device
+    too). A prior given as an object is never cached (it has no stable key).
     """
     if not isinstance(settings.prior, str):
         return EpisodeStart.compute(dataset, streams, settings, split_seed)
@@ -159,7 +160,8 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
            settings.prior, settings.k, settings.eta_sample_for(n_train),
            settings.kernel_dtype_for(n_train), settings.split,
            split_seed if settings.split == "authors" else None, settings.prior_train_scores,
-           settings.squash_quantile, settings.initial_fit)
+           settings.squash_quantile, settings.initial_fit, settings.kernel_backend,
+           settings.kernel_device)
     return RESET_CACHE.get_or_compute(
         dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),
         lambda start: start.nbytes)

@@ -28,6 +28,9 @@ EXACT_MAX_TRAIN = 20_000
 #: Query points of the sampled eta above ``EXACT_MAX_TRAIN`` (about 1% off eta).
 ETA_SAMPLE_DEFAULT = 2_000
 KERNEL_DTYPES = ("float64", "float32")
+#: Where the kernel sums and the sampled eta's neighbour search run: numpy (this module) or
+#: torch (``ballad_env.kernel_torch``, on a GPU when there is one; an optional extra).
+KERNEL_BACKENDS = ("numpy", "torch")
 #: float32 kernel sums form the exponent in float32 while its rounding error, estimated as
 #: eps32 |ln 2 / eta^2| (max |x - c|^2 + max |z - c|^2), stays below this; else in float64
 #: (about 30% slower at d = 10, 70% at d = 100). Measured errors are 0.3 to 1 times it.
@@ -35,7 +38,8 @@ _F32_EXPONENT_ERROR = 1e-5
 
 
 def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
-                 rng: np.random.Generator | None = None) -> float:
+                 rng: np.random.Generator | None = None, backend: str = "numpy",
+                 device: str | None = None) -> float:
     """eta: harmonic mean over X of each point's distance to its k-th neighbour (itself excluded).
 
     Zero distances are replaced by the smallest positive one; constant data gives 1.
@@ -44,13 +48,19 @@ def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
     ``docs/scale.md``) in O(m n) instead of O(n^2). Not with exact duplicates, though: the
     smallest positive distance the zeros take is seen only by the exact path, so a sampled
     point with k duplicates gives a ``DataWarning``.
+
+    ``backend="torch"`` runs the sampled path's neighbour search on torch ``device`` when
+    it is a GPU (``kernel_torch.nearest_candidates``, in float64 as scikit-learn's: in
+    float32 the rounding of |x|^2 + |z|^2 - 2 x.z hides the small distances between
+    near-duplicates, and eta moved on smtp); the exact path always runs here.
     """
     n = X.shape[0]
     k = min(k, n - 1)
     if k < 1:
         return 1.0
     if 0 < sample < n:
-        kth = _sampled_kth_distances(X, k, sample, rng or np.random.default_rng())
+        kth = _sampled_kth_distances(X, k, sample, rng or np.random.default_rng(), backend,
+                                     device)
         if np.any(kth == 0):
             warnings.warn(
                 f"eta from a sample of {sample} training points: {int(np.sum(kth == 0))} of "
@@ -70,16 +80,29 @@ def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
     return float(kth.size / np.sum(1.0 / kth))
 
 
-def _sampled_kth_distances(X: np.ndarray, k: int, sample: int,
-                           rng: np.random.Generator) -> np.ndarray:
+def _sampled_kth_distances(X: np.ndarray, k: int, sample: int, rng: np.random.Generator,
+                           backend: str = "numpy", device: str | None = None) -> np.ndarray:
     """The k-th neighbour distances of ``sample`` random points of X, among all of X.
 
     A brute-force search finds the k + 1 nearest candidates (fast, but its distances come
     from |x|^2 + |z|^2 - 2 x.z and are off by rounding, so a duplicate is not at distance 0);
     the distances to them are then recomputed as |x - z|, which is 0 for duplicates.
+    With ``backend="torch"`` on a GPU the candidates come from the same search there; on
+    a CPU scikit-learn's search stays (torch's top-k there took 3 times as long on smtp).
     """
     queries = X[np.sort(rng.choice(X.shape[0], size=sample, replace=False))]
-    _, idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X).kneighbors(queries)
+    on_device = None
+    if backend == "torch":
+        from ballad_env.kernel_torch import resolve_device
+
+        on_device = resolve_device(device)
+    if on_device is not None and on_device != "cpu":
+        from ballad_env.kernel_torch import nearest_candidates
+
+        idx = nearest_candidates(X, queries, k + 1, on_device)
+    else:
+        _, idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X).kneighbors(
+            queries)
     kth = np.empty(sample)
     rows = max(1, _CHUNK_ELEMENTS // ((k + 1) * X.shape[1]))
     for start in range(0, sample, rows):
@@ -160,21 +183,32 @@ class KernelRows:
     rounding, estimated from the data's spread around the centre relative to eta, stays
     below 1e-5; otherwise (a kernel narrow next to the data's spread) in float64.
 
+    ``backend="torch"`` keeps the same augmented rows (in float64 for ``dtype="float64"``)
+    on torch ``device`` (a resolved name: ``kernel_torch.resolve_device``) and computes the
+    sums there (``kernel_torch.DeviceRows``).
+
     Read-only once built: episodes started from one cached reset share it.
     """
 
     def __init__(self, X: np.ndarray, eta: float, dtype: str = "float64",
-                 center: np.ndarray | None = None, label_spread: float | None = None) -> None:
+                 center: np.ndarray | None = None, label_spread: float | None = None,
+                 backend: str = "numpy", device: str | None = None) -> None:
         if dtype not in KERNEL_DTYPES:
             raise ValueError(f"unknown kernel dtype {dtype!r}: use one of {KERNEL_DTYPES}")
+        if backend not in KERNEL_BACKENDS:
+            raise ValueError(f"unknown kernel backend {backend!r}: use one of "
+                             f"{KERNEL_BACKENDS}")
         self.X = np.asarray(X, dtype=np.float64)
         self.eta = float(eta)
         self.dtype = dtype
+        self.backend = backend
+        self.device = device
         self.center = (np.zeros(self.X.shape[1]) if center is None
                        else np.asarray(center, dtype=np.float64))
         self.augmented: np.ndarray | None = None
-        self.spread: float | None = None  # float32: the largest |x - center|^2 of the rows
-        if dtype == "float64":
+        self.spread: float | None = None  # augmented: the largest |x - center|^2 of the rows
+        self.device_rows: Any = None  # torch: kernel_torch.DeviceRows
+        if dtype == "float64" and backend == "numpy":
             return
         scale = -np.log(2.0) / self.eta**2
         centred = self.X - self.center
@@ -182,11 +216,16 @@ class KernelRows:
         self.spread = float(norms.max()) if norms.size else 0.0
         spread = self.spread + (self.spread if label_spread is None else label_spread)
         error = float(np.finfo(np.float32).eps) * abs(scale) * spread
-        exponent = np.float32 if error <= _F32_EXPONENT_ERROR else np.float64
+        exponent = (np.float32 if dtype == "float32" and error <= _F32_EXPONENT_ERROR
+                    else np.float64)
         self.augmented = np.empty((len(centred), centred.shape[1] + 2), dtype=exponent)
         self.augmented[:, :-2] = centred
         self.augmented[:, -2] = scale * norms
         self.augmented[:, -1] = 1.0
+        if backend == "torch":
+            from ballad_env.kernel_torch import DeviceRows
+
+            self.device_rows = DeviceRows(self.augmented, device or "cpu")
         self.augmented.setflags(write=False)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> KernelRows:
@@ -194,13 +233,25 @@ class KernelRows:
 
     @property
     def nbytes(self) -> int:
-        """Bytes this object holds beyond the rows it was given."""
+        """Bytes this object holds beyond the rows it was given (in host memory)."""
         return 0 if self.augmented is None else int(self.augmented.nbytes)
 
     def like(self, X: np.ndarray) -> KernelRows:
-        """Other rows, prepared with this object's eta, dtype and centre; labels come from
-        these rows (the training set)."""
-        return KernelRows(X, self.eta, self.dtype, self.center, self.spread)
+        """Other rows, prepared with this object's eta, dtype, centre and backend; labels
+        come from these rows (the training set)."""
+        return KernelRows(X, self.eta, self.dtype, self.center, self.spread, self.backend,
+                          self.device)
+
+    def _label_side(self, X_labeled: np.ndarray) -> np.ndarray:
+        """The labels' side of the augmented product: -2 scale (z - c), 1, scale |z - c|^2."""
+        assert self.augmented is not None
+        scale = -np.log(2.0) / self.eta**2
+        centred = np.asarray(X_labeled, dtype=np.float64) - self.center
+        labels = np.empty((centred.shape[1] + 2, len(centred)), dtype=self.augmented.dtype)
+        labels[:-2] = (-2.0 * scale) * centred.T
+        labels[-2] = 1.0  # times the rows' scale |x - c|^2
+        labels[-1] = scale * np.einsum("ij,ij->i", centred, centred)  # times the rows' 1
+        return labels
 
     def sums(self, X_labeled: np.ndarray, y_labeled: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
@@ -212,13 +263,12 @@ class KernelRows:
         if n_lab == 0 or n == 0:
             return sums[:, 0], sums[:, 1]
         is_anomaly = np.asarray(y_labeled).ravel() == 1
-        indicator = np.column_stack([is_anomaly, ~is_anomaly]).astype(np.float32)
-        scale = -np.log(2.0) / self.eta**2
-        centred = np.asarray(X_labeled, dtype=np.float64) - self.center
-        labels = np.empty((centred.shape[1] + 2, n_lab), dtype=self.augmented.dtype)
-        labels[:-2] = (-2.0 * scale) * centred.T
-        labels[-2] = 1.0  # times the rows' scale |x - c|^2
-        labels[-1] = scale * np.einsum("ij,ij->i", centred, centred)  # times the rows' 1
+        exp_dtype = np.dtype(np.float64 if self.dtype == "float64" else np.float32)
+        indicator = np.column_stack([is_anomaly, ~is_anomaly]).astype(exp_dtype)
+        labels = self._label_side(X_labeled)
+        if self.device_rows is not None:
+            sums = self.device_rows.sums(labels, indicator, exp_dtype, _CHUNK_ELEMENTS)
+            return sums[:, 0].copy(), sums[:, 1].copy()
         augmented = self.augmented
 
         def block(start: int, stop: int) -> None:
@@ -231,5 +281,5 @@ class KernelRows:
         return sums[:, 0].copy(), sums[:, 1].copy()
 
 
-__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_DTYPES", "KernelRows",
-           "kernel_sums", "kernel_width"]
+__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES",
+           "KernelRows", "kernel_sums", "kernel_width"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -20,6 +21,7 @@ from ballad_env.cost import COST_METRICS
 from ballad_env.detector import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
+    KERNEL_BACKENDS,
     KERNEL_DTYPES,
     SQUASH_QUANTILES,
     TRAIN_SCORINGS,
@@ -39,6 +41,7 @@ ALQueryName = Literal["uncertainty", "uncertainty-argsort", "random"]
 LRQueryName = Literal["random", "per-round"]
 QueryRng = Literal["streams", "authors"]
 KernelDType = Literal["float64", "float32"]
+KernelBackend = Literal["numpy", "torch"]
 CostMetric = Literal["per_example", "class_conditional"]
 SplitName = Literal["stratified", "authors"]
 TrainScores = Literal["fitted", "rescored"]
@@ -64,9 +67,14 @@ AUTHORS_CODE: dict[str, str] = {
 AUTHORS_QUERY_SEED = 331
 
 
-def _option(default: Any, help: str, short: str | None = None) -> Any:
-    """A settings field: its default, one line of help, and its tag in setting names."""
-    return field(default=default, metadata={"help": help, "short": short})
+def _option(default: Any, help: str, short: str | None = None, quiet: bool = False) -> Any:
+    """A settings field: its default, one line of help, and its tag in setting names.
+
+    ``quiet``: an option added after results were stored, which ``Settings.to_dict`` leaves
+    out while it has its default, so the run.json and lattice headers of runs with the
+    defaults stay what they were (and such runs can grow); names already leave defaults out.
+    """
+    return field(default=default, metadata={"help": help, "short": short, "quiet": quiet})
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,7 @@ class Settings:
     query_seed: int | None = _option(
         None, "with query_rng=authors, the seed of the shared legacy RandomState: split (the "
         "episode's split seed) or a whole number (331: the published load_dataset's "
-        "np.random.seed(331), whatever the split's random_state)", "qseed")
+        "np.random.seed(331), whatever the split's random_state)", "qseed", quiet=True)
     k: int = _option(30, "SSDO: neighbour rank that sets the kernel width eta", "k")
     alpha: float = _option(2.3, "SSDO: weight of the labels against the prior", "alpha")
     prior: PriorName | Any = _option(
@@ -119,6 +127,13 @@ class Settings:
     kernel_dtype: KernelDType | None = _option(
         None, "precision of the kernel sums: float64 (exact) or float32 (about 4x faster); "
         f"default: float64 up to {EXACT_MAX_TRAIN:,} training points, else float32", "kernel")
+    kernel_backend: KernelBackend = _option(
+        "numpy", "where the kernel sums and the sampled eta's neighbour search run: numpy, or "
+        "torch (on a GPU when there is one: full-size data; the same sums within 1e-6 relative "
+        "to 1 + da + dn; needs pip install 'ballad-env[torch]')", "backend", quiet=True)
+    kernel_device: str | None = _option(
+        None, "the torch backend's device: cpu, cuda, cuda:N, ... (default: cuda when torch "
+        "sees a GPU, else cpu)", "device", quiet=True)
     cost_metric: CostMetric = _option(
         "per_example", "the cost tau minimises and the test cost reports: per_example "
         "(c_fp FP + c_fn FN + c_r R) / n, what the paper's figures and code compute, or "
@@ -184,11 +199,28 @@ class Settings:
         if self.kernel_dtype is not None and self.kernel_dtype not in KERNEL_DTYPES:
             raise ValueError(f"unknown kernel_dtype {self.kernel_dtype!r}: use one of "
                              f"{', '.join(KERNEL_DTYPES)} (or None: by the training set's size)")
+        self._check_backend()
         if self.alpha <= 0:
             raise ValueError(f"alpha must be positive, got {self.alpha}")
         self._check_query_seed()
         Budget.from_fractions(1, self.budget_fraction, self.round_fraction)  # validates both
         Budget.warn_if_inexact(self.budget_fraction, self.round_fraction)
+
+    def _check_backend(self) -> None:
+        """The device only with the torch backend, and torch installed for it (looked for,
+        not imported: importing torch takes seconds)."""
+        if self.kernel_device is not None:
+            if not isinstance(self.kernel_device, str) or not self.kernel_device.strip():
+                raise ValueError(f"kernel_device must be a torch device's name (cpu, cuda, "
+                                 f"cuda:N) or None, got {self.kernel_device!r}")
+            if self.kernel_backend != "torch":
+                raise ValueError(f"kernel_device={self.kernel_device!r} applies to the torch "
+                                 "backend only: add kernel_backend='torch', or leave the "
+                                 "device out")
+        if self.kernel_backend == "torch" and importlib.util.find_spec("torch") is None:
+            raise ValueError("kernel_backend='torch' needs PyTorch, which is not installed: "
+                             "pip install 'ballad-env[torch]' (or pip install torch), or use "
+                             "kernel_backend='numpy'")
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -281,11 +313,15 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The options and the name, as JSON values (a prior given as an object cannot be)."""
+        """The options and the name, as JSON values (a prior given as an object cannot be);
+        quiet options (``_option``) only when they differ from their default."""
         if not isinstance(self.prior, str):
             raise ValueError("settings with a prior object cannot be saved: register the prior "
                              "by name (ballad_env.detector.PRIORS) to record it")
-        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+        default = Settings()
+        return {"name": self.name, **{
+            f.name: getattr(self, f.name) for f in fields(self)
+            if not (f.metadata["quiet"] and getattr(self, f.name) == getattr(default, f.name))}}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Settings:
@@ -345,6 +381,11 @@ def eta_sample_value(text: str) -> int | None:
     return 0 if text.lower() == "all" else int(text)
 
 
+def kernel_device_value(text: str) -> str | None:
+    """``auto`` (cuda when torch sees a GPU, else cpu) or a torch device's name."""
+    return None if text.lower() in ("auto", "none") else text
+
+
 def query_seed_value(text: str) -> int | None:
     """``split`` (the episode's split seed) or a whole number."""
     if text.lower() in ("split", "none"):
@@ -371,7 +412,8 @@ _FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
-    "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS}
+    "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
+    "kernel_backend": KERNEL_BACKENDS}
 
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,
@@ -379,10 +421,10 @@ _CHOICES: dict[str, Registry[Any]] = {
 _TYPES: dict[str, Callable[[str], Any]] = {
     "c_r": c_r_value, "bayes_calls": int, "k": int, "prior": prior_name,
     "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,
-    "query_seed": query_seed_value}
+    "kernel_device": kernel_device_value, "query_seed": query_seed_value}
 #: How a default of None reads on the command line.
 _NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto",
-               "query_seed": "split"}
+               "kernel_device": "auto", "query_seed": "split"}
 
 
 def option_text(name: str, value: Any) -> str:
