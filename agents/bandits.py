@@ -207,10 +207,12 @@ class ValCostGreedy(RuleAgent):
             return LR
         if not self.taken[AL]:
             return AL
-        for side in (AL, LR):
-            if self.gain[side] is None:
-                return side
-        return AL if self.gain[AL] >= self.gain[LR] else LR
+        al, lr = self.gain[AL], self.gain[LR]
+        if al is None:
+            return AL
+        if lr is None:
+            return LR
+        return AL if al >= lr else LR
 
 
 class Half(RuleAgent):

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Write ``ballad_env/data/adbench.json``: ADBench's classical data sets, pinned and hashed.
 
 Maintainers run it once per pinned commit, on a bare git copy of Minqi824/ADBench::

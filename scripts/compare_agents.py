@@ -1,115 +1,15 @@
+#!/usr/bin/env python3
 """Compare allocation agents over data sets x seeds x settings; write tidy results and a summary.
 
-Example (the Makefile's ``run`` target)::
-
-    python scripts/compare_agents.py --datasets wdbc --seeds 10 \\
-        --agents ballad all-in-al all-in-lr --per-round --output results/run
-
-Each setting option takes one or more values; the grid runs every combination. Running the
-same command again resumes: finished cells are kept, only missing ones run. A finished run
-grows the same way: more data sets, seeds, agents or setting values run only the new cells.
+A shim of ``ballad-env compare``; the command line is
+``agents.experiments.cli.compare``.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from agents.experiments import (
-    Grid,
-    RunError,
-    dataset_names,
-    per_round_table,
-    run_grid,
-    seed_range,
-    summary_table,
-    win_counts,
-)
-from agents.experiments.grid import DATASETS_HELP
-from agents.policy_files import add_trust_pickle_argument
-from ballad_env.settings import add_settings_arguments, settings_from_args
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    grid = parser.add_argument_group("grid")
-    grid.add_argument("--datasets", nargs="+", required=True,
-                      help=DATASETS_HELP)
-    grid.add_argument("--data-dir", default=None,
-                      help="folder of data files (default: $BALLAD_DATA_DIR)")
-    grid.add_argument("--seeds", type=int, default=10, help="run seeds 0..N-1")
-    grid.add_argument("--agents", nargs="+", default=["ballad", "all-in-al", "all-in-lr"],
-                      help="agent names (ballad, ballad-cosine, all-in-al, all-in-lr, random, "
-                           "oracle, lr-first-<percent>, ...) or paths of saved policies (.zip, "
-                           "also checkpoints and eval/best_model.zip of a training run)")
-    add_trust_pickle_argument(grid)
-    add_settings_arguments(parser, several=True)
-    run = parser.add_argument_group("execution and output")
-    run.add_argument("--n-jobs", type=int, default=-1,
-                     help="parallel worker processes (-1: all cores, 1: no subprocess)")
-    run.add_argument("--scheduler", default=None,
-                     help="address of a Dask scheduler (e.g. tcp://host:8786): run there instead")
-    run.add_argument("--output", default="results/run",
-                     help="results folder; the same folder again resumes the run, or grows it "
-                          "(more data sets, seeds, agents or settings)")
-    run.add_argument("--per-round", action="store_true",
-                     help="also print mean cost per round (rows) and agent (columns)")
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return parser
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
-def build_grid(args: argparse.Namespace) -> Grid:
-    """The grid the options describe."""
-    return Grid(dataset_names(args.datasets, args.data_dir), seed_range(args.seeds),
-                tuple(args.agents), settings_from_args(args))
-
-
-def report(results: Any, output: Path, per_round: bool) -> None:
-    """Print (and save as CSV) the summary table, the win counts and optionally the rounds."""
-    summary = summary_table(results)
-    summary.to_csv(output / "summary.csv")
-    import pandas as pd  # here, so that agents.experiments names a missing extra first
-
-    with pd.option_context("display.width", 200, "display.max_columns", 50,
-                           "display.float_format", "{:.4f}".format):
-        print("\nMean test cost per data set (over seeds and rounds); lowest wins")
-        print(summary.to_string())
-        if "winner" in summary:
-            print("\nData sets won per agent")
-            print(win_counts(summary).to_string())
-        if per_round:
-            rounds = per_round_table(results)
-            rounds.to_csv(output / "per_round.csv")
-            print("\nMean test cost per round (data sets weigh equally)")
-            print(rounds.to_string())
-    print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
-          "agents.experiments.load_results); summary: summary.csv")
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        grid = build_grid(args)
-        results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
-                           scheduler=args.scheduler, progress=not args.no_progress,
-                           trust_pickle=args.trust_pickle)
-    except (RunError, ValueError, FileNotFoundError, NotImplementedError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: finished cells are kept in {args.output}; run the same command "
-              "again to resume", file=sys.stderr)
-        return 130
-    report(results, Path(args.output), args.per_round)
-    return 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages
+from agents.experiments.cli.compare import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Fill the reports' ``<!-- table: docs/tables/<file>.md -->`` blocks from the generated
-tables (``agents.experiments.report_tables``); ``--check`` lists stale blocks instead.
+"""Fill the reports' table blocks from the generated tables (``--check``: list stale ones).
 
-    python scripts/fill_reports.py            # every report under docs/
-    python scripts/fill_reports.py --check    # exit 1 if a report's table is stale
+A shim of ``ballad-env reports``; the command line is
+``agents.experiments.cli.reports``.
 """
 
 import sys
+from pathlib import Path
 
-from agents.experiments.report_tables import main
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages
+from agents.experiments.cli.reports import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,130 +1,15 @@
-"""How far are allocation rules from the best allocation? The lattice study
-(docs/studies/LATTICE.md).
+#!/usr/bin/env python3
+"""How far are allocation rules from the best allocation? (docs/studies/LATTICE.md)
 
-For every data set, seed and prior, one lattice gives the test cost of every state; agents
-are replayed on it and scored against the hindsight-optimal path, the fixed LR-then-AL
-splits and the one-step oracle (``agents.experiments.lattice_study`` has the analysis).
-
-Results are resumable: each finished cell (data set, seed, prior) leaves a folder under
-``<out>/cells`` recording its agents and source; a rerun skips finished cells, recomputes
-those missing a requested agent and refuses cells of other source code. The tables
-(``tables/lattice_*``) and figures (``figures/lattice_*.png``) go under ``--out``, or
-``--docs PATH``; ``--update-docs`` writes them into the repository's ``docs/`` (the committed
-report). ``--report-only`` rebuilds them from the files alone.
-
-    .venv/bin/python scripts/lattice_study.py --n-jobs 2
-    .venv/bin/python scripts/lattice_study.py --report-only --update-docs
+A shim of ``ballad-env lattice-study``; the command line is
+``agents.experiments.cli.lattice_study``.
 """
 
-from __future__ import annotations
-
-import argparse
-import os
 import sys
 from pathlib import Path
 
-from agents.experiments.grid import check_agent
-from agents.experiments.lattice_study import (
-    STUDY_AGENTS,
-    StudyOptions,
-    figure_dataset,
-    run_study,
-    write_report,
-)
-from agents.experiments.store import RunError, writable_folder
-from ballad_env.data import dataset_name
-from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.settings import add_settings_arguments
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def positive(text: str) -> int:
-    """An integer of at least 1 (argparse type)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def parse_options(argv: list[str] | None = None) -> StudyOptions:
-    """Command-line options; defaults reproduce docs/studies/LATTICE.md."""
-    default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=Path(default_data),
-                   help="folder of <Name>.npz benchmark files")
-    p.add_argument("--out", type=Path, default=REPO / "results" / "lattice_study",
-                   help="results folder (tidy files, and the report unless --docs)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--docs", type=Path, default=None,
-                       help="folder receiving tables/ and figures/ (default: --out)")
-    where.add_argument("--update-docs", action="store_true",
-                       help="write tables/ and figures/ into the repository's docs/ (the "
-                            "committed report)")
-    p.add_argument("--datasets", nargs="*", default=[],
-                   help="data set names, built-in or files in --data-dir (default: every "
-                        ".npz in --data-dir)")
-    p.add_argument("--seeds", type=positive, default=10, help="seeds 0 .. seeds-1 per data set")
-    p.add_argument("--agents", nargs="+", default=list(STUDY_AGENTS),
-                   help="registered agent names to replay on every lattice")
-    p.add_argument("--n-jobs", type=int, default=2, help="worker processes")
-    p.add_argument("--crosscheck", type=int, default=1,
-                   help="cells per prior re-run through the real environment (smallest data)")
-    p.add_argument("--figure-dataset", default=None,
-                   help="data set whose seed-0 lattice is drawn (default: Cardiotocography "
-                        "if studied, else the first data set)")
-    p.add_argument("--report-only", action="store_true",
-                   help="skip computing; rebuild tables and figures from the results")
-    add_settings_arguments(p, several=True, only=["prior"],
-                           several_defaults={"prior": ["iforest", "knn"]})
-    args = vars(p.parse_args(argv))
-    args["priors"] = args.pop("prior")
-    if args.pop("update_docs"):
-        args["docs"] = REPO / "docs"
-    elif args["docs"] is None:
-        args["docs"] = args["out"]
-    args["datasets"] = study_datasets(p, args["datasets"], args["data_dir"])
-    args["figure_dataset"] = args["figure_dataset"] or figure_dataset(args["datasets"])
-    return StudyOptions(**args)
-
-
-def study_datasets(parser: argparse.ArgumentParser, names: list[str], data_dir: Path
-                   ) -> list[str]:
-    """The data sets by the names they load under (``glass`` is ``Glass``); every ``.npz`` of
-    the data folder when none is given. Paths and one data set named twice are refused."""
-    if not names:
-        names = sorted(path.stem for path in data_dir.glob("*.npz"))
-        if not names:
-            parser.error(f"no .npz files in {data_dir}: pass --data-dir or --datasets")
-    paths = [name for name in names if Path(name).name != name or Path(name).suffix]
-    if paths:
-        parser.error(f"--datasets takes data set names, not paths ({', '.join(paths)}): "
-                     "put the files in --data-dir and name them by their stems")
-    try:
-        keys = [dataset_name(name, data_dir) for name in names]
-    except FileNotFoundError as err:
-        parser.error(str(err))
-    if len(set(keys)) < len(keys):
-        parser.error(f"--datasets names a data set twice ({', '.join(names)})")
-    return keys
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Compute the missing cells (unless ``--report-only``), then write tables and figures."""
-    options = parse_options(argv)
-    try:
-        for name in options.agents:
-            check_agent(name)
-        writable_folder(options.out, "--out")
-        writable_folder(options.docs, "--docs")
-        if not options.report_only:
-            run_study(options)
-        write_report(options)
-    except (RunError, ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages
+from agents.experiments.cli.lattice_study import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,127 +1,15 @@
+#!/usr/bin/env python3
 """Train a stable-baselines3 allocation policy on BALLAD data sets (PPO, A2C, DQN, MaskablePPO).
 
-Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
-``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
-statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
-carries the algorithm, reward, data sets and seed; training again under a run name replaces
-that run's folder. Compare the result with ``agents.policy.load_policy(path)`` or by giving
-the ``.zip`` path to the experiment runner; checkpoints and ``eval/best_model.zip`` work too.
-
-Example::
-
-    python scripts/train_policy.py --algo maskable_ppo --reward val_cost \\
-        --datasets Pima WBC Glass --total-timesteps 3000
-
-``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
-from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
+A shim of ``ballad-env train``; the command line is
+``agents.experiments.cli.train``.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
 import sys
 from pathlib import Path
 
-from agents.experiments.store import RunError
-from agents.experiments.training import VEC_ENVS, TrainConfig, plot_training_curves, train
-from agents.policy import ALGORITHMS
-from ballad_env.observation import OBSERVATIONS
-from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line; every option maps to a ``TrainConfig`` field."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
-    p.add_argument("--datasets", nargs="+", default=["toy"],
-                   help="data sets (names or paths); one is drawn per episode")
-    p.add_argument("--datasets-from", type=Path, default=None,
-                   help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
-    p.add_argument("--data-dir", default=None, help="folder of data files ($BALLAD_DATA_DIR)")
-    p.add_argument("--total-timesteps", type=int, default=3000, help="environment steps")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
-    p.add_argument("--n-envs", type=int, default=2, help="parallel environments")
-    p.add_argument("--vec-env", choices=VEC_ENVS, default="subproc",
-                   help="subproc: one process per worker; dummy: all in this process; "
-                        "vector: the replay environment stepped N at once (--replay-store)")
-    p.add_argument("--learning-rate", type=float, default=3e-4, help="optimiser step size")
-    p.add_argument("--discount", type=float, default=1.0,
-                   help="SB3's gamma (1: the return is the whole cost decrease)")
-    p.add_argument("--n-steps", type=int, default=None,
-                   help="rollout length per worker (PPO/A2C; default 60 and 15)")
-    p.add_argument("--batch-size", type=int, default=None, help="minibatch (PPO 60, DQN 32)")
-    p.add_argument("--ent-coef", type=float, default=0.01, help="entropy bonus (PPO/A2C)")
-    p.add_argument("--net-arch", type=int, nargs="+", default=[64, 64], help="hidden layers")
-    p.add_argument("--n-epochs", type=int, default=10, help="PPO: passes over each rollout")
-    p.add_argument("--train-freq", type=int, default=1, help="DQN: vector steps between updates")
-    p.add_argument("--gradient-steps", type=int, default=1,
-                   help="DQN: gradient steps per update")
-    p.add_argument("--observation", choices=tuple(OBSERVATIONS), default="v0",
-                   help="observation version the policy reads (v1 adds the validation-sample "
-                        "cost and its standard error)")
-    p.add_argument("--eval-freq", type=int, default=0,
-                   help="evaluate every this many steps (0: never)")
-    p.add_argument("--eval-episodes", type=int, default=6, help="episodes per evaluation")
-    p.add_argument("--eval-seed", type=int, default=100_000,
-                   help="seed of the (same) evaluation episodes")
-    p.add_argument("--checkpoint-freq", type=int, default=0,
-                   help="save a checkpoint every this many steps (0: never)")
-    p.add_argument("--output-dir", default="results/policies", help="where runs are written")
-    p.add_argument("--run-name", default=None, help="override the derived run name")
-    p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
-    p.add_argument("--episode-seeds", type=int, default=0,
-                   help="0: a fresh seed per training episode; N: draw it from 0..N-1, so "
-                        "each reset is computed once per worker and then cached")
-    p.add_argument("--replay-store", default=None,
-                   help="a lattice store (scripts/build_lattices.py): train on the replay "
-                        "environment, from the stored cells of --datasets")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    add_settings_arguments(p, defaults=Settings(reward="cost"))
-    for action in p._actions:  # every option's help says its default
-        if action.default not in (None, False, argparse.SUPPRESS) and action.help and \
-                "default" not in action.help:
-            action.help += " (default: %(default)s)"
-    return p.parse_args(argv)
-
-
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The run's settings from the parsed command line."""
-    datasets = args.datasets
-    if args.datasets_from is not None:
-        datasets = json.loads(args.datasets_from.read_text())["train"]
-    return TrainConfig(
-        algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
-        settings=settings_from_args(args)[0], total_timesteps=args.total_timesteps, seed=args.seed,
-        n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
-        discount=args.discount, n_steps=args.n_steps, batch_size=args.batch_size,
-        ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), n_epochs=args.n_epochs,
-        train_freq=args.train_freq, gradient_steps=args.gradient_steps,
-        observation=args.observation, eval_freq=args.eval_freq,
-        eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
-        checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
-        run_name=args.run_name, torch_threads=args.torch_threads,
-        episode_seeds=args.episode_seeds, replay_store=args.replay_store,
-        progress_bar=not args.no_progress)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Train, plot the curves and say where everything went; a bad option returns 2."""
-    try:
-        config = config_from_args(parse_args(argv))
-        result = train(config)
-    except (RunError, ValueError, FileNotFoundError) as err:  # StoreError is a ValueError
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    window = max(1, min(30, config.total_timesteps // 150))
-    curve = plot_training_curves({config.name: [result.run_dir]}, result.run_dir / "curve.png",
-                                 window=window, title=config.name)
-    print(f"trained {config.name} in {result.seconds:.1f} s")
-    print(f"model    {result.model_path}")
-    print(f"settings {result.settings_path}")
-    print(f"curve    {curve}")
-    return 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages
+from agents.experiments.cli.train import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

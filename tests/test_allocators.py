@@ -1,5 +1,5 @@
 """The validation-sample cost signal, observation v1, and the allocators that read it
-(agents.allocators, agents.experiments.allocator_study)."""
+(agents.allocators, agents.experiments.studies.allocators)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agents.allocators import (
     ThompsonGain,
     TraitSwitch,
 )
-from agents.experiments.allocator_study import (
+from agents.experiments.studies.allocators import (
     Candidate,
     candidates,
     detection_rounds,

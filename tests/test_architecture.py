@@ -1,13 +1,18 @@
-"""The layers of docs/architecture.md, checked on the imports of every module.
+"""The floors of docs/architecture.md, checked on the imports of every module.
 
-ballad_env (the environment) imports no other layer; agents (the allocators) import only
-ballad_env; agents.experiments (the harness) imports both; scripts are imported by nothing.
-Within ballad_env the module-level imports form no cycle.
+ballad_env (the environment) imports no other floor; agents (the allocators) import only
+ballad_env; agents.experiments (the harness) imports both; the studies
+(agents.experiments.studies) import those three and never one another; the command line
+(agents.experiments.cli, and ``python -m ballad_env``) sits on top; scripts are shims of it,
+imported by nothing. Within ballad_env the module-level imports form no cycle. No module
+imports another module's private name, and no module starts a script as a process.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -16,8 +21,16 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ballad_env", "agents")
 
 
+#: The command line's entry in the environment's package: it imports the command lazily.
+ENTRY_POINTS = {"ballad_env.__main__"}
+
+
 def layer(module: str) -> str:
     """The layer of a dotted module name of this project ('' for other packages)."""
+    if module.startswith("agents.experiments.cli") or module in ENTRY_POINTS:
+        return "commands"
+    if module.startswith("agents.experiments.studies"):
+        return "studies"
     if module.startswith("agents.experiments"):
         return "harness"
     if module.startswith("agents"):
@@ -30,9 +43,12 @@ def layer(module: str) -> str:
 
 
 ALLOWED = {"environment": {"environment"}, "agents": {"environment", "agents"},
-           "harness": {"environment", "agents", "harness"}}
+           "harness": {"environment", "agents", "harness"},
+           "studies": {"environment", "agents", "harness"},
+           "commands": {"environment", "agents", "harness", "studies", "commands"}}
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
     found = {}
     for package in PACKAGES:
@@ -52,6 +68,9 @@ def imports(path: Path, top_level_only: bool = False) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            # ``from package import module`` imports that module too
+            names.update(f"{node.module}.{alias.name}" for alias in node.names
+                         if f"{node.module}.{alias.name}" in modules())
     return {name for name in names if layer(name)}
 
 
@@ -61,6 +80,78 @@ def test_each_module_imports_only_the_layers_below(module: str) -> None:
     own = layer(module)
     wrong = sorted(name for name in imports(path) if layer(name) not in ALLOWED[own])
     assert not wrong, f"{module} ({own}) must not import {wrong}"
+
+
+def private_imports(path: Path, own: str) -> list[str]:
+    """``from module import _name`` in ``path`` where ``module`` is another project module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and layer(node.module) \
+                and node.module != own:
+            found += [f"{node.module}.{alias.name}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(modules()))
+def test_no_module_imports_a_private_name_of_another(module: str) -> None:
+    wrong = private_imports(modules()[module], module)
+    assert not wrong, f"{module} imports private names {wrong}: make them public API"
+
+
+PROCESS_CALLS = {("subprocess", "run"), ("subprocess", "Popen"), ("subprocess", "call"),
+                 ("subprocess", "check_call"), ("subprocess", "check_output"),
+                 ("os", "system"), ("os", "execv"), ("os", "execvp"), ("os", "spawnv")}
+
+
+def starts_a_script(path: Path) -> list[int]:
+    """Lines of ``path`` that start a process whose arguments name a Python file or a path
+    into ``scripts/`` (directly, or through a name the module binds to such a value)."""
+    tree = ast.parse(path.read_text())
+
+    def names_a_script(node: ast.AST) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and (
+                    sub.value.endswith(".py") or sub.value == "scripts"
+                    or "scripts/" in sub.value):
+                return True
+        return False
+
+    tainted = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+               and names_a_script(node.value) for target in node.targets
+               if isinstance(target, ast.Name)}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) \
+                and (node.func.value.id, node.func.attr) in PROCESS_CALLS:
+            arguments = [*node.args, *(k.value for k in node.keywords)]
+            if any(names_a_script(a) or any(isinstance(n, ast.Name) and n.id in tainted
+                                             for n in ast.walk(a)) for a in arguments):
+                lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("module", sorted(modules()))
+def test_no_module_starts_a_script_as_a_process(module: str) -> None:
+    lines = starts_a_script(modules()[module])
+    assert not lines, (f"{module} starts a script as a process (lines {lines}): call its "
+                       "main, or the function it runs, in the executor's workers instead")
+
+
+#: Maintainers' tools in scripts/ (not jobs of the command): they may import below it.
+MAINTAINER_TOOLS = {"adbench_registry.py"}
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.py")))
+def test_each_script_is_an_executable_shim_of_a_command(script: str) -> None:
+    path = ROOT / "scripts" / script
+    assert path.read_text().startswith("#!/usr/bin/env python3\n"), "no shebang"
+    assert os.access(path, os.X_OK), f"scripts/{script} is not executable (chmod +x)"
+    if script in MAINTAINER_TOOLS:
+        return
+    project = imports(path)
+    assert project and all(layer(name) == "commands" for name in project), project
 
 
 def test_the_environment_has_no_import_cycle() -> None:
@@ -88,3 +179,22 @@ def test_a_forbidden_import_would_be_caught(tmp_path: Path) -> None:
     bad.write_text("import numpy\nfrom agents.experiments import run_grid\n")
     assert imports(bad) == {"agents.experiments"}
     assert layer("agents.experiments") not in ALLOWED["environment"]
+
+
+def test_study_to_study_and_private_imports_would_be_caught(tmp_path: Path) -> None:
+    """The checkers themselves: a study importing another study (either spelling), a private
+    name from another module, and a process started on a script are all reported."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from agents.experiments.studies import lattice\n"
+                   "from agents.experiments.studies.policies import load_rounds\n"
+                   "from agents.experiments.run import _run_task\n")
+    found = imports(bad)
+    assert {"agents.experiments.studies.lattice", "agents.experiments.studies.policies"} <= found
+    assert all(layer(name) not in ALLOWED["studies"] for name in found
+               if name.startswith("agents.experiments.studies"))
+    assert private_imports(bad, "agents.experiments.studies.x") == [
+        "agents.experiments.run._run_task"]
+    bad.write_text("import subprocess, sys\nSCRIPT = ROOT / 'scripts' / 'train_policy.py'\n"
+                   "subprocess.Popen([sys.executable, str(SCRIPT)])\n"
+                   "subprocess.run(['git', 'status'])\n")
+    assert starts_a_script(bad) == [3]

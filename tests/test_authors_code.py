@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments.authors_code import (
+from agents.experiments.studies.authors_code import (
     ablation_episodes,
     ablation_settings,
     ablation_table,

@@ -36,7 +36,7 @@ def load_script(name: str) -> ModuleType:
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
-    return sys.modules[module_name]
+    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +81,7 @@ def test_scripts_default_to_the_bundled_data_not_a_folder_beside_the_clone() -> 
 def test_training_curve_of_a_run_shorter_than_one_episode(tmp_path: Path) -> None:
     """``train_policy.py --total-timesteps 14`` saved the model, then crashed plotting an
     empty monitor file (IndexError)."""
-    from agents.experiments.training import plot_training_curves
+    from agents.experiments.policy_runs import plot_training_curves
 
     monitor = tmp_path / "run" / "monitor"
     monitor.mkdir(parents=True)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from agents.experiments.bench_full import compare_backends
+from agents.experiments.studies.bench_full import compare_backends
 from ballad_env.data import Dataset, DataWarning, validate_xy
 from ballad_env.episode import Episode
 from ballad_env.kernel import KernelRows, kernel_width
@@ -231,7 +231,7 @@ def test_benchmark_decisions_agree_across_backends(benchmark_dir: Path, name: st
 
 # ----------------------------------------------------------------------- the full-size bench
 def test_full_size_bench_times_each_agent_from_one_reset(tmp_path: Path) -> None:
-    from agents.experiments.bench_full import full_table, measure_full
+    from agents.experiments.studies.bench_full import full_table, measure_full
     from ballad_env.compute import RESET_CACHE, episode_threads, set_episode_threads
 
     data = dataset(n=800)

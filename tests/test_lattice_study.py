@@ -1,10 +1,9 @@
-"""The lattice study (agents.experiments.lattice_study): its analysis on hand-built tables,
-its resume rules (a new agent recomputes finished cells; other source code is refused) and
-the command line end to end on two small synthetic data sets."""
+"""The lattice study (agents.experiments.studies.lattice): its analysis on hand-built tables,
+its resume rules in its ResultStore (a new agent recomputes finished cells; other source
+code is refused) and the command line end to end on two small synthetic data sets."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -16,8 +15,9 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments import lattice_study as study
-from agents.experiments.store import RunError
+from agents.experiments import provenance
+from agents.experiments.store import ResultStore, RunError
+from agents.experiments.studies import lattice as study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lattice_study.py"
 
@@ -185,39 +185,41 @@ def test_lattice_grid_places_costs_and_leaves_gaps() -> None:
     assert grid[0, 1] == 0.4 and grid[1, 0] == 0.3 and math.isnan(grid[1, 1])
 
 
-# ---------------------------------------------------------------------------- cell records
-def fake_cell(out: Path, agents: list[str], source: str, seed: int = 0) -> Path:
-    folder = study.cell_dir(out, "d", seed, "knn")
-    folder.mkdir(parents=True)
-    (folder / study.CELL_FILE).write_text(json.dumps({"agents": agents, "source": source}))
-    return folder
+# ---------------------------------------------------------------------------- the store
+def fake_cell(store: ResultStore, agents: list[str], seed: int = 0) -> tuple[str, int, str]:
+    """A finished cell of data set d, prior knn, computed with ``agents``."""
+    cell = ("d", seed, "knn")
+    keys = {"dataset": "d", "seed": seed, "prior": "knn"}
+    episodes = pd.DataFrame([{**keys, "name": n, "kind": "agent"} for n in agents]
+                            + [{**keys, "name": "optimal", "kind": "reference"}])
+    store.cells_dir.mkdir(parents=True, exist_ok=True)
+    store.write(study.table_cell("episodes", cell), episodes)
+    store.write(study.table_cell("cells", cell), pd.DataFrame([keys]))
+    return cell
 
 
 def test_agents_to_compute(tmp_path: Path) -> None:
-    assert study.agents_to_compute(tmp_path / "absent", ["a", "b"], "s1") == ("a", "b")
-    folder = fake_cell(tmp_path, ["b", "c"], "s1")
-    assert study.agents_to_compute(folder, ["b"], "s1") == ()
-    assert study.agents_to_compute(folder, ["a", "b"], "s1") == ("a", "b", "c")
-    with pytest.raises(RunError, match="other source code"):
-        study.agents_to_compute(folder, ["b"], "s2")
-    (folder / study.CELL_FILE).unlink()
-    with pytest.raises(RunError, match="no readable cell.json"):
-        study.agents_to_compute(folder, ["b"], "s1")
+    store = ResultStore(tmp_path)
+    assert study.agents_to_compute(store, ("d", 0, "knn"), ["a", "b"]) == ("a", "b")
+    cell = fake_cell(store, ["b", "c"])
+    assert study.stored_agents(store, cell) == ["b", "c"]
+    assert study.agents_to_compute(store, cell, ["b"]) == ()
+    assert study.agents_to_compute(store, cell, ["a", "b"]) == ("a", "b", "c")
+    store.path(study.table_cell("episodes", cell)).write_bytes(b"garbled")
+    with pytest.raises(RunError, match="corrupt result file"):
+        study.agents_to_compute(store, cell, ["b"])
 
 
-def test_check_cells_refuses_mixed_sources_and_missing_agents(tmp_path: Path) -> None:
-    first = fake_cell(tmp_path, ["a", "b"], "s1", seed=0)
-    second = fake_cell(tmp_path, ["a"], "s1", seed=1)
-    (tmp_path / "cells" / "knn" / "d" / ".seed2.tmp1").mkdir()  # an interrupted write
-    assert study.finished_cells(tmp_path) == [first, second]
-    study.check_cells([first, second], ["a"])
-    with pytest.raises(RunError, match="seed1 lacks agents b"):
-        study.check_cells([first, second], ["a", "b"])
-    (second / study.CELL_FILE).write_text(json.dumps({"agents": ["a"], "source": "s2"}))
-    with pytest.raises(RunError, match="different source code"):
-        study.check_cells([first, second], ["a"])
+def test_collect_refuses_missing_agents_and_an_empty_store(tmp_path: Path) -> None:
+    options = study.StudyOptions(data_dir=tmp_path, out=tmp_path / "out", docs=tmp_path,
+                                 datasets=["d"], seeds=3, priors=["knn"], agents=["a"])
     with pytest.raises(RunError, match="no finished cells"):
-        study.check_cells([], ["a"])
+        study.collect(options.out, ["a"])
+    store = study.prepare_store(options)
+    first, second = fake_cell(store, ["a", "b"], seed=0), fake_cell(store, ["a"], seed=1)
+    assert study.finished_cells(store) == [first, second]  # seed 2 never finished
+    with pytest.raises(RunError, match=r"cell \('d', 1, 'knn'\).*lacks agents b"):
+        study.collect(options.out, ["a", "b"])
 
 
 # ---------------------------------------------------------------------------- runs
@@ -228,7 +230,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 def agent_rows(out: Path) -> pd.DataFrame:
-    episodes = pd.read_parquet(study.cell_dir(out, "alpha", 0, "knn") / "episodes.parquet")
+    episodes = ResultStore(out).read(study.table_cell("episodes", ("alpha", 0, "knn")))
     return episodes[episodes.kind == "agent"].set_index("name")
 
 
@@ -248,20 +250,18 @@ def test_rerun_with_a_new_agent_recomputes_and_stale_source_is_refused(
     assert list(after.index) == ["ballad", "all-in-lr", "all-in-al"]
     assert after.loc["all-in-al", "path"] == "A" * 15
     pd.testing.assert_frame_equal(after.loc[list(before.index)], before)  # same numbers again
-    record = json.loads((study.cell_dir(options.out, "alpha", 0, "knn") / "cell.json").read_text())
-    assert record["agents"] == options.agents and record["settings"]["prior"] == "knn"
     frames = study.collect(options.out, options.agents)
     assert set(frames["episodes"].name) >= set(options.agents)
 
     options.agents = ["ballad"]  # a subset: the finished cell is kept as it is
-    stamp = (study.cell_dir(options.out, "alpha", 0, "knn") / "cell.json").stat().st_mtime_ns
-    assert study.plan_cells(options, record["source"]) == []
+    marker = ResultStore(options.out).path(study.table_cell("cells", ("alpha", 0, "knn")))
+    stamp = marker.stat().st_mtime_ns
+    assert study.plan_cells(options, study.prepare_store(options)) == []
     study.run_study(options)
-    assert (study.cell_dir(options.out, "alpha", 0, "knn") / "cell.json").stat().st_mtime_ns \
-        == stamp
+    assert marker.stat().st_mtime_ns == stamp
 
-    monkeypatch.setattr(study, "source_fingerprint", lambda: "edited-source")
-    with pytest.raises(RunError, match="computed by other source code"):
+    monkeypatch.setattr(provenance, "source_fingerprint", lambda: "edited-source")
+    with pytest.raises(RunError, match="ballad-env source"):
         study.run_study(options)
 
 

@@ -9,7 +9,6 @@ Runs are tiny: data of ~150 rows, the kNN prior and 5-round budgets.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ import pandas as pd
 import pytest
 from conftest import make_xy, write_data_files
 
+import agents.experiments.executor as executor
 import agents.experiments.run as runner
 from agents import make_agent
 from agents.experiments import Grid, RunError, load_results, run_grid
@@ -39,14 +39,14 @@ SETTING = Settings(prior="knn", budget_fraction=0.1)  # 5 rounds
 
 
 def load_script(name: str) -> ModuleType:
-    """Import ``scripts/<name>`` as a module (once per test session)."""
+    """The command line ``scripts/<name>`` runs, imported through the shim."""
     module_name = f"script_{name.removesuffix('.py')}"
     if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, ROOT / "scripts" / name)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
-    return sys.modules[module_name]
+    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_reproduce_paper_names_the_unknown_data_set(
 def test_unreachable_scheduler_fails_fast_and_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("dask.distributed")
-    monkeypatch.setattr(runner, "SCHEDULER_TIMEOUT", 1.0)
+    monkeypatch.setattr(executor, "SCHEDULER_TIMEOUT", 1.0)
     start = time.perf_counter()
     with pytest.raises(RunError, match=r"cannot reach the Dask scheduler at "
                                        r"tcp://127.0.0.1:9(.|\n)*--scheduler"):
@@ -386,16 +386,16 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
-    from agents.experiments import policy_study
+    from agents.experiments.policy_runs import prepare_rounds
+    from agents.experiments.studies import policies as policy_study
 
     model = tmp_path / "ppo-cost-train2-s0.zip"
     model.write_bytes(b"the first policy")
     first = policy_study.check_evaluated_policies(tmp_path, [str(model), "ballad"])
-    (tmp_path / "evaluate.json").write_text(json.dumps({"policies": first}))
-    (tmp_path / "rounds.csv").write_text("dataset,seed,agent\n")
+    prepare_rounds(tmp_path, ["d"], [0], ["ppo-cost-train2-s0"], policies=first)
     assert policy_study.check_evaluated_policies(tmp_path, [str(model)]) == first
     model.write_bytes(b"a policy retrained under the same path")
-    with pytest.raises(policy_study.StudyError, match="ppo-cost-train2-s0.zip has changed"):
+    with pytest.raises(RuntimeError, match="ppo-cost-train2-s0.zip has changed"):
         policy_study.check_evaluated_policies(tmp_path, [str(model)])
 
 

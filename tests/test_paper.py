@@ -1,4 +1,4 @@
-"""Tests for agents.experiments.paper: the analysis of the paper's questions on small
+"""Tests for agents.experiments.studies.paper: the analysis of the paper's questions on small
 hand-built result tables whose expected values are worked out by hand in each test."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments import paper, summary_table
+from agents.experiments import summary_table
+from agents.experiments.studies import paper
 
 Q1 = paper.Q1_AGENTS
 NAN = float("nan")
@@ -195,17 +196,19 @@ def test_q2_shares_of_al_rounds() -> None:
 
 # ---------------------------------------------------------------------------------- Q3
 def test_q3_stats_of_measured_rounds_per_prior() -> None:
-    ballad = rows("ballad", entropy_al=[NAN, 0.3, 0.1], entropy_lr=[0.9, 0.1, 0.2],
-                  al_measured=[False, True, True], lr_measured=True)
+    # AL - LR differences 0.2, -0.1, -0.2: LR is higher in two rounds of three, so the share
+    # (2/3) and its complement (1/3) differ, as do the median (-0.1) and the mean (-1/30).
+    ballad = rows("ballad", entropy_al=[NAN, 0.3, 0.1, 0.0], entropy_lr=[0.9, 0.1, 0.2, 0.2],
+                  al_measured=[False, True, True, True], lr_measured=True)
     stats = paper.q3_stats(table(ballad, rows("all-in-al", entropy_al=5.0, entropy_lr=0.0,
                                               al_measured=True, lr_measured=True)))
     assert list(stats.index) == ["knn"] and stats.index.name == "prior"
     row = stats.loc["knn"]
-    assert row["rounds"] == 2  # round 1 has no AL reward yet; the other agent is left out
-    assert row["median"] == pytest.approx(0.05)  # differences 0.2 and -0.1
-    assert row["share_lr_higher"] == 0.5
-    assert row["std_al"] == pytest.approx(0.2 / np.sqrt(2))
-    assert row["std_lr"] == pytest.approx(0.1 / np.sqrt(2))
+    assert row["rounds"] == 3  # round 1 has no AL reward yet; the other agent is left out
+    assert row["median"] == pytest.approx(-0.1)
+    assert row["share_lr_higher"] == pytest.approx(2 / 3)
+    assert row["std_al"] == pytest.approx(np.std([0.3, 0.1, 0.0], ddof=1))
+    assert row["std_lr"] == pytest.approx(np.std([0.1, 0.2, 0.2], ddof=1))
     assert (row["paper median"], row["paper std_al"], row["paper std_lr"]) == (0.0, 0.03, 0.07)
 
 

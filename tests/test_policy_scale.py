@@ -1,4 +1,4 @@
-"""The policy study at scale (agents.experiments.policy_scale): training on a replay store,
+"""The policy study at scale (agents.experiments.studies.policy_scale): training on a replay store,
 exact lattice evaluation on unseen cells, and its report."""
 
 from __future__ import annotations
@@ -9,14 +9,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pandas as pd
 import pytest
 from conftest import write_data_files
 
 from agents.evaluation import run_episode
-from agents.experiments import policy_scale as scale
 from agents.experiments.lattice_build import build_store
-from agents.experiments.policy_study import RUN_PATTERN, StudyError, model_path
+from agents.experiments.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
+from agents.experiments.studies import policy_scale as scale
 from agents.experiments.training import KeepInfo, TrainConfig, algorithm_kwargs, train
 from agents.policy import load_policy, observation_version
 from ballad_env import BudgetAllocationEnv, Settings
@@ -42,25 +41,23 @@ def stores(tmp_path_factory) -> dict[str, Path]:
             "eval": root / "eval"}
 
 
-def test_train_commands_are_seed_major_replay_runs(stores) -> None:
+def test_train_configs_are_seed_major_replay_runs(stores) -> None:
     runs = (*scale.DEFAULT_RUNS, ("maskable_ppo", "cost", "v1"))
     plan = scale.ScalePlan(stores["train"], stores["split"], runs=runs, train_seeds=2,
                            episodes=1000)
-    commands = scale.train_commands(plan, Path("study"))
-    names = list(commands)
+    configs = scale.train_configs(plan, Path("study"))
+    names = list(configs)
     assert names[:4] == ["maskable_ppo-cost-v0-train1-s0", "ppo-cost-v0-train1-s0",
                          "dqn-cost-v0-train1-s0", "maskable_ppo-cost-v1-train1-s0"]
     assert len(names) == 8 and all(re.fullmatch(RUN_PATTERN, n) for n in names)
-    cmd = commands["maskable_ppo-cost-v1-train1-s0"]
-    value = {cmd[k]: cmd[k + 1] for k in range(len(cmd) - 1) if cmd[k].startswith("--")}
-    assert value["--total-timesteps"] == str(1000 * SETTINGS.n_rounds)
-    assert value["--replay-store"] == str(stores["train"])
-    assert value["--observation"] == "v1" and value["--datasets"] == "Alpha"
-    assert value["--c-fn"] == "1.0"  # the plan's settings reach every run
-    costly = scale.train_commands(scale.ScalePlan(stores["train"], stores["split"],
-                                                  settings=Settings(c_fn=10.0)), Path("s"))
-    first = next(iter(costly.values()))
-    assert first[first.index("--c-fn") + 1] == "10.0"
+    config = configs["maskable_ppo-cost-v1-train1-s0"]
+    assert config.total_timesteps == 1000 * SETTINGS.n_rounds
+    assert config.replay_store == str(stores["train"])
+    assert config.observation == "v1" and config.datasets == ("Alpha",)
+    assert config.settings == SETTINGS.replace(reward="cost")
+    costly = scale.train_configs(scale.ScalePlan(stores["train"], stores["split"],
+                                                 settings=Settings(c_fn=10.0)), Path("s"))
+    assert next(iter(costly.values())).settings.c_fn == 10.0  # the plan's settings reach it
 
 
 def test_training_options_reach_the_algorithms() -> None:
@@ -104,7 +101,7 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     assert added == 4 * 6  # 4 cells x (optimal, optimal-final, oracle, 3 rules)
     assert scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
                           progress=False) == 0
-    rounds = pd.read_csv(study / "rounds.csv")
+    rounds = load_rounds(study)
     assert len(rounds) == 4 * 6 * SETTINGS.n_rounds
     assert set(rounds.groupby("dataset")["split"].first().items()) == {
         ("Alpha", "train-unseen-seeds"), ("Beta", "held-out")}
@@ -113,7 +110,7 @@ def test_rules_and_yardsticks_are_evaluated_once_and_reported(stores, tmp_path) 
     assert np.allclose(lr["test_cost"], lattice.costs_along([1] * SETTINGS.n_rounds))
     assert scale.evaluate(study, stores["eval"], stores["split"], stores["train"],
                           seen_seeds=1, progress=False) == 6  # Alpha seed 100
-    seen = pd.read_csv(study / "rounds.csv").query("split == 'training-cells'")
+    seen = load_rounds(study).query("split == 'training-cells'")
     assert set(zip(seen.dataset, seen.seed, strict=True)) == {("Alpha", 100)}
     frames = scale.write_report(study, tmp_path / "tables", tmp_path / "figures")
     table = frames["summary"].set_index(["split", "agent"])

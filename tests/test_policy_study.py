@@ -1,4 +1,4 @@
-"""The policy study (agents.experiments.policy_study): its split rule, the settings it trains
+"""The policy study (agents.experiments.studies.policies): its split rule, the settings it trains
 and evaluates under, resuming, its analysis on small hand-built tables, and the whole study
 at tiny size through ``scripts/policy_study.py``.
 """
@@ -17,22 +17,23 @@ import pytest
 from conftest import write_data_files
 
 from agents import make_agent, run_episode
-from agents.experiments import policy_study as study
+from agents.experiments import policy_runs as shared
+from agents.experiments.studies import policies as study
 from ballad_env import BudgetAllocationEnv
-from ballad_env.settings import Settings, settings_from_args
+from ballad_env.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script(name: str) -> ModuleType:
-    """Import ``scripts/<name>`` as a module (once per test session)."""
+    """The command line ``scripts/<name>`` runs, imported through the shim."""
     module_name = f"script_{name.removesuffix('.py')}"
     if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, ROOT / "scripts" / name)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
-    return sys.modules[module_name]
+    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture
@@ -62,11 +63,11 @@ def test_split_is_fixed_once_written(tmp_path):
     study.write_split(split, path)  # the same split again is fine
     other = study.make_split(manifest, seed=1, n_blocks=2)
     assert other != split
-    with pytest.raises(study.StudyError, match="split is fixed"):
+    with pytest.raises(shared.StudyError, match="split is fixed"):
         study.write_split(other, path)
     study.write_split(other, path, force=True)
     assert json.loads(path.read_text()) == other
-    with pytest.raises(study.StudyError, match="cannot fill"):
+    with pytest.raises(shared.StudyError, match="cannot fill"):
         study.make_split(manifest, n_blocks=3)
 
 
@@ -82,28 +83,22 @@ def _fake_policy(folder: Path, name: str, config: dict, timesteps: int = 300) ->
     return run / f"{name}.zip"
 
 
-def test_settings_reach_train_policy_unchanged():
-    """The options the study passes to train_policy.py parse back to the study's settings."""
-    settings = Settings(c_fn=10.0, budget_fraction=0.1, prior="knn", c_r=0.5, k=12)
-    train_policy = load_script("train_policy.py")
-    for given in (settings, Settings()):
-        args = train_policy.parse_args(["--reward", "val_cost",
-                                        *study.settings_arguments(given)])
-        assert settings_from_args(args)[0] == given.replace(reward="val_cost")
-
-
-def test_train_commands_name_runs_and_pass_settings(tmp_path):
+def test_train_configs_name_runs_and_carry_the_settings(tmp_path):
+    """One training run per (algorithm, reward, seed) under the study's settings, the reward
+    each run's own; they train in the executor's workers, never through a script."""
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"train": ["a", "b"], "held_out": ["c"]}))
-    plan = study.TrainPlan(settings=Settings(c_fn=10.0), algos=("ppo",), train_seeds=2)
-    commands = study.train_commands(plan, split, "data", tmp_path)
-    assert list(commands) == ["ppo-cost-train2-s0", "ppo-cost-train2-s1",
-                              "ppo-val_cost-train2-s0", "ppo-val_cost-train2-s1"]
-    argv = commands["ppo-val_cost-train2-s1"]
-    assert argv[argv.index("--reward") + 1] == "val_cost"
-    assert argv[argv.index("--seed") + 1] == "1"
-    assert argv[argv.index("--c-fn") + 1] == "10.0"
-    assert argv[argv.index("--c-r") + 1] == "gamma"
+    settings = Settings(c_fn=10.0, budget_fraction=0.1, prior="knn", c_r=0.5, k=12)
+    plan = study.TrainPlan(settings=settings, algos=("ppo",), train_seeds=2)
+    configs = study.train_configs(plan, split, "data", tmp_path)
+    assert list(configs) == ["ppo-cost-train2-s0", "ppo-cost-train2-s1",
+                             "ppo-val_cost-train2-s0", "ppo-val_cost-train2-s1"]
+    config = configs["ppo-val_cost-train2-s1"]
+    assert config.settings == settings.replace(reward="val_cost")
+    assert (config.seed, config.datasets, config.data_dir) == (1, ("a", "b"), "data")
+    assert (config.batch_size, config.checkpoint_freq) == (plan.n_steps, plan.timesteps // 2)
+    assert config.name == "ppo-val_cost-train2-s1" and not config.progress_bar
+    assert config.output_dir == str(tmp_path / "policies")
 
 
 def test_policies_trained_under_other_settings_are_refused(tmp_path):
@@ -112,23 +107,31 @@ def test_policies_trained_under_other_settings_are_refused(tmp_path):
                                                          "settings": knn10.to_dict()})
     old = _fake_policy(tmp_path, "ppo-val_cost-train12-s0",  # the layout before Settings
                        {"seed": 0, "reward": "val_cost", "prior": "iforest"})
-    assert study.trained_settings(new) == knn10
-    assert study.trained_settings(old) == Settings(reward="val_cost")
+    assert shared.trained_settings(new) == knn10
+    assert shared.trained_settings(old) == Settings(reward="val_cost")
     study.check_trained([new], Settings(prior="knn", c_fn=10.0))  # the reward may differ
     study.check_trained([old], Settings())
-    with pytest.raises(study.StudyError, match="trained with settings knn_cost_cfn10"):
+    with pytest.raises(shared.StudyError, match="trained with settings knn_cost_cfn10"):
         study.check_trained([new], Settings(prior="knn"))
-    with pytest.raises(study.StudyError, match="trained with settings iforest_val_cost"):
+    with pytest.raises(shared.StudyError, match="trained with settings iforest_val_cost"):
         study.check_trained([old], Settings(c_fn=10.0))
 
 
 # --------------------------------------------------------------------------- evaluate
+def stored(folder, episodes, **record):
+    """A study store holding one round row of each (data set, seed, agent) episode."""
+    store = shared.prepare_rounds(folder, sorted({d for d, _, _ in episodes}),
+                                  sorted({s for _, s, _ in episodes}),
+                                  list(dict.fromkeys(a for _, _, a in episodes)), **record)
+    for d, s, a in episodes:
+        shared.write_episode(store, [{**dict.fromkeys(study.ROUND_COLUMNS, 0), "dataset": d,
+                                      "seed": s, "agent": a}])
+    return store
+
+
 def test_cells_with_a_new_agent_run_that_agent_only(tmp_path):
-    rounds = tmp_path / "rounds.csv"
-    pd.DataFrame([{**dict.fromkeys(study.ROUND_COLUMNS, 0), "dataset": d, "seed": s,
-                   "agent": a} for d, s, a in [("A", 0, "ballad"), ("A", 0, "random"),
-                                               ("A", 1, "ballad")]]).to_csv(rounds, index=False)
-    done = study.finished_agents(rounds)
+    stored(tmp_path, [("A", 0, "ballad"), ("A", 0, "random"), ("A", 1, "ballad")])
+    done = study.finished_agents(tmp_path)
     assert done == {("A", 0): {"ballad", "random"}, ("A", 1): {"ballad"}}
     specs = ["ballad", "random", "/x/ppo-cost-train12-s0.zip"]
     assert study.pending_cells(["A", "B"], 2, specs, done) == [
@@ -136,22 +139,19 @@ def test_cells_with_a_new_agent_run_that_agent_only(tmp_path):
         ("A", 1, ("random", "/x/ppo-cost-train12-s0.zip")),
         ("B", 0, tuple(specs)), ("B", 1, tuple(specs))]
     assert study.pending_cells(["A"], 1, specs[:2], done) == []
-    rounds.write_text("dataset,seed,agent,round,action,test_cost\n")
-    with pytest.raises(study.StudyError, match="other columns"):
-        study.finished_agents(rounds)
+    (tmp_path / "rounds.csv").write_text("dataset,seed,agent,round,action,test_cost\n")
+    with pytest.raises(shared.StudyError, match="rounds.csv written before the round store"):
+        stored(tmp_path, [("A", 2, "ballad")])
 
 
 def test_rows_of_other_settings_are_not_mixed(tmp_path):
-    (tmp_path / "rounds.csv").write_text(",".join(study.ROUND_COLUMNS) + "\n")
-    meta = tmp_path / "evaluate.json"
-    meta.write_text(json.dumps({"agents": ["ballad"]}))  # before settings were recorded
-    study.check_evaluated_settings(tmp_path, Settings())
-    with pytest.raises(study.StudyError, match="holds results under settings iforest,"):
-        study.check_evaluated_settings(tmp_path, Settings(c_fn=10.0))
-    meta.write_text(json.dumps({"settings": Settings(c_fn=10.0).to_dict()}))
+    study.check_evaluated_settings(tmp_path, Settings(c_fn=10.0))  # nothing stored yet
+    stored(tmp_path, [("A", 0, "ballad")], settings=Settings(c_fn=10.0).to_dict())
     study.check_evaluated_settings(tmp_path, Settings(c_fn=10.0, reward="cost"))
-    with pytest.raises(study.StudyError, match="this evaluation runs iforest: use another"):
+    with pytest.raises(shared.StudyError, match="this evaluation runs iforest: use another"):
         study.check_evaluated_settings(tmp_path, Settings())
+    with pytest.raises(shared.StudyError, match="holds results under settings iforest_cfn10,"):
+        study.check_evaluated_settings(tmp_path, Settings(prior="knn"))
 
 
 def test_evaluate_cell_equals_fresh_episodes(data_dir):
@@ -185,7 +185,7 @@ START = {"A": 0.5, "B": 0.6, "C": 0.4}
 
 @pytest.fixture
 def rounds(tmp_path: Path) -> pd.DataFrame:
-    """The hand-built episodes as ``rounds.csv`` (round 0 first), read by ``load_rounds``."""
+    """The hand-built episodes in a study's store (round 0 first), read by ``load_rounds``."""
     rows = []
     for (dataset, agent), (actions, costs) in EPISODES.items():
         rows.append({"dataset": dataset, "seed": 0, "agent": agent, "round": 0, "action": "",
@@ -194,8 +194,12 @@ def rounds(tmp_path: Path) -> pd.DataFrame:
             rows.append({"dataset": dataset, "seed": 0, "agent": agent, "round": r,
                          "action": {"A": "AL", "L": "LR"}[a], "test_cost": c,
                          "val_cost": c + 0.1 * r})
-    pd.DataFrame(rows).to_csv(tmp_path / "rounds.csv", index=False)
-    return study.load_rounds(tmp_path / "rounds.csv")
+    frame = pd.DataFrame(rows)
+    store = shared.prepare_rounds(tmp_path, list(dict.fromkeys(frame["dataset"])),
+                                  sorted(set(frame["seed"])), list(dict.fromkeys(frame["agent"])))
+    for _, episode in frame.groupby(["dataset", "seed", "agent"], sort=False):
+        shared.write_episode(store, episode.to_dict("records"))
+    return shared.load_rounds(tmp_path)
 
 
 def test_load_rounds_groups_policy_runs(rounds):
@@ -207,7 +211,7 @@ def test_load_rounds_groups_policy_runs(rounds):
 
 
 def test_episode_table_by_hand(rounds):
-    table = study.episode_table(rounds).set_index(["dataset", "agent"])
+    table = shared.episode_table(rounds).set_index(["dataset", "agent"])
     ballad_a = table.loc[("A", "ballad")]
     assert ballad_a["final_cost"] == 0.2 and ballad_a["mean_cost"] == pytest.approx(0.3)
     assert ballad_a["al_share"] == pytest.approx(1 / 3) and ballad_a["switches"] == 1
@@ -220,7 +224,7 @@ def test_episode_table_by_hand(rounds):
 
 
 def test_headline_by_hand_with_a_seeded_bootstrap(rounds):
-    episodes = study.episode_table(rounds)
+    episodes = shared.episode_table(rounds)
     head = study.headline(episodes).set_index("agent")
     assert list(head.index) == ["ballad", "ppo-cost"]
     ballad, ppo = head.loc["ballad"], head.loc["ppo-cost"]
@@ -249,12 +253,12 @@ def test_headline_by_hand_with_a_seeded_bootstrap(rounds):
 
 
 def test_per_dataset_and_by_training_seed(rounds):
-    episodes = study.episode_table(rounds)
+    episodes = shared.episode_table(rounds)
     table = study.per_dataset(episodes)
     assert list(table.columns) == ["ballad", "ppo-cost"]
     assert table.loc["B"].tolist() == pytest.approx([0.4, 0.45])
     assert table.loc["C"].tolist() == pytest.approx([0.3, 0.25])
-    seeds = study.by_training_seed(rounds, episodes).set_index("train_seed")
+    seeds = shared.by_training_seed(rounds, episodes).set_index("train_seed")
     assert seeds["agent"].tolist() == ["ppo-cost", "ppo-cost"]
     assert seeds.loc[0, "modal_sequence"] == "LLL" and seeds.loc[0, "modal_share"] == 1.0
     assert seeds.loc[1, "modal_sequence"] == "ALA"
@@ -277,13 +281,13 @@ def test_training_times_read_both_settings_layouts(tmp_path):
                            {"seed": 1, "settings": short.to_dict()}, timesteps=300),
               _fake_policy(tmp_path, "ppo-val_cost-train12-s0",
                            {"seed": 0, "reward": "val_cost", "prior": "iforest"}, 4500)]
-    times = study.training_times(models)
+    times = shared.training_times(models)
     assert times.to_dict("records") == [
         {"run": "ppo-cost-train2-s1", "algo": "ppo", "reward": "cost", "seed": 1,
          "timesteps": 300, "episodes": 60, "train_seconds": 12.34},
         {"run": "ppo-val_cost-train12-s0", "algo": "ppo", "reward": "val_cost", "seed": 0,
          "timesteps": 4500, "episodes": 300, "train_seconds": 12.34}]
-    runs = study.policy_runs(models)
+    runs = shared.run_folders(models)
     assert runs == {"ppo-cost": [models[0].parent], "ppo-val_cost": [models[1].parent]}
 
 
@@ -309,18 +313,19 @@ def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
                         "1", "--timesteps", "300", "--n-envs", "1", "--jobs", "1",
                         *settings]) == 0
     model = tmp_path / "study" / "policies" / "ppo-cost-train2-s0" / "ppo-cost-train2-s0.zip"
-    assert study.trained_settings(model) == Settings(reward="cost", prior="knn", c_fn=10.0)
+    assert shared.trained_settings(model) == Settings(reward="cost", prior="knn", c_fn=10.0)
     evaluate = [*base, "evaluate", "--seeds", "1", "--jobs", "1", "--no-progress"]
     assert script.main([*evaluate, "--baselines", "ballad", *settings]) == 0
-    first = pd.read_csv(tmp_path / "study" / "rounds.csv")
+    first = shared.load_rounds(tmp_path / "study")
     assert set(first["agent"]) == {"ballad", "ppo-cost-train2-s0"}
     assert len(first) == 2 * 2 * 16 and set(first["dataset"]) == set(split["held_out"])
     # A baseline added later runs on the finished cells; the rows already there stay.
     assert script.main([*evaluate, "--baselines", "ballad", "all-in-lr", *settings]) == 0
-    second = pd.read_csv(tmp_path / "study" / "rounds.csv")
-    pd.testing.assert_frame_equal(second.iloc[:len(first)], first)
-    assert set(second.iloc[len(first):]["agent"]) == {"all-in-lr"} and len(second) == 3 * 32
-    meta = json.loads((tmp_path / "study" / "evaluate.json").read_text())
+    second = shared.load_rounds(tmp_path / "study")
+    kept = second[second["agent"] != "all-in-lr"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, first)
+    assert len(second) == 3 * 32
+    meta = json.loads((tmp_path / "study" / "rounds" / "run.json").read_text())
     assert meta["settings"]["c_fn"] == 10.0 and meta["settings"]["reward"] == "entropy"
     assert script.main([*evaluate, "--prior", "knn"]) == 2  # policies trained with c_fn 10
     assert "trained with settings knn_cost_cfn10" in capsys.readouterr().err
@@ -336,3 +341,15 @@ def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
     times = pd.read_csv(docs / "tables" / "tiny_training_time.csv")
     assert times[["run", "reward", "timesteps", "episodes"]].values.tolist() == [
         ["ppo-cost-train2-s0", "cost", 300, 20]]
+
+
+def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
+    """Runs train in the executor (here in this process); one that fails is named, its
+    traceback kept in its log, and nothing is raised."""
+    from agents.experiments.training import TrainConfig
+
+    config = TrainConfig(datasets=("no-such-data-set",), output_dir=str(tmp_path / "p"),
+                         run_name="bad", progress_bar=False)
+    assert shared.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
+    assert "bad: FAILED (FileNotFoundError" in capsys.readouterr().out
+    assert "no-such-data-set" in (tmp_path / "logs" / "bad.log").read_text()

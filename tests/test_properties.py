@@ -1,6 +1,6 @@
 """Property test: any small data set and any allocation give a well-formed episode.
 
-Hypothesis draws awkward data sets (``agents.experiments.robustness``: tiny, around the 30
+Hypothesis draws awkward data sets (``agents.experiments.studies.robustness``: tiny, around the 30
 neighbours of eta, duplicated rows, constant columns, one or two anomalies, anomalies
 indistinguishable from normals, feature scales from 1e-300 to 1e200) and an allocation
 sequence, and runs a whole episode: it must play with finite, well-formed figures, or be
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from agents.experiments.robustness import Case, check_case, episodes, expected_refusal
+from agents.experiments.studies.robustness import Case, check_case, episodes, expected_refusal
 
 
 @pytest.mark.slow
@@ -44,7 +44,7 @@ def test_the_sweep_refuses_a_max_rows_below_its_smallest_data_set(capsys) -> Non
     import importlib.util
     from pathlib import Path
 
-    from agents.experiments.robustness import MIN_ROWS, awkward_data
+    from agents.experiments.studies.robustness import MIN_ROWS, awkward_data
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "robustness_sweep.py"
     spec = importlib.util.spec_from_file_location("script_robustness_sweep", path)

@@ -5,7 +5,6 @@ dependency is named. The published code itself (anomatools) is not needed here."
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import types
 from pathlib import Path
@@ -14,14 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.experiments import published_code
-from agents.experiments.authors_code import load_published
-from agents.experiments.published_code import (
+from agents.experiments.studies import published_code
+from agents.experiments.studies.published_code import (
     PublishedCodeError,
     episode_order,
     finished_episodes,
+    load_published,
     play_published,
     published_split,
+    run_published,
 )
 from ballad_env.protocol import split_and_scale
 
@@ -109,23 +109,28 @@ def test_ballad_starts_with_lr_then_follows_the_larger_reward(stand_in_detector)
 
 
 # ----------------------------------------------------------------------------- the file
-def _record(dataset: str, seed: int, strategy: str, costs: list[float]) -> str:
-    rounds = [{"action": strategy, "test_cost": c} for c in costs]
-    return json.dumps({"dataset": dataset, "seed": seed, "strategy": strategy,
-                       "seconds": 1.0, "rounds": rounds})
-
-
-def test_finished_episodes_resume_and_read_back(tmp_path: Path) -> None:
-    path = tmp_path / "published.jsonl"
-    assert finished_episodes(path, 2) == set()
-    path.write_text(_record("Glass", 0, "LR", [0.1, 0.3]) + "\n"
-                    + _record("Glass", 0, "ballad", [0.2, 0.2]) + "\n")
-    assert finished_episodes(path, 2) == {("Glass", 0, "LR"), ("Glass", 0, "ballad")}
+def test_episodes_are_stored_resume_and_read_back(tmp_path: Path, stand_in_detector,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Episodes go into a ResultStore as they finish; a rerun plays only the missing ones,
+    and one of another length is refused; ``load_published`` gives each one's mean cost."""
+    monkeypatch.setattr(published_code, "_code", lambda path: _stand_in_code(0.5, 0.2))
+    monkeypatch.setattr(published_code, "_split", lambda *key: _toy_split())
+    monkeypatch.setattr(published_code, "file_digest", lambda path: "digest")
+    out = tmp_path / "published"
+    assert finished_episodes(out, 2) == set()
+    assert run_published("BALLAD.py", out, ["Glass"], [0], ["LR"], n_rounds=2,
+                         progress=False) == 1
+    assert run_published("BALLAD.py", out, ["Glass"], [0], ["LR", "ballad"], n_rounds=2,
+                         progress=False) == 1  # LR is stored: only ballad runs
+    assert finished_episodes(out, 2) == {("Glass", 0, "LR"), ("Glass", 0, "ballad")}
     with pytest.raises(PublishedCodeError, match="has 2 rounds, not 15"):
-        finished_episodes(path, 15)
-    table = load_published(path).set_index("agent")
-    assert table.loc["all-in-lr", "test_cost"] == pytest.approx(0.2)
-    assert table.loc["ballad", "test_cost"] == pytest.approx(0.2)
+        finished_episodes(out, 15)
+    rounds = published_code.stored_episodes(out)[1]
+    assert list(rounds["round"]) == [1, 2] and list(rounds["action"]) == ["LR", "AL"]
+    assert set(rounds["ballad_py"]) == {"digest"}
+    table = load_published(out).set_index("agent")
+    assert list(table.index) == ["all-in-lr", "ballad"]
+    assert table.loc["ballad", "test_cost"] == pytest.approx(0.5)
 
 
 def test_episodes_run_seed_after_seed() -> None:
@@ -149,7 +154,7 @@ def test_published_command_names_what_is_missing(tmp_path: Path,
     main = _main()
     monkeypatch.setitem(sys.modules, "anomatools", None)  # import anomatools fails
     ballad_py = tmp_path / "BALLAD.py"
-    out = str(tmp_path / "out.jsonl")
+    out = str(tmp_path / "published")
     with pytest.raises(SystemExit, match=r"BALLAD.py .*no such file.*anomatools==3.0.3"):
         main(["published", "--ballad-py", str(ballad_py), "--published", out,
               "--datasets", "Glass"])

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agents.experiments.cli.reports import main
 from agents.experiments.report_tables import (
     blocks,
     fill,
     generated_table,
-    main,
     reports,
     stale,
 )

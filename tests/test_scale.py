@@ -368,6 +368,7 @@ def parse_with(script: str, argv: list[str]):
                                                   ROOT / "scripts" / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module = sys.modules[module.main.__module__]  # the shim's command line
     function, prefix = SCRIPT_PARSERS[script]
     if function == "build_parser":
         return module.build_parser().parse_args([*prefix, *argv])
@@ -432,12 +433,12 @@ def test_gymnasium_check_env_with_render_checks_on_every_benchmark(benchmark_dir
 
 # =============================================================================== bench
 def test_the_scaling_bench_measures_and_fits_the_growth() -> None:
-    from agents.experiments.bench import (
+    from agents.experiments.studies.bench import (
         growth_exponent,
         measure_scaling,
         scaling_table,
-        synthetic_dataset,
     )
+    from agents.experiments.timing import synthetic_dataset
 
     data = synthetic_dataset(1000, 3, contamination=0.05)
     assert data.name == "synthetic:1000x3" and data.contamination == 0.05

@@ -20,9 +20,10 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments import Grid, authors_code, load_results, paper, run_grid
-from agents.experiments.allocator_study import build_lattices
-from agents.experiments.bench import PHASES
+from agents.experiments import Grid, load_results, run_grid
+from agents.experiments.studies import authors_code, paper, published_code
+from agents.experiments.studies.allocators import build_lattices
+from agents.experiments.studies.bench import PHASES
 from ballad_env.settings import Settings
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
@@ -39,15 +40,14 @@ def run_script(name: str, *args: str, check: bool = True) -> subprocess.Complete
 
 
 def load_script(name: str) -> ModuleType:
-    """Import a script as a module (registered, so its dataclasses resolve)."""
+    """The command line a script runs: its shim imported, then the module of its ``main``."""
     module_name = f"script_{name.removesuffix('.py')}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / name)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / name)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture
@@ -216,17 +216,20 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
     """A partial agreement (--report-only while the published run grows) leaves out the
     strategies ours has not started, and compares the rest with the published costs."""
     script = load_script("authors_code_check.py")
-    published = tmp_path / "published.jsonl"
-    rounds = [{"test_cost": 0.1}, {"test_cost": 0.3}]  # the published mean cost: 0.2
-    published.write_text(json.dumps({"dataset": "alpha", "seed": 0, "strategy": "AL",
-                                     "rounds": rounds}) + "\n")
+    published = tmp_path / "published"
+
+    def publish(strategy: str) -> None:  # an episode of the published run, mean cost 0.2
+        store = published_code.prepare_store(published, ["alpha"], [0], [strategy])
+        rows = pd.DataFrame({"dataset": "alpha", "seed": 0, "strategy": strategy,
+                             "round": [1, 2], "test_cost": [0.1, 0.3]})
+        store.write(published_code.episode_cell("alpha", 0, strategy), rows)
+
+    publish("AL")
     output = tmp_path / "agreement"
     command = ["agreement", "--published", str(published), "--data-dir", str(data_dir),
                "--threshold-search", "exact", "--output", str(output), "--no-progress"]
     script.main(command)
-    with published.open("a") as fh:  # the published run goes on: an LR episode lands
-        fh.write(json.dumps({"dataset": "alpha", "seed": 0, "strategy": "LR",
-                             "rounds": rounds}) + "\n")
+    publish("LR")  # the published run goes on: an LR episode lands
     script.main([*command, "--report-only"])
     table = pd.read_csv(output / "tables" / "authors_code_agreement_knn_authors.csv",
                         index_col="agent")
@@ -286,3 +289,53 @@ def test_allocator_study_builds_replays_and_reports(tmp_path: Path) -> None:
     assert (tables / "allocators_paired.md").exists()
     assert len(list((out / "lattices").rglob("*.npz"))) == 6  # 6 data sets x 1 seed
     assert build_lattices(out, list(sizes), [0], ["knn"], ["default"], str(data)) == 0
+
+
+# ------------------------------------------------------------------------- ballad-env
+def test_ballad_env_lists_every_job_and_runs_each_ones_main(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from agents.experiments import cli
+
+    assert cli.main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"  {name} " in listed for name in cli.COMMANDS)
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit) as done:
+            cli.main([name, "--help"])
+        assert done.value.code == 0, name
+        assert capsys.readouterr().out.startswith(f"usage: ballad-env {name}"), name
+    assert cli.main(["no-such-job"]) == 2
+    assert "unknown command 'no-such-job'" in capsys.readouterr().err
+    assert cli.main([]) == 2
+
+
+def test_every_script_is_the_shim_of_a_job() -> None:
+    from agents.experiments import cli
+
+    modules = {f"agents.experiments.cli.{module}" for module, _ in cli.COMMANDS.values()}
+    for script in SCRIPTS.glob("*.py"):
+        if script.name != "adbench_registry.py":  # a maintainers' tool, not a job
+            assert load_script(script.name).__name__ in modules, script.name
+
+
+def test_a_study_job_without_the_studies_says_where_they_are(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An installed wheel has no studies: their jobs say so instead of a traceback."""
+    from agents.experiments import cli
+
+    monkeypatch.delitem(sys.modules, "agents.experiments.cli.paper", raising=False)
+    monkeypatch.setitem(sys.modules, "agents.experiments.studies.paper", None)
+    assert cli.main(["paper", "--report-only"]) == 2
+    assert "studies come with the source checkout" in capsys.readouterr().err
+
+
+def test_python_m_ballad_env_and_the_entry_point_run_the_command(data_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "ballad_env", "data", "--data-dir",
+                           str(data_dir)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("| name | kind | n | d | contamination |")
+    assert all(f"| `{name}` |" in done.stdout for name in ("alpha", "beta", "toy", "wdbc"))
+    import tomllib
+
+    project = tomllib.loads((SCRIPTS.parent / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"ballad-env": "ballad_env.__main__:main"}

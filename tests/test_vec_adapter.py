@@ -79,7 +79,8 @@ def test_maskable_ppo_reads_the_masks_and_both_algorithms_train(store) -> None:
 def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
     """``TrainConfig(vec_env="vector")``: the run's monitor file holds its episodes, each a
     stored cell of the seeds kept."""
-    from agents.experiments.training import TrainConfig, read_monitor, train
+    from agents.experiments.policy_runs import read_monitor
+    from agents.experiments.training import TrainConfig, train
 
     config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,
                          settings=Settings(reward="cost", prior="knn"), n_envs=2,

@@ -1,9 +1,9 @@
-"""The experiment harness: grids of episodes, resumable result stores, provenance, parallel
-runs, summary tables, figures, policy training and the project's studies.
+"""The experiment harness: grids of episodes, the result stores, provenance, the one executor,
+summary tables, figures and policy training.
 
 It sits on top of ``ballad_env`` (the environment) and ``agents`` (the allocators); nothing
-below imports it. Studies (``lattice_study``, ``policy_study``, ``paper``) keep their
-analysis here, importable and tested; ``scripts/`` holds only their command lines.
+below imports it. The studies (``agents.experiments.studies``) are its clients, and the
+command line (``agents.experiments.cli``, ``ballad-env``) sits on top of both.
 """
 
 from agents.extras import missing_extra

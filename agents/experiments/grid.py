@@ -28,6 +28,10 @@ _SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
 
 
 # ---------------------------------------------------------------------------------- agents
+#: The paper's three allocators (its Q1): BALLAD and the two one-sided baselines.
+PAPER_AGENTS = ("ballad", "all-in-al", "all-in-lr")
+
+
 def agent_label(spec: str) -> str:
     """The agent's name in the results: registered names as given, ``policy:<name>`` for a
     saved policy (its file stem; ``<run>/best_model`` for a run's best model)."""
@@ -205,5 +209,5 @@ def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = Non
     return tuple(dict.fromkeys(expanded))
 
 
-__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "Cell", "Grid", "agent_label", "check_agent",
-           "dataset_names", "seed_range"]
+__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "PAPER_AGENTS", "Cell", "Grid", "agent_label",
+           "check_agent", "dataset_names", "seed_range"]

@@ -2,7 +2,7 @@
 
 The cells of one (data set, seed) are built together, in one process, so every setting
 with the same prior shares the label-free reset (``ballad_env.compute``'s reset cache);
-they run through the grid runner's machinery (``run._execute``: this process, local joblib
+they run through the harness's executor (``executor.execute``: this process, local joblib
 workers that exit with the runner, or a Dask cluster), seed after seed and the largest
 data sets first within a seed, each file written as it finishes. A rerun builds only the
 missing cells; a store from other environment code, package versions or data, or a stored
@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.experiments.executor import execute, progress_bar, worker_limits
 from agents.experiments.provenance import fingerprint, package_versions
-from agents.experiments.run import _execute, _load, _progress_bar, worker_limits
+from agents.experiments.run import load_data
 from agents.experiments.store import RunError, writable_folder
 from ballad_env.data import Dataset, dataset_name
 from ballad_env.env import named_arrays
@@ -59,7 +60,7 @@ def _build_task(task: _BuildTask, single_thread: bool) -> list[tuple[str, str, i
     store = LatticeStore(task.root)
     done = []
     with worker_limits(single_thread):
-        data = _load(task.dataset, task.data_dir)
+        data = load_data(task.dataset, task.data_dir)
         for setting in task.settings:
             start = time.perf_counter()
             lattice = build_lattice(data, task.seed, setting)
@@ -159,7 +160,7 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     directory = None if data_dir is None else str(data_dir)
     datasets = named_arrays(datasets)  # several (X, y): arrays-0, arrays-1, ...
     names = [dataset_name(d, directory) for d in datasets]
-    loaded = {name: _load(source, directory) for name, source in zip(names, datasets,
+    loaded = {name: load_data(source, directory) for name, source in zip(names, datasets,
                                                                       strict=True)}
     unique = list({setting_key(s): lattice_settings(s) for s in settings}.values())
     store = prepare_store(root, loaded, unique)
@@ -173,9 +174,9 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     tasks = [_BuildTask(name, sources[name], directory, seed, tuple(groups[name, seed]),
                         str(store.root)) for name, seed in order]
     total = len(names) * len(seeds) * len(unique)
-    bar = _progress_bar(total, total - len(todo), progress)
+    bar = progress_bar(total, total - len(todo), progress)
     try:
-        for built in _execute(tasks, n_jobs, scheduler, _build_task):
+        for built in execute(tasks, _build_task, n_jobs, scheduler):
             bar.update(len(built))
     finally:
         bar.close()

@@ -25,7 +25,6 @@ every report, so a table regenerated without refilling the reports fails the sui
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -226,32 +225,5 @@ def reports(root: str | Path) -> Iterator[Path]:
             yield path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: fill the reports' marked tables from ``docs/tables`` (``--check``:
-    list the stale ones and exit 1 instead). Returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="fill_reports", description="Fill the reports' <!-- table: ... --> blocks "
-        "from the generated tables in docs/tables.")
-    parser.add_argument("reports", nargs="*", type=Path,
-                        help="reports to fill (default: every .md under docs/ outside "
-                        "docs/tables)")
-    parser.add_argument("--root", type=Path, default=None,
-                        help="where the markers' paths start (default: the repository)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; list the blocks that differ, exit 1 if any")
-    args = parser.parse_args(argv)
-    root = args.root if args.root is not None else repo_root(Path.cwd())
-    paths = args.reports or list(reports(root))
-    if args.check:
-        differences = [d for path in paths for d in stale(path, root)]
-        for difference in differences:
-            print(difference)
-        return 1 if differences else 0
-    for path in paths:
-        for table in fill(path, root):
-            print(f"{path}: filled {table}")
-    return 0
-
-
 __all__ = ["END", "START", "TABLES", "Block", "Difference", "block_text", "blocks", "fill",
-           "generated_table", "main", "repo_root", "reports", "select_rows", "stale"]
+           "generated_table", "repo_root", "reports", "select_rows", "stale"]

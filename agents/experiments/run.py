@@ -19,8 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,19 +27,19 @@ import numpy as np
 import pandas as pd
 
 from agents.evaluation import run_episode
+from agents.experiments.executor import execute, progress_bar, worker_limits
 from agents.experiments.grid import Cell, Grid, agent_label, check_agent
 from agents.experiments.provenance import fingerprint, package_versions
 from agents.experiments.store import (
     COLUMNS,
     FORMAT_VERSION,
     ResultStore,
-    RunError,
-    _concat,
-    _normalise_dtypes,
+    concat_cells,
+    normalise_dtypes,
 )
-from agents.experiments.workers import local_parallel
 from agents.policy_files import policy_fingerprint
 from agents.registry import is_policy_path, make_agent
+from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
@@ -53,7 +52,9 @@ def _load_named(name: str, data_dir: str | None) -> Dataset:
     return load_dataset(name, data_dir=data_dir)
 
 
-def _load(source: str | Dataset, data_dir: str | None) -> Dataset:
+def load_data(source: str | Dataset, data_dir: str | None) -> Dataset:
+    """``source`` itself if it is a data set, else the data set of that name (loaded once per
+    process: workers run many cells of one data set)."""
     return source if isinstance(source, Dataset) else _load_named(source, data_dir)
 
 
@@ -97,19 +98,10 @@ class _ResetDone:
         return self.unwrapped.step(action)
 
 
-def worker_limits(single_thread: bool) -> Any:
-    """A context with one BLAS/OpenMP thread in a worker (``single_thread``), else nothing."""
-    if single_thread:
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(1)
-    return nullcontext()
-
-
 def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame]]:
     """Play every agent of ``task`` from one shared reset; one table per cell."""
     with worker_limits(single_thread):
-        dataset = _load(task.dataset, task.data_dir)
+        dataset = load_data(task.dataset, task.data_dir)
         done = []
         for setting, agents in task.cells:
             env = BudgetAllocationEnv(dataset, settings=setting)
@@ -145,22 +137,26 @@ def play_agents(env: BudgetAllocationEnv, seed: int, specs: Sequence[str], *,
 
 
 def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) -> pd.DataFrame:
-    """A cell's tidy rows: keys, setting columns, then every recorded ``info`` figure."""
-    setting, episode = cell.setting, env.episode
+    """A cell's tidy rows: keys, setting columns, then every recorded ``info`` figure. The
+    episode's figures come from its ``Snapshot``, the one state record; the costs, eta sample
+    and kernel precision in force are the settings resolved on it (c_r from the contamination
+    when not given, "auto" by the training set's size)."""
+    setting, snapshot = cell.setting, env.snapshot()
+    costs = Costs.for_contamination(snapshot.contamination, setting.c_fp, setting.c_fn,
+                                    setting.c_r, setting.cost_metric)
     options = {("reward_type" if name == "reward" else name): value
                for name, value in setting.to_dict().items() if name != "name"}
     constants = {
         "dataset": cell.dataset, "setting": setting.name, "agent": agent_label(cell.agent),
-        "seed": cell.seed, "contamination": episode.contamination, **options,
-        # the costs in force: c_r resolved from the contamination when not given
-        "c_fp": episode.costs.c_fp, "c_fn": episode.costs.c_fn, "c_r": episode.costs.c_r,
-        # the eta sample and kernel precision in force: "auto" resolved by the data's size
-        "eta_sample": episode.eta_sample, "kernel_dtype": episode.kernel_dtype,
+        "seed": cell.seed, "contamination": snapshot.contamination, **options,
+        "c_fp": costs.c_fp, "c_fn": costs.c_fn, "c_r": costs.c_r,
+        "eta_sample": setting.eta_sample_for(snapshot.n_train),
+        "kernel_dtype": setting.kernel_dtype_for(snapshot.n_train),
     }
     rows = [{**constants, **record,
              "spent_fraction": record["round"] * setting.round_fraction} for record in records]
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    return _normalise_dtypes(frame)
+    return normalise_dtypes(frame)
 
 
 def _tasks(pending: list[Cell], sources: dict[str, str | Dataset], data_dir: str | None,
@@ -189,49 +185,6 @@ def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
                for task in tasks)
 
 
-def _execute(tasks: Sequence[Any], n_jobs: int, scheduler: str | None,
-             work: Callable[[Any, bool], list[Any]] | None = None) -> Iterator[list[Any]]:
-    """Yield each task's results as it finishes: in this process, in joblib workers or on
-    Dask. ``work(task, single_thread)`` does one task (by default, plays a grid's cells)."""
-    work = work or _run_task
-    if scheduler is None and n_jobs == 1:
-        for task in tasks:
-            yield work(task, False)
-        return
-    from joblib import Parallel, delayed, parallel_config
-
-    jobs = (delayed(work)(task, True) for task in tasks)
-    if scheduler is None:  # local workers that exit with this process, even on SIGKILL
-        yield from local_parallel(n_jobs, return_as="generator_unordered")(jobs)
-        return
-    with connect(scheduler) as client, parallel_config(backend="dask"):
-        if sum(client.ncores().values()) < 2:
-            # joblib runs a one-thread backend in this process: say so rather than surprise.
-            import warnings
-
-            warnings.warn(f"the Dask cluster at {scheduler} has a single worker thread; joblib "
-                          "then runs the cells in this process", RuntimeWarning, stacklevel=3)
-        yield from Parallel(n_jobs=-1, return_as="generator_unordered")(jobs)
-
-
-#: Seconds to wait for a Dask scheduler before saying it cannot be reached.
-SCHEDULER_TIMEOUT = 10.0
-
-
-def connect(scheduler: str) -> Any:
-    """A Dask client of the scheduler at ``scheduler``; ``RunError`` if it does not answer
-    within ``SCHEDULER_TIMEOUT`` seconds."""
-    from dask.distributed import Client
-
-    try:
-        return Client(scheduler, timeout=SCHEDULER_TIMEOUT)
-    except (OSError, ValueError) as err:  # timeouts are OSErrors; a malformed address too
-        raise RunError(f"cannot reach the Dask scheduler at {scheduler} within "
-                       f"{SCHEDULER_TIMEOUT:g} s ({err}). Check the address (tcp://host:8786) "
-                       "and that a scheduler runs there with workers, or leave out "
-                       "--scheduler to run on this machine.") from err
-
-
 def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 trust_pickle: bool = False) -> tuple[dict[str, Any], dict[str, Dataset]]:
     """Check every agent and (data set, setting) now; return run.json's content and the data.
@@ -243,7 +196,7 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
     for spec in grid.agents:
         check_agent(spec, trust_pickle=trust_pickle)
     directory = None if data_dir is None else str(data_dir)
-    loaded = {name: _load(source, directory)
+    loaded = {name: load_data(source, directory)
               for name, source in zip(grid.dataset_names, grid.datasets, strict=True)}
     for name, dataset in loaded.items():
         for setting in grid.settings:
@@ -310,24 +263,16 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
                    trust_pickle)
     if _expected_seconds(tasks, sizes) < WORKER_START_S:
         n_jobs = 1  # too small to pay for starting workers
-    bar = _progress_bar(len(cells), len(frames), progress)
+    bar = progress_bar(len(cells), len(frames), progress)
     try:
-        for finished in _execute(tasks, n_jobs, scheduler):
+        for finished in execute(tasks, _run_task, n_jobs, scheduler):
             for cell, frame in finished:
                 store.write(cell, frame)
                 frames[cell] = frame
             bar.update(len(finished))
     finally:
         bar.close()
-    return _concat(frames[cell] for cell in cells)
+    return concat_cells(frames[cell] for cell in cells)
 
 
-def _progress_bar(total: int, done: int, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, unit="cell", desc="cells", disable=not enabled,
-                dynamic_ncols=True, smoothing=0.1)
-
-
-__all__ = ["SCHEDULER_TIMEOUT", "connect", "play_agents", "prepare_run", "run_grid",
-           "worker_limits"]
+__all__ = ["WORKER_START_S", "load_data", "play_agents", "prepare_run", "run_grid"]

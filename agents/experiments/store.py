@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,31 @@ COLUMNS = (*KEY_COLUMNS, "contamination", "spent_fraction", *SETTING_COLUMNS, *M
 GRID_AXES = ("datasets", "seeds", "agents", "settings")
 
 
+@dataclass(frozen=True)
+class TableCell:
+    """A study's cell and one tidy table it writes: ``key`` names the cell (column, value)
+    pairs, e.g. data set, seed and prior, which every row of its table carries. A study
+    stores its cells in a ``ResultStore`` as the grid runner does, one file a table."""
+
+    table: str
+    key: tuple[tuple[str, Any], ...]
+
+    @property
+    def filename(self) -> str:
+        """The file's name under ``cells/``: the table, then the key's values."""
+        parts = [self.table, *(str(value) for _, value in self.key)]
+        return "__".join(re.sub(r"[^A-Za-z0-9.=+-]+", "_", part) for part in parts) + ".parquet"
+
+    def problem(self, frame: pd.DataFrame) -> str | None:
+        """What is wrong with the stored rows of this cell, or ``None``."""
+        for column, value in self.key:
+            if column not in frame.columns:
+                return f"no column {column!r}"
+            if len(frame) and set(frame[column].tolist()) != {value}:
+                return f"column {column!r} should be {value!r} throughout"
+        return None
+
+
 class RunError(RuntimeError):
     """A run that cannot go on as asked: its output folder is mismatched, corrupt, incomplete
     or not writable, or its cluster cannot be reached."""
@@ -115,7 +141,10 @@ class ResultStore:
             raise RunError(f"{self.run_file} is not a run description of format "
                            f"{FORMAT_VERSION}; use another --output.")
         try:
-            grid_from_manifest(manifest)
+            if "study" in manifest:  # a study's cells (``TableCell``): its axes are lists of keys
+                _check_study_grid(manifest["grid"])
+            else:
+                grid_from_manifest(manifest)
         except Exception as err:  # a damaged or hand-edited grid: missing keys, bad values
             raise RunError(f"{self.run_file} holds no valid grid ({type(err).__name__}: {err})."
                            f" Delete it together with {self.cells_dir} to start over, or use "
@@ -154,22 +183,23 @@ class ResultStore:
                 _atomic_write_text(self.run_file, json.dumps(manifest, indent=2) + "\n")
 
     # cells ----------------------------------------------------------------
-    def path(self, cell: Cell) -> Path:
+    def path(self, cell: Cell | TableCell) -> Path:
+        """The file of a cell (of the grid, or a study's table of one cell)."""
         return self.cells_dir / cell.filename
 
-    def read(self, cell: Cell) -> pd.DataFrame:
+    def read(self, cell: Cell | TableCell) -> pd.DataFrame:
         """A finished cell's rows, validated against the cell; ``RunError`` names a bad file."""
         path = self.path(cell)
         try:  # page checksums: a changed byte in the data is an error, not other numbers
             frame = pd.read_parquet(path, page_checksum_verification=True)
         except Exception as err:  # pyarrow raises several types for truncated or garbled files
             raise _corrupt(path, f"unreadable ({type(err).__name__}: {err})") from err
-        problem = _cell_problem(frame, cell)
+        problem = cell.problem(frame) if isinstance(cell, TableCell) else _cell_problem(frame, cell)
         if problem:
             raise _corrupt(path, problem)
         return frame
 
-    def write(self, cell: Cell, frame: pd.DataFrame) -> None:
+    def write(self, cell: Cell | TableCell, frame: pd.DataFrame) -> None:
         """Write a finished cell atomically: a hidden temporary file (removed if the write
         fails), then a rename; a full disk is a ``RunError`` saying so and where."""
         path = self.path(cell)
@@ -180,7 +210,7 @@ class ResultStore:
             raise RunError(write_failure(path, err, "use another --output (the cells "
                                          "finished so far stay where they are)")) from err
 
-    def finished(self, cells: Iterable[Cell]) -> dict[Cell, pd.DataFrame]:
+    def finished(self, cells: Iterable[Any]) -> dict[Any, pd.DataFrame]:
         """The cells already on disk, each validated (a corrupt file is an error, not a skip)."""
         return {cell: self.read(cell) for cell in cells if self.path(cell).exists()}
 
@@ -241,7 +271,7 @@ def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> lis
     return problems
 
 
-def _normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
+def normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
     """One dtype per column whatever the values: bool, int64, str or float64 (NaN allowed)."""
     for column in frame.columns:
         values = frame[column].tolist()
@@ -257,7 +287,7 @@ def _normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+def concat_cells(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Cells in the grid's order (so tables list agents as the grid does), rounds within."""
     return pd.concat(list(frames), ignore_index=True)
 
@@ -279,7 +309,13 @@ def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.D
                        "again to finish it")
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
-    return _concat(frames[cell] for cell in cells if cell in frames)
+    return concat_cells(frames[cell] for cell in cells if cell in frames)
+
+
+def _check_study_grid(grid: Any) -> None:
+    """A study's grid in ``run.json``: named axes, each a list of key values."""
+    if not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values()):
+        raise ValueError(f"a study's grid maps axes to lists, not {grid!r}")
 
 
 def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
@@ -290,4 +326,5 @@ def grid_from_manifest(manifest: dict[str, Any]) -> Grid:
 
 
 __all__ = ["COLUMNS", "GRID_AXES", "KEY_COLUMNS", "METRIC_COLUMNS", "SETTING_COLUMNS",
-           "ResultStore", "RunError", "grid_from_manifest", "load_results", "writable_folder"]
+           "ResultStore", "RunError", "TableCell", "concat_cells", "grid_from_manifest",
+           "load_results", "normalise_dtypes", "writable_folder"]

@@ -16,10 +16,10 @@ import platform
 import shutil
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -201,7 +201,7 @@ class KeepInfo(gym.Wrapper):
         obs, info = self.env.reset(**kwargs)
         return obs, self._slim(info)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, self._slim(info)
 
@@ -307,7 +307,7 @@ class TqdmProgress(BaseCallback):
     def __init__(self, total: int) -> None:
         super().__init__()
         self.total = total
-        self.bar = None
+        self.bar: Any = None
         self._shown: object = None  # the newest episode the figures include
 
     def _on_training_start(self) -> None:
@@ -339,7 +339,7 @@ def eval_callback(config: TrainConfig, eval_env: Any, log_dir: Path):
     """An EvalCallback (the maskable one for MaskablePPO) that evaluates on the same seeded
     episodes every time and also logs their mean final test cost to ``evaluations.csv``.
     """
-    base = MaskableEvalCallback if config.algo == "maskable_ppo" else EvalCallback
+    base: Any = MaskableEvalCallback if config.algo == "maskable_ppo" else EvalCallback
 
     class CostEvalCallback(base):
         def __init__(self) -> None:
@@ -483,66 +483,7 @@ def train(config: TrainConfig) -> TrainResult:
     return TrainResult(model_path, write_settings(config, model, seconds), run_dir, seconds)
 
 
-# --------------------------------------------------------------------------- curves
-def read_monitor(run_dir: str | Path):
-    """All workers' episodes of a run as one table, with the global step count at each end.
-
-    Workers write their own CSV; sorting by wall time and summing lengths gives the
-    number of environment steps taken when each episode ended.
-    """
-    import pandas as pd
-
-    files = sorted(Path(run_dir, "monitor").glob("*.monitor.csv"))
-    if not files:
-        raise FileNotFoundError(f"no monitor CSV under {Path(run_dir, 'monitor')}")
-    frame = pd.concat([pd.read_csv(f, skiprows=1) for f in files], ignore_index=True)
-    frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
-    frame["timesteps"] = frame["l"].cumsum()
-    return frame.rename(columns={"r": "return", "l": "length", "t": "seconds"})
-
-
-def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str | Path,
-                         window: int = 30, title: str | None = None) -> Path:
-    """Episode return and final test cost vs steps: one line per group (its runs averaged on a
-    common step grid after a rolling mean over ``window`` episodes), a band for min-max.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
-    for label, run_dirs in groups.items():
-        frames = [f for f in (read_monitor(d) for d in run_dirs) if len(f)]
-        if not frames:  # a run shorter than one episode: nothing to draw
-            for ax in axes:
-                ax.text(0.5, 0.5, f"{label}: no episode finished", ha="center",
-                        transform=ax.transAxes)
-            continue
-        end = min(int(f["timesteps"].iloc[-1]) for f in frames)
-        grid = np.linspace(0, end, 100)
-        for ax, column in zip(axes, ("return", "test_cost"), strict=True):
-            curves = np.array([np.interp(grid, f["timesteps"],
-                                         f[column].rolling(window, min_periods=1).mean())
-                               for f in frames])
-            (line,) = ax.plot(grid, curves.mean(axis=0), label=f"{label} (n={len(frames)})")
-            if len(frames) > 1:
-                ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0),
-                                color=line.get_color(), alpha=0.2)
-    axes[0].set(xlabel="environment steps", ylabel=f"episode return (rolling {window})")
-    axes[1].set(xlabel="environment steps", ylabel=f"final test cost (rolling {window})")
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 __all__ = ["ALGORITHMS", "KeepInfo", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
            "TrainResult", "ValidActionWrapper", "algorithm_class", "algorithm_kwargs",
            "build_env", "check_data", "fresh_run_dir", "make_callbacks", "make_vec_env",
-           "plot_training_curves", "read_monitor", "train", "write_settings"]
+           "train", "write_settings"]

@@ -144,9 +144,10 @@ def make_replay_vec_env(n_envs: int, store: str | os.PathLike, *,
     ``info_keys`` only) under ``ReplaySB3VecEnv`` and SB3's ``VecMonitor`` (episode return,
     length and the ``info_keys``, to ``monitor_file`` if given); ``kwargs`` are the replay
     environment's (``datasets``, ``seeds``, ``settings``, ``observation``, Settings fields)."""
-    env = gym.make_vec(ballad_env.REPLAY_ENV_ID, num_envs=n_envs,
-                       vectorization_mode="vector_entry_point", store=store,
-                       autoreset_mode=AutoresetMode.SAME_STEP, info_keys=info_keys, **kwargs)
+    env: Any = gym.make_vec(ballad_env.REPLAY_ENV_ID, num_envs=n_envs,
+                            vectorization_mode="vector_entry_point", store=store,
+                            autoreset_mode=AutoresetMode.SAME_STEP, info_keys=info_keys,
+                            **kwargs)
     return VecMonitor(ReplaySB3VecEnv(env, valid_actions=valid_actions), monitor_file,
                       info_keywords=tuple(info_keys))
 

@@ -61,7 +61,8 @@ def make_wdbc(seed: int = 0) -> Dataset:
     return Dataset("wdbc", *validate_xy(bunch.data[keep], y, "wdbc"))
 
 
-_BUILTIN_MAKERS = {"toy": make_toy, "wdbc": make_wdbc}
+#: The built-in data sets' makers by name: ``maker(seed) -> Dataset``.
+BUILTIN_MAKERS = {"toy": make_toy, "wdbc": make_wdbc}
 
 
-__all__ = ["BUILTIN_DATASETS", "make_toy", "make_wdbc"]
+__all__ = ["BUILTIN_DATASETS", "BUILTIN_MAKERS", "make_toy", "make_wdbc"]

@@ -23,7 +23,7 @@ from typing import Any, Literal, overload
 
 import ballad_env.data.adbench as adbench
 import ballad_env.data.bundled as bundled
-from ballad_env.data.builtin import _BUILTIN_MAKERS, BUILTIN_DATASETS
+from ballad_env.data.builtin import BUILTIN_DATASETS, BUILTIN_MAKERS
 from ballad_env.data.folder import DATA_DIR_ENV, folder_file, folder_names, resolve_data_dir
 from ballad_env.data.formats import DATA_SUFFIXES, read_file
 from ballad_env.data.validation import Dataset, validate_xy
@@ -120,7 +120,7 @@ def dataset_name(source: Dataset | tuple[Any, Any] | str | os.PathLike,
         return source.name
     if isinstance(source, tuple):
         return "arrays"
-    if isinstance(source, str) and source in _BUILTIN_MAKERS:
+    if isinstance(source, str) and source in BUILTIN_MAKERS:
         return source
     if adbench.is_adbench_name(source):
         return adbench.PREFIX + adbench.entry(str(source))["name"]
@@ -183,8 +183,8 @@ def load_dataset(
             "source must be a Dataset, an (X, y) tuple, a path or a name; "
             f"got {type(source).__name__}"
         )
-    if isinstance(source, str) and source in _BUILTIN_MAKERS:
-        return _BUILTIN_MAKERS[source](seed)
+    if isinstance(source, str) and source in BUILTIN_MAKERS:
+        return BUILTIN_MAKERS[source](seed)
     if adbench.is_adbench_name(source):
         return _load_file(adbench.fetch(str(source)), dataset_name(source))
     path = data_file(source, data_dir)
@@ -214,7 +214,7 @@ class DatasetInfo:
 def _builtin_infos() -> list[DatasetInfo]:
     infos = []
     for name in BUILTIN_DATASETS:
-        ds = _BUILTIN_MAKERS[name](0)
+        ds = BUILTIN_MAKERS[name](0)
         infos.append(DatasetInfo(name, "built-in", ds.n_samples, ds.n_features,
                                  round(ds.contamination, 4), True, "made in memory"))
     return infos

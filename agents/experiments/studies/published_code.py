@@ -4,10 +4,11 @@ Issue 12. To check that ``Settings.authors_code()`` behaves like the published c
 run on the same splits. This module imports the user's own copy of ``BALLAD.py`` (from
 Lorenzo-Perini/Ballad; never part of this project) and anomatools, both lazily, so the
 project does not depend on them, and plays the published episode loop: forced to one branch
-every round (``AL``, ``LR``) or choosing as BALLAD does (``ballad``). It writes one JSON line
-per episode as it finishes (dataset, seed, strategy, seconds, rounds with their test cost),
-the format :func:`agents.experiments.authors_code.load_published` reads, and skips the
-episodes a file already holds, so an interrupted run resumes.
+every round (``AL``, ``LR``) or choosing as BALLAD does (``ballad``). Its episodes run
+through the harness's executor into a ``ResultStore``: one table per episode (dataset,
+seed, strategy), a row per round (action, labels bought, tau, test cost and rates, reward),
+written as the episode finishes; a rerun skips the episodes the store holds, so an
+interrupted run resumes. :func:`load_published` gives each episode's mean test cost.
 
 The loop is ours, written from the published code's main loop; every step that decides a
 number (label queries, detector, threshold search, rewards, rejection, cost) calls the
@@ -20,10 +21,10 @@ the published label queries draw from, is seeded with the split seed: the publis
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
 import time
 import warnings
@@ -34,12 +35,17 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from agents.experiments.executor import execute, progress_bar
+from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell, writable_folder
 from ballad_env.data import load_dataset
 from ballad_env.protocol import AUTHORS_ASIDE, AUTHORS_TEST, Budget, Split
 
-#: The strategies, as the published code's output names them (``PUBLISHED_STRATEGIES``).
+#: The strategies, as the published code's output names them.
 STRATEGIES = ("AL", "LR", "ballad")
+#: The published strategies' names in a comparison driver's output, and ours.
+PUBLISHED_STRATEGIES = {"ballad": "ballad", "AL": "all-in-al", "LR": "all-in-lr"}
 #: Python modules the published code imports, and how to install each.
 DEPENDENCIES = {"anomatools": "anomatools==3.0.3", "skopt": "scikit-optimize"}
 #: The functions of ``BALLAD.py`` the loop calls.
@@ -255,27 +261,53 @@ def _play_round(code: ModuleType, split: PublishedSplit, pool: np.ndarray, loop:
 
 
 # ----------------------------------------------------------------------------- a run
-def episode_key(record: dict[str, Any]) -> tuple[str, int, str]:
-    """(data set, seed, strategy) of a recorded episode."""
-    return record["dataset"], int(record["seed"]), record["strategy"]
+#: The stored table of one episode: (dataset, seed, strategy) with a row per round.
+TABLE = "published"
+EPISODE_KEYS = ("dataset", "seed", "strategy")
 
 
-def finished_episodes(path: str | os.PathLike, n_rounds: int) -> set[tuple[str, int, str]]:
-    """The episodes a JSON-lines file already holds; ``PublishedCodeError`` if one of them
-    has another number of rounds (its mean cost would not compare)."""
-    path = Path(path)
-    if not path.exists():
-        return set()
+def episode_cell(dataset: str, seed: int, strategy: str) -> TableCell:
+    """The stored file of one episode."""
+    return TableCell(TABLE, tuple(zip(EPISODE_KEYS, (dataset, seed, strategy), strict=True)))
+
+
+def prepare_store(output: str | os.PathLike, datasets: Sequence[str], seeds: Sequence[int],
+                  strategies: Sequence[str]) -> ResultStore:
+    """The store at ``output``, its ``run.json`` grown to these data sets, seeds and
+    strategies."""
+    store = ResultStore(writable_folder(output, "--published"))
+    stored = (store.read_manifest() or {}).get("grid", {})
+    grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
+            for axis, values in (("datasets", datasets), ("seeds", seeds),
+                                 ("strategies", strategies))}
+    store.prepare({"format": FORMAT_VERSION, "study": "published_code", "grid": grid,
+                   "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
+    return store
+
+
+def stored_episodes(output: str | os.PathLike) -> list[pd.DataFrame]:
+    """Every episode the store at ``output`` holds (one table each, rows by round), seed
+    after seed as they were played; none if there is no store."""
+    store = ResultStore(output)
+    grid = (store.read_manifest() or {}).get("grid", {}) if Path(output).is_dir() else {}
+    keys = episode_order(grid.get("datasets", []), grid.get("seeds", []),
+                         grid.get("strategies", []))
+    return [store.read(cell) for cell in (episode_cell(*key) for key in keys)
+            if store.path(cell).exists()]
+
+
+def finished_episodes(output: str | os.PathLike, n_rounds: int) -> set[tuple[str, int, str]]:
+    """The episodes the store already holds; ``PublishedCodeError`` if one of them has
+    another number of rounds (its mean cost would not compare)."""
     done = set()
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        if len(record["rounds"]) != n_rounds:
+    for episode in stored_episodes(output):
+        key = (str(episode["dataset"].iloc[0]), int(episode["seed"].iloc[0]),
+               str(episode["strategy"].iloc[0]))
+        if len(episode) != n_rounds:
             raise PublishedCodeError(
-                f"{path}, line {number}: {episode_key(record)} has {len(record['rounds'])} "
-                f"rounds, not {n_rounds}; write episodes of another length to another file")
-        done.add(episode_key(record))
+                f"{output}: {key} has {len(episode)} rounds, not {n_rounds}; write episodes "
+                "of another length to another folder")
+        done.add(key)
     return done
 
 
@@ -289,39 +321,65 @@ def episode_order(datasets: Sequence[str], seeds: Sequence[int], strategies: Seq
                 yield dataset, seed, strategy
 
 
+def load_published(output: str | os.PathLike) -> pd.DataFrame:
+    """The published code's episodes in the store at ``output`` as a table: dataset, seed,
+    agent (our name for its strategy), mean test cost over rounds."""
+    rows = [{"dataset": str(episode["dataset"].iloc[0]), "seed": int(episode["seed"].iloc[0]),
+             "agent": PUBLISHED_STRATEGIES[str(episode["strategy"].iloc[0])],
+             "test_cost": sum(episode["test_cost"].tolist()) / len(episode)}
+            for episode in stored_episodes(output)]
+    return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "test_cost"])
+
+
+@functools.lru_cache(maxsize=2)
+def _code(ballad_py: str) -> ModuleType:
+    return load_ballad(ballad_py)
+
+
+@functools.lru_cache(maxsize=1)
+def _split(dataset: str, seed: int, data_dir: str | None) -> PublishedSplit:
+    data = load_dataset(dataset, data_dir=data_dir)
+    return published_split(data.X, data.y, seed)
+
+
+def play_episode(task: tuple[str, str, str | None, tuple[str, int, str], int],
+                 single_thread: bool = False) -> tuple[tuple[str, int, str], pd.DataFrame]:
+    """One episode of the published code (``task``: BALLAD.py, its digest, the data folder,
+    (data set, seed, strategy), rounds): its key and its rows, one per round."""
+    ballad_py, digest, data_dir, (dataset, seed, strategy), n_rounds = task
+    start = time.perf_counter()
+    rounds = play_published(_code(ballad_py), _split(dataset, seed, data_dir), seed, strategy,
+                            n_rounds)
+    seconds = time.perf_counter() - start
+    rows = [{"dataset": dataset, "seed": seed, "strategy": strategy, "round": number,
+             "seconds": seconds, "ballad_py": digest, **record}
+            for number, record in enumerate(rounds, 1)]
+    return (dataset, seed, strategy), pd.DataFrame(rows)
+
+
 def run_published(ballad_py: str | os.PathLike, output: str | os.PathLike,
                   datasets: Sequence[str], seeds: Sequence[int],
                   strategies: Sequence[str] = STRATEGIES, *,
                   data_dir: str | os.PathLike | None = None, n_rounds: int = 15,
                   progress: bool = True) -> int:
-    """Play every episode (data set x seed x strategy) of the published code not yet in
-    ``output``, appending one JSON line as each finishes; the number played."""
+    """Play every episode (data set x seed x strategy) of the published code not yet in the
+    store at ``output``, in this process (the published code draws from numpy's global
+    generator), each written as it finishes; the number played."""
     unknown = sorted(set(strategies) - set(STRATEGIES))
     if unknown:
         raise ValueError(f"unknown strategies {unknown}: use {', '.join(STRATEGIES)}")
-    code = load_ballad(ballad_py)
+    _code(str(ballad_py))  # a missing published function is named before anything is written
     digest = file_digest(ballad_py)
+    store = prepare_store(output, datasets, seeds, strategies)
     done = finished_episodes(output, n_rounds)
     todo = [key for key in episode_order(datasets, seeds, strategies) if key not in done]
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(done) + len(todo), initial=len(done), unit="episode",
-               disable=not progress, dynamic_ncols=True)
-    splits: dict[tuple[str, int], PublishedSplit] = {}  # one per (data set, seed)
+    directory = None if data_dir is None else str(data_dir)
+    tasks = [(str(ballad_py), digest, directory, key, n_rounds) for key in todo]
+    bar = progress_bar(len(done) + len(todo), len(done), progress, unit="episode",
+                       desc="episodes")
     try:
-        for dataset, seed, strategy in todo:
-            bar.set_description(f"{dataset} {seed} {strategy}")
-            if (dataset, seed) not in splits:
-                data = load_dataset(dataset, data_dir=data_dir)
-                splits = {(dataset, seed): published_split(data.X, data.y, seed)}
-            split = splits[(dataset, seed)]
-            start = time.perf_counter()
-            rounds = play_published(code, split, seed, strategy, n_rounds)
-            record = {"dataset": dataset, "seed": seed, "strategy": strategy,
-                      "seconds": time.perf_counter() - start, "ballad_py": digest,
-                      "rounds": rounds}
-            with open(output, "a") as file:
-                file.write(json.dumps(record) + "\n")
+        for key, rows in execute(tasks, play_episode):
+            store.write(episode_cell(*key), rows)
             bar.update(1)
     finally:
         bar.close()
@@ -329,6 +387,8 @@ def run_published(ballad_py: str | os.PathLike, output: str | os.PathLike,
 
 
 __all__ = ["DEPENDENCIES", "INITIAL_REWARDS", "PUBLISHED_FUNCTIONS", "STRATEGIES",
-           "PublishedCodeError", "PublishedSplit", "check_published", "episode_order",
-           "file_digest", "finished_episodes", "load_ballad", "missing_dependencies",
-           "new_detector", "play_published", "published_split", "run_published"]
+           "PublishedCodeError", "PublishedSplit", "TABLE", "check_published", "episode_cell",
+           "PUBLISHED_STRATEGIES", "episode_order", "file_digest", "finished_episodes",
+           "load_ballad", "load_published",
+           "missing_dependencies", "new_detector", "play_episode", "play_published",
+           "prepare_store", "published_split", "run_published", "stored_episodes"]

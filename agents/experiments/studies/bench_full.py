@@ -5,7 +5,7 @@
 one reset per (file, seed, prior, backend) timed on its own: every agent plays its own copy
 of that reset (as the harness does, ``agents.experiments.run.play_agents``), so an
 episode's time is the reset's plus its own steps'. It runs in a fresh process
-(``bench.in_fresh_process``), so the peak memory it reports (the process's resident set
+(``timing.in_fresh_process``), so the peak memory it reports (the process's resident set
 size) is that group's. Times are wall-clock and CPU seconds: on a shared machine the CPU
 time is what the episode costs a free core. ``reset_phases`` profiles one reset by phase.
 
@@ -80,7 +80,7 @@ def full_settings(prior: str, backend: str, device: str | None = None) -> Settin
 
 def _warm_up(settings: Settings) -> None:
     """One small episode with ``settings``: lazy imports (pyod, torch) are no episode's cost."""
-    from agents.experiments.bench import synthetic_dataset
+    from agents.experiments.timing import synthetic_dataset
 
     env = BudgetAllocationEnv(synthetic_dataset(600, 3), settings=settings)
     run_episode(env, make_agent("all-in-al", env), 0)
@@ -91,7 +91,7 @@ def measure_full(source: str, prior: str, backend: str, seed: int,
                  device: str | None = None) -> list[dict[str, Any]]:
     """One row per agent: the shared reset, the median AL and LR step, the episode (reset +
     the agent's steps), in wall-clock and CPU seconds, the process's peak memory and the
-    final test cost. Meant for a fresh process (``bench.in_fresh_process``)."""
+    final test cost. Meant for a fresh process (``timing.in_fresh_process``)."""
     set_episode_threads(threads)
     set_reset_cache_size(0)
     settings = full_settings(prior, backend, device)
@@ -232,7 +232,7 @@ def run_compare_backends(names: Sequence[str], data_dir: str | None, settings: S
     """``compare_backends`` per data set and ``BACKEND_CONFIGS`` entry, as a markdown table."""
     import sys
 
-    from agents.experiments.bench import bench_dataset
+    from agents.experiments.timing import bench_dataset
 
     lines = ["| data set | paths | episodes | rounds | rounds with other labels | rounds whose "
              "tau rejects otherwise | largest tau difference | episodes that part (seed, "
@@ -273,7 +273,7 @@ def run_full_size(files: Sequence[str], seeds: Sequence[int], priors: Sequence[s
     (progress on stderr); the table, and with ``phases`` each reset's phases."""
     import sys
 
-    from agents.experiments.bench import in_fresh_process
+    from agents.experiments.timing import in_fresh_process
 
     text = [f"Full-size episodes, {threads} thread(s); machine: {machine_line()}\n"]
     rows: list[dict[str, Any]] = []

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 import pandas as pd
 
 from agents.experiments import plots
-from agents.experiments.grid import Grid, seed_range
+from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
 from agents.experiments.run import run_grid
 from agents.experiments.store import load_results, writable_folder
 from agents.experiments.tables import (
@@ -44,7 +44,7 @@ from agents.experiments.tables import (
 )
 from ballad_env.settings import Settings
 
-Q1_AGENTS = ("ballad", "all-in-al", "all-in-lr")
+Q1_AGENTS = PAPER_AGENTS
 MAIN_AGENTS = ("ballad", "ballad-cosine", "all-in-al", "all-in-lr")
 BALLADS = ("ballad", "ballad-cosine")
 QUESTIONS = ("q1", "q2", "q3", "q4", "bayes")

@@ -7,19 +7,17 @@ and scored against the hindsight-optimal path, the fixed LR-then-AL splits and t
 one-step oracle; each reward signal is scored by how often its larger side is the truly
 better action.
 
-Results are tidy and resumable: each finished cell (data set, seed, prior) is a folder
-under ``<out>/cells`` whose ``cell.json`` records the agents it was computed with and a
-fingerprint of the source. A rerun skips a finished cell only if it holds every requested
-agent (else it is recomputed) and refuses cells made by other source code, so results of
-two code versions or agent lists never mix silently.
+Results are tidy and resumable: each cell (data set, seed, prior) runs through the
+harness's executor and writes its four tables into the study's ``ResultStore`` (``<out>``:
+``run.json`` and one Parquet file per table and cell, the cell's ``cells`` table last). A
+rerun skips a finished cell only if it holds every requested agent (else it is recomputed
+with them), and the store refuses to mix results of other source code or package versions,
+so results of two code versions or agent lists never mix silently.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -30,23 +28,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.experiments.executor import execute, worker_limits
 from agents.experiments.provenance import package_versions, source_fingerprint
-from agents.experiments.store import RunError
+from agents.experiments.store import FORMAT_VERSION, ResultStore, RunError, TableCell
 from agents.experiments.tables import write_table
 
 STUDY_AGENTS = ("ballad", "ballad-cosine", "all-in-al", "all-in-lr", "random", "discounted",
                 "ucb1", "epsilon-greedy", "sliding-window", "val-cost-greedy", "half",
                 "lr-first-20", "lr-first-33", "lr-first-50")
-#: The tidy tables every cell writes (one Parquet file each).
+#: The tidy tables every cell writes, one file each; ``cells`` (last) marks it finished.
 TABLES = ("states", "episodes", "signals", "cells")
-#: A cell's record: its keys, settings, agents and source fingerprint.
-CELL_FILE = "cell.json"
-CROSSCHECK_FILE = "crosscheck.parquet"
-CROSSCHECK_RECORD = "crosscheck.json"
+#: The table of a cell re-run through the real environment.
+CROSSCHECK = "crosscheck"
 CELL_KEYS = ["dataset", "seed", "prior"]
 #: The data set whose lattice LATTICE.md draws.
 FIGURE_DATASET = "Cardiotocography"
-_CELL_NAME = re.compile(r"seed\d+")
 
 #: One cell of the study: (data set, seed, prior).
 CellKey = tuple[str, int, str]
@@ -69,80 +65,68 @@ class StudyOptions:
     report_only: bool = False
 
 
-# ---------------------------------------------------------------------------- cell records
-def cell_dir(out: Path, dataset: str, seed: int, prior: str) -> Path:
-    """Folder of one finished cell."""
-    return out / "cells" / prior / dataset / f"seed{seed}"
+# ---------------------------------------------------------------------------- the store
+def table_cell(table: str, cell: CellKey) -> TableCell:
+    """The stored file of one table of one cell."""
+    return TableCell(table, tuple(zip(CELL_KEYS, cell, strict=True)))
 
 
-def read_cell_record(folder: Path) -> dict[str, Any]:
-    """A finished cell's ``cell.json``; ``RunError`` if it is missing or unreadable."""
-    path = folder / CELL_FILE
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise RunError(f"{folder} has no readable {CELL_FILE} ({err}), so the agents and source "
-                       "it was computed with are unknown. Delete this folder (it will be "
-                       "recomputed) or use another --out.") from err
+def prepare_store(options: StudyOptions) -> ResultStore:
+    """The study's store at ``options.out``, its ``run.json`` grown to this run's data sets,
+    seeds, priors and agents; ``RunError`` if it holds results of other source code or
+    package versions."""
+    store = ResultStore(options.out)
+    stored = (store.read_manifest() or {}).get("grid", {})
+
+    def grown(axis: str, values: Sequence[Any]) -> list[Any]:
+        return list(dict.fromkeys([*stored.get(axis, []), *values]))
+
+    grid = {"datasets": grown("datasets", options.datasets),
+            "seeds": grown("seeds", range(options.seeds)),
+            "agents": grown("agents", options.agents),
+            "priors": grown("priors", options.priors)}
+    store.prepare({"format": FORMAT_VERSION, "study": "lattice", "grid": grid,
+                   "versions": package_versions(),
+                   "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
+    return store
 
 
-def check_source(folder: Path, record: dict[str, Any], source: str) -> None:
-    """Refuse a cell computed by other source code: its numbers must not mix with new ones."""
-    if record.get("source") != source:
-        raise RunError(f"{folder} was computed by other source code (fingerprint "
-                       f"{record.get('source')}, now {source}), so its results cannot be mixed "
-                       f"with new ones. Delete {folder.parents[2]} (or use another --out) to "
-                       "recompute everything.")
+def stored_agents(store: ResultStore, cell: CellKey) -> list[str] | None:
+    """The agents a finished cell was computed with (in its order), ``None`` if unfinished."""
+    if not store.path(table_cell("cells", cell)).exists():
+        return None
+    episodes = store.read(table_cell("episodes", cell))
+    return list(episodes[episodes.kind == "agent"].name)
 
 
-def agents_to_compute(folder: Path, agents: Sequence[str], source: str) -> tuple[str, ...]:
+def agents_to_compute(store: ResultStore, cell: CellKey, agents: Sequence[str]
+                      ) -> tuple[str, ...]:
     """The agents to (re)compute a cell with: none if it is finished with every requested
     agent; else the requested ones, then any others the finished cell already held."""
-    if not folder.exists():
+    stored = stored_agents(store, cell)
+    if stored is None:
         return tuple(agents)
-    record = read_cell_record(folder)
-    check_source(folder, record, source)
-    stored = list(record.get("agents", []))
     if all(name in stored for name in agents):
         return ()
     return (*agents, *(name for name in stored if name not in agents))
 
 
-def write_cell(target: Path, tables: dict[str, list[dict[str, Any]]],
-               record: dict[str, Any]) -> None:
-    """Write a cell's tables and record to a hidden temporary folder, then swap it in."""
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name, rows in tables.items():
-        pd.DataFrame(rows).to_parquet(tmp / f"{name}.parquet", index=False)
-    (tmp / CELL_FILE).write_text(json.dumps(record, indent=1) + "\n")
-    if target.exists():  # recomputed with more agents: replace the old cell
-        old = target.with_name(f".{target.name}.old{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-        tmp.rename(target)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(target)
-
-
 # ---------------------------------------------------------------------------- one cell
-def run_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[str],
-             source: str) -> dict[str, Any]:
-    """Build one lattice, replay the agents on it, score the signals; write the cell."""
-    from threadpoolctl import threadpool_limits
-
+def run_cell(task: tuple[Path, CellKey, tuple[str, ...]], single_thread: bool = True
+             ) -> tuple[CellKey, dict[str, pd.DataFrame]]:
+    """Build one lattice, replay the agents on it, score the signals: the cell's tables.
+    ``task`` is (data folder, cell, agents); one BLAS thread, in a worker or not."""
     from agents.registry import make_agent
     from ballad_env.data import load_dataset
     from ballad_env.lattice import SIGNAL_MODES, SIGNALS, build_lattice
     from ballad_env.settings import Settings
 
+    data_dir, cell, agent_names = task
     dataset, seed, prior = cell
     keys = {"dataset": dataset, "seed": seed, "prior": prior}
     start, cpu_start = time.perf_counter(), time.process_time()
-    with threadpool_limits(1):  # two workers on two cores: BLAS threads only oversubscribe
-        data = load_dataset(dataset, data_dir=options.data_dir)
+    with worker_limits(True):  # two workers on two cores: BLAS threads only oversubscribe
+        data = load_dataset(dataset, data_dir=data_dir)
         lattice = build_lattice(data, seed, Settings(prior=prior))
         built = time.perf_counter() - start
         paths = {name: ("agent", lattice.replay(make_agent(name))) for name in agent_names}
@@ -155,12 +139,8 @@ def run_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[str],
     cells = [{**keys, "n_rounds": lattice.n_rounds, "build_seconds": built,
               "seconds": time.perf_counter() - start,
               "cpu_seconds": time.process_time() - cpu_start, "n_samples": data.n_samples}]
-    record = {**keys, "settings": lattice.settings.to_dict(), "agents": list(agent_names),
-              "source": source}
-    write_cell(cell_dir(options.out, *cell),
-               {"states": states, "episodes": episodes, "signals": signals, "cells": cells},
-               record)
-    return {**keys, "seconds": cells[0]["seconds"]}
+    tables = {"states": states, "episodes": episodes, "signals": signals, "cells": cells}
+    return cell, {name: pd.DataFrame(rows) for name, rows in tables.items()}
 
 
 def reference_paths(lattice: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -195,12 +175,10 @@ def episode_row(lattice: Any, name: str, kind: str, actions: tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------- cross-check
-def crosscheck_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[str]
-                    ) -> list[dict[str, Any]]:
+def crosscheck_cell(task: tuple[Path, CellKey, tuple[str, ...]], single_thread: bool = True
+                    ) -> tuple[CellKey, pd.DataFrame]:
     """Re-run every agent (and the oracle) through the real environment: same actions and
-    per-round test costs as the lattice replay?"""
-    from threadpoolctl import threadpool_limits
-
+    per-round test costs as the lattice replay? ``task`` is (data folder, cell, agents)."""
     from agents.evaluation import run_episode
     from agents.registry import make_agent
     from ballad_env.data import load_dataset
@@ -208,9 +186,10 @@ def crosscheck_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[
     from ballad_env.lattice import build_lattice, parse_path
     from ballad_env.settings import Settings
 
+    data_dir, cell, agent_names = task
     dataset, seed, prior = cell
-    with threadpool_limits(1):
-        data = load_dataset(dataset, data_dir=options.data_dir)
+    with worker_limits(True):
+        data = load_dataset(dataset, data_dir=data_dir)
         lattice = build_lattice(data, seed, Settings(prior=prior))
         env = BudgetAllocationEnv(data, settings=lattice.settings)
         rows = []
@@ -224,19 +203,15 @@ def crosscheck_cell(options: StudyOptions, cell: CellKey, agent_names: Sequence[
                          "same_actions": actions == replayed,
                          "max_cost_gap": float(np.max(np.abs(
                              env_costs - lattice.costs_along(actions))))})
-    return rows
+    return cell, pd.DataFrame(rows)
 
 
-def crosscheck_is_current(out: Path, checks: Sequence[CellKey], agent_names: Sequence[str],
-                          source: str) -> bool:
-    """Whether the stored cross-check covers these cells and agents, made by this source."""
-    path = out / CROSSCHECK_RECORD
-    if not (out / CROSSCHECK_FILE).exists() or not path.exists():
-        return False
-    record = json.loads(path.read_text())
-    stored_cells = {tuple(c) for c in record.get("cells", [])}
-    return (record.get("source") == source and set(agent_names) <= set(record.get("agents", []))
-            and set(checks) <= stored_cells)
+def crosscheck_is_current(store: ResultStore, check: CellKey, agent_names: Sequence[str]
+                          ) -> bool:
+    """Whether the store holds this cell's cross-check with every one of these agents."""
+    path = store.path(table_cell(CROSSCHECK, check))
+    return path.exists() and set(agent_names) <= set(store.read(table_cell(CROSSCHECK, check))
+                                                       .name)
 
 
 # ---------------------------------------------------------------------------- driver
@@ -263,12 +238,13 @@ def figure_dataset(datasets: Sequence[str]) -> str:
     return FIGURE_DATASET if FIGURE_DATASET in datasets else datasets[0]
 
 
-def plan_cells(options: StudyOptions, source: str) -> list[tuple[CellKey, tuple[str, ...]]]:
+def plan_cells(options: StudyOptions, store: ResultStore
+               ) -> list[tuple[CellKey, tuple[str, ...]]]:
     """The cells to compute and the agents for each: missing cells, and finished ones that
-    lack a requested agent. Raises before any work if a finished cell is stale."""
+    lack a requested agent. A stored file that cannot be read is a ``RunError`` naming it."""
     plan = []
     for cell in study_cells(options):
-        agent_names = agents_to_compute(cell_dir(options.out, *cell), options.agents, source)
+        agent_names = agents_to_compute(store, cell, options.agents)
         if agent_names:
             plan.append((cell, agent_names))
     return plan
@@ -282,35 +258,30 @@ def crosscheck_cells(options: StudyOptions) -> list[CellKey]:
 
 
 def run_study(options: StudyOptions) -> None:
-    """Compute every missing or incomplete cell in parallel, then cross-check; record the run."""
-    from joblib import delayed
+    """Compute every missing or incomplete cell through the executor, each written to the
+    store as it finishes, then cross-check; record the run."""
     from tqdm import tqdm
 
-    from agents.experiments.workers import local_parallel
-
-    source = source_fingerprint()
+    store = prepare_store(options)
     n_cells = len(study_cells(options))
-    todo = plan_cells(options, source)
-    redo = sum(cell_dir(options.out, *cell).exists() for cell, _ in todo)
+    todo = plan_cells(options, store)
+    redo = sum(stored_agents(store, cell) is not None for cell, _ in todo)
     print(f"{n_cells} cells, {n_cells - len(todo)} already done"
           + (f", {redo} to recompute for new agents" if redo else ""), flush=True)
-    checks = crosscheck_cells(options)
     start = time.perf_counter()
-    with local_parallel(options.n_jobs, return_as="generator_unordered") as parallel:
-        jobs = (delayed(run_cell)(options, cell, names, source) for cell, names in todo)
-        for _ in tqdm(parallel(jobs), total=len(todo), desc="lattices", file=sys.stdout,
-                      mininterval=10):
-            pass
-        if checks and not crosscheck_is_current(options.out, checks, options.agents, source):
-            parts = parallel(delayed(crosscheck_cell)(options, c, options.agents) for c in checks)
-            rows = [row for part in parts for row in part]
-            pd.DataFrame(rows).to_parquet(options.out / CROSSCHECK_FILE, index=False)
-            (options.out / CROSSCHECK_RECORD).write_text(json.dumps(
-                {"source": source, "agents": list(options.agents),
-                 "cells": [list(c) for c in checks]}, indent=1) + "\n")
+    tasks = [(options.data_dir, cell, names) for cell, names in todo]
+    for cell, tables in tqdm(execute(tasks, run_cell, options.n_jobs), total=len(todo),
+                             desc="lattices", file=sys.stdout, mininterval=10):
+        for name in TABLES:  # "cells" last: a cell is finished once it is there
+            store.write(table_cell(name, cell), tables[name])
+    agents = tuple(options.agents)
+    checks = [(options.data_dir, c, agents) for c in crosscheck_cells(options)
+              if not crosscheck_is_current(store, c, agents)]
+    for cell, rows in execute(checks, crosscheck_cell, options.n_jobs):
+        store.write(table_cell(CROSSCHECK, cell), rows)
     elapsed = time.perf_counter() - start
     print(f"computed in {elapsed:.0f} s", flush=True)
-    record_run(options, n_cells, len(todo), elapsed, source)
+    record_run(options, n_cells, len(todo), elapsed, source_fingerprint())
 
 
 def record_run(options: StudyOptions, n_cells: int, computed: int, elapsed: float,
@@ -326,42 +297,46 @@ def record_run(options: StudyOptions, n_cells: int, computed: int, elapsed: floa
 
 
 # ---------------------------------------------------------------------------- collect
-def finished_cells(out: Path) -> list[Path]:
-    """Folders of every finished cell under ``out`` (temporary folders left out)."""
-    return sorted(p for p in (out / "cells").glob("*/*/seed*")
-                  if p.is_dir() and _CELL_NAME.fullmatch(p.name))
-
-
-def check_cells(folders: Sequence[Path], agent_names: Sequence[str]) -> None:
-    """Every cell made by one source and holding every agent to report, or ``RunError``."""
-    if not folders:
-        raise RunError("no finished cells to report: run the study without --report-only")
-    first, source = folders[0], read_cell_record(folders[0]).get("source")
-    for folder in folders:
-        record = read_cell_record(folder)
-        if record.get("source") != source:
-            raise RunError(f"{first} and {folder} were computed by different source code "
-                           f"(fingerprints {source} and {record.get('source')}), so their "
-                           f"results cannot be mixed. Delete {folder.parents[2]} (or use another "
-                           "--out) and recompute.")
-        missing = [name for name in agent_names if name not in record.get("agents", [])]
-        if missing:
-            raise RunError(f"{folder} lacks agents {', '.join(missing)}: run the study "
-                           "without --report-only (with these --datasets, --seeds and --prior) "
-                           "to recompute it, or report only the agents it holds (--agents).")
+def finished_cells(store: ResultStore) -> list[CellKey]:
+    """Every finished cell of the store, by prior, data set and seed (as the seed's name,
+    ``seed10`` before ``seed2``: the order the study's tables have always had)."""
+    grid = (store.read_manifest() or {}).get("grid", {})
+    cells = [(d, s, p) for p in grid.get("priors", []) for d in grid.get("datasets", [])
+             for s in grid.get("seeds", [])]
+    done = [c for c in cells if store.path(table_cell("cells", c)).exists()]
+    return sorted(done, key=lambda c: (c[2], c[0], f"seed{c[1]}"))
 
 
 def collect(out: Path, agent_names: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """Concatenate every finished cell's tables (after checking them) and save them beside
-    the cells."""
-    folders = finished_cells(out)
-    check_cells(folders, agent_names)
+    """Every finished cell's tables, concatenated (after checking that each holds every
+    agent to report), and saved beside the store."""
+    store = ResultStore(out)
+    cells = finished_cells(store)
+    if not cells:
+        raise RunError("no finished cells to report: run the study without --report-only")
+    for cell in cells:
+        missing = [n for n in agent_names if n not in (stored_agents(store, cell) or [])]
+        if missing:
+            raise RunError(f"cell {cell} of {out} lacks agents {', '.join(missing)}: run the "
+                           "study without --report-only (with these --datasets, --seeds and "
+                           "--prior) to recompute it, or report only the agents it holds "
+                           "(--agents).")
     frames = {}
     for name in TABLES:
-        frames[name] = pd.concat([pd.read_parquet(f / f"{name}.parquet") for f in folders],
+        frames[name] = pd.concat([store.read(table_cell(name, c)) for c in cells],
                                  ignore_index=True)
         frames[name].to_parquet(out / f"{name}.parquet", index=False)
     return frames
+
+
+def stored_crosscheck(out: Path) -> pd.DataFrame | None:
+    """The cross-checked cells' rows in the store, or ``None`` if there are none."""
+    store = ResultStore(out)
+    grid = (store.read_manifest() or {}).get("grid", {})
+    found = [store.read(table_cell(CROSSCHECK, (d, 0, p))) for p in grid.get("priors", [])
+             for d in grid.get("datasets", [])
+             if store.path(table_cell(CROSSCHECK, (d, 0, p))).exists()]
+    return pd.concat(found, ignore_index=True) if found else None
 
 
 def select_agents(episodes: pd.DataFrame, agent_names: Sequence[str]) -> pd.DataFrame:
@@ -494,9 +469,9 @@ def write_report(options: StudyOptions) -> dict[str, pd.DataFrame]:
     """Tables (csv + markdown, ``<docs>/tables``) and figures from the stored cells only."""
     frames = collect(options.out, options.agents)
     tables, episodes = report_tables(frames, options.priors, options.agents)
-    check_file = options.out / CROSSCHECK_FILE
-    if check_file.exists():
-        tables["lattice_crosscheck"] = crosscheck_table(pd.read_parquet(check_file))
+    checks = stored_crosscheck(options.out)
+    if checks is not None:
+        tables["lattice_crosscheck"] = crosscheck_table(checks)
     for name, table in tables.items():
         write_table(table, options.docs / "tables", name, index=False, missing="–",
                     csv_float_format="%.5g")
@@ -599,8 +574,9 @@ def draw_lattice(ax: Any, states: pd.DataFrame, episodes: pd.DataFrame, dataset:
     ax.legend(fontsize=7, loc="upper right", title="path: mean cost", title_fontsize=7)
 
 
-__all__ = ["CELL_FILE", "STUDY_AGENTS", "TABLES", "StudyOptions", "add_regrets",
-           "agents_table", "agents_to_compute", "best_fixed_overall", "cell_dir", "collect",
-           "crosscheck_cell", "crosscheck_table", "figure_dataset", "fixed_curve",
-           "per_dataset_table", "report_tables", "run_cell", "run_study", "signals_table",
-           "summary_table", "write_report"]
+__all__ = ["CROSSCHECK", "STUDY_AGENTS", "TABLES", "StudyOptions", "add_regrets",
+           "agents_table", "agents_to_compute", "best_fixed_overall", "collect",
+           "crosscheck_cell", "crosscheck_table", "figure_dataset", "finished_cells",
+           "fixed_curve", "per_dataset_table", "prepare_store", "report_tables", "run_cell",
+           "run_study", "signals_table", "stored_agents", "summary_table", "table_cell",
+           "write_report"]

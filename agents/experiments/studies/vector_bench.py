@@ -19,14 +19,13 @@ import os
 import pstats
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 import ballad_env
-from agents.experiments.bench import random_play
+from agents.experiments.timing import random_play
 from agents.experiments.training import KeepInfo
 from agents.experiments.vec_adapter import make_replay_vec_env, valid
 from ballad_env.replay import BudgetAllocationReplayEnv
@@ -90,7 +89,8 @@ def measure_vector(store: str | os.PathLike, settings: Settings,
             rows.append({"way": "ReplayVectorEnv", "n": n, "info": info, **_timed(
                 lambda s, native=native: play_vector(native, s, rng, native.action_masks),
                 run_steps, repeats), "run_steps": run_steps})
-    return {"store": str(store), "cells": len(single.unwrapped.cells), "repeats": repeats,
+    replay: Any = single.unwrapped  # the single replay environment
+    return {"store": str(store), "cells": len(replay.cells), "repeats": repeats,
             "load": os.getloadavg(), "cpus": os.cpu_count(), "rows": rows}
 
 
@@ -124,21 +124,21 @@ PPO_PARTS = {"rollouts (policy and environment)": "collect_rollouts",
 
 def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
              total_timesteps: int, n_envs: int = 16, n_steps: int = 64, seed: int = 0,
-             profile: bool = True, settings: Settings | None = None) -> dict[str, Any]:
-    """Seconds of PPO at the policy study's sizes (``policy_scale.ScalePlan``) on ``path``:
+             profile: bool = True, settings: Settings | None = None, *, batch_size: int,
+             n_epochs: int, learning_rate: float) -> dict[str, Any]:
+    """Seconds of PPO at the policy study's sizes (``batch_size``, ``n_epochs``,
+    ``learning_rate``: the command line gives ``policy_scale.ScalePlan``'s) on ``path``:
     ``"dummy"`` (today's: ``DummyVecEnv`` over monitored single replay environments) or
     ``"vector"`` (``make_replay_vec_env``), and the seconds of ``PPO_PARTS`` (cProfile)."""
     import torch
     from stable_baselines3 import PPO
 
-    from agents.experiments.policy_scale import ScalePlan
     from agents.experiments.training import TrainConfig, algorithm_kwargs, make_vec_env
 
-    plan = ScalePlan(train_store=Path(store), split_file=Path())
     config = TrainConfig(algo="ppo", datasets=tuple(datasets),
                          settings=settings or Settings(reward="cost"), n_envs=n_envs,
-                         vec_env="dummy", n_steps=n_steps, batch_size=plan.batch_size,
-                         n_epochs=plan.n_epochs, learning_rate=plan.learning_rate,
+                         vec_env="dummy", n_steps=n_steps, batch_size=batch_size,
+                         n_epochs=n_epochs, learning_rate=learning_rate,
                          replay_store=str(store), total_timesteps=total_timesteps, seed=seed)
     torch.set_num_threads(config.torch_threads)
     if path == "dummy":

@@ -12,25 +12,28 @@ set's own. They time every reset in full: the reset cache (``ballad_env.compute`
 from __future__ import annotations
 
 import cProfile
-import multiprocessing
 import os
 import pstats
 import resource
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from agents.evaluation import run_episode
-from agents.experiments.grid import Grid, seed_range
+from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
 from agents.experiments.run import run_grid
+from agents.experiments.timing import (
+    bench_dataset,
+    random_play,
+    synthetic_dataset,
+)
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
-from ballad_env.data import Dataset, validate_xy
+from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -42,11 +45,11 @@ PHASES = (
     ("reset (whole)", ("ballad_env/env.py",), "reset"),
     ("reset: split and scale", ("ballad_env/protocol.py",), "split_and_scale"),
     ("reset: fit the prior", ("pyod/models/iforest.py", "pyod/models/knn.py"), "fit"),
-    ("reset: kernel width eta", ("ballad_env/detector.py",), "kernel_width"),
+    ("reset: kernel width eta", ("ballad_env/kernel.py",), "kernel_width"),
     ("reset: prior scores of V and T", ("ballad_env/detector.py",), "prior_probability"),
     ("steps (whole)", ("ballad_env/env.py",), "step"),
-    ("AL: kernel sums for new labels", ("ballad_env/detector.py",), "kernel_sums"),
-    ("AL: kernel sums (fast path)", ("ballad_env/detector.py",), "sums"),
+    ("AL: kernel sums for new labels", ("ballad_env/kernel.py",), "kernel_sums"),
+    ("AL: kernel sums (fast path)", ("ballad_env/kernel.py",), "sums"),
     ("threshold search", ("ballad_env/rejection.py",), "__call__"),
     ("rewards", ("ballad_env/rewards.py",), "rewards"),
     ("test evaluation (cost, ROC AUC)", ("ballad_env/cost.py",), "evaluate"),
@@ -145,13 +148,6 @@ def _profile_text(stats: pstats.Stats, name: str, total: float) -> str:
     return "\n".join(lines)
 
 
-def in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a new process (so its peak memory is its own)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(function, *args).result()
-
-
 def timings_table(rows: Sequence[dict[str, Any]]) -> str:
     """The per data set rows of ``measure`` as a fixed-width text table."""
     lines = [TABLE_HEADER, "-" * len(TABLE_HEADER)]
@@ -164,9 +160,7 @@ def timings_table(rows: Sequence[dict[str, Any]]) -> str:
 def time_q1(names: Sequence[str], seeds: int, settings: Settings,
             data_dir: str | os.PathLike | None, n_jobs: int) -> float:
     """Wall time of the Q1 grid (BALLAD, All-in-AL, All-in-LR; exact search) via the harness."""
-    from agents.experiments.paper import Q1_AGENTS  # not at import: it loads matplotlib
-
-    grid = Grid(tuple(names), seed_range(seeds), Q1_AGENTS,
+    grid = Grid(tuple(names), seed_range(seeds), PAPER_AGENTS,
                 (settings.replace(threshold_search="exact"),))
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
@@ -177,25 +171,6 @@ def time_q1(names: Sequence[str], seeds: int, settings: Settings,
 # --------------------------------------------------------------------------- replay
 #: Environment steps a second the replay environment must reach in one process.
 REPLAY_TARGET_STEPS = 50_000
-
-
-def random_play(env: Any, n_steps: int, rng: np.random.Generator) -> float:
-    """Seconds to take ``n_steps`` steps (whole episodes, resets included) of random valid
-    actions in ``env`` (a coin per step; the other action when the pool is exhausted)."""
-    coins = rng.integers(2, size=n_steps + 64).tolist()
-    masks = env.unwrapped.action_masks
-    start = time.perf_counter()
-    taken = 0
-    while taken < n_steps:
-        env.reset()
-        done = False
-        while not done:
-            action = coins[taken % len(coins)]
-            if not masks()[action]:
-                action = 1 - action
-            done = env.step(action)[2]
-            taken += 1
-    return time.perf_counter() - start
 
 
 def measure_replay(names: Sequence[str], data_dir: str | None, settings: Settings,
@@ -242,7 +217,8 @@ def measure_replay_store(store: str, settings: Settings, steps: int) -> dict[str
     rng = np.random.default_rng(0)
     replay = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=settings)
     replay.reset(seed=0)
-    row: dict[str, Any] = {"store": store, "cells": len(replay.unwrapped.cells),
+    unwrapped: Any = replay.unwrapped  # the replay environment
+    row: dict[str, Any] = {"store": store, "cells": len(unwrapped.cells),
                            "steps": steps}
     for phase in ("cold", "warm"):
         cpu = time.process_time()
@@ -302,34 +278,8 @@ SCALING_SIZES = (50_000, 100_000, 200_000, 500_000)
 SCALING_DIMS = (10, 100)
 SCALING_TARGETS_S = {200_000: 10.0, 500_000: 120.0}
 SCALING_MEMORY_MB = 4096.0
-SYNTHETIC_PREFIX = "synthetic:"
 SCALING_HEADER = (f"{'agent':<10} {'n':>7} {'d':>4} {'reset s':>8} {'AL step':>8} "
                   f"{'LR step':>8} {'episode':>8} {'peak MB':>8}  paths")
-
-
-def synthetic_dataset(n: int, d: int, contamination: float = 0.05, seed: int = 0) -> Dataset:
-    """n rows in d dimensions with a known contamination: standard normal normals, and
-    anomalies shifted by 3 / sqrt(d) per feature (3 standard deviations away in all)."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.zeros(n, dtype=np.int8)
-    y[:max(1, round(contamination * n))] = 1
-    signs = rng.choice([-1.0, 1.0], size=(int(y.sum()), d))
-    X[y == 1] += 3.0 / np.sqrt(d) * signs
-    return Dataset(f"{SYNTHETIC_PREFIX}{n}x{d}", *validate_xy(X, y, "synthetic"))
-
-
-def bench_dataset(name: str, data_dir: str | None) -> Dataset | str:
-    """A data set by name: ``synthetic:<n>x<d>`` makes one (``synthetic_dataset``); any other
-    name is left to the environment's loader."""
-    if not name.startswith(SYNTHETIC_PREFIX):
-        return name
-    try:
-        n, d = (int(part) for part in name[len(SYNTHETIC_PREFIX):].split("x"))
-    except ValueError:
-        raise ValueError(f"{name!r}: write a synthetic data set as synthetic:<rows>x<features>, "
-                         "e.g. synthetic:200000x10") from None
-    return synthetic_dataset(n, d)
 
 
 class _TimedSteps:
@@ -483,10 +433,10 @@ def effects_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 __all__ = ["EPISODE_TARGET_S", "FAST_PATHS", "MEMORY_TARGET_MB", "PHASES", "Q1_TARGET_S",
-           "REPLAY_TARGET_STEPS", "measure_replay", "measure_replay_store", "random_play",
+           "REPLAY_TARGET_STEPS", "measure_replay", "measure_replay_store",
            "replay_report", "replay_store_report", "replay_store_summary",
            "SCALING_DIMS", "SCALING_MEMORY_MB", "SCALING_SIZES", "SCALING_TARGETS_S",
-           "SYNTHETIC_PREFIX",
-           "bench_dataset", "effects_table", "fast_path_effects", "growth_exponent",
-           "in_fresh_process", "measure", "measure_scaling", "profile", "scaling_table",
-           "synthetic_dataset", "time_q1", "timed_episode", "timings_table"]
+
+           "effects_table", "fast_path_effects", "growth_exponent",
+           "measure", "measure_scaling", "profile", "scaling_table",
+           "time_q1", "timed_episode", "timings_table"]

@@ -10,17 +10,14 @@ differences is an option of ``Settings`` (``AUTHORS_CODE``, plus ``threshold_sea
   All-in-LR through ``run_grid`` (resumable);
 * :func:`ablation_table`: mean cost per setting and strategy, its change from the defaults,
   and who wins how many data sets;
-* :func:`load_published` / :func:`published_grids` / :func:`agreement_table`: the published
-  code's costs, recorded by running it (``agents.experiments.published_code`` writes one
-  JSON line an episode, with its rounds' ``test_cost``), against ours on the same episodes.
+* :func:`published_grids` / :func:`agreement_table`: the published code's costs, recorded
+  by running it (``agents.experiments.studies.published_code``, whose ``load_published``
+  gives its mean cost per episode), against ours on the same episodes.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -39,8 +36,6 @@ SINGLE_OPTIONS: tuple[dict[str, Any], ...] = (
 #: The preset, run with the exact search and tau placed in its interval three ways (the
 #: published gp_minimize search lands anywhere in it and costs 30-90 s an episode).
 PRESET_POSITIONS = ("as-found", "bottom", "middle")
-#: The published strategies' names in a comparison driver's output, and ours.
-PUBLISHED_STRATEGIES = {"ballad": "ballad", "AL": "all-in-al", "LR": "all-in-lr"}
 
 
 def ablation_settings(priors: Sequence[str] = ("iforest", "knn")) -> tuple[Settings, ...]:
@@ -129,21 +124,6 @@ def ablation_table(results: pd.DataFrame, settings: Sequence[Settings],
     return table
 
 
-def load_published(path: str | os.PathLike) -> pd.DataFrame:
-    """The published code's episodes (one JSON object a line: dataset, seed, strategy and
-    its rounds' test costs) as a table: dataset, seed, agent, mean test cost over rounds."""
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        if not line.strip():
-            continue
-        episode = json.loads(line)
-        costs = [r["test_cost"] for r in episode["rounds"]]
-        rows.append({"dataset": episode["dataset"], "seed": int(episode["seed"]),
-                     "agent": PUBLISHED_STRATEGIES[episode["strategy"]],
-                     "test_cost": sum(costs) / len(costs)})
-    return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "test_cost"])
-
-
 def published_grids(published: pd.DataFrame, setting: Settings) -> dict[str, Grid]:
     """One grid per (strategy, seed) the published code played, over the data sets it
     finished for them, named ``<agent>_seed<k>``: ours then plays exactly those episodes
@@ -198,4 +178,4 @@ def agreement_table(ours: pd.DataFrame, published: pd.DataFrame, setting: str,
 
 __all__ = ["AGENTS", "PRESET_POSITIONS", "SINGLE_OPTIONS", "ablation_episodes", "ablation_grid",
            "ablation_settings", "ablation_table", "agreement_per_dataset", "agreement_table",
-           "change_label", "load_published", "published_grids"]
+           "change_label", "published_grids"]

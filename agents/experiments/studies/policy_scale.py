@@ -4,44 +4,44 @@ The first study (``policy_study``) could afford 300 live episodes per run; on st
 (``REPLAY.md``) a run takes 10^5 episodes. Three steps, each reading what the previous wrote
 (``scripts/policy_scale.py`` is their command line):
 
-* train: one ``scripts/train_policy.py --replay-store`` run per (algorithm, reward,
-  observation, seed) on the training store: the 12 training sets x their stored seeds
+* train: one ``training.train`` run per (algorithm, reward, observation, seed) on the
+  training store (the 12 training sets x their stored seeds), in the executor's workers
   (:func:`train_policies`);
 * evaluate: every policy, BALLAD, All-in-AL, All-in-LR, the one-step oracle and the hindsight
   optimum replayed on the evaluation store's lattices (``Lattice.replay``, exact for agents
-  that read their observations), one tidy row per (data set, seed, agent, round) in
-  ``rounds.csv`` (:func:`evaluate`); the evaluation seeds must not be training seeds;
+  that read their observations), one tidy row per (data set, seed, agent, round) in the
+  study's ``ResultStore`` (:func:`evaluate`); the evaluation seeds must not be training seeds;
 * report: tables and figures from those files (:func:`write_report`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from agents.experiments.policy_study import (
-    TRAIN_SCRIPT,
+from agents.experiments.policy_runs import (
     StudyError,
     by_training_seed,
     episode_table,
     load_rounds,
     model_path,
     plot_by_round,
+    plot_training_curves,
     policy_dir,
-    policy_runs,
-    run_commands,
+    prepare_rounds,
+    run_folders,
     run_name,
-    settings_arguments,
+    stored_episodes,
+    train_runs,
     trained_policies,
     training_times,
+    write_episode,
 )
 from agents.experiments.store import writable_folder
 from agents.experiments.tables import write_table
@@ -50,6 +50,9 @@ from ballad_env.episode import ACTION_NAMES
 from ballad_env.lattice import Lattice
 from ballad_env.lattice_store import LatticeStore
 from ballad_env.settings import Settings
+
+if TYPE_CHECKING:
+    from agents.experiments.training import TrainConfig
 
 #: The rule agents replayed next to the policies, and the lattice yardsticks: the one-step
 #: oracle and the hindsight optima of the mean cost over rounds and of the final cost (the
@@ -86,34 +89,34 @@ def training_sets(split_file: Path) -> list[str]:
     return list(json.loads(Path(split_file).read_text())["train"])
 
 
-def train_commands(plan: ScalePlan, study: Path) -> dict[str, list[str]]:
-    """One ``train_policy.py`` command per run, seed-major (every group's seed 0 first); the
-    run's group (its name without the seed) is ``<algo>-<reward>-<observation>``."""
-    sets = training_sets(plan.split_file)
-    timesteps = plan.episodes * plan.settings.n_rounds
-    commands = {}
+def train_configs(plan: ScalePlan, study: Path) -> dict[str, TrainConfig]:
+    """One training run per (algorithm, reward, observation, seed) on the replay store,
+    seed-major (every group's seed 0 first); the run's group (its name without the seed)
+    is ``<algo>-<reward>-<observation>``."""
+    from agents.experiments.training import TrainConfig
+
+    sets = tuple(training_sets(plan.split_file))
+    configs = {}
     for seed in range(plan.train_seeds):
         for algo, reward, observation in plan.runs:
             name = run_name(algo, f"{reward}-{observation}", seed, len(sets))
-            commands[name] = [
-                sys.executable, str(TRAIN_SCRIPT), "--algo", algo, "--reward", reward,
-                "--observation", observation, "--seed", str(seed),
-                "--datasets", *sets, "--replay-store", str(plan.train_store),
-                "--total-timesteps", str(timesteps), "--n-envs", str(plan.n_envs),
-                "--vec-env", "dummy", "--n-steps", str(plan.n_steps),
-                "--batch-size", str(plan.batch_size), "--n-epochs", str(plan.n_epochs),
-                "--learning-rate", str(plan.learning_rate), "--eval-freq", "0",
-                "--checkpoint-freq", "0", "--output-dir", str(policy_dir(study)),
-                "--run-name", name, "--no-progress", *settings_arguments(plan.settings)]
-    return commands
+            configs[name] = TrainConfig(
+                algo=algo, datasets=sets, settings=plan.settings.replace(reward=reward),
+                total_timesteps=plan.episodes * plan.settings.n_rounds, seed=seed,
+                n_envs=plan.n_envs, vec_env="dummy", learning_rate=plan.learning_rate,
+                n_steps=plan.n_steps, batch_size=plan.batch_size, n_epochs=plan.n_epochs,
+                observation=observation, eval_freq=0, checkpoint_freq=0,
+                output_dir=str(policy_dir(study)), run_name=name,
+                replay_store=str(plan.train_store), progress_bar=False)
+    return configs
 
 
 def train_policies(plan: ScalePlan, study: Path, jobs: int = 1) -> list[str]:
     """Train the runs without a saved model (in the plan's order); the failed run names."""
-    todo = {name: cmd for name, cmd in train_commands(plan, study).items()
+    todo = {name: config for name, config in train_configs(plan, study).items()
             if not model_path(study, name).exists()}
     print(f"{len(todo)} runs to train", flush=True)
-    return run_commands(todo, jobs, Path(study) / "logs")
+    return train_runs(todo, jobs, Path(study) / "logs")
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -145,25 +148,15 @@ def cell_paths(lattice: Lattice, agents: dict[str, Any]) -> dict[str, tuple[int,
     return paths
 
 
-def finished(rounds: Path) -> set[tuple[str, int, str]]:
-    """(data set, seed, agent) already in ``rounds.csv``; the file must have our columns."""
-    if not rounds.exists():
-        return set()
-    with rounds.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise StudyError(f"{rounds} has other columns than {COLUMNS}: use another study dir")
-        return {(r["dataset"], int(r["seed"]), r["agent"]) for r in reader}
-
-
 def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
              settings: Settings | None = None, seen_seeds: int = 0,
              progress: bool = True, trust_pickle: bool = False) -> int:
     """Replay every agent not yet evaluated on every cell of the evaluation store, and on the
     first ``seen_seeds`` seeds of each training set in the training store (split
-    ``training-cells``: how much of a policy's skill is memorised cells), and append the
-    rows to ``<study>/rounds.csv``; returns the number of paths added. ``trust_pickle``
-    loads the policies with SB3's full loader, which runs any code stored in their files."""
+    ``training-cells``: how much of a policy's skill is memorised cells), each path stored
+    as it is replayed (``policy_runs.rounds_store``); returns the number of paths added.
+    ``trust_pickle`` loads the policies with SB3's full loader, which runs any code stored in
+    their files."""
     from tqdm.auto import tqdm
 
     settings = settings or Settings()
@@ -181,26 +174,22 @@ def evaluate(study: Path, eval_store: Path, split_file: Path, train_store: Path,
                   for s in sorted(by_set[d])[:seen_seeds]]
     policies = {p.stem: str(p) for p in trained_policies(study)}
     names = [*YARDSTICKS, *RULES, *policies]
-    out = writable_folder(Path(study), "--study-dir") / "rounds.csv"
-    done = finished(out)
+    writable_folder(Path(study), "--study-dir")
+    rounds = prepare_rounds(study, list(dict.fromkeys(c[1] for c in cells)),
+                            sorted({c[2] for c in cells}), names)
+    done = set(stored_episodes(study))
     agents = {name: make_agent(policies.get(name, name), trust_pickle=trust_pickle)
               for name in [*RULES, *policies]}
     added = 0
-    new_file = not out.exists()
-    with out.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        if new_file:
-            writer.writeheader()
-        for store, dataset, seed, split in tqdm(cells, unit="cell", disable=not progress):
-            todo = [n for n in names if (dataset, seed, n) not in done]
-            if not todo:
-                continue
-            lattice = store.load(dataset, seed, settings)
-            paths = cell_paths(lattice, {n: agents[n] for n in todo if n in agents})
-            for name in todo:
-                writer.writerows(path_rows(lattice, name, paths[name], split))
-                added += 1
-            f.flush()
+    for store, dataset, seed, split in tqdm(cells, unit="cell", disable=not progress):
+        todo = [n for n in names if (dataset, seed, n) not in done]
+        if not todo:
+            continue
+        lattice = store.load(dataset, seed, settings)
+        paths = cell_paths(lattice, {n: agents[n] for n in todo if n in agents})
+        for name in todo:
+            write_episode(rounds, path_rows(lattice, name, paths[name], split))
+            added += 1
     return added
 
 
@@ -308,10 +297,8 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
                  window: int = 500) -> dict[str, pd.DataFrame]:
     """Tables ``<tables>/<prefix>_*`` and figures ``<figures>/<prefix>_*`` from the study's
     files; returns the tables by name."""
-    from agents.experiments.training import plot_training_curves
-
     figures.mkdir(parents=True, exist_ok=True)
-    rounds = load_rounds(Path(study) / "rounds.csv")
+    rounds = load_rounds(Path(study))
     episodes = scale_episodes(rounds)
     models = trained_policies(study)
     table = summary(episodes)
@@ -329,7 +316,7 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
     played = held_out.assign(is_al=(held_out["action"] == "AL").astype(float))
     plot_by_round(played, "is_al", "share of AL", figures / f"{prefix}_al_share.png",
                   [g for g in groups if g not in ("all-in-al", "all-in-lr")])
-    runs = policy_runs(models)
+    runs = run_folders(models)
     if runs:
         plot_training_curves(runs, figures / f"{prefix}_learning_curves.png", window=window,
                              title="training on the replay store (12 training sets)")
@@ -337,6 +324,6 @@ def write_report(study: Path, tables: Path, figures: Path, prefix: str = "policy
 
 
 __all__ = ["DEFAULT_RUNS", "RULES", "ScalePlan", "YARDSTICKS", "by_run", "cell_paths",
-           "check_unseen", "evaluate", "finished", "headline", "path_rows", "per_dataset",
-           "scale_episodes", "summary", "train_commands", "train_policies", "training_sets",
+           "check_unseen", "evaluate", "headline", "path_rows", "per_dataset",
+           "scale_episodes", "summary", "train_configs", "train_policies", "training_sets",
            "write_report"]

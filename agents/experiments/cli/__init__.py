@@ -1,0 +1,67 @@
+"""The ``ballad-env`` command: one subcommand per job, each an importable ``main(argv)``.
+
+``ballad-env compare ...`` (also ``python -m ballad_env compare ...`` and
+``scripts/compare_agents.py ...``) runs :func:`agents.experiments.cli.compare.main`, and so
+on for every job below. The harness's jobs (compare, train, lattices, data, reports) ship in the
+wheel; the studies' commands run the studies of ``agents.experiments.studies``, which live
+in a source checkout only, and say so when they are missing.
+
+This is the top floor: it may import the studies and the harness; nothing imports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: subcommand -> (module of its ``main``, what it does)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "compare": ("compare", "compare agents over data sets x seeds x settings (tidy results)"),
+    "train": ("train", "train a stable-baselines3 allocation policy"),
+    "lattices": ("lattices", "build a lattice store for the replay environment"),
+    "data": ("data", "list data sets: built-in ones and the files of a data folder"),
+    "reports": ("reports", "fill the reports' tables from docs/tables (--check: list stale)"),
+    "paper": ("paper", "study: reproduce the paper's four questions"),
+    "authors-code": ("authors_code", "study: the published code's variant, ablated and compared"),
+    "lattice-study": ("lattice_study", "study: allocation rules against the best allocation"),
+    "allocator-study": ("allocator_study", "study: allocators on the validation-sample cost"),
+    "policy-study": ("policy_study", "study: learned policies on held-out data sets"),
+    "policy-scale": ("policy_scale", "study: policies trained on the replay store"),
+    "bench": ("bench", "study: timings of episodes, grids and the replay"),
+    "robustness": ("robustness", "study: awkward generated data sets, played or refused"),
+}
+
+
+def usage() -> str:
+    """The command's help: its subcommands, one line each."""
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return ("usage: ballad-env <command> [options]   (ballad-env <command> --help)\n\n"
+            "commands:\n" + "\n".join(lines))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand with the rest of ``argv``; its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    try:
+        module = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("agents.experiments.studies"):
+            raise
+        print(f"error: `ballad-env {name}` runs a study, and the studies come with the source "
+              "checkout, not the installed package: clone the repository and run it there "
+              "(pip install -e '.[experiments]')", file=sys.stderr)
+        return 2
+    sys.argv[0] = f"ballad-env {name}"  # the name argparse shows in usage and errors
+    return int(module.main(rest) or 0)
+
+
+__all__ = ["COMMANDS", "main", "usage"]

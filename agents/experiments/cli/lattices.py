@@ -1,0 +1,89 @@
+"""Build a lattice store for the replay environment (``ballad_env/BudgetAllocationReplay-v0``).
+
+One compressed file per (data set, seed, setting): every state (i AL, j LR rounds) of that
+episode and the rewards of every move (``ballad_env.lattice``). Local worker processes
+(``--n-jobs``) or a Dask cluster (``--scheduler``); resumable: a rerun builds only the
+missing cells, and refuses a store of other environment code, package versions or data,
+or a stored file it cannot read, naming it. Prints the build time and size per cell, and
+both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes that table.
+
+    python scripts/build_lattices.py --out results/lattices --datasets Glass WBC \\
+        --seeds 10 --prior iforest knn --n-jobs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from agents.experiments.lattice_build import build_store, build_summary
+from agents.experiments.store import RunError
+from agents.experiments.tables import write_table
+from ballad_env.data.bundled import BUNDLED_DIR
+from ballad_env.lattice_store import StoreError
+from ballad_env.settings import add_settings_arguments, settings_from_args
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options, each with a one-line help."""
+    default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="the store's folder")
+    p.add_argument("--datasets", nargs="+", default=None, help="data sets (names or paths)")
+    p.add_argument("--datasets-from", type=Path, default=None,
+                   help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
+    p.add_argument("--data-dir", type=Path, default=Path(default_data),
+                   help="folder of data files ($BALLAD_DATA_DIR)")
+    p.add_argument("--seeds", type=int, default=10, help="episode seeds 0..N-1")
+    p.add_argument("--first-seed", type=int, default=0, help="seeds start here")
+    p.add_argument("--n-jobs", type=int, default=1, help="local worker processes")
+    p.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
+    p.add_argument("--extrapolate-seeds", type=int, default=100,
+                   help="seeds to extrapolate the build time and size to")
+    p.add_argument("--summary", type=Path, default=None,
+                   help="folder receiving lattice_build.csv and .md (the summary table)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_settings_arguments(p, several=True, several_defaults={"prior": ["iforest"]})
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed command line; no data sets or no seeds is a usage error."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.datasets_from is not None:
+        args.datasets = json.loads(args.datasets_from.read_text())["train"]
+    if not args.datasets:
+        p.error("give --datasets or --datasets-from")
+    if args.seeds < 1:
+        p.error(f"--seeds must be at least 1, got {args.seeds}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the store and print what it holds; a bad option or store returns 2."""
+    args = parse_args(argv)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    try:
+        cells = build_store(args.out, args.datasets, list(seeds), settings_from_args(args),
+                            data_dir=args.data_dir, n_jobs=args.n_jobs,
+                            scheduler=args.scheduler, progress=not args.no_progress)
+    except (RunError, StoreError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    summary = build_summary(cells, args.extrapolate_seeds)
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"{len(cells)} cells in {args.out}: {cells['bytes'].sum() / 1e6:.1f} MB, built in "
+          f"{cells['build_seconds'].sum():.0f} s of one process")
+    if args.summary is not None:
+        write_table(summary, args.summary, "lattice_build", index=False,
+                    title="Lattice store: build time and size per cell",
+                    note=f"Median per cell, one process; extrapolated to "
+                         f"{args.extrapolate_seeds} seeds.")
+    return 0
+

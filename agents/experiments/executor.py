@@ -1,0 +1,132 @@
+"""The harness's one executor: tasks run in this process, in local worker processes or on a
+Dask cluster, their results handed back as each one finishes.
+
+Every study and the grid runner run their cells through :func:`execute`: ``work(task,
+single_thread)`` computes one task (in a worker, with one BLAS/OpenMP thread), and the
+caller writes each result to its store as it arrives, so an interrupted run loses only the
+tasks in flight and a rerun resumes from the store. :func:`progress_bar` is the bar every
+run shows.
+
+Local worker processes do not outlive the process that started them: joblib's loky
+workers wait for work for minutes after their parent is gone, and finish the cell they
+hold first. A runner killed with SIGKILL, or with SIGTERM (Python's default
+handler exits without any cleanup), would leave them computing results nobody reads. The
+harness makes its local pools with :func:`local_parallel`: each worker watches its parent
+from its first moment and exits as soon as the parent is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
+from typing import Any, TypeVar
+
+from agents.experiments.store import RunError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: How often a worker checks that its parent is still there.
+POLL_SECONDS = 0.5
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """In a worker process that ``parent_pid`` started (the initializer of
+    :func:`local_parallel`'s workers): exit as soon as that process is gone, or now if it
+    died while this worker was starting. In the parent itself (joblib may run the work
+    in-process) it does nothing, so a runner never ties itself to its own parent.
+    """
+    if os.getpid() == parent_pid:
+        return
+    if os.getppid() != parent_pid:  # re-parented already: the runner is gone
+        os._exit(1)
+    threading.Thread(target=_watch, args=(parent_pid,), name="exit-with-parent",
+                     daemon=True).start()
+
+
+def _watch(parent_pid: int) -> None:
+    """Poll the parent's id; once the worker is re-parented, its parent is gone: exit now."""
+    while os.getppid() == parent_pid:
+        time.sleep(POLL_SECONDS)
+    os._exit(1)
+
+
+def local_parallel(n_jobs: int, **options: Any) -> Any:
+    """A ``joblib.Parallel`` over local loky processes that exit with this process
+    (``options`` are Parallel's, e.g. ``return_as="generator_unordered"``)."""
+    from joblib import Parallel, parallel_config
+
+    with parallel_config(backend="loky", initializer=exit_with_parent,
+                         initargs=(os.getpid(),)):
+        return Parallel(n_jobs=n_jobs, **options)
+
+
+def worker_limits(single_thread: bool) -> Any:
+    """A context with one BLAS/OpenMP thread in a worker (``single_thread``), else nothing."""
+    if single_thread:
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(1)
+    return nullcontext()
+
+
+def execute(tasks: Iterable[T], work: Callable[[T, bool], R], n_jobs: int = 1,
+            scheduler: str | None = None) -> Iterator[R]:
+    """Yield ``work(task, single_thread)`` of each task as it finishes: in this process
+    (``n_jobs`` 1, in order), in ``n_jobs`` local workers that exit with this process even on
+    SIGKILL (-1: all cores), or on the Dask cluster at ``scheduler`` (through joblib's dask
+    backend). ``single_thread`` is true in workers: ``work`` should then hold BLAS to one
+    thread (:func:`worker_limits`), since the workers already fill the cores. ``work`` and
+    the tasks must pickle (a module-level function and plain data)."""
+    if scheduler is None and n_jobs == 1:
+        for task in tasks:
+            yield work(task, False)
+        return
+    from joblib import Parallel, delayed, parallel_config
+
+    jobs = (delayed(work)(task, True) for task in tasks)
+    if scheduler is None:  # local workers that exit with this process, even on SIGKILL
+        yield from local_parallel(n_jobs, return_as="generator_unordered")(jobs)
+        return
+    with connect(scheduler) as client, parallel_config(backend="dask"):
+        if sum(client.ncores().values()) < 2:
+            # joblib runs a one-thread backend in this process: say so rather than surprise.
+            import warnings
+
+            warnings.warn(f"the Dask cluster at {scheduler} has a single worker thread; joblib "
+                          "then runs the cells in this process", RuntimeWarning, stacklevel=3)
+        yield from Parallel(n_jobs=-1, return_as="generator_unordered")(jobs)
+
+
+#: Seconds to wait for a Dask scheduler before saying it cannot be reached.
+SCHEDULER_TIMEOUT = 10.0
+
+
+def connect(scheduler: str) -> Any:
+    """A Dask client of the scheduler at ``scheduler``; ``RunError`` if it does not answer
+    within ``SCHEDULER_TIMEOUT`` seconds."""
+    from dask.distributed import Client
+
+    try:
+        return Client(scheduler, timeout=SCHEDULER_TIMEOUT)
+    except (OSError, ValueError) as err:  # timeouts are OSErrors; a malformed address too
+        raise RunError(f"cannot reach the Dask scheduler at {scheduler} within "
+                       f"{SCHEDULER_TIMEOUT:g} s ({err}). Check the address (tcp://host:8786) "
+                       "and that a scheduler runs there with workers, or leave out "
+                       "--scheduler to run on this machine.") from err
+
+
+def progress_bar(total: int, done: int = 0, enabled: bool = True, unit: str = "cell",
+                 desc: str = "cells") -> Any:
+    """A tqdm bar on stderr of ``total`` tasks, ``done`` of them already finished (resumed)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, unit=unit, desc=desc, disable=not enabled,
+                dynamic_ncols=True, smoothing=0.1)
+
+
+__all__ = ["POLL_SECONDS", "SCHEDULER_TIMEOUT", "connect", "execute", "exit_with_parent",
+           "local_parallel", "progress_bar", "worker_limits"]

@@ -1,0 +1,24 @@
+"""``python -m ballad_env``: the ``ballad-env`` command (``agents.experiments.cli``).
+
+The environment does not depend on the harness, so the command is imported only when run,
+and a Python without the experiments extra is told what to install.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    """Run ``ballad-env`` with this process's arguments."""
+    try:
+        from agents.experiments.cli import main as command
+    except ModuleNotFoundError as err:
+        print(f"error: the ballad-env command needs the experiments extra ({err}): "
+              "pip install 'ballad-env[experiments]'", file=sys.stderr)
+        return 2
+    return command(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
