@@ -58,5 +58,7 @@ def report(results: dict[str, pd.DataFrame], questions: Sequence[str],
         q4(results["costs"], writer, key)
     if "bayes" in wanted:
         bayes(results["main"], results["bayes"], writer, key)
+    # A page of nested key numbers, not a frame: ``write_table`` (a frame's CSV and Markdown
+    # table) cannot write it as it is, so it is written as text.
     (writer.tables / "paper_vs_ours.md").write_text(key_numbers_page(key))
     return key

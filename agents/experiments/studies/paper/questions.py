@@ -318,7 +318,7 @@ def q4(costs: pd.DataFrame, writer: Writer, key: Key) -> None:
             writer.table(f"q4_{setting}", table, f"Q4: mean test cost per budget step, {setting}",
                          "Mean over data sets (seeds first); gain = 1 - BALLAD / baseline.")
             summary = summary_table(rows)
-            summary.to_csv(writer.tables / f"q4_{setting}_per_dataset.csv")
+            write_table(summary, writer.tables, f"q4_{setting}_per_dataset", markdown=False)
             key[f"q4_{setting}"] = q4_key(setting, table, summary)
 
 
