@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.studies.allocators import (
     COST_SETTINGS,
     PRIORS,
@@ -52,7 +53,8 @@ TITLES = {
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
                    help="folder of <Name>.npz benchmark files")
     p.add_argument("--out", type=Path, default=REPO / "results" / "allocator_study",
