@@ -5,7 +5,6 @@ and what is replayed on each lattice (paths, signal accuracy, the trait switch's
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,10 @@ from agents.allocators import (
     TraitSwitch,
 )
 from agents.base import Agent, RuleAgent, feature
+from agents.experiments.executor import execute, worker_limits
 from agents.experiments.lattice_build import build_store
+from agents.experiments.provenance import package_versions
+from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell
 from agents.registry import make_agent
 from ballad_env.episode import AL, LR
 from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice
@@ -187,57 +189,112 @@ def signal_rows(lattice: Lattice) -> list[dict[str, Any]]:
 
 def compute_replays(root: Path, costs: Sequence[str], priors: Sequence[str],
                     datasets: Sequence[str], seeds: Iterable[int],
-                    cands: Sequence[Candidate],
-                    log: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Replay ``cands`` on every cached lattice; (paths, signals), tidy. Each (cost tag,
-    prior, data set) is written to ``<root>/replays`` as it finishes and reused on a rerun;
-    candidates missing from a cached file are replayed and appended (delete that folder
-    after changing an allocator or a grid value)."""
-    seeds = list(seeds)
-    paths, signals = [], []
-    for tag, prior, name in itertools.product(costs, priors, datasets):
-        folder = Path(root) / "replays" / tag / prior
-        files = (folder / f"{name}_paths.parquet", folder / f"{name}_signals.parquet")
-        if all(f.exists() for f in files):
-            _append_missing(root, tag, prior, name, seeds, cands, files[0], log)
-        else:
-            rows, sig = [], []
-            for _, seed, lattice in iter_lattices(root, tag, prior, [name], seeds):
-                keys = {"costs": tag, "prior": prior, "dataset": name, "seed": seed}
-                rows += [{**keys, **row} for row in replay_cell(lattice, cands)]
-                sig += [{**keys, **row} for row in signal_rows(lattice)]
-            if not rows:
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            for frame, path in ((pd.DataFrame(rows), files[0]), (pd.DataFrame(sig), files[1])):
-                tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-                frame.to_parquet(tmp, index=False)
-                tmp.replace(path)
-            if log is not None:
-                log(f"replayed {tag} {prior} {name}: {len(rows)} paths")
-        paths.append(pd.read_parquet(files[0]))
-        signals.append(pd.read_parquet(files[1]))
-    if not paths:
+                    cands: Sequence[Candidate], log: Callable[[str], None] | None = None,
+                    n_jobs: int = 1, scheduler: str | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Replay ``cands`` on every stored lattice; (paths, signals), tidy. Each cell (cost
+    tag, prior, data set, seed) runs through the harness's executor and is written to the
+    study's ``ResultStore`` under ``<root>/replays`` as it finishes (``replay_cells``), so a
+    rerun reuses it; candidates missing from a stored cell are replayed and appended
+    (delete that folder after changing an allocator or a grid value)."""
+    keys = replay_cells(root, costs, priors, datasets, seeds, cands, log, n_jobs, scheduler)
+    if not keys:
         raise FileNotFoundError(f"no lattices under {Path(root) / 'lattices'}: build them first")
-    return pd.concat(paths, ignore_index=True), pd.concat(signals, ignore_index=True)
+    return stored_table(root, "paths", keys), stored_table(root, "signals", keys)
 
 
-def _append_missing(root: Path, tag: str, prior: str, name: str, seeds: Sequence[int],
-                    cands: Sequence[Candidate], path: Path,
-                    log: Callable[[str], None] | None) -> None:
-    """Replay the candidates a cached paths file lacks, and append their rows to it."""
-    cached = pd.read_parquet(path)
-    missing = [c for c in cands if c.label not in set(cached["allocator"])]
-    if not missing:
-        return
-    rows = [{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **row}
-            for _, seed, lattice in iter_lattices(root, tag, prior, [name], seeds)
-            for row in replay_cell(lattice, missing, yardsticks=False)]
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pd.concat([cached, pd.DataFrame(rows)], ignore_index=True).to_parquet(tmp, index=False)
-    tmp.replace(path)
-    if log is not None:
-        log(f"replayed {tag} {prior} {name}: {len(rows)} paths added")
+# ---------------------------------------------------------------------------- the replay store
+#: The tables each cell writes, one file each; ``paths`` (last) marks the cell finished.
+REPLAY_TABLES = ("signals", "traits", "paths")
+#: One cell of the replays: (cost tag, prior, data set, seed), the values of ``CELL``.
+ReplayKey = tuple[str, str, str, int]
+
+
+def replay_store(root: Path) -> ResultStore:
+    """The study's replays: a ``ResultStore`` under ``<root>/replays``, a ``TableCell`` per
+    table (``REPLAY_TABLES``) of each cell."""
+    return ResultStore(Path(root) / "replays")
+
+
+def table_cell(table: str, key: ReplayKey) -> TableCell:
+    """The stored file of one table of one cell."""
+    return TableCell(table, tuple(zip(CELL, key, strict=True)))
+
+
+def stored_table(root: Path, table: str, keys: Sequence[ReplayKey]) -> pd.DataFrame:
+    """One table of the given cells from the replay store, in their order."""
+    store = replay_store(root)
+    return pd.concat([store.read(table_cell(table, key)) for key in keys], ignore_index=True)
+
+
+def prepare_replay_store(root: Path, costs: Sequence[str], priors: Sequence[str],
+                         datasets: Sequence[str], seeds: Sequence[int],
+                         cands: Sequence[Candidate]) -> ResultStore:
+    """The replay store, its ``run.json`` grown to this run's grid; ``RunError`` if it holds
+    results of other package versions or source."""
+    store = replay_store(root)
+    stored = (store.read_manifest() or {}).get("grid", {})
+
+    def grown(axis: str, values: Iterable[Any]) -> list[Any]:
+        return list(dict.fromkeys([*stored.get(axis, []), *values]))
+
+    grid = {"costs": grown("costs", costs), "priors": grown("priors", priors),
+            "datasets": grown("datasets", datasets), "seeds": grown("seeds", seeds),
+            "allocators": grown("allocators", (c.label for c in cands))}
+    store.prepare({"format": FORMAT_VERSION, "study": "allocators", "grid": grid,
+                   "versions": package_versions(),
+                   "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
+    return store
+
+
+def replay_work(task: tuple[Path, ReplayKey, tuple[Candidate, ...], pd.DataFrame | None],
+                single_thread: bool = True) -> tuple[ReplayKey, dict[str, pd.DataFrame]]:
+    """One cell's tables: its lattice's paths (``replay_cell``), signals (``signal_rows``)
+    and traits (``trait_row``); or, for a finished cell (its stored ``paths`` given), those
+    paths with the missing candidates' rows appended."""
+    root, key, cands, stored = task
+    tag, prior, name, seed = key
+    keys = dict(zip(CELL, key, strict=True))
+    with worker_limits(single_thread):
+        lattice = lattice_store(root).load(name, seed, study_settings(tag, prior))
+        if stored is not None:
+            missing = [c for c in cands if c.label not in set(stored["allocator"])]
+            new = pd.DataFrame([{**keys, **row}
+                                for row in replay_cell(lattice, missing, yardsticks=False)])
+            return key, {"paths": pd.concat([stored, new], ignore_index=True)}
+        return key, {
+            "signals": pd.DataFrame([{**keys, **row} for row in signal_rows(lattice)]),
+            "traits": pd.DataFrame([{**keys, **trait_row(lattice)}]),
+            "paths": pd.DataFrame([{**keys, **row} for row in replay_cell(lattice, cands)])}
+
+
+def replay_cells(root: Path, costs: Sequence[str], priors: Sequence[str],
+                 datasets: Sequence[str], seeds: Iterable[int], cands: Sequence[Candidate],
+                 log: Callable[[str], None] | None = None, n_jobs: int = 1,
+                 scheduler: str | None = None) -> list[ReplayKey]:
+    """Run every pending cell (a stored lattice not replayed, or replayed without some of
+    ``cands``) through the executor into the replay store; the cells with a lattice, in
+    the tables' order (cost tag, prior, data set, seed)."""
+    seeds = list(seeds)
+    lattices = lattice_store(root)
+    keys = [(tag, prior, name, seed)
+            for tag, prior, name, seed in itertools.product(costs, priors, datasets, seeds)
+            if lattices.path(name, seed, study_settings(tag, prior)).exists()]
+    store = prepare_replay_store(root, costs, priors, datasets, seeds, cands)
+    labels = {c.label for c in cands}
+    tasks = []
+    for key in keys:
+        cell = table_cell("paths", key)
+        stored = store.read(cell) if store.path(cell).exists() else None
+        if stored is None or not labels <= set(stored["allocator"]):
+            tasks.append((Path(root), key, tuple(cands), stored))
+    for key, tables in execute(tasks, replay_work, n_jobs, scheduler):
+        for table in REPLAY_TABLES:  # "paths" last: the cell is finished once it is there
+            if table in tables:
+                store.write(table_cell(table, key), tables[table])
+        if log is not None:
+            log(f"replayed {' '.join(map(str, key))}: {len(tables['paths'])} paths")
+    return keys
 
 
 # ---------------------------------------------------------------------------- trait switch
@@ -296,24 +353,15 @@ def trait_row(lattice: Lattice, probe: Sequence[int] = TRAIT_PROBE) -> dict[str,
 
 def trait_table(root: Path, costs: Sequence[str], priors: Sequence[str],
                 datasets: Sequence[str], seeds: Iterable[int]) -> pd.DataFrame:
-    """:func:`trait_row` of every cached lattice, tidy (cached as ``<root>/traits.parquet``;
-    delete it after changing the probe or the traits)."""
-    path = Path(root) / "traits.parquet"
-    cached = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=CELL)
+    """:func:`trait_row` of every stored lattice, tidy: the ``traits`` table the replay
+    store holds for each cell (written with its replays, :func:`compute_replays`)."""
     seeds = list(seeds)
-    done = set(zip(*(cached[k] for k in CELL), strict=True))
-    rows = [{"costs": tag, "prior": prior, "dataset": name, "seed": seed, **trait_row(lattice)}
-            for tag, prior in itertools.product(costs, priors)
-            for name, seed, lattice in iter_lattices(
-                root, tag, prior, [n for n in datasets
-                                   if any((tag, prior, n, s) not in done for s in seeds)], seeds)
-            if (tag, prior, name, seed) not in done]
-    if rows:
-        cached = pd.concat([cached, pd.DataFrame(rows)], ignore_index=True) if len(cached) \
-            else pd.DataFrame(rows)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        cached.to_parquet(tmp, index=False)
-        tmp.replace(path)
-    keep = cached["costs"].isin(list(costs)) & cached["prior"].isin(list(priors)) \
-        & cached["dataset"].isin(list(datasets)) & cached["seed"].isin(seeds)
-    return cached[keep].reset_index(drop=True)
+    lattices, store = lattice_store(root), replay_store(root)
+    keys = [(tag, prior, name, seed)
+            for tag, prior, name, seed in itertools.product(costs, priors, datasets, seeds)
+            if lattices.path(name, seed, study_settings(tag, prior)).exists()]
+    missing = [key for key in keys if not store.path(table_cell("traits", key)).exists()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} cells have no replays under {store.root} "
+                                f"(the first: {missing[0]}): run compute_replays first")
+    return stored_table(root, "traits", keys) if keys else pd.DataFrame(columns=CELL)
