@@ -5,11 +5,11 @@ registered pattern (``register_agent_pattern(r"lr-first-(\\d+)", factory)``), so
 agents with a parameter in the name (``lr-first-25``, any percent) needs one entry.
 
 One style of registration: each agent module declares its agents in a table of names and
-factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``BANDIT_AGENTS``, and
-``BANDIT_PATTERNS``), and this module registers those tables; any other agent is
-registered with ``register_agent`` or ``register_agent_pattern``. A saved policy is loaded
-by ``agents.policy``, imported only when a ``.zip`` is asked for (it needs torch);
-``agents.policy`` does not import this module.
+factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``BANDIT_AGENTS``,
+``SADAL_AGENTS``, and ``BANDIT_PATTERNS``), and this module registers those tables; any
+other agent is registered with ``register_agent`` or ``register_agent_pattern``. A saved
+policy is loaded by ``agents.policy``, imported only when a ``.zip`` is asked for (it needs
+torch); ``agents.policy`` does not import this module.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from agents.base import Agent, AgentFactory
 from agents.oracle import ORACLE_AGENTS
 from agents.policy_files import is_policy_path
 from agents.rules import RULE_AGENTS
+from agents.sadal import SADAL_AGENTS
 from ballad_env.registry import Registry
 
 #: name -> factory taking the environment (only the oracle and learned policies use it).
@@ -75,7 +76,7 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
 
 def _register_built_in() -> None:
     """Register the agents of this package, in the order ``agent_names`` lists them."""
-    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, BANDIT_AGENTS):
+    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, BANDIT_AGENTS, SADAL_AGENTS):
         for name, factory in table.items():
             register_agent(name, factory)
     for pattern, example, family in BANDIT_PATTERNS:

@@ -7,11 +7,18 @@ or ``LR_QUERIES`` and name it in ``Settings(al_strategy=...)`` / ``lr_strategy``
 Where the random numbers come from is ``Settings.query_rng`` (:func:`query_generators`):
 by default each strategy has its own Generator (SPEC §5); ``"authors"`` gives both one
 legacy ``RandomState``, as the published code's global stream.
+
+SADAL's strategies (``docs/sadal.md``): LR ``stratified-probability`` and AL
+``threshold-distance`` (and ``threshold-distance-authors``, the published code's). The
+latter need the previous round's two-sided thresholds: a strategy with ``uses_context =
+True`` takes a keyword ``context`` (:class:`QueryContext`) in ``select``; callers pass it
+through :func:`select_with`, which leaves the other strategies' calls as they were.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -105,11 +112,113 @@ class RandomOrder:
         return chosen
 
 
+@dataclass(frozen=True)
+class QueryContext:
+    """What a strategy with ``uses_context = True`` may read besides the probabilities: the
+    two-sided rejector's thresholds (left, right) of the previous round (None before any)."""
+
+    thresholds: tuple[float, float] | None = None
+
+
+def select_with(strategy: QueryStrategy, probability: np.ndarray, unlabeled: np.ndarray,
+                size: int, context: QueryContext | None = None) -> np.ndarray:
+    """``strategy.select(probability, unlabeled, size)``, with ``context=context`` added for
+    the strategies that declare ``uses_context = True`` (the backward-compatible extension
+    of the ``select`` protocol)."""
+    if getattr(strategy, "uses_context", False):
+        return strategy.select(probability, unlabeled, size,  # type: ignore[call-arg]
+                               context=context)
+    return strategy.select(probability, unlabeled, size)
+
+
+def threshold_distance(probability: np.ndarray, left: float, right: float) -> np.ndarray:
+    """SADAL's AL score: 2 |P - left| below 0.5, 2 |P - right| from 0.5 on (the distance to
+    the nearer rejection threshold; small = near the rejection band)."""
+    p = np.asarray(probability, dtype=np.float64)
+    return 2 * np.where(p < 0.5, np.abs(p - left), np.abs(p - right))
+
+
+class ThresholdDistance:
+    """SADAL's AL queries (ours): the unlabeled examples nearest a rejection threshold of the
+    previous round, skipping those that round rejected (left <= P <= right); ties by index.
+    If fewer than ``size`` remain, the rejected ones follow in the same order, so a round
+    always buys ``size`` labels. Before any thresholds (first round): the distance to 0.5,
+    nothing skipped (the published code has no ranking then and crashes). No randomness."""
+
+    uses_context = True
+
+    def __init__(self, rng: QueryRandom, pool_size: int) -> None:
+        self.pool_size = pool_size
+
+    def select(self, probability: np.ndarray, unlabeled: np.ndarray, size: int,
+               context: QueryContext | None = None) -> np.ndarray:
+        left, right = _thresholds(context)
+        p = np.asarray(probability, dtype=np.float64)[unlabeled]
+        rejected = (p >= left) & (p <= right) if context and context.thresholds else \
+            np.zeros(p.size, dtype=bool)
+        order = np.lexsort((unlabeled, threshold_distance(p, left, right), rejected))
+        return unlabeled[order[:size]]
+
+
+class ThresholdDistanceAuthors(ThresholdDistance):
+    """The published code's AL queries: ``np.argsort`` of the distance over the whole pool
+    (ties in its order), keeping unlabeled examples not rejected by the previous round, the
+    first ``size`` of them. Quirk: its rejected flag is ``np.where(..)[0]``, the flag of pool
+    member 0 alone: if member 0 was rejected, no example qualifies and the round buys no
+    label (an empty selection); else every unlabeled example qualifies. First round: as
+    ``ThresholdDistance`` (the published code crashes there)."""
+
+    def select(self, probability: np.ndarray, unlabeled: np.ndarray, size: int,
+               context: QueryContext | None = None) -> np.ndarray:
+        left, right = _thresholds(context)
+        p = np.asarray(probability, dtype=np.float64)
+        if context and context.thresholds and left <= p[0] <= right:
+            return np.zeros(0, dtype=np.intp)
+        order = np.argsort(threshold_distance(p, left, right))
+        is_unlabeled = np.zeros(p.size, dtype=bool)
+        is_unlabeled[unlabeled] = True
+        return order[is_unlabeled[order]][:size]
+
+
+def _thresholds(context: QueryContext | None) -> tuple[float, float]:
+    """The context's thresholds, or (0.5, 0.5) before any."""
+    if context is None or context.thresholds is None:
+        return 0.5, 0.5
+    return context.thresholds
+
+
+class StratifiedProbability:
+    """SADAL's LR queries: for each label, u ~ U(0, 1) and the unlabeled example whose
+    probability is nearest u (the first in pool order on ties), so the labels spread over
+    the range of probabilities rather than its bulk near 0. The labels depend on the
+    probabilities, so on the AL rounds before each LR round: the labels after j LR rounds
+    depend on the path (``depends_on_path``)."""
+
+    depends_on_path = True
+
+    def __init__(self, rng: QueryRandom, pool_size: int) -> None:
+        self.rng = rng
+
+    def select(self, probability: np.ndarray, unlabeled: np.ndarray, size: int) -> np.ndarray:
+        p = np.asarray(probability, dtype=np.float64)
+        remaining = np.asarray(unlabeled)
+        chosen = []
+        for _ in range(min(size, remaining.size)):
+            u = self.rng.uniform(0, 1)
+            k = int(np.argmin(np.abs(p[remaining] - u)))
+            chosen.append(remaining[k])
+            remaining = np.delete(remaining, k)
+        return np.asarray(chosen, dtype=np.intp)
+
+
 AL_QUERIES.register("uncertainty", UncertaintySampling)
 AL_QUERIES.register("uncertainty-argsort", UncertaintyArgsort)
 AL_QUERIES.register("random", RandomSampling)
 LR_QUERIES.register("random", RandomOrder)
 LR_QUERIES.register("per-round", RandomSampling)
+AL_QUERIES.register("threshold-distance", ThresholdDistance)
+AL_QUERIES.register("threshold-distance-authors", ThresholdDistanceAuthors)
+LR_QUERIES.register("stratified-probability", StratifiedProbability)
 
 #: Where the query strategies' random numbers come from (``Settings.query_rng``).
 QUERY_RNGS = ("streams", "authors")
@@ -138,6 +247,7 @@ def query_generators(query_rng: str, al_stream: np.random.SeedSequence,
     raise ValueError(f"unknown query_rng {query_rng!r}: use one of {', '.join(QUERY_RNGS)}")
 
 
-__all__ = ["AL_QUERIES", "LR_QUERIES", "QUERY_RNGS", "QueryRandom", "QueryStrategy",
-           "RandomOrder", "RandomSampling", "UncertaintyArgsort", "UncertaintySampling",
-           "query_generators"]
+__all__ = ["AL_QUERIES", "LR_QUERIES", "QUERY_RNGS", "QueryContext", "QueryRandom",
+           "QueryStrategy", "RandomOrder", "RandomSampling", "StratifiedProbability",
+           "ThresholdDistance", "ThresholdDistanceAuthors", "UncertaintyArgsort",
+           "UncertaintySampling", "query_generators", "select_with", "threshold_distance"]

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis's seed (with --files: "
                         "the sample's)")
     parser.add_argument("--files", action="store_true", help="damage the project's files "
-                        "(lattice, store.json, result cell, run.json, policy zip) instead")
+                        "(data .npz, .mat, .arff, .csv; lattice, store.json, result cell, "
+                        "run.json, policy zip) instead")
     parser.add_argument("--max-damages", type=int, default=None, help="with --files: at most "
                         "this many flips and truncations of each file (default: every byte)")
     parser.add_argument("--policy-damages", type=int, default=2000, help="with --files: flips "
