@@ -25,12 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.studies.robustness import MIN_ROWS, Case, check_case, episodes
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--examples", type=int, default=500, help="generated cases (>= 1)")
     parser.add_argument("--max-rows", type=_max_rows, default=300,
                         help=f"largest data set drawn (>= {MIN_ROWS})")
