@@ -43,6 +43,7 @@ from ballad_env.lattice_signals import (
     signal_votes,
 )
 from ballad_env.observation import encode
+from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.rewards import SIDE_SIGNAL_NAMES, SIDE_SIGNALS
 from ballad_env.settings import Settings
 from ballad_env.snapshot import AL, FIGURE_TYPES, LR, STATE_FIGURES, Snapshot
@@ -317,13 +318,21 @@ def parse_path(text: str) -> tuple[int, ...]:
 
 def check_lattice_settings(settings: Settings) -> None:
     """A ``ValueError`` naming the option if the labels under ``settings`` depend on the
-    order of the rounds, so that one lattice cannot hold every path."""
+    order of the rounds, so that one lattice cannot hold every path: a shared query stream,
+    or a query strategy marked ``depends_on_path``."""
     if settings.query_rng != "streams":
         raise ValueError(
             f"no lattice with query_rng={settings.query_rng!r}: AL and LR then draw their "
             "labels from one shared random stream, so the labels after i AL and j LR rounds "
             "depend on the order of the rounds; use query_rng='streams' (the default) for "
             "lattices and replay stores")
+    for option, registry in (("al_strategy", AL_QUERIES), ("lr_strategy", LR_QUERIES)):
+        name = getattr(settings, option)
+        if getattr(registry[name], "depends_on_path", False):
+            raise ValueError(
+                f"no lattice with {option}={name!r}: its labels depend on the rounds before "
+                "them, so the labels after i AL and j LR rounds depend on their order; build "
+                "lattices and replay stores with another strategy")
 
 
 def build_lattice(dataset: Dataset | str, seed: int, settings: Settings | None = None,

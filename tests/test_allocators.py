@@ -504,3 +504,51 @@ def test_detection_rounds_by_hand() -> None:
     out = detection_rounds(rows).iloc[0]
     assert out["rounds"] == pytest.approx(57.0) and out["rounds_early"] == pytest.approx(2.0)
     assert out["dv"] == pytest.approx(-2 / 3) and out["dt"] == pytest.approx(0.0)
+
+
+def test_replays_run_into_a_result_store_resume_and_grow(tmp_path) -> None:
+    """The study's replays are cells of a ResultStore (a TableCell per table): the stored
+    paths are ``replay_cell``'s rows, a rerun computes nothing, and a candidate added later
+    is replayed alone and appended to each finished cell."""
+    from agents.experiments.studies.allocators import (
+        build_lattices,
+        compute_replays,
+        iter_lattices,
+        replay_store,
+        table_cell,
+        trait_table,
+    )
+
+    assert build_lattices(tmp_path, ["toy"], [0, 1], ["knn"], ["default"]) == 2
+    first = [Candidate("ballad"), Candidate("all-in-lr")]
+    logged: list[str] = []
+    paths, signals = compute_replays(tmp_path, ["default"], ["knn"], ["toy"], [0, 1], first,
+                                     log=logged.append)
+    assert len(logged) == 2
+    lattices = list(iter_lattices(tmp_path, "default", "knn", ["toy"], [0, 1]))
+    expected = pd.DataFrame([{"costs": "default", "prior": "knn", "dataset": "toy",
+                              "seed": seed, **row}
+                             for _, seed, lattice in lattices
+                             for row in replay_cell(lattice, first)])
+    pd.testing.assert_frame_equal(paths, expected)
+    assert set(signals["seed"]) == {0, 1}
+    assert list(trait_table(tmp_path, ["default"], ["knn"], ["toy"], [0, 1])["seed"]) == [0, 1]
+    store = replay_store(tmp_path)
+    assert store.path(table_cell("paths", ("default", "knn", "toy", 0))).exists()
+
+    logged.clear()
+    again, _ = compute_replays(tmp_path, ["default"], ["knn"], ["toy"], [0, 1], first,
+                               log=logged.append)
+    assert logged == [] and again.equals(paths)
+
+    grown, _ = compute_replays(tmp_path, ["default"], ["knn"], ["toy"], [0, 1],
+                               [*first, Candidate("all-in-al")], log=logged.append)
+    assert len(logged) == 2
+    for seed, (_, _, lattice) in enumerate(lattices):
+        cell = grown[grown["seed"] == seed]
+        assert list(cell["allocator"])[:len(paths[paths["seed"] == seed])] == list(
+            paths[paths["seed"] == seed]["allocator"])
+        added = cell[cell["allocator"] == "all-in-al"]
+        assert len(added) == 1
+        assert added["mean_cost"].item() == replay_cell(
+            lattice, [Candidate("all-in-al")], yardsticks=False)[0]["mean_cost"]

@@ -11,53 +11,46 @@ exception (``zlib.error``, ``IndexError``, ``UnicodeDecodeError``, ...) with no 
 
 from __future__ import annotations
 
+import struct
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.io
 
+from agents.experiments.corruption import (
+    DATA_FORMATS,
+    check_damages,
+    damages,
+    data_kinds,
+    write_mat,
+    write_npz_compressed,
+)
 from ballad_env.data import DataWarning, load_dataset
+from ballad_env.data.mat5 import mat5_problem
 
 X = np.round(np.random.default_rng(0).normal(size=(24, 3)), 3)
 Y = (np.arange(24) < 3).astype(np.int8)
 
 
-def _npz(path: Path) -> None:
-    np.savez(path, X=X, y=Y)
-
-
 def _npz_compressed(path: Path) -> None:
-    np.savez_compressed(path, X=X, y=Y)
+    write_npz_compressed(path, X, Y)
 
 
 def _mat(path: Path) -> None:
-    scipy.io.savemat(path, {"X": X, "y": Y.reshape(-1, 1)})
+    write_mat(path, X, Y)
 
 
-def _arff(path: Path) -> None:
-    rows = "\n".join(f"{a},{b},{c},{'yes' if label else 'no'}"
-                     for (a, b, c), label in zip(X.tolist(), Y.tolist(), strict=True))
-    path.write_text("@RELATION fuzz\n@ATTRIBUTE a NUMERIC\n@ATTRIBUTE b NUMERIC\n"
-                    "@ATTRIBUTE c NUMERIC\n@ATTRIBUTE outlier {no,yes}\n@DATA\n" + rows + "\n")
-
-
-def _csv(path: Path) -> None:
-    rows = "\n".join(f"{a},{b},{c},{label}"
-                     for (a, b, c), label in zip(X.tolist(), Y.tolist(), strict=True))
-    path.write_text("a,b,c,label\n" + rows + "\n")
-
-
-WRITERS: dict[str, tuple[str, Callable[[Path], None], bool]] = {
-    # kind: (file ending, writer, whether any change is detected)
-    "npz": (".npz", _npz, True),
-    "npz-compressed": (".npz", _npz_compressed, True),
-    "mat": (".mat", _mat, False),
-    "arff": (".arff", _arff, False),
-    "csv": (".csv", _csv, False),
-}
+def test_every_data_format_through_the_sweeps_checker(tmp_path: Path) -> None:
+    """The robustness sweep's data kinds (``corruption.data_kinds``): a sample of damages of
+    each format, every one read identically, as other valid data where the format has no
+    checksum, or refused naming the file."""
+    for kind in data_kinds(tmp_path):
+        outcome = check_damages(kind, damages(kind.path.stat().st_size, 25, 10, seed=1))
+        assert not outcome.failures, outcome.failures[:3]
+        assert outcome.counts["refused, naming the file"] > 0, kind.name
+        if kind.checksummed:
+            assert "read as other valid data (no checksum)" not in outcome.counts
 
 
 def _check(path: Path, checksummed: bool) -> str:
@@ -74,11 +67,11 @@ def _check(path: Path, checksummed: bool) -> str:
     return "same" if same else "other"
 
 
-@pytest.mark.parametrize("kind", list(WRITERS))
+@pytest.mark.parametrize("kind", list(DATA_FORMATS))
 def test_single_byte_changes_and_truncations(tmp_path: Path, kind: str) -> None:
-    ending, write, checksummed = WRITERS[kind]
+    ending, write, checksummed = DATA_FORMATS[kind]
     original = tmp_path / f"original{ending}"
-    write(original)
+    write(original, X, Y)
     content = original.read_bytes()
     rng = np.random.default_rng(sum(map(ord, kind)))
     target = tmp_path / f"damaged{ending}"
@@ -130,3 +123,36 @@ def test_csv_that_is_not_utf8_names_the_file_and_the_fix(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"latin\.csv: not UTF-8 text \(byte 0xe9 at offset 4"
                        r".*Save the CSV file as UTF-8"):
         load_dataset(path)
+
+
+def test_mat_tag_with_an_unknown_type_is_refused_before_scipy_reads_it(tmp_path: Path) -> None:
+    """scipy's compiled reader crashed the process (segmentation fault) on a data element
+    whose type code was changed: the real part's miDOUBLE (9) XOR 0x30 gives 57."""
+    path = tmp_path / "tag.mat"
+    _mat(path)
+    content = bytearray(path.read_bytes())
+    real_part = content.index(bytes([9, 0, 0, 0]), 128)  # the first miDOUBLE tag
+    content[real_part] ^= 0x30
+    path.write_bytes(bytes(content))
+    with pytest.raises(ValueError, match=rf"tag\.mat: not a readable MATLAB \.mat file .*"
+                       rf"byte {real_part} .* unknown data type 57"):
+        load_dataset(path)
+
+
+def test_mat5_problem_by_hand() -> None:
+    """A hand-made level-5 file: a header, then one miMATRIX holding a small miINT8 element
+    (type 1, 2 bytes, in the 4-byte small format) and an 8-byte miDOUBLE element."""
+    header = b"MATLAB 5.0".ljust(124, b" ") + b"\x00\x01IM"
+    small = struct.pack("<I", (2 << 16) | 1) + b"ab\x00\x00"
+    double = struct.pack("<II", 9, 8) + struct.pack("<d", 1.5)
+    matrix = struct.pack("<II", 14, len(small + double)) + small + double
+    assert mat5_problem(header + matrix) is None
+    assert mat5_problem(b"\x00" * 64) is None  # too short: scipy refuses it itself
+    bad_type = header + matrix.replace(struct.pack("<II", 9, 8), struct.pack("<II", 10, 8))
+    assert mat5_problem(bad_type) == ("the data element at byte 144 of the data element at "
+                                      "byte 128 of the file has the unknown data type 10")
+    too_long = header + matrix[:4] + struct.pack("<I", 999) + matrix[8:]
+    assert mat5_problem(too_long) == ("the data element at byte 128 of the file declares 999 "
+                                      "bytes, past the end of the file")
+    big_small = header + struct.pack("<II", 14, 8) + struct.pack("<I", (6 << 16) | 1) + b"abcd"
+    assert "small element of 6 bytes" in str(mat5_problem(big_small))

@@ -99,16 +99,11 @@ def test_a_crafted_policy_runs_code_only_when_trusted(genuine, tmp_path):
 
 
 def _compare_agents():
-    import importlib.util
-    import sys
+    """The command line behind ``scripts/compare_agents.py`` (a shim of ``ballad-env
+    compare``)."""
+    from agents.experiments.cli import compare
 
-    name = "script_compare_agents"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "compare_agents.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return compare
 
 
 @pytest.mark.slow

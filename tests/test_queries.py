@@ -181,3 +181,10 @@ def test_published_queries_on_their_own_streams_keep_the_lattice_exact(dataset) 
             assert result.evaluation.cost == lattice.cost[i, j]
             assert episode.tau == lattice.grid["tau"][i, j]
             np.testing.assert_array_equal(result.queried, lattice.queried(i, j, action))
+
+
+def test_lattice_refuses_a_query_strategy_whose_labels_depend_on_the_path(dataset) -> None:
+    """SADAL's stratified LR draw reads the probabilities of V, which move with every AL
+    round before it: the labels after j LR rounds depend on the path, so no lattice."""
+    with pytest.raises(ValueError, match="lr_strategy='stratified-probability'"):
+        build_lattice(dataset, 0, Settings(lr_strategy="stratified-probability", prior="knn"))

@@ -190,3 +190,14 @@ def test_an_indented_marker_indents_its_table(tiny):
                                   "  | all-in-lr | 0.0312 |\n\n  <!-- /table -->\n\n"
                                   "  more of the item.\n")
     assert stale(report, root) == []
+
+
+def test_a_csv_only_table_is_the_frames_own_csv(tmp_path):
+    """``markdown=False`` (the paper's per-data-set tables, read back, not reported) writes
+    the CSV ``DataFrame.to_csv`` writes, byte for byte, and no Markdown file."""
+    frame = pd.DataFrame({"dataset": ["WBC", "Glass"], "ballad": [0.04, 1 / 3],
+                          "all-in-lr": [0.03125, float("nan")]}).set_index("dataset")
+    path = write_table(frame, tmp_path, "per_dataset", markdown=False)
+    assert path == tmp_path / "per_dataset.csv"
+    assert [p.name for p in tmp_path.iterdir()] == ["per_dataset.csv"]
+    assert path.read_bytes() == frame.to_csv().encode()

@@ -309,6 +309,50 @@ def test_ballad_env_lists_every_job_and_runs_each_ones_main(
     assert cli.main([]) == 2
 
 
+def test_every_jobs_help_shows_its_defaults(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every job's parser (and sub-parser) formats its help with the one ``HelpFormatter``,
+    which ends each option's help with its default unless the help says it in words; no
+    option's help hides a default."""
+    import argparse
+
+    from agents.experiments import cli
+
+    seen: list[argparse.ArgumentParser] = []
+    parse = argparse.ArgumentParser.parse_known_args
+
+    def record(self, *args, **kwargs):
+        seen.append(self)
+        return parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", record)
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        assert seen and seen[-1].prog == f"ballad-env {name}", name
+    parsers = list(seen)
+    for parser in seen:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += action.choices.values()
+    assert len(parsers) > len(cli.COMMANDS)  # policy-study's steps too
+    # `data` is ballad_env.data's own command line (below the command floor); its options
+    # have no default to show, and its help says the data folder's in words.
+    assert {p.prog for p in parsers if p.formatter_class is not cli.HelpFormatter} == {
+        "ballad-env data"}
+    silent = [f"{p.prog} {a.option_strings}" for p in parsers for a in p._actions
+              if a.help and a.default not in (None, False, argparse.SUPPRESS)
+              and "default" not in (p.formatter_class(p.prog)._get_help_string(a) or "")]
+    assert not silent, f"options whose help hides their default: {silent}"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli.main(["paper", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "repetitions: seeds 0..N-1 (default: 10)" in text
+    assert "(default: $BALLAD_DATA_DIR)" in text and "(default: None)" not in text
+    assert "hide progress bars (default: False)" not in text
+
+
 def test_every_script_is_the_shim_of_a_job() -> None:
     from agents.experiments import cli
 

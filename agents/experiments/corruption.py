@@ -1,13 +1,15 @@
 """Damaged copies of the files the project reads, and what reading them does.
 
-Every file kind the harness and the replay read (a lattice file, a store's ``store.json``,
-a result cell's Parquet file, a run's ``run.json``, a saved policy's ``.zip``) is damaged one
-way at a time, a single byte changed or the file cut short, and read again the way the
-project reads it (:class:`FileKind`): each damaged copy must either give exactly what the
-intact file gives or raise an error whose message names the file. Anything else (a
-different result, an error that does not say which file, a hang) is a failure.
-``tests/test_file_faults.py`` damages a sample of each kind; ``scripts/robustness_sweep.py
---files`` damages every byte (:func:`fuzz_files`).
+Every file kind the project reads (a data file: ``.npz``, ``.mat``, ``.arff``, ``.csv``; a
+lattice file, a store's ``store.json``, a result cell's Parquet file, a run's ``run.json``, a
+saved policy's ``.zip``) is damaged one way at a time, a single byte changed or the file cut
+short, and read again the way the project reads it (:class:`FileKind`): each damaged copy
+must either give exactly what the intact file gives or raise an error whose message names
+the file. Anything else (a different result, an error that does not say which file, a
+hang) is a failure, except that a format with no checksum (``.mat``, ``.arff``, ``.csv``)
+may read a changed digit as other valid data, which no reader can tell.
+``tests/test_file_faults.py`` and ``tests/test_data_fuzz.py`` damage a sample of each
+kind; ``scripts/robustness_sweep.py --files`` damages every byte (:func:`fuzz_files`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class FileKind:
     path: Path
     read: Callable[[], Any]
     same: Callable[[Any, Any], bool]
+    #: Whether the format detects a changed byte; without, other valid data is no failure.
+    checksummed: bool = True
 
 
 @dataclass
@@ -101,6 +105,8 @@ def check_damages(kind: FileKind, changes: list[Damage]) -> Outcome:
                 continue
             if kind.same(result, expected):
                 counts["read identically"] += 1
+            elif not kind.checksummed:
+                counts["read as other valid data (no checksum)"] += 1
             else:
                 failures.append(f"{kind.name}, {damage}: read without an error, but differs")
     finally:
@@ -117,6 +123,70 @@ def sample_data(n: int = 80, seed: int = 0) -> Dataset:
     y = np.zeros(n, dtype=np.int8)
     y[:8] = 1
     return Dataset("fuzz", X, y)
+
+
+def write_npz(path: Path, X: np.ndarray, y: np.ndarray) -> None:
+    np.savez(path, X=X, y=y)
+
+
+def write_npz_compressed(path: Path, X: np.ndarray, y: np.ndarray) -> None:
+    np.savez_compressed(path, X=X, y=y)
+
+
+def write_mat(path: Path, X: np.ndarray, y: np.ndarray) -> None:
+    import scipy.io
+
+    scipy.io.savemat(path, {"X": X, "y": y.reshape(-1, 1)})
+
+
+def _rows(X: np.ndarray, labels: list[str]) -> str:
+    return "\n".join(",".join(map(str, row)) + f",{label}"
+                     for row, label in zip(X.tolist(), labels, strict=True)) + "\n"
+
+
+def write_arff(path: Path, X: np.ndarray, y: np.ndarray) -> None:
+    header = "".join(f"@ATTRIBUTE x{j} NUMERIC\n" for j in range(X.shape[1]))
+    path.write_text("@RELATION fuzz\n" + header + "@ATTRIBUTE outlier {no,yes}\n@DATA\n"
+                    + _rows(X, ["yes" if label else "no" for label in y.tolist()]))
+
+
+def write_csv(path: Path, X: np.ndarray, y: np.ndarray) -> None:
+    header = ",".join(f"x{j}" for j in range(X.shape[1])) + ",label\n"
+    path.write_text(header + _rows(X, [str(label) for label in y.tolist()]))
+
+
+#: Data formats by name: (file ending, writer, whether a changed byte is always detected).
+DATA_FORMATS: dict[str, tuple[str, Callable[[Path, np.ndarray, np.ndarray], None], bool]] = {
+    "npz": (".npz", write_npz, True),
+    "npz-compressed": (".npz", write_npz_compressed, True),
+    "mat": (".mat", write_mat, False),
+    "arff": (".arff", write_arff, False),
+    "csv": (".csv", write_csv, False),
+}
+
+
+def data_kinds(folder: Path) -> list[FileKind]:
+    """The sample data written in every data format in ``folder``, each read as a data set
+    is loaded (``load_dataset``)."""
+    import warnings
+
+    from ballad_env.data import DataWarning, load_dataset
+
+    data = sample_data()
+    X = np.round(data.X, 4)
+    kinds = []
+    for name, (ending, write, checksummed) in DATA_FORMATS.items():
+        path = folder / f"data-{name}{ending}"
+        write(path, X, data.y)
+
+        def read(path: Path = path) -> dict[str, Any]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DataWarning)
+                loaded = load_dataset(path)
+            return {"X": loaded.X, "y": loaded.y}
+
+        kinds.append(FileKind(f"data {name}", path, read, _equal_arrays, checksummed))
+    return kinds
 
 
 def _equal_arrays(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -209,6 +279,7 @@ def policy_kind(folder: Path) -> FileKind:
 def sample_kinds(folder: Path, policy: bool = True) -> Iterator[FileKind]:
     """Every file kind, made in ``folder`` (the policy only if ``policy``: it needs the
     ``rl`` extra and trains for a few seconds)."""
+    yield from data_kinds(folder)
     yield from lattice_kinds(folder)
     yield from result_kinds(folder)
     if policy:
@@ -225,5 +296,7 @@ def fuzz_files(folder: Path, max_damages: int | None = None, policy_damages: int
         yield check_damages(kind, damages(kind.path.stat().st_size, cap, cap, seed))
 
 
-__all__ = ["Damage", "FileKind", "Outcome", "check_damages", "damages", "fuzz_files",
-           "lattice_kinds", "policy_kind", "result_kinds", "sample_data", "sample_kinds"]
+__all__ = ["DATA_FORMATS", "Damage", "FileKind", "Outcome", "check_damages", "damages",
+           "data_kinds", "fuzz_files", "lattice_kinds", "policy_kind", "result_kinds",
+           "sample_data", "sample_kinds", "write_arff", "write_csv", "write_mat", "write_npz",
+           "write_npz_compressed"]

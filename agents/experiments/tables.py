@@ -190,12 +190,18 @@ def _cell_text(value: Any, digits: int, missing: str) -> str:
 
 def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
                 title: str | None = None, note: str = "", digits: int = 4, index: bool = True,
-                missing: str = "", csv_float_format: str | None = None) -> Path:
+                missing: str = "", csv_float_format: str | None = None,
+                markdown: bool = True) -> Path:
     """Write ``<folder>/<stem>.csv`` and ``<folder>/<stem>.md`` (with an optional title and
-    note above the table); returns the Markdown file's path."""
+    note above the table); returns the Markdown file's path. With ``markdown=False`` only
+    the CSV is written (a table kept for reading back, not for a report), and its path is
+    returned."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(folder / f"{stem}.csv", index=index, float_format=csv_float_format)
+    csv = folder / f"{stem}.csv"
+    frame.to_csv(csv, index=index, float_format=csv_float_format)
+    if not markdown:
+        return csv
     text = (f"# {title}\n\n" if title else "") + (f"{note}\n\n" if note else "")
     path = folder / f"{stem}.md"
     path.write_text(text + markdown_table(frame, digits, index, missing))

@@ -14,6 +14,8 @@ float64 features and int8 labels (1 = anomaly, 0 = normal):
   (:mod:`~ballad_env.data.folder`).
 
 :mod:`~ballad_env.data.lookup` resolves names (its docstring states the rule);
+``"<name>@<rows>[:<seed>]"`` names a seeded, stratified sample of a data set's rows
+(:mod:`~ballad_env.data.sampling`), which is never taken unless asked for;
 :mod:`~ballad_env.data.validation` checks what every source returns.
 """
 
@@ -29,6 +31,7 @@ from ballad_env.data.lookup import (
     dataset_name,
     load_dataset,
 )
+from ballad_env.data.sampling import sample_rows
 from ballad_env.data.validation import Dataset, DataWarning, validate_xy
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "load_dataset",
     "make_toy",
     "make_wdbc",
+    "sample_rows",
     "validate_xy",
     "verify_bundled",
 ]

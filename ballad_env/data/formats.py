@@ -62,6 +62,12 @@ def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     import scipy.io
     import scipy.sparse
 
+    from ballad_env.data.mat5 import mat5_problem
+
+    advice = "Save the data with scipy.io.savemat(path, {'X': X, 'y': y})."
+    problem = mat5_problem(path.read_bytes())
+    if problem:  # scipy's reader could crash the process on it (segmentation fault)
+        raise _unreadable(path, "MATLAB .mat", ValueError(problem), advice)
     try:
         contents = scipy.io.loadmat(path)
     except NotImplementedError as exc:  # raised by scipy for v7.3 (HDF5) files
@@ -71,8 +77,7 @@ def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"(for example with h5py). Details: {exc}"
         ) from exc
     except Exception as exc:  # MatReadError, or IndexError for a file under 128 bytes, ...
-        raise _unreadable(path, "MATLAB .mat", exc,
-                          "Save the data with scipy.io.savemat(path, {'X': X, 'y': y}).") from exc
+        raise _unreadable(path, "MATLAB .mat", exc, advice) from exc
     missing = [key for key in ("X", "y") if key not in contents]
     if missing:
         found = sorted(k for k in contents if not k.startswith("__"))

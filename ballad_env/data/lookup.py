@@ -26,6 +26,7 @@ import ballad_env.data.bundled as bundled
 from ballad_env.data.builtin import BUILTIN_DATASETS, BUILTIN_MAKERS
 from ballad_env.data.folder import DATA_DIR_ENV, folder_file, folder_names, resolve_data_dir
 from ballad_env.data.formats import DATA_SUFFIXES, read_file
+from ballad_env.data.sampling import parse_sample, sample_name, sample_rows
 from ballad_env.data.validation import Dataset, validate_xy
 
 _MAX_LISTED = 30
@@ -113,13 +114,15 @@ def dataset_name(source: Dataset | tuple[Any, Any] | str | os.PathLike,
 
     It is the data set's one key in results: ``"glass"``, ``"Glass"`` and
     ``"data/Glass.npz"`` all name ``Glass`` (the file's stem); ``"ADBench/COVER"`` names
-    ``adbench/cover``; a built-in keeps its name, a ``Dataset`` its own, an ``(X, y)`` tuple
-    is ``"arrays"``.
+    ``adbench/cover`` and ``"ADBench/COVER@20000"`` its sample ``adbench/cover@20000``; a
+    built-in keeps its name, a ``Dataset`` its own, an ``(X, y)`` tuple is ``"arrays"``.
     """
     if isinstance(source, Dataset):
         return source.name
     if isinstance(source, tuple):
         return "arrays"
+    if isinstance(source, str) and (sample := parse_sample(source)):
+        return sample_name(dataset_name(sample[0], data_dir), *sample[1:])
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return source
     if adbench.is_adbench_name(source):
@@ -138,7 +141,8 @@ def load_dataset(
     data_dir: str | os.PathLike | None = None,
     seed: int = 0,
 ) -> Dataset:
-    """Load and validate a data set, at its full size (nothing is subsampled).
+    """Load and validate a data set, at its full size unless a sample is asked for by name
+    (``"<name>@<rows>[:<seed>]"``, :mod:`~ballad_env.data.sampling`).
 
     Parameters
     ----------
@@ -183,6 +187,9 @@ def load_dataset(
             "source must be a Dataset, an (X, y) tuple, a path or a name; "
             f"got {type(source).__name__}"
         )
+    if isinstance(source, str) and (sample := parse_sample(source)):
+        base, rows, sample_seed = sample
+        return sample_rows(load_dataset(base, data_dir, seed), rows, sample_seed)
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return BUILTIN_MAKERS[source](seed)
     if adbench.is_adbench_name(source):

@@ -6,11 +6,14 @@ on for every job below. The harness's jobs (compare, train, lattices, data, repo
 wheel; the studies' commands run the studies of ``agents.experiments.studies``, which live
 in a source checkout only, and say so when they are missing.
 
-This is the top floor: it may import the studies and the harness; nothing imports it.
+Every job's parser formats its help with :class:`HelpFormatter`, so ``--help`` shows each
+option's default. This is the top floor: it may import the studies and the harness; nothing
+imports it.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from collections.abc import Sequence
@@ -31,6 +34,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "study: timings of episodes, grids and the replay"),
     "robustness": ("robustness", "study: awkward generated data sets, played or refused"),
 }
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every job's help format: each option's help ends with its default, ``(default: 10)``,
+    unless it has none to show (``None``, an off flag) or its help already says it in words
+    (``(default: $BALLAD_DATA_DIR)``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if not text or "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
 
 
 def usage() -> str:
@@ -64,4 +79,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(module.main(rest) or 0)
 
 
-__all__ = ["COMMANDS", "main", "usage"]
+__all__ = ["COMMANDS", "HelpFormatter", "main", "usage"]

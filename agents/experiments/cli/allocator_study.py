@@ -1,9 +1,10 @@
 """Can a deployable allocator beat All-in-LR? The allocator study (docs/studies/ALLOCATORS.md).
 
-Builds (or reuses) one lattice per data set, seed, prior and cost setting, pickled under
-``<out>/lattices``; replays every allocator and parameter candidate on them (cached under
-``<out>/replays``); tunes the new allocators on the training data sets of
-``docs/policy_split.json`` and reports on the held-out ones and by leave-three-out folds.
+Builds (or reuses) one lattice per data set, seed, prior and cost setting, in a lattice
+store under ``<out>/lattices``; replays every allocator and parameter candidate on them
+through the harness's executor (a results store under ``<out>/replays``); tunes the new
+allocators on the training data sets of ``docs/policy_split.json`` and reports on the
+held-out ones and by leave-three-out folds.
 Both steps resume: finished lattices and replays are kept (delete ``<out>/replays`` after
 changing an allocator or a grid). Tables go to ``<out>/tables``, or with ``--update-docs``
 to ``docs/tables/allocators_*``.
@@ -20,6 +21,8 @@ import os
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
+from agents.experiments.store import RunError
 from agents.experiments.studies.allocators import (
     COST_SETTINGS,
     PRIORS,
@@ -52,7 +55,8 @@ TITLES = {
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
                    help="folder of <Name>.npz benchmark files")
     p.add_argument("--out", type=Path, default=REPO / "results" / "allocator_study",
@@ -66,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priors", nargs="+", default=list(PRIORS), help="priors (default: both)")
     p.add_argument("--split", type=Path, default=REPO / "docs" / "policy_split.json",
                    help="the training / held-out split of the data sets")
+    p.add_argument("--n-jobs", type=int, default=1,
+                   help="replay cells at a time in worker processes (-1: all cores)")
+    p.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
     return p
 
 
@@ -82,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         build_lattices(args.out, names, seeds, args.priors, args.costs, str(args.data_dir),
                        progress=True)
         paths, signals = compute_replays(args.out, args.costs, args.priors, names, seeds,
-                                         candidates(), log=lambda m: print(m, flush=True))
-    except (FileNotFoundError, ValueError) as err:
+                                         candidates(), log=lambda m: print(m, flush=True),
+                                         n_jobs=args.n_jobs, scheduler=args.scheduler)
+    except (FileNotFoundError, ValueError, RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     traits = trait_table(args.out, args.costs, args.priors, names, seeds)

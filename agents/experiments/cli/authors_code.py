@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.grid import DATASETS_HELP, dataset_names
 from agents.experiments.store import RUN_FILE
 from agents.experiments.studies.authors_code import (
@@ -53,7 +54,8 @@ DOCS_TABLES = Path(__file__).resolve().parents[3] / "docs" / "tables"
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("command", choices=["ablation", "agreement", "published"],
                         help="ablation: each option and the preset; agreement: the preset "
                              "against the published code's recorded episodes; published: "

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments import dataset_names
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.bench import (
     EPISODE_TARGET_S,
@@ -93,7 +94,8 @@ from ballad_env.settings import Settings, add_settings_arguments
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["all"],
                         help=DATASETS_HELP)
     parser.add_argument("--data-dir", default=None,

@@ -27,6 +27,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.grid import DATASETS_HELP
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings import add_settings_arguments, settings_from_args
@@ -34,7 +35,8 @@ from ballad_env.settings import add_settings_arguments, settings_from_args
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     grid = parser.add_argument_group("grid")
     grid.add_argument("--datasets", nargs="+", required=True,
                       help=DATASETS_HELP)

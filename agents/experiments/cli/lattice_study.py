@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.grid import check_agent
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies.lattice import (
@@ -50,7 +51,8 @@ def positive(text: str) -> int:
 def parse_options(argv: list[str] | None = None) -> StudyOptions:
     """Command-line options; defaults reproduce docs/studies/LATTICE.md."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
                    help="folder of <Name>.npz benchmark files")
     p.add_argument("--out", type=Path, default=REPO / "results" / "lattice_study",

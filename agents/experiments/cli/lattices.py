@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.lattice_build import build_store, build_summary
 from agents.experiments.store import RunError
 from agents.experiments.tables import write_table
@@ -32,7 +33,8 @@ REPO = Path(__file__).resolve().parents[3]
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the store's folder")
     p.add_argument("--datasets", nargs="+", default=None, help="data sets (names or paths)")
     p.add_argument("--datasets-from", type=Path, default=None,

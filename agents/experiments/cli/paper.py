@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import RunError, dataset_names
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.paper import (
     DEFAULT_BAYES_DATASETS,
@@ -41,7 +42,8 @@ REPO = Path(__file__).resolve().parents[3]
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--data-dir", default=None,
                         help="folder of the benchmark files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--datasets", nargs="+", default=["all"],

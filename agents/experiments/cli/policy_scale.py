@@ -32,6 +32,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError
 from agents.experiments.store import RunError
 from agents.experiments.studies import policy_scale as scale
@@ -53,7 +54,8 @@ def run_spec(text: str) -> tuple[str, str, str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("step", choices=("train", "evaluate", "report"))
     p.add_argument("--study-dir", type=Path, default=ROOT / "results" / "policy_scale",
                    help="where policies, logs and the evaluated rounds go")

@@ -33,6 +33,7 @@ import os
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies import policies as study
@@ -104,18 +105,21 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Subcommands and their options, each with a one-line help."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--data-dir", default=None, help="benchmark folder ($BALLAD_DATA_DIR)")
     p.add_argument("--study-dir", type=Path, default=ROOT / "results" / "policy_study",
                    help="folder of the study's models, logs and round table")
     p.add_argument("--split-file", type=Path, default=ROOT / "docs" / "policy_split.json",
                    help="the split's JSON (written by split, read by train and evaluate)")
     sub = p.add_subparsers(dest="command", required=True, help="the step to run")
-    s = sub.add_parser("split", help="write the split of training and held-out data sets")
+    s = sub.add_parser("split", help="write the split of training and held-out data sets",
+                       formatter_class=HelpFormatter)
     s.add_argument("--force", action="store_true", help="overwrite a different split")
     s.add_argument("--n-blocks", type=int, default=study.N_BLOCKS,
                    help="size blocks, one held-out data set each")
-    t = sub.add_parser("train", help="train the study's policies")
+    t = sub.add_parser("train", help="train the study's policies",
+                       formatter_class=HelpFormatter)
     t.add_argument("--timesteps", type=int, default=1200, help="environment steps per run")
     t.add_argument("--train-seeds", type=int, default=3, help="training seeds per setting")
     t.add_argument("--algos", nargs="+", default=list(study.ALGOS), help="algorithms to train")
@@ -127,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--n-steps", type=int, default=30, help="PPO rollout per env (= minibatch)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="PPO step size")
     add_settings_arguments(t, only=STUDY_OPTIONS)
-    e = sub.add_parser("evaluate", help="evaluate policies and baselines on held-out data")
+    e = sub.add_parser("evaluate", help="evaluate policies and baselines on held-out data",
+                       formatter_class=HelpFormatter)
     e.add_argument("--seeds", type=int, default=10, help="evaluation seeds per data set")
     e.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
     e.add_argument("--baselines", nargs="+", default=list(study.BASELINES),
@@ -135,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_trust_pickle_argument(e)
     add_settings_arguments(e, only=STUDY_OPTIONS)
-    r = sub.add_parser("report", help="tables and figures")
+    r = sub.add_parser("report", help="tables and figures",
+                       formatter_class=HelpFormatter)
     r.add_argument("--window", type=int, default=10, help="episodes in the curves' rolling mean")
     r.add_argument("--prefix", default="policy", help="name prefix of tables and figures")
     where = r.add_mutually_exclusive_group()

@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.report_tables import fill, repo_root, reports, stale
 
 
@@ -15,7 +16,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: fill the reports' marked tables from ``docs/tables`` (``--check``:
     list the stale ones and exit 1 instead). Returns the exit status."""
     parser = argparse.ArgumentParser(description="Fill the reports' <!-- table: ... --> "
-                                     "blocks from the generated tables in docs/tables.")
+                                     "blocks from the generated tables in docs/tables.",
+                                     formatter_class=HelpFormatter)
     parser.add_argument("reports", nargs="*", type=Path,
                         help="reports to fill (default: every .md under docs/ outside "
                         "docs/tables)")

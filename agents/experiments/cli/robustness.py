@@ -25,19 +25,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.studies.robustness import MIN_ROWS, Case, check_case, episodes
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--examples", type=int, default=500, help="generated cases (>= 1)")
     parser.add_argument("--max-rows", type=_max_rows, default=300,
                         help=f"largest data set drawn (>= {MIN_ROWS})")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis's seed (with --files: "
                         "the sample's)")
     parser.add_argument("--files", action="store_true", help="damage the project's files "
-                        "(lattice, store.json, result cell, run.json, policy zip) instead")
+                        "(data .npz, .mat, .arff, .csv; lattice, store.json, result cell, "
+                        "run.json, policy zip) instead")
     parser.add_argument("--max-damages", type=int, default=None, help="with --files: at most "
                         "this many flips and truncations of each file (default: every byte)")
     parser.add_argument("--policy-damages", type=int, default=2000, help="with --files: flips "

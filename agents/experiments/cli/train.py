@@ -23,6 +23,7 @@ import json
 import sys
 from pathlib import Path
 
+from agents.experiments.cli import HelpFormatter
 from agents.experiments.policy_runs import train_and_plot
 from agents.experiments.store import RunError
 from agents.experiments.training import VEC_ENVS, TrainConfig
@@ -33,7 +34,8 @@ from ballad_env.settings import Settings, add_settings_arguments, settings_from_
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; every option maps to a ``TrainConfig`` field."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
     p.add_argument("--datasets", nargs="+", default=["toy"],
                    help="data sets (names or paths); one is drawn per episode")
@@ -79,10 +81,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "environment, from the stored cells of --datasets")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_settings_arguments(p, defaults=Settings(reward="cost"))
-    for action in p._actions:  # every option's help says its default
-        if action.default not in (None, False, argparse.SUPPRESS) and action.help and \
-                "default" not in action.help:
-            action.help += " (default: %(default)s)"
     return p.parse_args(argv)
 
 

@@ -1,35 +1,20 @@
-"""The BALLAD paper's four questions (REPRODUCTION.md): the runs they need, and their
-figures, tables and key numbers drawn from the stored results only.
-
-Three runs, each a resumable grid in its own folder:
-
-* ``main``: BALLAD (entropy), BALLAD (cosine), All-in-AL, All-in-LR, default costs, for each
-  prior. Q1, Q2 and Q3 are read from it.
-* ``costs``: BALLAD and the All-in baselines with c_fp = 10, and with c_fn = 10 (Q4).
-* ``bayes``: Q1 with the paper's threshold search (gp_minimize) on a few data sets and seeds,
-  compared with ``main``.
-
-The table builders (``q1_summary``, ``q2_table``, ``q3_stats``, ``q4_table``, ...) are pure
-functions of the tidy results; ``report`` writes their tables and figures and collects the
-key numbers beside the paper's (``paper_vs_ours.md``).
+"""The paper study's questions over the stored results: the report's writer (the one table
+writer, figures), the pure table builders of Q1-Q4 and the threshold-search comparison,
+and each question's tables, figures and key numbers.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import pandas as pd
 
 from agents.experiments import plots
-from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
-from agents.experiments.run import run_grid
-from agents.experiments.store import load_results, writable_folder
+from agents.experiments.store import writable_folder
+from agents.experiments.studies.paper.runs import BALLADS, PAPER, Q1_AGENTS, Key
 from agents.experiments.tables import (
     action_shares,
     fresh_rewards,
@@ -42,96 +27,6 @@ from agents.experiments.tables import (
     win_counts,
     write_table,
 )
-from ballad_env.settings import Settings
-
-Q1_AGENTS = PAPER_AGENTS
-MAIN_AGENTS = ("ballad", "ballad-cosine", "all-in-al", "all-in-lr")
-BALLADS = ("ballad", "ballad-cosine")
-QUESTIONS = ("q1", "q2", "q3", "q4", "bayes")
-#: The paper's statements (REPRODUCTION.md), to print beside ours.
-PAPER: dict[str, Any] = {
-    "q1_mean_cost": {"ballad": 0.043, "all-in-al": 0.055, "all-in-lr": 0.054},
-    "q1_winners": {
-        "ballad": ["Arrhythmia", "Glass", "KDDCup99", "Pima", "SpamBase", "WBC", "WDBC", "WPBC"],
-        "all-in-al": ["Cardiotocography", "InternetAds", "PageBlocks", "Stamps", "Waveform"],
-        "all-in-lr": ["ALOI", "Annthyroid", "Wilt"],
-    },
-    "q1_auc_by_winner": {"ballad": 0.86, "all-in-al": 0.88, "all-in-lr": 0.57},
-    "q2_table2": [  # budget %, entropy mean, std, cosine mean, std
-        (2, 0.0536, 0.0401, 0.0399, 0.0303), (4, 0.0465, 0.0330, 0.0411, 0.0334),
-        (6, 0.0443, 0.0284, 0.0398, 0.0321), (8, 0.0436, 0.0303, 0.0399, 0.0306),
-        (10, 0.0420, 0.0299, 0.0411, 0.0325), (12, 0.0416, 0.0303, 0.0433, 0.0347),
-        (14, 0.0413, 0.0306, 0.0448, 0.0367), (16, 0.0408, 0.0288, 0.0456, 0.0372),
-        (18, 0.0403, 0.0290, 0.0457, 0.0355), (20, 0.0412, 0.0297, 0.0451, 0.0363),
-        (22, 0.0407, 0.0301, 0.0451, 0.0359), (24, 0.0421, 0.0325, 0.0438, 0.0361),
-        (26, 0.0417, 0.0345, 0.0438, 0.0363), (28, 0.0416, 0.0332, 0.0438, 0.0380),
-        (30, 0.0418, 0.0345, 0.0427, 0.0354)],
-    "q2_al_share": {"ballad": 0.63, "ballad-cosine": 0.93},
-    "q3": {"median": 0.0, "std_al": 0.03, "std_lr": 0.07},
-}
-DEFAULT_BAYES_DATASETS = ("WBC", "Glass", "WPBC")
-#: Q4's cost settings: c_fp = 10, then c_fn = 10 (the others at the paper's defaults).
-Q4_COSTS = ({"c_fp": 10.0}, {"c_fn": 10.0})
-
-Key = dict[str, Any]
-
-
-# ---------------------------------------------------------------------------------- runs
-@dataclass(frozen=True)
-class Experiment:
-    """One resumable run: a grid in its own results folder."""
-
-    name: str
-    grid: Grid
-
-
-def experiments(datasets: Sequence[str], seeds: int, priors: Sequence[str],
-                questions: Sequence[str], *,
-                bayes_datasets: Sequence[str] = DEFAULT_BAYES_DATASETS, bayes_seeds: int = 2,
-                bayes_calls: int = 20) -> list[Experiment]:
-    """The runs the chosen questions need (the bayes run: the first prior only)."""
-    names, wanted = tuple(datasets), set(questions)
-    runs = []
-    if wanted & {"q1", "q2", "q3", "bayes"}:
-        settings = tuple(Settings(prior=p) for p in priors)
-        runs.append(Experiment("main", Grid(names, seed_range(seeds), MAIN_AGENTS, settings)))
-    if "q4" in wanted:
-        settings = tuple(Settings(prior=p).replace(**cost) for p in priors
-                         for cost in Q4_COSTS)
-        runs.append(Experiment("costs", Grid(names, seed_range(seeds), Q1_AGENTS, settings)))
-    if "bayes" in wanted:
-        bayes_names = tuple(n for n in bayes_datasets if n in names)
-        if not bayes_names:
-            raise ValueError(f"--bayes-datasets {' '.join(bayes_datasets)}: none of them is "
-                             f"among --datasets ({' '.join(names)}); give some of those, or "
-                             "leave bayes out of --questions")
-        setting = Settings(prior=priors[0], threshold_search="bayes", bayes_calls=bayes_calls)
-        runs.append(Experiment("bayes", Grid(bayes_names, seed_range(min(bayes_seeds, seeds)),
-                                             Q1_AGENTS, (setting,))))
-    return runs
-
-
-def run_experiments(runs: Sequence[Experiment], output: str | os.PathLike, *,
-                    data_dir: str | os.PathLike | None = None, n_jobs: int = -1,
-                    scheduler: str | None = None, progress: bool = True,
-                    report_only: bool = False, log: TextIO | None = None
-                    ) -> dict[str, pd.DataFrame]:
-    """Run (or resume, or with ``report_only`` just load) each experiment; results by name.
-    Each run's size and duration go to ``log`` (default: stderr)."""
-    log = log or sys.stderr
-    results = {}
-    for experiment in runs:
-        folder = Path(output) / experiment.name
-        if report_only:
-            results[experiment.name] = load_results(folder)
-            continue
-        start = time.perf_counter()
-        print(f"{experiment.name}: {len(experiment.grid.cells())} cells -> {folder}", file=log)
-        results[experiment.name] = run_grid(experiment.grid, folder, data_dir=data_dir,
-                                            n_jobs=n_jobs, scheduler=scheduler,
-                                            progress=progress)
-        print(f"{experiment.name}: done in {time.perf_counter() - start:.1f} s", file=log)
-    return results
 
 
 # ---------------------------------------------------------------------------------- output
@@ -423,7 +318,7 @@ def q4(costs: pd.DataFrame, writer: Writer, key: Key) -> None:
             writer.table(f"q4_{setting}", table, f"Q4: mean test cost per budget step, {setting}",
                          "Mean over data sets (seeds first); gain = 1 - BALLAD / baseline.")
             summary = summary_table(rows)
-            summary.to_csv(writer.tables / f"q4_{setting}_per_dataset.csv")
+            write_table(summary, writer.tables, f"q4_{setting}_per_dataset", markdown=False)
             key[f"q4_{setting}"] = q4_key(setting, table, summary)
 
 
@@ -465,59 +360,3 @@ def bayes(main: pd.DataFrame, bayes_results: pd.DataFrame, writer: Writer, key: 
     writer.table("q1_bayes_vs_exact_operating_points", operating_points(both),
                  "Operating points with the exact and the bayes threshold search")
     key["bayes"] = bayes_key(summary, both["setting"].iloc[0], bayes_results["setting"].iloc[0])
-
-
-# ---------------------------------------------------------------------------------- key numbers
-def key_numbers_page(key: Key) -> str:
-    """Every key number with the paper's beside it, as one Markdown page."""
-    lines = ["# The paper's numbers and ours", "",
-             "Generated by `scripts/reproduce_paper.py` from the stored results.", ""]
-    for name, value in key.items():
-        lines.append(f"## {name}\n\n```\n{pretty(value)}\n```\n")
-    return "\n".join(lines)
-
-
-def pretty(value: object, indent: int = 0) -> str:
-    """Nested dicts and lists as indented YAML-like text, floats with four decimals."""
-    pad = "  " * indent
-    if isinstance(value, dict):
-        return "\n".join(f"{pad}{k}:" + ("\n" + pretty(v, indent + 1)
-                                          if isinstance(v, dict | list) else f" {_fmt(v)}")
-                         for k, v in value.items())
-    if isinstance(value, list):
-        return "\n".join(f"{pad}- " + (pretty(v, indent + 1).strip()
-                                       if isinstance(v, dict | list) else _fmt(v))
-                         for v in value)
-    return pad + _fmt(value)
-
-
-def _fmt(value: object) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
-def report(results: dict[str, pd.DataFrame], questions: Sequence[str],
-           docs: str | os.PathLike) -> Key:
-    """Figures, tables and ``paper_vs_ours.md`` of the questions asked; the key numbers."""
-    writer = Writer(Path(docs))
-    key: Key = {}
-    wanted = set(questions)
-    if "q1" in wanted:
-        q1(results["main"], writer, key)
-    if "q2" in wanted:
-        q2(results["main"], writer, key)
-    if "q3" in wanted:
-        q3(results["main"], writer, key)
-    if "q4" in wanted:
-        q4(results["costs"], writer, key)
-    if "bayes" in wanted:
-        bayes(results["main"], results["bayes"], writer, key)
-    (writer.tables / "paper_vs_ours.md").write_text(key_numbers_page(key))
-    return key
-
-
-__all__ = ["DEFAULT_BAYES_DATASETS", "MAIN_AGENTS", "PAPER", "Q1_AGENTS", "QUESTIONS",
-           "Experiment", "Writer", "ballad_dynamics", "bayes", "bayes_comparison", "bayes_key",
-           "budget_percent", "conditional_cost", "experiments", "first_better",
-           "key_numbers_page", "pretty", "q1", "q1_conditional", "q1_key", "q1_summary", "q2",
-           "q2_key", "q2_shares", "q2_table", "q3", "q3_stats", "q4", "q4_key", "q4_table",
-           "report", "run_experiments"]
