@@ -105,7 +105,7 @@ def test_labeled_anomalies_rise_and_labeled_normals_fall(data) -> None:
 
 @pytest.mark.filterwarnings("error")
 def test_gymnasium_and_sb3_env_checkers_with_ssif(small_xy) -> None:
-    env = gym.make(ballad_env.ENV_ID, dataset=small_xy, settings=SSIF)
+    env = gym.make(ballad_env.ENV_ID, dataset=small_xy, settings=SSIF.replace(ssif_trees=3))
     gym_check_env(env.unwrapped)  # both render modes too: render reaches SSIF's forest
     sb3_check_env(env, warn=True)
     env.close()
