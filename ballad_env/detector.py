@@ -260,14 +260,18 @@ class SSDO:
 class EpisodeScores(Protocol):
     """What an episode reaches its detector through: the anomaly probabilities of the
     episode's fixed points (the training set D, and V and T stacked), kept current as
-    training labels arrive. ``PointScores`` is SSDO's; another detector is another class
-    with these two verbs (the label-free parts it fits once go in the reset cache)."""
+    training labels arrive. ``PointScores`` is SSDO's, ``ssif_detector.SSIFScores`` SSIF's;
+    a registered ``detectors.Detector`` starts one (``ballad_env.detectors``,
+    ``ssdo_detector``)."""
 
-    def add_labels(self, X_new: np.ndarray, y_new: np.ndarray) -> None:
-        """Label new training examples (rows of D and their labels, 0 or 1)."""
+    def add_training_labels(self, indices: np.ndarray, y_new: np.ndarray) -> None:
+        """Label the training examples at ``indices`` (into D) with ``y_new`` (0 or 1)."""
 
     def probabilities(self) -> tuple[np.ndarray, np.ndarray]:
         """Anomaly probabilities (training set, other points), in [0, 1]."""
+
+    def anomaly_probability(self, X: np.ndarray) -> np.ndarray:
+        """Anomaly probabilities of any points under the current detector (``render``)."""
 
 
 class PointScores:
@@ -297,6 +301,14 @@ class PointScores:
         da, dn = self.rows.sums(np.asarray(X_new, dtype=np.float64), y_new)
         self.da += da
         self.dn += dn
+
+    def add_training_labels(self, indices: np.ndarray, y_new: np.ndarray) -> None:
+        """Label the training examples at ``indices`` (into D): ``add_labels`` of their rows."""
+        self.add_labels(self.detector.X_train_[indices], y_new)
+
+    def anomaly_probability(self, X: np.ndarray) -> np.ndarray:
+        """P(x) of any points under the current detector (``SSDO.anomaly_probability``)."""
+        return self.detector.anomaly_probability(X)
 
     def probabilities(self) -> tuple[np.ndarray, np.ndarray]:
         """Anomaly probabilities (training set, other points)."""

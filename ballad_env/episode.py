@@ -110,7 +110,7 @@ class Episode:
         #: The eta sample and kernel precision in force (the settings' "auto" resolved).
         self.eta_sample = cfg.eta_sample_for(n_train)
         self.kernel_dtype = cfg.kernel_dtype_for(n_train)
-        self.scores = self.start.scores(dataset, streams, cfg)
+        self.scores = self.start.scores(cfg, streams)
         al_rng, lr_rng = query_generators(cfg.query_rng, streams["al"], streams["lr"],
                                           cfg.query_seed_for(split_seed))
         self.al_query = AL_QUERIES[cfg.al_strategy](al_rng, n_train)
@@ -267,7 +267,7 @@ class Episode:
         chosen = self.al_query.select(self.p_train, self.train_labels.unlabeled(),
                                       self.budget.per_round)
         self.train_labels.order.append(chosen)
-        self.scores.add_labels(self.split.X_train[chosen], self.split.y_train[chosen])
+        self.scores.add_training_labels(chosen, self.split.y_train[chosen])
         return chosen
 
     def _query_lr(self) -> np.ndarray:

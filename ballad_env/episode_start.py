@@ -16,7 +16,8 @@ import numpy as np
 from ballad_env.compute import RESET_CACHE
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO, KernelRows, PointScores, UnlabeledFit
+from ballad_env.detector import SSDO
+from ballad_env.detectors import DETECTORS, DetectorStart, EpisodeScores
 from ballad_env.protocol import (
     Budget,
     Split,
@@ -25,6 +26,7 @@ from ballad_env.protocol import (
     warn_if_test_lacks_anomalies,
 )
 from ballad_env.settings import Settings
+from ballad_env.ssdo_detector import SSDO_DETECTOR
 
 
 def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
@@ -41,22 +43,21 @@ def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]
 
 @dataclass(frozen=True, eq=False)
 class EpisodeStart:
-    """The label-free part of a reset: the scaled split, SSDO's unlabeled fit on D, and the
-    prior probabilities and kernel rows of V and T (stacked in ``X_other``).
+    """The label-free part of a reset: the scaled split, V and T stacked (``X_other``) and
+    the detector's label-free part on them (``detector``: for SSDO its unlabeled fit on D
+    and the prior probabilities and kernel rows of V and T; for SSIF the forest without
+    labels).
 
-    It depends on the data set, the seed's split and prior streams, the split, the prior and
-    how it scores and squashes D, k, the kernel options and the initial fit only, so every
-    setting, agent and
-    repeated episode of one (data set, seed) can share it. Its arrays are read-only; copies
-    of an episode share it too.
+    It depends on the data set, the seed's split stream, the split, the initial fit, and
+    the detector's seed and options (``Detector.key``) only, so every setting, agent and
+    repeated episode of one (data set, seed) can share it. Its arrays are read-only;
+    copies of an episode share it too.
     """
 
     split: Split
-    fit: UnlabeledFit
+    detector: DetectorStart
     X_other: np.ndarray
-    q_other: np.ndarray
-    other_rows: KernelRows
-    #: P on D and V of SSDO fitted on both without labels (``initial_fit="train-val"``).
+    #: P on D and V of the detector fitted on both without labels (``initial_fit="train-val"``).
     p_initial: np.ndarray | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> EpisodeStart:
@@ -64,48 +65,45 @@ class EpisodeStart:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held (the fitted prior estimated by its pickled size)."""
-        arrays = [*vars(self.split).values(), self.fit.q_train, self.X_other, self.q_other,
+        """Approximate memory held."""
+        arrays = [*vars(self.split).values(), self.X_other,
                   *([] if self.p_initial is None else [self.p_initial])]
-        return (sum(a.nbytes for a in arrays) + self.fit.rows.nbytes + self.other_rows.nbytes
-                + _pickled_size(self.fit.prior))
+        return sum(a.nbytes for a in arrays) + self.detector.nbytes
 
     @classmethod
     def compute(cls, dataset: Dataset, streams: dict[str, np.random.SeedSequence],
                 settings: Settings, split_seed: int = 0) -> EpisodeStart:
-        """Split and scale, fit SSDO's label-free parts on D, score V and T with the prior.
+        """Split and scale, fit the detector's label-free parts on D (and score V and T).
         ``split_seed``: the authors' split's ``random_state``."""
         split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]),
                                 settings.split, split_seed)
         for array in vars(split).values():
             array.setflags(write=False)
-        detector = episode_detector(dataset, streams, settings, len(split.y_train))
-        detector.fit(split.X_train)
         X_other = np.vstack([split.X_val, split.X_test])
         X_other.setflags(write=False)
-        scores = PointScores(detector, X_other)
-        scores.q.setflags(write=False)
+        kind = DETECTORS[settings.detector]
+        start = kind.start(split, X_other, dataset.contamination, settings, streams)
         p_initial = None
         if settings.initial_fit == "train-val":
-            p_initial = detector.unlabeled_probability(np.vstack([split.X_train, split.X_val]))
+            p_initial = kind.unlabeled_probability(np.vstack([split.X_train, split.X_val]),
+                                                   dataset.contamination, settings, streams)
             p_initial.setflags(write=False)
-        return cls(split, detector.unlabeled_, X_other, scores.q, scores.rows, p_initial)
+        return cls(split, start, X_other, p_initial)
 
-    def scores(self, dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-               settings: Settings) -> PointScores:
+    def scores(self, settings: Settings, streams: dict[str, np.random.SeedSequence]
+               ) -> EpisodeScores:
         """An episode's detector started from these label-free parts: its anomaly
         probabilities of D, and of V and T, kept current as training labels arrive (the one
-        interface an episode reaches its detector through, ``detector.EpisodeScores``)."""
-        detector = episode_detector(dataset, streams, settings, len(self.split.y_train))
-        detector.fit(self.split.X_train, unlabeled=self.fit)
-        return PointScores(detector, self.X_other, rows=self.other_rows, q=self.q_other)
+        interface an episode reaches its detector through, ``detectors.EpisodeScores``)."""
+        return self.detector.scores(settings, streams)
 
     @property
     def shared(self) -> tuple[Any, ...]:
         """The read-only parts an episode's copies share rather than copy (the arrays, and
-        the fitted prior: copying a fitted IForest costs more than the rounds taken)."""
-        return (self.split, *vars(self.split).values(), self.X_other, self.q_other,
-                self.fit.q_train, self.fit.prior)
+        the detector's fitted parts: copying a fitted IForest costs more than the rounds
+        taken)."""
+        return (self.split, *vars(self.split).values(), self.X_other, self.detector,
+                *self.detector.shared)
 
 
 def authors_split_seed(seed: int | np.random.SeedSequence,
@@ -117,31 +115,10 @@ def authors_split_seed(seed: int | np.random.SeedSequence,
     return int(streams["split"].generate_state(1)[0] % (2**31 - 1))
 
 
-def _prior_seed(streams: dict[str, np.random.SeedSequence]) -> int:
-    return int(np.random.default_rng(streams["prior"]).integers(2**31 - 1))
-
-
 def episode_detector(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
-              settings: Settings, n_train: int) -> SSDO:
+                     settings: Settings, n_train: int) -> SSDO:
     """The episode's (unfitted) SSDO, with the eta and kernel options in force for |D|."""
-    return SSDO(dataset.contamination, settings.prior, settings.k, settings.alpha,
-                random_state=_prior_seed(streams), eta_sample=settings.eta_sample_for(n_train),
-                kernel_dtype=settings.kernel_dtype_for(n_train),
-                train_scores=settings.prior_train_scores,
-                squash_quantile=settings.squash_quantile,
-                kernel_backend=settings.kernel_backend, kernel_device=settings.kernel_device)
-
-
-def _pickled_size(obj: Any) -> int:
-    """Bytes of ``obj`` as pickled, large arrays counted without copying them."""
-    import pickle
-
-    buffers: list[pickle.PickleBuffer] = []
-    try:
-        head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    except Exception:  # an unpicklable prior: count nothing rather than fail the episode
-        return 0
-    return len(head) + sum(buffer.raw().nbytes for buffer in buffers)
+    return SSDO_DETECTOR.build(dataset.contamination, settings, streams, n_train)
 
 
 def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
@@ -149,19 +126,17 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
     """The label-free part of a reset, from the reset cache when it holds it.
 
     The key is what the part depends on: the data set (this object), the state of the split
-    stream (and the authors' split's seed), the prior's seed, and the split, prior, D's
-    scoring and squashing, k, eta and kernel options in force (the backend and device
-    too). A prior given as an object is never cached (it has no stable key).
+    stream (and the authors' split's seed), the split, the initial fit, the detector and
+    its seeds and options (``Detector.key``: for SSDO the prior's seed, the prior, D's
+    scoring and squashing, k, eta and kernel options, the kernel's backend and device). A
+    prior given as an object is never cached (it has no stable key).
     """
-    if not isinstance(settings.prior, str):
+    if not isinstance(settings.prior, str) and settings.detector == "ssdo":
         return EpisodeStart.compute(dataset, streams, settings, split_seed)
     n_train = split_sizes(dataset.y, settings.split)[0]
-    key = (tuple(int(v) for v in streams["split"].generate_state(4)), _prior_seed(streams),
-           settings.prior, settings.k, settings.eta_sample_for(n_train),
-           settings.kernel_dtype_for(n_train), settings.split,
-           split_seed if settings.split == "authors" else None, settings.prior_train_scores,
-           settings.squash_quantile, settings.initial_fit, settings.kernel_backend,
-           settings.kernel_device)
+    key = (tuple(int(v) for v in streams["split"].generate_state(4)), settings.split,
+           split_seed if settings.split == "authors" else None, settings.initial_fit,
+           settings.detector, *DETECTORS[settings.detector].key(settings, streams, n_train))
     return RESET_CACHE.get_or_compute(
         dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),
         lambda start: start.nbytes)

@@ -20,7 +20,9 @@ SPLIT_FRACTIONS = (0.4, 0.4, 0.2)
 SPLITS = ("stratified", "authors")
 #: The published code's fractions: 60% of each class set aside, then 0.333 of that to T.
 AUTHORS_ASIDE, AUTHORS_TEST = 0.6, 0.333
-STREAMS = ("split", "prior", "al", "lr", "threshold")
+#: One stream per purpose. A new purpose is appended: ``SeedSequence.spawn`` gives child i
+#: the same key whatever the number spawned, so the earlier streams draw as before.
+STREAMS = ("split", "prior", "al", "lr", "threshold", "detector")
 
 
 class BudgetWarning(UserWarning):
@@ -40,7 +42,8 @@ class Split:
 
 
 def spawn_streams(seed: int | np.random.SeedSequence) -> dict[str, np.random.SeedSequence]:
-    """One independent seed sequence per purpose (split, prior, AL, LR queries, threshold)."""
+    """One independent seed sequence per purpose (split, prior, AL, LR queries, threshold,
+    the detector's own seed where it is not the prior's: SSIF)."""
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     return dict(zip(STREAMS, root.spawn(len(STREAMS)), strict=True))
 

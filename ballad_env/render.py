@@ -151,7 +151,7 @@ def _draw_plane(ax: Any, episode: Episode) -> Projector:
     lo, hi = everything.min(axis=0) - 0.05, everything.max(axis=0) + 0.05
     xs, ys = np.linspace(lo[0], hi[0], _GRID), np.linspace(lo[1], hi[1], _GRID)
     grid = np.column_stack([a.ravel() for a in np.meshgrid(xs, ys)])
-    p = episode.scores.detector.anomaly_probability(grid).reshape(_GRID, _GRID)
+    p = episode.scores.anomaly_probability(grid).reshape(_GRID, _GRID)
     ax.imshow(p, origin="lower", extent=(lo[0], hi[0], lo[1], hi[1]), cmap="RdBu_r",
               vmin=0, vmax=1, aspect="auto")
     if episode.tau > 0:

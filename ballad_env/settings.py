@@ -27,6 +27,7 @@ from ballad_env.detector import (
     TRAIN_SCORINGS,
     check_prior,
 )
+from ballad_env.detectors import DETECTORS
 from ballad_env.protocol import SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.registry import Registry
@@ -50,6 +51,7 @@ TauWithoutVal = Literal["train-labels", "zero"]
 TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
+DetectorName = Literal["ssdo", "ssif"]
 
 #: The published code's behaviour where it differs from the defaults (docs/method.md,
 #: "The published code's variant"): ``Settings.authors_code()`` switches all of them, and a
@@ -163,6 +165,13 @@ class Settings:
         "train", "the detector of the initial outputs the first AL and LR rewards compare with: "
         "train (SSDO without labels on D, the detector of every round) or train-val (the "
         "published code: fitted on D and V together)", "init")
+    detector: DetectorName = _option(
+        "ssdo", "the anomaly detector: ssdo (BALLAD's, on the prior; the paper) or ssif "
+        "(SADAL's semi-supervised isolation forest, refitted on D from one seed after every AL "
+        "round; the SSDO options prior, k, alpha, eta, kernel, trainscores and squash do not "
+        "apply) or another registered name (ballad_env.detectors.DETECTORS)", "det")
+    ssif_trees: int = _option(100, "SSIF: trees in the forest (the published code's 100)",
+                              "trees")
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -183,6 +192,7 @@ class Settings:
         THRESHOLD_SEARCHES.check(self.threshold_search)
         AL_QUERIES.check(self.al_strategy)
         LR_QUERIES.check(self.lr_strategy)
+        DETECTORS.check(self.detector)
         if isinstance(self.prior, str):
             self._set("prior", self.prior.lower())
         check_prior(self.prior)
@@ -194,6 +204,9 @@ class Settings:
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
         self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
         self._set("k", _whole("k", self.k, 1))
+        self._set("ssif_trees", _whole("ssif_trees", self.ssif_trees, 1))
+        if self.detector != "ssif":
+            self._set("ssif_trees", 100)  # unused: one setting, whatever was passed
         if self.eta_sample is not None:
             self._set("eta_sample", _whole("eta_sample", self.eta_sample, 0))
         if self.kernel_dtype is not None and self.kernel_dtype not in KERNEL_DTYPES:
@@ -417,9 +430,9 @@ _FIXED_CHOICES: dict[str, tuple[str, ...]] = {
 
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,
-    "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES}
+    "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES, "detector": DETECTORS}
 _TYPES: dict[str, Callable[[str], Any]] = {
-    "c_r": c_r_value, "bayes_calls": int, "k": int, "prior": prior_name,
+    "c_r": c_r_value, "bayes_calls": int, "k": int, "ssif_trees": int, "prior": prior_name,
     "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,
     "kernel_device": kernel_device_value, "query_seed": query_seed_value}
 #: How a default of None reads on the command line.

@@ -216,7 +216,7 @@ def test_episodes_with_the_torch_backend_take_the_same_decisions() -> None:
     numpy_episode = Episode(data, 0, fast)
     assert torch_episode.start is not numpy_episode.start  # the reset cache tells them apart
     assert torch_episode.scores.rows.device_rows is not None
-    assert torch_episode.start.fit.eta == numpy_episode.start.fit.eta
+    assert torch_episode.start.detector.fit.eta == numpy_episode.start.detector.fit.eta
 
 
 @needs_torch

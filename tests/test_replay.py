@@ -74,14 +74,15 @@ def test_equal_tells_values_apart() -> None:
 
 def compare_random_sequences(data, prior: str, store: Path, seeds: tuple[int, ...],
                              n_sequences: int, rng: np.random.Generator,
-                             observation: str = "v0") -> None:
+                             observation: str = "v0", **options: object) -> None:
     """``n_sequences`` random valid action sequences, the reward cycling through every
-    registered reward: observations, rewards, flags, info and masks are identical."""
+    registered reward: observations, rewards, flags, info and masks are identical
+    (``options``: other settings of both)."""
     rewards = REWARD_SIGNALS.names()
-    lives = {r: BudgetAllocationEnv(data, prior=prior, reward=r, observation=observation)
-             for r in rewards}
+    lives = {r: BudgetAllocationEnv(data, prior=prior, reward=r, observation=observation,
+                                    **options) for r in rewards}
     replays = {r: gym.make(REPLAY_ID, store=store, prior=prior, reward=r,
-                           observation=observation) for r in rewards}
+                           observation=observation, **options) for r in rewards}
     for n in range(n_sequences):
         reward = rewards[n % len(rewards)]
         live, env = lives[reward], replays[reward].unwrapped

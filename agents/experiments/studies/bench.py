@@ -34,6 +34,7 @@ from agents.experiments.timing import (
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
 from ballad_env.data import Dataset
+from ballad_env.detector import PointScores
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -393,7 +394,9 @@ def fast_path_effects(dataset: Dataset | str, data_dir: str | None, settings: Se
                                           settings=settings.replace(**options))
                 records = run_episode(env, make_agent(agent, env), seed)
                 assert env.episode is not None
-                played[path] = (records, env.episode.scores.detector.eta_)
+                scores = env.episode.scores
+                assert isinstance(scores, PointScores)  # SSDO's kernel paths
+                played[path] = (records, scores.detector.eta_)
             exact, exact_eta = played["exact"]
             exact_costs = np.array([r["test_cost"] for r in exact])
             for path, (records, eta) in played.items():

@@ -1,0 +1,151 @@
+"""SSIF as an episode's detector, ``DETECTORS["ssif"]`` (``Settings(detector="ssif")``).
+
+SADAL's detector (``ballad_env.ssif``, ``docs/sadal.md``) behind the interface of
+``ballad_env.detectors``. After every AL round the forest is refitted from scratch on D
+with the labels bought so far, always from the same seed, as the published code does
+(seed 9 for every fit): a fit is then a function of the labels alone, so the detector at
+state (i, j) does not depend on the path and the lattice stays valid. The seed is one
+number drawn once per episode from the episode's own ``"detector"`` stream. The forest
+without labels (the detector before any AL round) is label-free and kept in the reset
+cache. Our 0/1 labels become SSIF's -1 / 1 (0 unlabeled) here
+(``ssif.semi_supervised_labels``). The contamination is the data's; fits are
+single-threaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ballad_env.ssif import SemiSupervisedIsolationForest, semi_supervised_labels
+
+
+def detector_seed(streams: dict[str, np.random.SeedSequence]) -> int:
+    """SSIF's seed in an episode: one number drawn from the episode's ``"detector"`` stream."""
+    return int(np.random.default_rng(streams["detector"]).integers(2**31 - 1))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class FittedForest:
+    """One SSIF fit and its probabilities of D and of the other points (read-only)."""
+
+    forest: SemiSupervisedIsolationForest
+    p_train: np.ndarray
+    p_other: np.ndarray
+
+    @classmethod
+    def fit(cls, X_train: np.ndarray, X_other: np.ndarray, labels: np.ndarray,
+            contamination: float, n_trees: int, seed: int) -> FittedForest:
+        """Grow a forest on D with SSIF's labels from ``seed``; score D and the others."""
+        forest = SemiSupervisedIsolationForest(n_trees, contamination, random_state=seed)
+        forest.fit(X_train, labels)
+        p_other = (forest.predict_proba(X_other)[:, 1] if len(X_other)
+                   else np.empty(0))
+        return cls(forest, _read_only(forest.predict_proba(X_train)[:, 1]),
+                   _read_only(p_other))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FittedForest:
+        return self
+
+
+class SSIFScores:
+    """SSIF's anomaly probabilities of D, and of V and T stacked, for one episode: refitted
+    from scratch on D, from the episode's seed, after every round that labels D."""
+
+    def __init__(self, start: SSIFStart, seed: int) -> None:
+        self.start, self.seed = start, seed
+        self.y = np.zeros(len(start.X_train), dtype=np.int8)
+        self.labeled = np.zeros(len(start.X_train), dtype=bool)
+        self.fitted = start.unlabeled
+
+    @property
+    def forest(self) -> SemiSupervisedIsolationForest:
+        """The current forest."""
+        return self.fitted.forest
+
+    def add_training_labels(self, indices: np.ndarray, y_new: np.ndarray) -> None:
+        """Label the training examples at ``indices`` (0/1 labels) and refit the forest."""
+        self.y[indices] = y_new
+        self.labeled[indices] = True
+        start = self.start
+        self.fitted = FittedForest.fit(start.X_train, start.X_other,
+                                       semi_supervised_labels(self.y, self.labeled),
+                                       start.contamination, start.n_trees, self.seed)
+
+    def probabilities(self) -> tuple[np.ndarray, np.ndarray]:
+        """Anomaly probabilities (training set, other points)."""
+        return self.fitted.p_train, self.fitted.p_other
+
+    def anomaly_probability(self, X: np.ndarray) -> np.ndarray:
+        """P(anomaly) of any points under the current forest."""
+        return self.forest.predict_proba(np.asarray(X, dtype=np.float64))[:, 1]
+
+
+@dataclass(frozen=True, eq=False)
+class SSIFStart:
+    """SSIF's label-free part on one split: the forest fitted on D without labels, from the
+    episode's seed, and its probabilities of D and of V and T (``X_other``)."""
+
+    X_train: np.ndarray
+    X_other: np.ndarray
+    contamination: float
+    n_trees: int
+    seed: int
+    unlabeled: FittedForest
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SSIFStart:
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held: the probabilities and the trees' nodes (5 numbers each)."""
+        nodes = sum(len(tree.left) for tree in self.unlabeled.forest.trees_)
+        return self.unlabeled.p_train.nbytes + self.unlabeled.p_other.nbytes + 40 * nodes
+
+    @property
+    def shared(self) -> tuple[Any, ...]:
+        """Nothing beyond this read-only object itself."""
+        return (self.unlabeled,)
+
+    def scores(self, settings: Any, streams: dict[str, np.random.SeedSequence]) -> SSIFScores:
+        """An episode's SSIF, without labels: the cached unlabeled forest."""
+        return SSIFScores(self, self.seed)
+
+
+class SSIFDetector:
+    """SSIF as an episode's detector: seeded from the ``"detector"`` stream; its option is
+    ``Settings.ssif_trees`` (the published code's 100 by default)."""
+
+    def key(self, settings: Any, streams: dict[str, np.random.SeedSequence],
+            n_train: int) -> tuple[Any, ...]:
+        """The seed and the number of trees."""
+        return (detector_seed(streams), settings.ssif_trees)
+
+    def start(self, split: Any, X_other: np.ndarray, contamination: float, settings: Any,
+              streams: dict[str, np.random.SeedSequence]) -> SSIFStart:
+        """The forest fitted on D without labels, and its probabilities."""
+        seed = detector_seed(streams)
+        unlabeled = FittedForest.fit(split.X_train, X_other,
+                                     np.zeros(len(split.X_train), dtype=np.int8),
+                                     contamination, settings.ssif_trees, seed)
+        return SSIFStart(split.X_train, X_other, contamination, settings.ssif_trees, seed,
+                         unlabeled)
+
+    def unlabeled_probability(self, X: np.ndarray, contamination: float, settings: Any,
+                              streams: dict[str, np.random.SeedSequence]) -> np.ndarray:
+        """P on X of SSIF fitted on X without labels (from the episode's seed)."""
+        return FittedForest.fit(X, X[:0], np.zeros(len(X), dtype=np.int8), contamination,
+                                settings.ssif_trees, detector_seed(streams)).p_train
+
+
+SSIF_DETECTOR = SSIFDetector()
+
+__all__ = ["SSIF_DETECTOR", "FittedForest", "SSIFDetector", "SSIFScores", "SSIFStart",
+           "detector_seed"]
