@@ -39,7 +39,8 @@ FORMAT_VERSION = 2
 MANIFEST_FILE = "store.json"
 #: Environment modules that never change a lattice: editing them keeps stores valid.
 NOT_IN_LATTICES = frozenset({"render.py", "replay.py", "transitions.py", "lattice_store.py",
-                             "files.py", "replay_vector.py", "replay_vector_tables.py"})
+                             "files.py", "replay_vector.py", "replay_vector_tables.py",
+                             "settings_cli.py"})
 
 
 class StoreError(ValueError):

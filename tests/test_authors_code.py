@@ -26,7 +26,8 @@ from ballad_env.episode import AL, LR, Episode
 from ballad_env.protocol import authors_class_split_sizes, authors_split_indices, split_sizes
 from ballad_env.rejection import ThresholdSearch, empirical_cost, place_tau
 from ballad_env.rewards import SideOutput, entropy
-from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
+from ballad_env.settings import Settings
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 
 # ----------------------------------------------------------------------------- cost metric

@@ -45,7 +45,7 @@ def test_registry_names_and_a_clear_error() -> None:
 def test_the_command_line_takes_the_detector_and_its_option() -> None:
     import argparse
 
-    from ballad_env.settings import add_settings_arguments, settings_from_args
+    from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
     parser = argparse.ArgumentParser()
     add_settings_arguments(parser)

@@ -22,7 +22,8 @@ from agents.experiments.studies.bench_full import compare_backends
 from ballad_env.data import Dataset, DataWarning, validate_xy
 from ballad_env.episode import Episode
 from ballad_env.kernel import KernelRows, kernel_width
-from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
+from ballad_env.settings import Settings
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed (the torch extra)")

@@ -44,7 +44,8 @@ from ballad_env.detector import (
 )
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR, Episode
-from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
+from ballad_env.settings import Settings
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = [LR, AL, AL, LR, AL, LR, AL, AL, LR, AL, LR, LR, AL, AL, LR]

@@ -47,7 +47,8 @@ from agents.experiments.studies.published_code import (
     run_published,
 )
 from agents.experiments.tables import seeds_text, write_table
-from ballad_env.settings import Settings, query_seed_value
+from ballad_env.settings import Settings
+from ballad_env.settings_cli import query_seed_value
 
 DOCS_TABLES = Path(__file__).resolve().parents[3] / "docs" / "tables"
 

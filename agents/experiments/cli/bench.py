@@ -89,7 +89,8 @@ from agents.experiments.studies.vector_bench import (
 from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process
 from ballad_env.lattice_store import StoreError
 from ballad_env.replay import BudgetAllocationReplayEnv
-from ballad_env.settings import Settings, add_settings_arguments
+from ballad_env.settings import Settings
+from ballad_env.settings_cli import add_settings_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:

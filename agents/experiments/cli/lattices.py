@@ -25,7 +25,7 @@ from agents.experiments.store import RunError
 from agents.experiments.tables import write_table
 from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.lattice_store import StoreError
-from ballad_env.settings import add_settings_arguments, settings_from_args
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -38,7 +38,7 @@ from agents.experiments.store import RunError
 from agents.experiments.studies import policy_scale as scale
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.lattice_store import StoreError
-from ballad_env.settings import add_settings_arguments, settings_from_args
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
 

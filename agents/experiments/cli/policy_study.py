@@ -40,7 +40,7 @@ from agents.experiments.studies import policies as study
 from agents.experiments.tables import markdown_table
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.settings import add_settings_arguments, settings_from_args
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -29,7 +29,8 @@ from agents.experiments.store import RunError
 from agents.experiments.training import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
-from ballad_env.settings import Settings, add_settings_arguments, settings_from_args
+from ballad_env.settings import Settings
+from ballad_env.settings_cli import add_settings_arguments, settings_from_args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
