@@ -48,6 +48,21 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def add_execution_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+                            n_jobs: int | None = None, scheduler: bool = False,
+                            progress: bool = False) -> None:
+    """The executor's options, worded once for every job: ``--n-jobs`` (when ``n_jobs``
+    gives its default), ``--scheduler`` (a Dask scheduler) and ``--no-progress``."""
+    if n_jobs is not None:
+        parser.add_argument("--n-jobs", type=int, default=n_jobs,
+                            help="worker processes (-1: all cores, 1: in this process)")
+    if scheduler:
+        parser.add_argument("--scheduler", default=None, help="address of a Dask scheduler "
+                            "(e.g. tcp://host:8786): run there instead")
+    if progress:
+        parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
 def usage() -> str:
     """The command's help: its subcommands, one line each."""
     width = max(map(len, COMMANDS))

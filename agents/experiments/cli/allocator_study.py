@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.store import RunError
 from agents.experiments.studies.allocators import (
     COST_SETTINGS,
@@ -70,9 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priors", nargs="+", default=list(PRIORS), help="priors (default: both)")
     p.add_argument("--split", type=Path, default=REPO / "docs" / "policy_split.json",
                    help="the training / held-out split of the data sets")
-    p.add_argument("--n-jobs", type=int, default=1,
-                   help="replay cells at a time in worker processes (-1: all cores)")
-    p.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
+    add_execution_arguments(p, n_jobs=1, scheduler=True)
     return p
 
 

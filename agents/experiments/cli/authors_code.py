@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import DATASETS_HELP, dataset_names
 from agents.experiments.store import RUN_FILE
 from agents.experiments.studies.authors_code import (
@@ -92,12 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stem", default="authors_code_ablation",
                         help="ablation: the tables' file name (a second run's tables beside "
                              "the first's)")
-    parser.add_argument("--n-jobs", type=int, default=1, help="worker processes")
+    add_execution_arguments(parser, n_jobs=1, progress=True)
     parser.add_argument("--update-docs", action="store_true",
                         help="write the tables into docs/tables (else into <output>/tables)")
     parser.add_argument("--report-only", action="store_true",
                         help="tables from the stored results only (a partial run too)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
 

@@ -27,7 +27,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import DATASETS_HELP
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings_cli import add_settings_arguments, settings_from_args
@@ -50,16 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_trust_pickle_argument(grid)
     add_settings_arguments(parser, several=True)
     run = parser.add_argument_group("execution and output")
-    run.add_argument("--n-jobs", type=int, default=-1,
-                     help="parallel worker processes (-1: all cores, 1: no subprocess)")
-    run.add_argument("--scheduler", default=None,
-                     help="address of a Dask scheduler (e.g. tcp://host:8786): run there instead")
+    add_execution_arguments(run, n_jobs=-1, scheduler=True, progress=True)
     run.add_argument("--output", default="results/run",
                      help="results folder; the same folder again resumes the run, or grows it "
                           "(more data sets, seeds, agents or settings)")
     run.add_argument("--per-round", action="store_true",
                      help="also print mean cost per round (rows) and agent (columns)")
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
 

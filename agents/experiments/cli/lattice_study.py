@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import check_agent
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies.lattice import (
@@ -69,7 +69,7 @@ def parse_options(argv: list[str] | None = None) -> StudyOptions:
     p.add_argument("--seeds", type=positive, default=10, help="seeds 0 .. seeds-1 per data set")
     p.add_argument("--agents", nargs="+", default=list(STUDY_AGENTS),
                    help="registered agent names to replay on every lattice")
-    p.add_argument("--n-jobs", type=int, default=2, help="worker processes")
+    add_execution_arguments(p, n_jobs=2)
     p.add_argument("--crosscheck", type=int, default=1,
                    help="cells per prior re-run through the real environment (smallest data)")
     p.add_argument("--figure-dataset", default=None,

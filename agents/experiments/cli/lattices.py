@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.lattice_build import build_store, build_summary
 from agents.experiments.store import RunError
 from agents.experiments.tables import write_table
@@ -43,13 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of data files ($BALLAD_DATA_DIR)")
     p.add_argument("--seeds", type=int, default=10, help="episode seeds 0..N-1")
     p.add_argument("--first-seed", type=int, default=0, help="seeds start here")
-    p.add_argument("--n-jobs", type=int, default=1, help="local worker processes")
-    p.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
+    add_execution_arguments(p, n_jobs=1, scheduler=True, progress=True)
     p.add_argument("--extrapolate-seeds", type=int, default=100,
                    help="seeds to extrapolate the build time and size to")
     p.add_argument("--summary", type=Path, default=None,
                    help="folder receiving lattice_build.csv and .md (the summary table)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_settings_arguments(p, several=True, several_defaults={"prior": ["iforest"]})
     return p
 

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments import RunError, dataset_names
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.paper import (
     DEFAULT_BAYES_DATASETS,
@@ -58,9 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_arguments(parser, several=True, only=["prior"],
                            several_defaults={"prior": ["iforest", "knn"]})
     add_settings_arguments(parser, only=["bayes_calls"])
-    parser.add_argument("--n-jobs", type=int, default=-1,
-                        help="parallel worker processes (-1: all cores)")
-    parser.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
+    add_execution_arguments(parser, n_jobs=-1, scheduler=True, progress=True)
     parser.add_argument("--output", default="results/paper",
                         help="raw results folder (one sub-folder per run; resumable)")
     where = parser.add_mutually_exclusive_group()
@@ -71,7 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
                             "committed report)")
     parser.add_argument("--report-only", action="store_true",
                         help="redraw figures and tables from stored results, run nothing")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return parser
 
 

@@ -32,7 +32,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError
 from agents.experiments.store import RunError
 from agents.experiments.studies import policy_scale as scale
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="report: name prefix of the tables and figures")
     p.add_argument("--update-docs", action="store_true",
                    help="report: write into the repository's docs/ (the committed report)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_execution_arguments(p, progress=True)
     add_trust_pickle_argument(p)
     add_settings_arguments(p, only=STUDY_OPTIONS)
     return p.parse_args(argv)

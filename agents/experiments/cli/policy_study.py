@@ -33,7 +33,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
 from agents.experiments.store import RunError, writable_folder
 from agents.experiments.studies import policies as study
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
     e.add_argument("--baselines", nargs="+", default=list(study.BASELINES),
                    help="registered agents evaluated next to the policies")
-    e.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_execution_arguments(e, progress=True)
     add_trust_pickle_argument(e)
     add_settings_arguments(e, only=STUDY_OPTIONS)
     r = sub.add_parser("report", help="tables and figures",

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.policy_runs import train_and_plot
 from agents.experiments.store import RunError
 from agents.experiments.training import VEC_ENVS, TrainConfig
@@ -80,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--replay-store", default=None,
                    help="a lattice store (scripts/build_lattices.py): train on the replay "
                         "environment, from the stored cells of --datasets")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_execution_arguments(p, progress=True)
     add_settings_arguments(p, defaults=Settings(reward="cost"))
     return p.parse_args(argv)
 
