@@ -7,11 +7,14 @@ costs most of a second. The tests that are about the default prior say so.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +26,20 @@ from ballad_env.data import DATA_DIR_ENV
 from ballad_env.data.bundled import BUNDLED_DIR
 
 ENV_ID = ballad_env.ENV_ID
+
+
+def load_script(name: str) -> ModuleType:
+    """The command line that ``scripts/<name>`` runs (its ``main``'s module), imported
+    through the shim once per session."""
+    module_name = f"script_{name.removesuffix('.py')}"
+    if module_name not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "scripts" / name
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 def write_data_files(folder: Path, sizes: dict[str, int]) -> Path:

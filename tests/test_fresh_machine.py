@@ -8,7 +8,6 @@ the package metadata.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -16,11 +15,11 @@ import sys
 import tomllib
 from collections import deque
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
-from conftest import write_data_files
+from conftest import load_script, write_data_files
 
 import ballad_env
 from agents.experiments import dataset_names
@@ -29,14 +28,6 @@ from ballad_env.data import DATA_DIR_ENV, available_datasets
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script(name: str) -> ModuleType:
-    module_name = f"script_{name.removesuffix('.py')}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, ROOT / "scripts" / name)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ Runs are tiny: data of ~150 rows, the kNN prior and 5-round budgets.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -16,13 +15,12 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from types import ModuleType
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_xy, write_data_files
+from conftest import load_script, make_xy, write_data_files
 
 import agents.experiments.executor as executor
 import agents.experiments.run as runner
@@ -38,15 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTING = Settings(prior="knn", budget_fraction=0.1)  # 5 rounds
 
 
-def load_script(name: str) -> ModuleType:
-    """The command line ``scripts/<name>`` runs, imported through the shim."""
-    module_name = f"script_{name.removesuffix('.py')}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, ROOT / "scripts" / name)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture

@@ -5,16 +5,13 @@ at tiny size through ``scripts/policy_study.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_data_files
+from conftest import load_script, write_data_files
 
 from agents import make_agent, run_episode
 from agents.experiments import policy_runs as shared
@@ -25,15 +22,6 @@ from ballad_env.settings import Settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script(name: str) -> ModuleType:
-    """The command line ``scripts/<name>`` runs, imported through the shim."""
-    module_name = f"script_{name.removesuffix('.py')}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, ROOT / "scripts" / name)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture

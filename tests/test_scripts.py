@@ -7,18 +7,16 @@ script's ``main`` in this process, which is faster.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_data_files
+from conftest import load_script, write_data_files
 
 from agents.experiments import Grid, load_results, run_grid
 from agents.experiments.studies import authors_code, paper, published_code
@@ -39,15 +37,6 @@ def run_script(name: str, *args: str, check: bool = True) -> subprocess.Complete
     return done
 
 
-def load_script(name: str) -> ModuleType:
-    """The command line a script runs: its shim imported, then the module of its ``main``."""
-    module_name = f"script_{name.removesuffix('.py')}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / name)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
 
 
 @pytest.fixture
