@@ -60,12 +60,13 @@ TABLE_HEADER = (f"{'data set':<18} {'n':>6} {'d':>5} {'exact s':>8} {'reset s':>
                 f"{'steps/s':>8} {'bayes s':>8} {'peak MB':>8}")
 
 
-class _TimedReset:
-    """An environment whose last ``reset`` is timed; ``run_episode`` plays through it."""
+class _TimedSteps:
+    """An environment whose reset and every step are timed, by action."""
 
     def __init__(self, env: BudgetAllocationEnv) -> None:
         self.unwrapped = env
         self.reset_seconds = 0.0
+        self.step_seconds: dict[int, list[float]] = {0: [], 1: []}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -75,12 +76,15 @@ class _TimedReset:
         return result
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        return self.unwrapped.step(action)
+        start = time.perf_counter()
+        result = self.unwrapped.step(action)
+        self.step_seconds[action].append(time.perf_counter() - start)
+        return result
 
 
 def timed_episode(env: BudgetAllocationEnv, seed: int) -> tuple[float, float]:
     """(reset seconds, steps seconds) of one BALLAD episode played by ``run_episode``."""
-    timed = _TimedReset(env)
+    timed = _TimedSteps(env)
     agent = make_agent("ballad", env)
     start = time.perf_counter()
     run_episode(timed, agent, seed)
@@ -281,28 +285,6 @@ SCALING_TARGETS_S = {200_000: 10.0, 500_000: 120.0}
 SCALING_MEMORY_MB = 4096.0
 SCALING_HEADER = (f"{'agent':<10} {'n':>7} {'d':>4} {'reset s':>8} {'AL step':>8} "
                   f"{'LR step':>8} {'episode':>8} {'peak MB':>8}  paths")
-
-
-class _TimedSteps:
-    """An environment whose reset and every step are timed, by action."""
-
-    def __init__(self, env: BudgetAllocationEnv) -> None:
-        self.unwrapped = env
-        self.reset_seconds = 0.0
-        self.step_seconds: dict[int, list[float]] = {0: [], 1: []}
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[np.ndarray, dict[str, Any]]:
-        start = time.perf_counter()
-        result = self.unwrapped.reset(seed=seed, options=options)
-        self.reset_seconds = time.perf_counter() - start
-        return result
-
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        start = time.perf_counter()
-        result = self.unwrapped.step(action)
-        self.step_seconds[action].append(time.perf_counter() - start)
-        return result
 
 
 def measure_scaling(n: int, d: int, agent: str, settings: Settings, threads: int,
