@@ -65,11 +65,12 @@ def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     from ballad_env.data.mat5 import mat5_problem
 
     advice = "Save the data with scipy.io.savemat(path, {'X': X, 'y': y})."
-    problem = mat5_problem(path.read_bytes())
+    raw = path.read_bytes()
+    problem = mat5_problem(raw)
     if problem:  # scipy's reader could crash the process on it (segmentation fault)
         raise _unreadable(path, "MATLAB .mat", ValueError(problem), advice)
     try:
-        contents = scipy.io.loadmat(path)
+        contents = scipy.io.loadmat(io.BytesIO(raw))  # the bytes checked, read once
     except NotImplementedError as exc:  # raised by scipy for v7.3 (HDF5) files
         raise ValueError(
             f"{path}: MATLAB v7.3 (HDF5) files are not supported. Re-save it in MATLAB "
