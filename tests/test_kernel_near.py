@@ -202,3 +202,27 @@ def test_benchmark_default_is_the_dense_path(benchmark_dir: object) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(runs[None][1], runs["all"][1], strict=True))
     # near (float64 sums here): the same up to rounding.
     np.testing.assert_allclose(runs["near"][0], runs["all"][0], rtol=0, atol=1e-9)
+
+
+# ----------------------------------------------------------------------- the bench's tables
+def test_bench_compares_decisions_across_pairs_and_averages_seeds() -> None:
+    from agents.experiments.studies.bench_full import pairs_agreement, seeds_table
+
+    def row(pairs: str, seed: int, decisions: str, cost: float, cpu: float) -> dict[str, object]:
+        return {"dataset": "syn", "n": 900, "d": 3, "prior": "iforest", "backend": "numpy",
+                "pairs": pairs, "agent": "all-in-al", "seed": seed, "reset_s": 1.0,
+                "reset_cpu_s": 1.0, "al_step_s": 0.5, "lr_step_s": float("nan"),
+                "al_step_cpu_s": 0.4, "lr_step_cpu_s": float("nan"), "episode_s": cpu,
+                "episode_cpu_s": cpu, "peak_mb": 100.0 + seed, "cost": cost,
+                "decisions": decisions}
+
+    rows = [row("all", 0, "a", 0.1, 10.0), row("near", 0, "a", 0.1, 4.0),
+            row("all", 1, "b", 0.2, 12.0), row("near", 1, "c", 0.3, 5.0)]
+    text = pairs_agreement(rows)
+    assert text.startswith("kernel pairs all vs near: 2 episodes compared, 1 queried the "
+                           "same labels every round, 1 ended with the same cost")
+    assert "differ: syn iforest all-in-al seed 1" in text
+    table = seeds_table(rows)
+    assert "| syn | 900 x 3 | iforest | numpy | near | all-in-al | 2 | 1.0 | 0.40 | - | " \
+           "4.5 (5.0) | 101 | 0.2000 |" in table
+    assert "slowest episode: 12.0 CPU s" in table and "goal 60 s: met" in table

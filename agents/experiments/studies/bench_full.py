@@ -194,6 +194,32 @@ def full_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def seeds_table(rows: Sequence[dict[str, Any]]) -> str:
+    """``measure_full``'s rows of several seeds, one line per (data set, prior, backend,
+    pairs, agent): the seeds, then the mean over them of the reset's, the median step's
+    and the episode's CPU seconds (the slowest episode beside it), the largest peak memory
+    and the mean cost; then the verdict on the slowest episode."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["dataset"], r["n"], r["d"], r["prior"], r["backend"], r.get("pairs", "all"),
+               r["agent"])
+        groups.setdefault(key, []).append(r)
+    head = ("| data set | n x d | prior | backend | pairs | agent | seeds | reset CPU s | "
+            "AL step CPU s | LR step CPU s | episode CPU s (slowest) | peak MB | cost |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (name, n, d, prior, backend, pairs, agent), group in groups.items():
+        def mean(field: str, group: list[dict[str, Any]] = group) -> float:
+            return float(np.mean([r[field] for r in group]))
+
+        lines.append(
+            f"| {name} | {n:,} x {d} | {prior} | {backend} | {pairs} | {agent} | "
+            f"{len(group)} | {mean('reset_cpu_s'):.1f} | {_seconds(mean('al_step_cpu_s'))} | "
+            f"{_seconds(mean('lr_step_cpu_s'))} | {mean('episode_cpu_s'):.1f} "
+            f"({max(r['episode_cpu_s'] for r in group):.1f}) | "
+            f"{max(r['peak_mb'] for r in group):,.0f} | {mean('cost'):.4f} |")
+    return "\n".join(lines + full_table(rows).splitlines()[-1:])
+
+
 def _seconds(value: float) -> str:
     return "-" if value != value else f"{value:.2f}"
 
@@ -332,6 +358,8 @@ def run_full_size(files: Sequence[str], seeds: Sequence[int], priors: Sequence[s
             split.append(f"{source}, {prior}, {backend}: " + ", ".join(
                 f"{label} {seconds:.1f} s" for label, seconds in times.items()))
     text.append(full_table(rows))
+    if len(seeds) > 1:
+        text.append("\nMeans over the seeds:\n\n" + seeds_table(rows))
     if len(pairs) > 1:
         text.append("\n" + pairs_agreement(rows))
     if split:
@@ -376,5 +404,5 @@ def pairs_agreement(rows: Sequence[dict[str, Any]]) -> str:
 
 __all__ = ["BACKEND_CONFIGS", "FULL_AGENTS", "FULL_TARGET_S", "RESET_PHASES", "compare_backends",
            "decisions", "full_settings", "full_table", "machine_line", "measure_full",
-           "pairs_agreement",
+           "pairs_agreement", "seeds_table",
            "reset_phases", "run_compare_backends", "run_full_size"]
