@@ -226,3 +226,20 @@ def test_bench_compares_decisions_across_pairs_and_averages_seeds() -> None:
     assert "| syn | 900 x 3 | iforest | numpy | near | all-in-al | 2 | 1.0 | 0.40 | - | " \
            "4.5 (5.0) | 101 | 0.2000 |" in table
     assert "slowest episode: 12.0 CPU s" in table and "goal 60 s: met" in table
+
+
+def test_near_sums_are_the_same_with_two_threads() -> None:
+    from ballad_env.compute import episode_threads, set_episode_threads
+
+    rng = np.random.default_rng(5)
+    X = clustered(2000, 3, rng)
+    rows = KernelRows(X, 0.05, "float32", X.mean(axis=0), pairs="near")
+    labels, y = X[:150], (rng.random(150) < 0.2).astype(np.int8)
+    one = rows.sums(labels, y)
+    threads = episode_threads()
+    try:
+        set_episode_threads(2)
+        two = rows.sums(labels, y)
+    finally:
+        set_episode_threads(threads)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two, strict=True))
