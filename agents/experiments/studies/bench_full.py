@@ -217,7 +217,7 @@ def seeds_table(rows: Sequence[dict[str, Any]]) -> str:
             f"{_seconds(mean('lr_step_cpu_s'))} | {mean('episode_cpu_s'):.1f} "
             f"({max(r['episode_cpu_s'] for r in group):.1f}) | "
             f"{max(r['peak_mb'] for r in group):,.0f} | {mean('cost'):.4f} |")
-    return "\n".join(lines + full_table(rows).splitlines()[-1:])
+    return "\n".join(lines + (full_table(rows).splitlines()[-1:] if rows else []))
 
 
 def _seconds(value: float) -> str:
