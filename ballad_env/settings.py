@@ -144,8 +144,7 @@ class Settings:
         "pairs whose weight exp does not round to 0: the same sums up to their order of "
         "summation: AL steps 7 to 15 times faster on donors and http; numpy backend only); "
         f"default: all up to {EXACT_MAX_TRAIN:,} training points or with torch, else near",
-        "pairs",
-        quiet=True)
+        "pairs", quiet=True)
     cost_metric: CostMetric = _option(
         "per_example", "the cost tau minimises and the test cost reports: per_example "
         "(c_fp FP + c_fn FN + c_r R) / n, what the paper's figures and code compute, or "
