@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ballad_env.ssif_split import SplitDistribution, candidate_axis, refine_axis, split_distribution
+from ballad_env.ssif_split import candidate_axis, normalise, refine_axes, split_distributions
 
 #: The published code's Euler-Mascheroni constant, to its ten digits.
 EULER_GAMMA = 0.5772156649
@@ -89,7 +89,8 @@ class IsolationTree:
 
 class TreeGrower:
     """Grows one tree on a sample (X, y) with its own random source (draws in the published
-    order: depth first, left subtree before right)."""
+    order: depth first, left subtree before right). A node scores its candidate features
+    together (``ssif_split.split_distributions``)."""
 
     def __init__(self, rng: ForestRandom, depth_limit: int, n_candidates: int) -> None:
         self.rng, self.depth_limit, self.n_candidates = rng, depth_limit, n_candidates
@@ -98,14 +99,20 @@ class TreeGrower:
     def grow(self, X: np.ndarray, y: np.ndarray, depth: int = 0) -> int:
         """Add the subtree of (X, y) at ``depth``; its root's index."""
         node = self.tree.add()
-        if not np.any(y != 1) or np.all(X == X[0]) or depth >= self.depth_limit:
+        if depth >= self.depth_limit or not np.any(y != 1):
             self.tree.value[node] = self.leaf_value(y, depth)
             return node
-        feature, cut = self.choose_cut(X, y)
+        low, high = X.min(axis=0), X.max(axis=0)
+        varying = np.flatnonzero(low < high)
+        if varying.size == 0:  # all rows equal
+            self.tree.value[node] = self.leaf_value(y, depth)
+            return node
+        feature, cut = self.choose_cut(X, y, low, high, varying)
         goes_left = X[:, feature] < cut
+        goes_right = ~goes_left
         self.tree.feature[node], self.tree.threshold[node] = feature, cut
         self.tree.left[node] = self.grow(X[goes_left], y[goes_left], depth + 1)
-        self.tree.right[node] = self.grow(X[~goes_left], y[~goes_left], depth + 1)
+        self.tree.right[node] = self.grow(X[goes_right], y[goes_right], depth + 1)
         return node
 
     def leaf_value(self, y: np.ndarray, depth: int) -> float:
@@ -118,49 +125,45 @@ class TreeGrower:
         normal = np.count_nonzero(y == -1) / y.size if y.size else 0.0
         return depth * (1 + normal - anomaly)
 
-    def candidates(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The features to score and the candidate cut points: features that vary; with a
-        labeled anomaly, only those on which one lies outside the others' range (all that
-        vary if none does); at most ``n_candidates`` of them, drawn without replacement."""
+    def candidates(self, X: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray,
+                   varying: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The features to score and the candidate cut points: the ``varying`` features
+        (``low`` and ``high`` the columns' extremes); with a labeled anomaly, only those on
+        which one lies outside the others' range (all that vary if none does); at most
+        ``n_candidates`` of them, drawn without replacement."""
         axis = candidate_axis(len(X))
-        low, high = X.min(axis=0), X.max(axis=0)
-        varying = [k for k in range(X.shape[1]) if low[k] < high[k]]
-        useful = list(varying)
+        pool = varying
         if np.any(y == 1):
-            for k in varying:
-                refined = refine_axis(axis, X[:, k], y)
-                if refined is None:
-                    useful.remove(k)
-                else:
-                    axis = refined
-        pool = useful if useful else varying
+            useful, axis = refine_axes(axis, X, y, low, high, varying)
+            if useful.size:
+                pool = useful
         return self.rng.choice(pool, min(self.n_candidates, len(pool)), replace=False), axis
 
-    def choose_cut(self, X: np.ndarray, y: np.ndarray) -> tuple[int, float]:
+    def choose_cut(self, X: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray,
+                   varying: np.ndarray) -> tuple[int, float]:
         """The feature, drawn with probability proportional to its split distribution's KL
         divergence from uniform (equal weights when all are 0), and the cut, a draw from
         that distribution mapped back to the feature's range."""
-        chosen, axis = self.candidates(X, y)
-        distributions: dict[int, SplitDistribution] = {
-            int(k): split_distribution(X[:, k], y, axis) for k in chosen}
+        chosen, axis = self.candidates(X, y, low, high, varying)
+        distributions = split_distributions(
+            normalise(X[:, chosen], low[chosen], high[chosen]), y, axis)
         weights = np.zeros(X.shape[1])
-        for k, distribution in distributions.items():
-            weights[k] = distribution.divergence()
+        weights[chosen] = distributions.divergences()
         if weights.sum() <= 0:
             weights[chosen] = 1
         with np.errstate(invalid="ignore", divide="ignore"):
             weights /= weights.sum()
         cumulative = np.nan_to_num(np.cumsum(weights), nan=0)
         u = self.rng.uniform(0, 1)
+        rows = {int(k): row for row, k in enumerate(chosen)}
         if sum(cumulative) != 0:
             feature = int(np.searchsorted(cumulative, u))
-            if feature not in distributions:  # u above a rounded total: published KeyError
+            if feature not in rows:  # u above a rounded total: published KeyError
                 feature = int(np.flatnonzero(weights > 0)[-1])
         else:  # weights not finite
-            feature = int(self.rng.choice(list(distributions), 1, replace=False)[0])
-        cut = distributions[feature].quantile(self.rng.uniform(0, 1))
-        low, high = X[:, feature].min(), X[:, feature].max()
-        return feature, float(cut * (high - low) + low)
+            feature = int(self.rng.choice(list(rows), 1, replace=False)[0])
+        cut = distributions.quantile(rows[feature], self.rng.uniform(0, 1))
+        return feature, float(cut * (high[feature] - low[feature]) + low[feature])
 
 
 class SemiSupervisedIsolationForest:
