@@ -15,12 +15,16 @@ heights score how good a cut at each candidate point would be:
 Every function repeats the published code's arithmetic, so that forests grown with the same
 random numbers agree to rounding, including its quirks (each named ``Quirk`` below).
 
-Speed: a node scores all its candidate features at once, a column each (``values`` of shape
-(n, k) give components of shape (k, m) over the m candidate points), so a node costs a few
-dozen NumPy calls whatever k. The results are bit-identical to one feature at a time: the
-sums over a node's values are taken along the first axis of an array of at least 8 columns,
-which NumPy adds row after row (the order of the one-feature code), and the sums over
-candidate points along the last axis, pairwise as a 1-d sum.
+**Batches.** For speed the functions score B nodes (one per tree of a forest grown in
+lockstep, ``ssif_grow``) and K features of each at once: a node's values are a column of a
+padded array ``(rows, B, K)`` with a ``(rows, B)`` mask of the real rows, its candidate
+points a row of ``(B, M)`` of which the first ``m[b]`` are real. The results are
+bit-identical to one feature of one node at a time, as the published code computes them:
+sums over a node's values run along the first axis of an array with at least 8 values per
+row, which NumPy adds row after row (the one-feature order; padded rows add 0), and sums over
+candidate points are taken on exactly the node's ``m[b]`` points (NumPy's pairwise sum
+depends on the length). ``unlabeled_component``, ``labeled_component`` and
+``split_distribution`` are the one-feature forms.
 """
 
 from __future__ import annotations
@@ -40,15 +44,8 @@ def _entropy_terms(p: np.ndarray | float, q: np.ndarray | float | None = None) -
     code's ``nan_to_num`` does."""
     p = np.asarray(p, dtype=np.float64)
     q = 1 - p if q is None else np.asarray(q, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = -p * np.log2(p) - q * np.log2(q)
+    value = -p * np.log2(p) - q * np.log2(q)
     return _finite(value)
-
-
-def _left_counts(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
-    """(k, m): for each column of ``values`` (n, k) and candidate point t, how many values lie
-    strictly left of it (< t)."""
-    return (values[:, :, None] < axis).sum(axis=0)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -56,45 +53,59 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), values, 0.0)
 
 
-def _masked_variances(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per column k and mask column j, the population variance of the ``values[:, k]`` that
-    ``mask[:, k, j]`` selects (0 where it selects none), with ``numpy.nanvar``'s arithmetic.
-    ``mask`` has at least 8 columns per feature, so its sums run row after row."""
-    count = mask.sum(axis=0)
-    selected = np.where(mask, values[:, :, None], 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = selected.sum(axis=0) / count
-        deviation = np.where(mask, selected - mean, 0.0)
-        variance = (deviation * deviation).sum(axis=0) / count
-    return np.where(count > 0, variance, 0.0)
+def _left_of(values: np.ndarray, valid: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """(rows, M, B, K): whether each real value lies strictly left of each candidate point
+    (the candidate points before the nodes and features, so that the inner loops run over
+    B K values)."""
+    return (values[:, None] < axis.T[None, :, :, None]) & valid[:, None, :, None]
 
 
-def unlabeled_components(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
-    """U(t), shape (k, m), for the unlabeled (normalised) ``values`` (n, k) of k features at
-    each candidate point t of ``axis`` (m).
+def _row_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(B, K): the sum of the first ``lengths[b]`` entries of each row of ``values``
+    (B, K, M), as ``np.sum`` of exactly those entries (its pairwise order)."""
+    sums = np.zeros(values.shape[:2])
+    for length in np.unique(lengths):
+        nodes = lengths == length
+        sums[nodes] = np.sum(values[nodes, :, :length], axis=-1)
+    return sums
+
+
+def unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
+                         ) -> np.ndarray:
+    """U(t), (B, K, M), from the unlabeled (normalised) ``values`` (rows, B, K) of K features
+    of B nodes, ``valid`` (rows, B) marking real rows, at the candidate points ``axis`` (B, M).
 
     An empty side has variance 0; a term that is not finite (0 ln 0, ln 0) counts 0, so a cut
     with no spread on either side scores w_l ln w_l + w_r ln w_r only (Quirk: the best
     possible cut, zero within-side variance, loses its -ln sqrt term instead of scoring +inf).
+    A node without unlabeled values scores 0.
     """
-    values = np.asarray(values, dtype=np.float64)
-    m = axis.size
-    left = values[:, :, None] < axis
-    variances = _masked_variances(values, np.concatenate([left, ~left], axis=2))
-    share_left = left.sum(axis=0) / len(values)
+    m = axis.shape[1]
+    left = _left_of(values, valid, axis)
+    mask = np.concatenate([left, ~left & valid[:, None, :, None]], axis=1)
+    count = mask.sum(axis=0)
+    selected = np.where(mask, values[:, None], 0.0)
+    # numpy.nanvar's arithmetic; an empty side (count 0) gets variance 0
+    mean = selected.sum(axis=0) / np.maximum(count, 1)
+    deviation = np.where(mask, selected - mean, 0.0)
+    variance = np.where(count > 0, (deviation * deviation).sum(axis=0) / count, 0.0)
+    count, variance = count.transpose(1, 2, 0), variance.transpose(1, 2, 0)
+    share_left = count[..., :m] / valid.sum(axis=0)[:, None, None]
     share_right = 1 - share_left
-    within = share_left * variances[:, :m] + share_right * variances[:, m:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = (_finite(share_left * np.log(share_left))
-                 + _finite(share_right * np.log(share_right)))
-        spread = _finite(np.log(np.sqrt(within)))
-    return terms - spread
+    within = share_left * variance[..., :m] + share_right * variance[..., m:]
+    terms = (_finite(share_left * np.log(share_left))
+             + _finite(share_right * np.log(share_right)))
+    spread = _finite(np.log(np.sqrt(within)))
+    return np.where(valid.any(axis=0)[:, None, None], terms - spread, 0.0)
 
 
-def labeled_components(values: np.ndarray, labels: np.ndarray, axis: np.ndarray,
-                       unlabeled: np.ndarray) -> np.ndarray:
-    """L(t), shape (k, m), for the labeled (normalised) ``values`` (n, k) with ``labels`` in
-    {-1, 1}; ``unlabeled`` (n_u, k) the node's unlabeled values.
+def labeled_components(anomalies: np.ndarray, anomalous: np.ndarray, normals: np.ndarray,
+                       normal: np.ndarray, n_labeled: np.ndarray, axis: np.ndarray
+                       ) -> np.ndarray:
+    """L(t), (B, K, M), from the (normalised) values of the labeled anomalies (rows, B, K;
+    real rows ``anomalous``) and of the normals (``normals``, ``normal``) of B nodes with
+    ``n_labeled`` labeled values each, at the candidate points ``axis`` (B, M). The normals
+    are the labeled normals, or the unlabeled values for a node without one.
 
     * No labeled anomaly: 0 everywhere. (Quirk: the published code measures each point's
       distance to the normals' range and then zeroes every distance, because its mask
@@ -106,45 +117,34 @@ def labeled_components(values: np.ndarray, labels: np.ndarray, axis: np.ndarray,
       the number of *labeled* values (Quirk: c_l can exceed 1 and c_r be negative, and H(all)
       counts 0 when the unlabeled outnumber the labeled).
     """
-    values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels)
-    anomalies = values[labels == 1]
-    if len(anomalies) == 0:
-        return np.zeros((values.shape[1], axis.size))
-    normals = values[labels == -1] if np.any(labels == -1) else np.asarray(unlabeled)
-    a_left, n_left = _left_counts(anomalies, axis), _left_counts(normals, axis)
-    a_right, n_right = len(anomalies) - a_left, len(normals) - n_left
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_left = _finite(a_left / (a_left + n_left))
-        p_right = _finite(a_right / (a_right + n_right))
-    share_normal = len(normals) / len(values)
-    share_left = (a_left + n_left) / len(values)
-    return (_entropy_terms(1 - share_normal, share_normal) - share_left * _entropy_terms(p_left)
+    n_anomalies = anomalous.sum(axis=0)[:, None, None]
+    n_normals = normal.sum(axis=0)[:, None, None]
+    n_labeled = np.asarray(n_labeled)[:, None, None]
+    a_left = _left_of(anomalies, anomalous, axis).sum(axis=0).transpose(1, 2, 0)
+    n_left = _left_of(normals, normal, axis).sum(axis=0).transpose(1, 2, 0)
+    a_right, n_right = n_anomalies - a_left, n_normals - n_left
+    p_left = _finite(a_left / (a_left + n_left))
+    p_right = _finite(a_right / (a_right + n_right))
+    share_normal = n_normals / n_labeled
+    share_left = (a_left + n_left) / n_labeled
+    gain = (_entropy_terms(1 - share_normal, share_normal) - share_left * _entropy_terms(p_left)
             - (1 - share_left) * _entropy_terms(p_right))
+    return np.where(n_anomalies > 0, gain, 0.0)
 
 
-def unlabeled_component(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
-    """U(t) of one feature's unlabeled values (``unlabeled_components`` of one column)."""
-    return unlabeled_components(np.asarray(values, dtype=np.float64)[:, None], axis)[0]
-
-
-def labeled_component(values: np.ndarray, labels: np.ndarray, axis: np.ndarray,
-                      unlabeled: np.ndarray) -> np.ndarray:
-    """L(t) of one feature (``labeled_components`` of one column)."""
-    return labeled_components(np.asarray(values, dtype=np.float64)[:, None], labels, axis,
-                              np.asarray(unlabeled, dtype=np.float64)[:, None])[0]
-
-
-def _min_max(scores: np.ndarray) -> np.ndarray:
-    """Each row of scores scaled to [0, 1]; all 0 in a row that is constant."""
-    low, high = scores.min(axis=1, keepdims=True), scores.max(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = (scores - low) / (high - low)
-    return np.where(np.isnan(scaled), 0.0, scaled)
+def _min_max(scores: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """Scores (B, K, M) scaled to [0, 1] over the ``real`` (B, M) points of each row; all 0 in
+    a row that is constant."""
+    real = real[:, None, :]
+    low = np.where(real, scores, np.inf).min(axis=-1, keepdims=True)
+    high = np.where(real, scores, -np.inf).max(axis=-1, keepdims=True)
+    scaled = (scores - low) / (high - low)
+    return np.where(np.isnan(scaled) | ~real, 0.0, scaled)
 
 
 class SplitDistributions:
-    """Distributions on [0, 1] of where to cut k features of a node (normalised units), one
-    per row of ``heights`` (k, m).
+    """Distributions on [0, 1] of where to cut K features of B nodes (normalised units), one
+    per row of ``heights`` (B, K, M), of which the first ``m[b]`` points are node b's.
 
     A row whose heights are all equal is the uniform distribution on [0, 1]. Any other row is
     a histogram on the bins [axis_0, axis_1), ..., [axis_last, 1] whose *densities* are its
@@ -152,55 +152,107 @@ class SplitDistributions:
     ``rv_histogram`` with ``density=True``, done here with the same arithmetic).
     """
 
-    def __init__(self, axis: np.ndarray, heights: np.ndarray) -> None:
-        heights = np.atleast_2d(np.asarray(heights, dtype=np.float64))
-        self.axis = axis
-        self.uniform = heights.max(axis=1) == heights.min(axis=1)
-        self.edges = np.append(axis, 1)
-        widths = self.edges[1:] - self.edges[:-1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            density = heights / np.sum(heights * widths, axis=1, keepdims=True)
-        cumulative = np.cumsum(density * widths, axis=1)
-        self.cdf_at_edges = np.hstack([np.zeros((len(heights), 1)), cumulative])
+    def __init__(self, axis: np.ndarray, m: np.ndarray, heights: np.ndarray) -> None:
+        self.axis, self.m = axis, m
+        real = np.arange(axis.shape[1]) < m[:, None]
+        self.real = real
+        self.uniform = (np.where(real[:, None], heights, -np.inf).max(axis=-1)
+                        == np.where(real[:, None], heights, np.inf).min(axis=-1))
+        edges = np.full((len(m), axis.shape[1] + 1), np.inf)
+        edges[:, :-1] = np.where(real, axis, np.inf)
+        edges[np.arange(len(m)), m] = 1.0
+        self.edges = edges
+        widths = np.where(real, edges[:, 1:] - edges[:, :-1], 0.0)[:, None, :]
+        density = heights / _row_sums(heights * widths, m)[..., None]
+        self.cdf_at_edges = np.concatenate(
+            [np.zeros(heights.shape[:2] + (1,)), np.cumsum(density * widths, axis=-1)], axis=-1)
 
-    def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
-        """P(cut < x) under row ``row``'s distribution."""
-        if self.uniform[row]:
-            return np.clip(x, 0.0, 1.0)
-        return np.interp(x, self.edges, self.cdf_at_edges[row])
-
-    def quantile(self, row: int, u: float) -> float:
-        """The cut whose cdf is ``u`` (``u`` in (0, 1)) under row ``row``'s distribution."""
-        if self.uniform[row]:
+    def quantile(self, node: int, row: int, u: float) -> float:
+        """The cut whose cdf is ``u`` (``u`` in (0, 1)) under feature ``row`` of ``node``."""
+        if self.uniform[node, row]:
             return float(u)
-        return float(np.interp(u, self.cdf_at_edges[row], self.edges))
+        end = self.m[node] + 1
+        return float(np.interp(u, self.cdf_at_edges[node, row, :end], self.edges[node, :end]))
+
+    def cdf(self, node: int, row: int, x: np.ndarray) -> np.ndarray:
+        """P(cut < x) under feature ``row`` of ``node``."""
+        if self.uniform[node, row]:
+            return np.clip(x, 0.0, 1.0)
+        end = self.m[node] + 1
+        return np.interp(x, self.edges[node, :end], self.cdf_at_edges[node, row, :end])
 
     def divergences(self) -> np.ndarray:
-        """Per row, the KL divergence from the uniform distribution of the mass between
+        """(B, K): the KL divergence from the uniform distribution of the mass between
         consecutive candidate points (the last bin, [axis_last, 1], is left out, as
         published): sum of p log(p / w) - p + w, p the mass and w the width of each gap.
         A uniform row's masses are its widths: 0 exactly."""
-        # The cdf at each candidate point, as np.interp gives it at a knot: the value at the
+        # The cdf at each candidate point, as np.interp gives it at a knot: its value at the
         # last edge equal to the point.
-        at_axis = self.cdf_at_edges[:, np.searchsorted(self.edges, self.axis, "right") - 1]
-        divergence = np.sum(kl_div(np.diff(at_axis, axis=1), np.diff(self.axis)), axis=1)
-        return np.where(self.uniform, 0.0, divergence)
+        at = (self.edges[:, None, :] <= self.axis[:, :, None]).sum(axis=-1) - 1
+        at_axis = np.take_along_axis(self.cdf_at_edges, np.maximum(at, 0)[:, None, :], axis=-1)
+        gaps = kl_div(np.diff(at_axis, axis=-1), np.diff(self.axis, axis=-1)[:, None, :])
+        return np.where(self.uniform, 0.0, _row_sums(gaps, self.m - 1))
 
 
-def split_distributions(scaled: np.ndarray, labels: np.ndarray, axis: np.ndarray
-                        ) -> SplitDistributions:
-    """The split distributions of k features of a node, given their values normalised to
-    [0, 1] (``scaled``, (n, k)) and the node's labels in {-1, 0, 1}."""
-    labels = np.asarray(labels)
-    unlabeled, labeled = labels == 0, labels != 0
-    n_labeled = np.count_nonzero(labeled)
-    labeled_share = n_labeled / labels.size
-    zeros = np.zeros((scaled.shape[1], axis.size))
-    u = unlabeled_components(scaled[unlabeled], axis) if n_labeled < labels.size else zeros
-    lab = (labeled_components(scaled[labeled], labels[labeled], axis, scaled[unlabeled])
-           if n_labeled else zeros)
-    return SplitDistributions(axis, (1 - labeled_share) * _min_max(u)
-                              + (1 + labeled_share) * _min_max(lab))
+def split_distributions(scaled: np.ndarray, valid: np.ndarray, labels: np.ndarray,
+                        axis: np.ndarray, m: np.ndarray) -> SplitDistributions:
+    """The split distributions of K features of B nodes from their values normalised to
+    [0, 1] (``scaled``, (rows, B, K); ``valid`` (rows, B) the real rows) and the nodes'
+    labels in {-1, 0, 1} (rows, B), at the candidate points ``axis`` (B, M; the first
+    ``m[b]`` real)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        labeled = valid & (labels != 0)
+        n_labeled = labeled.sum(axis=0)
+        if not n_labeled.any():  # no labels: every real row is unlabeled
+            u = unlabeled_components(scaled, valid, axis)
+            lab = np.zeros_like(u)
+        else:
+            unlabeled = valid & (labels == 0)
+            u = unlabeled_components(*_gather(scaled, unlabeled), axis)
+            has_normals = (valid & (labels == -1)).any(axis=0)
+            normal = (labels == -1) & valid & has_normals | unlabeled & ~has_normals
+            anomalous = valid & (labels == 1)
+            lab = (labeled_components(*_gather(scaled, anomalous), *_gather(scaled, normal),
+                                      n_labeled, axis) if anomalous.any() else np.zeros_like(u))
+        labeled_share = (n_labeled / valid.sum(axis=0))[:, None, None]
+        real = np.arange(axis.shape[1]) < m[:, None]
+        heights = ((1 - labeled_share) * _min_max(u, real)
+                   + (1 + labeled_share) * _min_max(lab, real))
+        return SplitDistributions(axis, m, heights)
+
+
+def _gather(values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each node that ``rows`` (rows, B) selects, moved to the top, in order:
+    (values (n, B, K), real (n, B)), n the most any node has (at least 1)."""
+    position = np.cumsum(rows, axis=0) - 1
+    n = max(int(rows.sum(axis=0).max(initial=0)), 1)
+    gathered = np.zeros((n,) + values.shape[1:])
+    real = np.zeros((n, values.shape[1]), dtype=bool)
+    at, node = np.nonzero(rows)
+    gathered[position[at, node], node] = values[at, node]
+    real[position[at, node], node] = True
+    return gathered, real
+
+
+def unlabeled_component(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """U(t) of one feature's unlabeled values (``unlabeled_components`` of one node)."""
+    values = np.asarray(values, dtype=np.float64)[:, None, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return unlabeled_components(values, np.ones(values.shape[:2], dtype=bool),
+                                    axis[None])[0, 0]
+
+
+def labeled_component(values: np.ndarray, labels: np.ndarray, axis: np.ndarray,
+                      unlabeled: np.ndarray) -> np.ndarray:
+    """L(t) of one feature's labeled ``values`` (labels in {-1, 1}; ``unlabeled`` the node's
+    unlabeled values): ``labeled_components`` of one node."""
+    values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels)
+    normals = values[labels == -1] if np.any(labels == -1) else np.asarray(unlabeled, float)
+    anomalies = values[labels == 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return labeled_components(anomalies[:, None, None], np.ones((len(anomalies), 1), bool),
+                                  normals[:, None, None], np.ones((len(normals), 1), bool),
+                                  np.array([len(values)]), axis[None])[0, 0]
 
 
 def normalise(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -214,10 +266,13 @@ def normalise(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarr
 
 def split_distribution(feature: np.ndarray, labels: np.ndarray, axis: np.ndarray
                        ) -> SplitDistributions:
-    """The split distribution of one feature of a node (``labels`` in {-1, 0, 1})."""
-    feature = np.asarray(feature, dtype=np.float64)[:, None]
-    return split_distributions(normalise(feature, feature.min(axis=0), feature.max(axis=0)),
-                               labels, axis)
+    """The split distribution of one feature of one node (``labels`` in {-1, 0, 1}): node 0,
+    feature 0 of the result."""
+    feature = np.asarray(feature, dtype=np.float64)
+    scaled = normalise(feature, feature.min(), feature.max())[:, None, None]
+    return split_distributions(scaled, np.ones((len(feature), 1), dtype=bool),
+                               np.asarray(labels)[:, None], axis[None],
+                               np.array([axis.size]))
 
 
 @lru_cache(maxsize=256)
@@ -280,6 +335,7 @@ def refine_axis(axis: np.ndarray, feature: np.ndarray, labels: np.ndarray) -> np
     useful, axis = refine_axes(axis, column, np.asarray(labels), column.min(axis=0),
                                column.max(axis=0), np.array([0]))
     return axis if useful.size else None
+
 
 
 __all__ = ["EPS", "SplitDistributions", "candidate_axis", "labeled_component",
