@@ -26,10 +26,11 @@ import numpy as np
 
 from ballad_env.ssif_grow import (
     EULER_GAMMA,
+    ForestGrower,
     IsolationTree,
-    TreeGrower,
     c_factor,
-    grow_trees,
+    grow_tree,
+    leaf_value,
     path_lengths,
 )
 
@@ -107,12 +108,10 @@ class SemiSupervisedIsolationForest:
         X, y = _check_data(X, y)
         self.sample_, self.depth_limit_, self.n_candidates_ = self._sizes(*X.shape)
         self.c_ = c_factor(self.sample_)
-        growers = []
-        for rng in self._tree_randoms():
-            rows = rng.choice(len(X), self.sample_, replace=False)
-            growers.append(TreeGrower(rng, self.depth_limit_, self.n_candidates_, X[rows],
-                                      y[rows]))
-        self.trees_: list[IsolationTree] = grow_trees(growers)
+        rngs = self._tree_randoms()
+        samples = np.array([rng.choice(len(X), self.sample_, replace=False) for rng in rngs])
+        self.trees_: list[IsolationTree] = ForestGrower(
+            X, y, samples, rngs, self.depth_limit_, self.n_candidates_).grow()
         raw = self.score_samples(X)
         self.min_score_, self.max_score_ = float(raw.min()), float(raw.max())
         if not self.max_score_ > self.min_score_:
@@ -154,4 +153,4 @@ def _check_data(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 __all__ = ["EULER_GAMMA", "ForestRandom", "IsolationTree", "SemiSupervisedIsolationForest",
-           "TreeGrower", "c_factor", "semi_supervised_labels"]
+           "c_factor", "grow_tree", "leaf_value", "semi_supervised_labels"]

@@ -38,13 +38,17 @@ def c_factor(n: int) -> float:
     return 2.0 * (np.log(n - 1) + EULER_GAMMA) - (2.0 * (n - 1.0) / (n * 1.0))
 
 
-def leaf_value(y: np.ndarray, depth: int, depth_limit: int) -> float:
+def leaf_value(y: np.ndarray, depth: int, depth_limit: int, n_anomalies: int | None = None
+               ) -> float:
     """A leaf's path length: depth (1 + normal share - anomaly share) above the limit,
     depth + c(leaf size) at it (no label adjustment there). A leaf at the root gives 0 (the
-    published code divides by the depth there and crashes)."""
+    published code divides by the depth there and crashes). ``n_anomalies``: the count of
+    labels 1 in ``y``, when known."""
     if depth >= depth_limit:
         return depth + c_factor(y.size)
-    anomaly = np.count_nonzero(y == 1) / y.size if y.size else 0.0
+    if n_anomalies is None:
+        n_anomalies = np.count_nonzero(y == 1)
+    anomaly = n_anomalies / y.size if y.size else 0.0
     normal = np.count_nonzero(y == -1) / y.size if y.size else 0.0
     return depth * (1 + normal - anomaly)
 
@@ -101,83 +105,89 @@ def path_lengths(trees: list[IsolationTree], X: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Pending:
-    """A node to grow: its examples, depth, and where its index goes in its parent."""
+    """A node to grow: its rows of the tree's sample, depth, where its index goes in its
+    parent, and what decides whether it is a leaf (its columns' extremes, label counts)."""
 
-    X: np.ndarray
-    y: np.ndarray
+    rows: np.ndarray
     depth: int
-    parent: int = -1
-    is_left: bool = True
+    parent: int
+    is_left: bool
+    low: np.ndarray
+    high: np.ndarray
+    n_anomalies: int
+    n_normals: int
+    n_varying: int
 
 
 @dataclass
 class _Split:
-    """A node about to be cut: its examples' column extremes, candidate features and points."""
+    """A node about to be cut: its tree, index, candidate features and points."""
 
     grower: TreeGrower
     node: int
     pending: _Pending
-    low: np.ndarray
-    high: np.ndarray
     chosen: np.ndarray
     axis: np.ndarray
 
 
 class TreeGrower:
-    """Grows one tree on a sample (X, y) with its own random source, one node at a time in
-    the published order (``next_split``, then ``cut``); ``grow`` grows it alone."""
+    """One tree growing on its sample (``forest.X[index]``) with its own random source, one
+    node at a time in the published order: ``next_split`` draws the next node's candidates,
+    ``cut`` its feature and cut."""
 
-    def __init__(self, rng: TreeRandom, depth_limit: int, n_candidates: int,
-                 X: np.ndarray, y: np.ndarray) -> None:
-        self.rng, self.depth_limit, self.n_candidates = rng, depth_limit, n_candidates
+    def __init__(self, forest: ForestGrower, index: int, rng: TreeRandom) -> None:
+        self.forest, self.index, self.rng = forest, index, rng
         self.tree = IsolationTree()
-        self.stack = [_Pending(X, y, 0)]
-
-    def grow(self) -> IsolationTree:
-        """The whole tree, grown alone."""
-        return grow_trees([self])[0]
+        X, y = forest.X[forest.samples[index]], forest.y[forest.samples[index]]
+        low, high = X.min(axis=0), X.max(axis=0)
+        self.stack = [_Pending(np.arange(len(X)), 0, -1, True, low, high,
+                               int(np.count_nonzero(y == 1)), int(np.count_nonzero(y == -1)),
+                               int(np.count_nonzero(low < high)))]
 
     def next_split(self) -> _Split | None:
         """The next node in depth-first order that is cut, with its candidates drawn (leaves
         on the way get their values); None when the tree is complete."""
+        limit = self.forest.depth_limit
         while self.stack:
             pending = self.stack.pop()
             node = self.tree.add()
             if pending.parent >= 0:
                 children = self.tree.left if pending.is_left else self.tree.right
                 children[pending.parent] = node
-            X, y = pending.X, pending.y
-            n_anomalies = int(np.count_nonzero(y == 1))
-            if pending.depth < self.depth_limit and n_anomalies < len(y):
-                low, high = X.min(axis=0), X.max(axis=0)
-                varying = np.flatnonzero(low < high)
-                if varying.size:  # else all rows are equal: a leaf
-                    chosen, axis = self.candidates(X, y, low, high, varying, n_anomalies > 0)
-                    return _Split(self, node, pending, low, high, chosen, axis)
-            self.tree.value[node] = leaf_value(y, pending.depth, self.depth_limit)
+            n = len(pending.rows)
+            if pending.depth < limit and pending.n_anomalies < n and pending.n_varying:
+                chosen, axis = self.candidates(pending)
+                return _Split(self, node, pending, chosen, axis)
+            # a leaf: at the depth limit, only labeled anomalies (or none), or all rows equal
+            if pending.depth >= limit:
+                self.tree.value[node] = pending.depth + c_factor(n)
+            else:
+                anomaly = pending.n_anomalies / n if n else 0.0
+                normal = pending.n_normals / n if n else 0.0
+                self.tree.value[node] = pending.depth * (1 + normal - anomaly)
         return None
 
-    def candidates(self, X: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray,
-                   varying: np.ndarray, has_anomaly: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The features to score and the candidate cut points: the ``varying`` features
-        (``low`` and ``high`` the columns' extremes); with a labeled anomaly, only those on
-        which one lies outside the others' range (all that vary if none does); at most
-        ``n_candidates`` of them, drawn without replacement."""
-        axis = candidate_axis(len(X))
-        pool = varying
-        if has_anomaly:
-            useful, axis = refine_axes(axis, X, y, low, high, varying)
+    def candidates(self, pending: _Pending) -> tuple[np.ndarray, np.ndarray]:
+        """The features to score and the candidate cut points: the features that vary; with
+        a labeled anomaly, only those on which one lies outside the others' range (all that
+        vary if none does); at most ``n_candidates`` of them, drawn without replacement."""
+        axis = candidate_axis(len(pending.rows))
+        pool = varying = np.flatnonzero(pending.low < pending.high)
+        if pending.n_anomalies:
+            rows = self.forest.samples[self.index][pending.rows]
+            useful, axis = refine_axes(axis, self.forest.X[rows], self.forest.y[rows],
+                                       pending.low, pending.high, varying)
             if useful.size:
                 pool = useful
-        return self.rng.choice(pool, min(self.n_candidates, len(pool)), replace=False), axis
+        size = min(self.forest.n_candidates, len(pool))
+        return self.rng.choice(pool, size, replace=False), axis
 
     def cut(self, split: _Split, distributions: SplitDistributions, cumulative: np.ndarray,
-            weights: np.ndarray, row: int) -> None:
-        """Cut ``split``'s node (row ``row`` of ``distributions``): the feature, drawn with
-        probability proportional to its split distribution's KL divergence from uniform
-        (``feature_weights``), and the cut, a draw from that distribution mapped back to the
-        feature's range. Its children go on the stack."""
-        chosen, X = split.chosen, split.pending.X
+            weights: np.ndarray, row: int) -> tuple[int, float]:
+        """The feature and cut of ``split``'s node (row ``row`` of ``distributions``): the
+        feature drawn with probability ``weights`` (``cumulative`` their running sums), the
+        cut a draw from its split distribution mapped back to the feature's range."""
+        chosen = split.chosen
         u = self.rng.uniform(0, 1)
         rows = {int(k): i for i, k in enumerate(chosen)}
         if sum(cumulative.tolist()) != 0:
@@ -187,22 +197,107 @@ class TreeGrower:
         else:  # weights not finite
             feature = int(self.rng.choice(list(rows), 1, replace=False)[0])
         q = distributions.quantile(row, rows[feature], self.rng.uniform(0, 1))
-        low, high = split.low[feature], split.high[feature]
+        low, high = split.pending.low[feature], split.pending.high[feature]
         cut = float(q * (high - low) + low)
         self.tree.feature[split.node], self.tree.threshold[split.node] = feature, cut
-        goes_left = X[:, feature] < cut
-        goes_right = ~goes_left
-        depth, y = split.pending.depth + 1, split.pending.y
-        self.stack.append(_Pending(X[goes_right], y[goes_right], depth, split.node, False))
-        self.stack.append(_Pending(X[goes_left], y[goes_left], depth, split.node, True))
+        return feature, cut
 
 
-def feature_weights(splits: list[_Split], divergences: np.ndarray
+class ForestGrower:
+    """Grows the trees of a forest in lockstep: each step draws the next node of every
+    unfinished tree, computes their split distributions together (in groups of similar
+    size), cuts them, and splits all their rows at once.
+
+    Tree t grows on the rows ``samples[t]`` of (X, y), in that order."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, samples: np.ndarray,
+                 rngs: list[TreeRandom], depth_limit: int, n_candidates: int) -> None:
+        self.X, self.y, self.samples = X, y, samples
+        self.depth_limit, self.n_candidates = depth_limit, n_candidates
+        self.growers = [TreeGrower(self, t, rng) for t, rng in enumerate(rngs)]
+
+    def grow(self) -> list[IsolationTree]:
+        """Every tree, grown."""
+        active = list(self.growers)
+        while active:
+            splits = [split for grower in active if (split := grower.next_split()) is not None]
+            for group in _size_groups(splits):
+                self._cut(group)
+            active = [split.grower for split in splits]
+        return [grower.tree for grower in self.growers]
+
+    def _cut(self, splits: list[_Split]) -> None:
+        """Cut a group of nodes (one per tree) and push their children."""
+        batch = _Batch(self, splits)
+        distributions = batch.distributions()
+        weights, cumulative = feature_weights(splits, distributions.divergences(),
+                                              self.X.shape[1])
+        cuts = [split.grower.cut(split, distributions, cumulative[b], weights[b], b)
+                for b, split in enumerate(splits)]
+        batch.push_children(np.array([feature for feature, _ in cuts]),
+                            np.array([cut for _, cut in cuts]))
+
+
+class _Batch:
+    """A group of nodes padded into arrays: ``rows`` (n, B) of each node's rows of its
+    tree's sample (``valid`` where real), in order; ``data_rows`` the same rows of X."""
+
+    def __init__(self, forest: ForestGrower, splits: list[_Split]) -> None:
+        self.forest, self.splits = forest, splits
+        self.n = np.array([len(split.pending.rows) for split in splits])
+        at = np.arange(self.n.sum()) - np.repeat(np.cumsum(self.n) - self.n, self.n)
+        nodes = np.repeat(np.arange(len(splits)), self.n)
+        self.rows = np.zeros((self.n.max(), len(splits)), dtype=np.intp)
+        self.rows[at, nodes] = np.concatenate([split.pending.rows for split in splits])
+        self.valid = np.zeros(self.rows.shape, dtype=bool)
+        self.valid[at, nodes] = True
+        trees = np.array([split.grower.index for split in splits])
+        self.data_rows = forest.samples[trees[None, :], self.rows]
+
+    def distributions(self) -> SplitDistributions:
+        """The split distributions of every node's candidate features."""
+        splits, m = self.splits, np.array([split.axis.size for split in self.splits])
+        n_features = max(len(split.chosen) for split in splits)
+        # every node's candidates padded to the most by repeating its own (never read)
+        chosen = np.stack([np.resize(split.chosen, n_features) for split in splits])
+        values = self.forest.X[self.data_rows[:, :, None], chosen[None]]
+        labels = self.forest.y[self.data_rows]
+        axis = np.full((len(splits), m.max()), 2.0)  # padding: right of every value
+        axis[np.arange(m.max()) < m[:, None]] = np.concatenate([split.axis for split in splits])
+        low = np.take_along_axis(np.stack([split.pending.low for split in splits]), chosen, 1)
+        high = np.take_along_axis(np.stack([split.pending.high for split in splits]), chosen, 1)
+        return split_distributions(normalise(values, low, high), self.valid, labels, axis, m)
+
+    def push_children(self, features: np.ndarray, cuts: np.ndarray) -> None:
+        """Split every node's rows at its cut (x < cut left), in order, and push its
+        children, right then left (so the left subtree grows first)."""
+        X, labels = self.forest.X[self.data_rows], self.forest.y[self.data_rows]
+        below = np.take_along_axis(X, features[None, :, None], axis=2)[..., 0] < cuts
+        sides = []
+        for side in (self.valid & ~below, self.valid & below):
+            inside = side[..., None]
+            low = np.where(inside, X, np.inf).min(axis=0)
+            high = np.where(inside, X, -np.inf).max(axis=0)
+            counts = side.sum(axis=0)
+            node, at = np.nonzero(side.T)
+            rows = np.split(self.rows[at, node], np.cumsum(counts)[:-1])
+            sides.append((rows, low, high, (side & (labels == 1)).sum(axis=0).tolist(),
+                          (side & (labels == -1)).sum(axis=0).tolist(),
+                          (low < high).sum(axis=1).tolist()))
+        for b, split in enumerate(self.splits):
+            depth, stack = split.pending.depth + 1, split.grower.stack
+            for is_left, (rows, low, high, anomalies, normals, varying) in enumerate(sides):
+                stack.append(_Pending(rows[b], depth, split.node, bool(is_left), low[b],
+                                      high[b], anomalies[b], normals[b], varying[b]))
+
+
+def feature_weights(splits: list[_Split], divergences: np.ndarray, n_features: int
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Per node (a row each), the probabilities of drawing each feature, proportional to its
-    candidates' KL divergences (``divergences``, (B, K)), equal over the candidates when
-    these sum to 0 or less, and their cumulative sums (NaN counted 0), as published."""
-    weights = np.zeros((len(splits), splits[0].pending.X.shape[1]))
+    """Per node (a row each), the probabilities of drawing each of the ``n_features``
+    features, proportional to its candidates' KL divergences (``divergences``, (B, K)),
+    equal over the candidates when these sum to 0 or less, and their cumulative sums (NaN
+    counted 0), as published."""
+    weights = np.zeros((len(splits), n_features))
     for b, split in enumerate(splits):
         weights[b, split.chosen] = divergences[b, :len(split.chosen)]
     for b in np.flatnonzero(weights.sum(axis=1) <= 0):
@@ -215,52 +310,21 @@ def feature_weights(splits: list[_Split], divergences: np.ndarray
     return weights, cumulative
 
 
-def grow_trees(growers: list[TreeGrower]) -> list[IsolationTree]:
-    """Grow the trees in lockstep: each step cuts the next node of every unfinished tree,
-    their split distributions computed together."""
-    active = list(growers)
-    while active:
-        splits = [split for grower in active if (split := grower.next_split()) is not None]
-        if not splits:
-            break
-        for group in _size_groups(splits):
-            distributions = batch_distributions(group)
-            weights, cumulative = feature_weights(group, distributions.divergences())
-            for row, split in enumerate(group):
-                split.grower.cut(split, distributions, cumulative[row], weights[row], row)
-        active = [split.grower for split in splits]
-    return [grower.tree for grower in growers]
-
-
 def _size_groups(splits: list[_Split]) -> list[list[_Split]]:
-    """The nodes in groups of similar size (1-3, 4-15, 16-63, ... examples), so that a batch
+    """The nodes in groups of similar size (1-3, 4-15, 16-63, ... rows), so that a batch
     padded to its largest node wastes little."""
     groups: dict[int, list[_Split]] = {}
     for split in splits:
-        groups.setdefault(len(split.pending.X).bit_length() // 2, []).append(split)
+        groups.setdefault(len(split.pending.rows).bit_length() // 2, []).append(split)
     return list(groups.values())
 
 
-def batch_distributions(splits: list[_Split]) -> SplitDistributions:
-    """The split distributions of the candidate features of several nodes, padded into one
-    batch (rows to the largest node, features to the most candidates, points to the most)."""
-    n_rows = max(len(split.pending.X) for split in splits)
-    n_features = max(len(split.chosen) for split in splits)
-    m = np.array([split.axis.size for split in splits])
-    values = np.zeros((n_rows, len(splits), n_features))
-    low, high = np.zeros((len(splits), n_features)), np.ones((len(splits), n_features))
-    valid = np.zeros((n_rows, len(splits)), dtype=bool)
-    labels = np.zeros((n_rows, len(splits)), dtype=np.int8)
-    axis = np.full((len(splits), m.max()), 2.0)  # padding: right of every value
-    for b, split in enumerate(splits):
-        X, chosen, n, k = split.pending.X, split.chosen, len(split.pending.X), len(split.chosen)
-        values[:n, b, :k] = X[:, chosen]
-        low[b, :k], high[b, :k] = split.low[chosen], split.high[chosen]
-        valid[:n, b] = True
-        labels[:n, b] = split.pending.y
-        axis[b, :split.axis.size] = split.axis
-    return split_distributions(normalise(values, low, high), valid, labels, axis, m)
+def grow_tree(rng: TreeRandom, X: np.ndarray, y: np.ndarray, depth_limit: int,
+              n_candidates: int) -> IsolationTree:
+    """One tree grown alone on (X, y) from ``rng`` (as in a forest)."""
+    return ForestGrower(X, y, np.arange(len(X))[None], [rng], depth_limit,
+                        n_candidates).grow()[0]
 
 
-__all__ = ["EULER_GAMMA", "IsolationTree", "TreeGrower", "TreeRandom", "c_factor",
-           "feature_weights", "grow_trees", "leaf_value", "path_lengths"]
+__all__ = ["EULER_GAMMA", "ForestGrower", "IsolationTree", "TreeGrower", "TreeRandom",
+           "c_factor", "feature_weights", "grow_tree", "leaf_value", "path_lengths"]
