@@ -172,7 +172,7 @@ class TreeGrower:
         a labeled anomaly, only those on which one lies outside the others' range (all that
         vary if none does); at most ``n_candidates`` of them, drawn without replacement."""
         axis = candidate_axis(len(pending.rows))
-        pool = varying = np.flatnonzero(pending.low < pending.high)
+        pool = varying = (pending.low < pending.high).nonzero()[0]
         if pending.n_anomalies:
             rows = self.forest.samples[self.index][pending.rows]
             useful, axis = refine_axes(axis, self.forest.X[rows], self.forest.y[rows],
@@ -180,6 +180,8 @@ class TreeGrower:
             if useful.size:
                 pool = useful
         size = min(self.forest.n_candidates, len(pool))
+        if isinstance(self.rng, np.random.RandomState):  # its choice, without the overhead
+            return pool[self.rng.permutation(len(pool))[:size]], axis
         return self.rng.choice(pool, size, replace=False), axis
 
     def cut(self, split: _Split, distributions: SplitDistributions, cumulative: np.ndarray,
@@ -187,16 +189,15 @@ class TreeGrower:
         """The feature and cut of ``split``'s node (row ``row`` of ``distributions``): the
         feature drawn with probability ``weights`` (``cumulative`` their running sums), the
         cut a draw from its split distribution mapped back to the feature's range."""
-        chosen = split.chosen
+        chosen = split.chosen.tolist()
         u = self.rng.uniform(0, 1)
-        rows = {int(k): i for i, k in enumerate(chosen)}
         if sum(cumulative.tolist()) != 0:
             feature = int(np.searchsorted(cumulative, u))
-            if feature not in rows:  # u above a rounded total: published KeyError
+            if feature not in chosen:  # u above a rounded total: published KeyError
                 feature = int(np.flatnonzero(weights > 0)[-1])
         else:  # weights not finite
-            feature = int(self.rng.choice(list(rows), 1, replace=False)[0])
-        q = distributions.quantile(row, rows[feature], self.rng.uniform(0, 1))
+            feature = int(self.rng.choice(chosen, 1, replace=False)[0])
+        q = distributions.quantile(row, chosen.index(feature), self.rng.uniform(0, 1))
         low, high = split.pending.low[feature], split.pending.high[feature]
         cut = float(q * (high - low) + low)
         self.tree.feature[split.node], self.tree.threshold[split.node] = feature, cut
@@ -230,8 +231,8 @@ class ForestGrower:
         """Cut a group of nodes (one per tree) and push their children."""
         batch = _Batch(self, splits)
         distributions = batch.distributions()
-        weights, cumulative = feature_weights(splits, distributions.divergences(),
-                                              self.X.shape[1])
+        weights, cumulative = feature_weights(batch.chosen, batch.k,
+                                              distributions.divergences(), self.X.shape[1])
         cuts = [split.grower.cut(split, distributions, cumulative[b], weights[b], b)
                 for b, split in enumerate(splits)]
         batch.push_children(np.array([feature for feature, _ in cuts]),
@@ -253,13 +254,14 @@ class _Batch:
         self.valid[at, nodes] = True
         trees = np.array([split.grower.index for split in splits])
         self.data_rows = forest.samples[trees[None, :], self.rows]
+        # every node's candidates, padded to the most by repeating its first (never read)
+        self.k = np.array([len(split.chosen) for split in splits])
+        candidates = [split.chosen.tolist() for split in splits]
+        self.chosen = np.array([c + c[:1] * (self.k.max() - len(c)) for c in candidates])
 
     def distributions(self) -> SplitDistributions:
         """The split distributions of every node's candidate features."""
-        splits, m = self.splits, np.array([split.axis.size for split in self.splits])
-        n_features = max(len(split.chosen) for split in splits)
-        # every node's candidates padded to the most by repeating its own (never read)
-        chosen = np.stack([np.resize(split.chosen, n_features) for split in splits])
+        splits, m, chosen = self.splits, np.array([s.axis.size for s in self.splits]), self.chosen
         values = self.forest.X[self.data_rows[:, :, None], chosen[None]]
         labels = self.forest.y[self.data_rows]
         axis = np.full((len(splits), m.max()), 2.0)  # padding: right of every value
@@ -278,9 +280,10 @@ class _Batch:
             inside = side[..., None]
             low = np.where(inside, X, np.inf).min(axis=0)
             high = np.where(inside, X, -np.inf).max(axis=0)
-            counts = side.sum(axis=0)
+            ends = np.cumsum(side.sum(axis=0)).tolist()
             node, at = np.nonzero(side.T)
-            rows = np.split(self.rows[at, node], np.cumsum(counts)[:-1])
+            flat = self.rows[at, node]
+            rows = [flat[start:end] for start, end in zip([0] + ends[:-1], ends, strict=True)]
             sides.append((rows, low, high, (side & (labels == 1)).sum(axis=0).tolist(),
                           (side & (labels == -1)).sum(axis=0).tolist(),
                           (low < high).sum(axis=1).tolist()))
@@ -291,17 +294,20 @@ class _Batch:
                                       high[b], anomalies[b], normals[b], varying[b]))
 
 
-def feature_weights(splits: list[_Split], divergences: np.ndarray, n_features: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def feature_weights(chosen: np.ndarray, k: np.ndarray, divergences: np.ndarray,
+                    n_features: int) -> tuple[np.ndarray, np.ndarray]:
     """Per node (a row each), the probabilities of drawing each of the ``n_features``
-    features, proportional to its candidates' KL divergences (``divergences``, (B, K)),
-    equal over the candidates when these sum to 0 or less, and their cumulative sums (NaN
-    counted 0), as published."""
-    weights = np.zeros((len(splits), n_features))
-    for b, split in enumerate(splits):
-        weights[b, split.chosen] = divergences[b, :len(split.chosen)]
-    for b in np.flatnonzero(weights.sum(axis=1) <= 0):
-        weights[b, splits[b].chosen] = 1
+    features, proportional to the KL divergences (``divergences``, (B, K)) of its ``k``
+    candidates (``chosen``, (B, K), padded by repeating the first), equal over the
+    candidates when these sum to 0 or less, and their cumulative sums (NaN counted 0), as
+    published."""
+    nodes = np.arange(len(chosen))[:, None]
+    weights = np.zeros((len(chosen), n_features))
+    # a padded entry repeats the first candidate and writes its divergence again
+    real = np.arange(chosen.shape[1]) < k[:, None]
+    weights[nodes, chosen] = np.where(real, divergences, divergences[:, :1])
+    equal = np.flatnonzero(weights.sum(axis=1) <= 0)
+    weights[equal[:, None], chosen[equal]] = 1
     with np.errstate(invalid="ignore", divide="ignore"):
         weights /= weights.sum(axis=1, keepdims=True)
     cumulative = np.cumsum(weights, axis=1)
