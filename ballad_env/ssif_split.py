@@ -96,7 +96,8 @@ def unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
     terms = (_finite(share_left * np.log(share_left))
              + _finite(share_right * np.log(share_right)))
     spread = _finite(np.log(np.sqrt(within)))
-    return np.where(valid.any(axis=0)[:, None, None], terms - spread, 0.0)
+    has_values = np.asarray(valid.any(axis=0))
+    return np.where(has_values[:, None, None], terms - spread, 0.0)
 
 
 def labeled_components(anomalies: np.ndarray, anomalous: np.ndarray, normals: np.ndarray,
