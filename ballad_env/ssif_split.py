@@ -36,6 +36,9 @@ from scipy.special import kl_div
 
 #: The published code's margin of the candidate points inside [0, 1].
 EPS = 1e-4
+#: Values per masked array of the unlabeled component (1 MiB of floats): larger batches
+#: are computed a few candidate points at a time.
+_CHUNK = 2**17
 
 
 def _entropy_terms(p: np.ndarray | float, q: np.ndarray | float | None = None) -> np.ndarray:
@@ -72,6 +75,18 @@ def _row_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
                          ) -> np.ndarray:
+    """U(t), (B, K, M): ``_unlabeled_components`` a few candidate points at a time, so that
+    its masked arrays stay small (in cache, and within memory on large nodes); the points
+    are independent of each other."""
+    step = max(4, _CHUNK // (2 * values.size))
+    if step >= axis.shape[1]:
+        return _unlabeled_components(values, valid, axis)
+    return np.concatenate([_unlabeled_components(values, valid, axis[:, j:j + step])
+                           for j in range(0, axis.shape[1], step)], axis=-1)
+
+
+def _unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
+                          ) -> np.ndarray:
     """U(t), (B, K, M), from the unlabeled (normalised) ``values`` (rows, B, K) of K features
     of B nodes, ``valid`` (rows, B) marking real rows, at the candidate points ``axis`` (B, M).
 
