@@ -104,6 +104,7 @@ class ReplayVectorEnv(VectorEnv):
         self._prev, self._last, self._before = (np.full(n, -1, dtype=np.intp)
                                                 for _ in range(3))
         self._autoreset = np.zeros(n, dtype=bool)
+        self._now: dict[str, np.ndarray] | None = None  # _rows() of the states now
         self._started = False
         self._plan_info()
         self._lr_columns = _as_slice(SIDE_COLUMNS[LR])
@@ -114,6 +115,7 @@ class ReplayVectorEnv(VectorEnv):
         if new:
             self.tables.add([self.store.load(d, s, self.settings) for d, s in new])
             self._k1 = self.tables.n_rounds + 1
+            self._now = None
 
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -175,7 +177,7 @@ class ReplayVectorEnv(VectorEnv):
         episode has ended), for sb3-contrib's MaskablePPO."""
         if not self._started:
             return np.ones((self.num_envs, 2), dtype=bool)
-        return self.tables.arrays["mask"][self._state_rows()]
+        return self.tables.arrays["mask"].take(self._state_rows(), axis=0)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release: the tables are arrays."""
@@ -203,9 +205,9 @@ class ReplayVectorEnv(VectorEnv):
         k1, tables = self._k1, self.tables
         cell, i, j = self._cell[envs], self._i[envs], self._j[envs]
         last = self._last[envs]
-        states = (cell * k1 + i) * k1 + j
-        moves = states * 2 + action  # rows of the [state, action] tables, flattened
-        allowed = tables.arrays["mask"].reshape(-1)[moves]
+        moves = self._state_rows()[envs] * 2 + action  # rows of the [state, action] tables
+        self._now = None
+        allowed = tables.arrays["mask"].reshape(-1).take(moves)
         if not allowed.all():
             bad = np.flatnonzero(~allowed)
             raise ValueError(f"action(s) unavailable in environment(s) {bad.tolist()}: their "
@@ -213,7 +215,7 @@ class ReplayVectorEnv(VectorEnv):
                              "action_masks() to the policy")
         al = action == AL
         if tables.cost is not None:
-            rewards = tables.arrays["cost_reward"].reshape(-1)[moves]
+            rewards = tables.arrays["cost_reward"].reshape(-1).take(moves)
         else:  # the side signal the round just measured, as the record holds it
             column = SIDE_SIGNAL_NAMES.index(tables.signal.name)
             after_al = tables.columns["al_signals"][column][cell * k1 + np.minimum(i + 1, k1 - 1)]
@@ -230,11 +232,15 @@ class ReplayVectorEnv(VectorEnv):
     def _start(self, envs: np.ndarray, cells: np.ndarray) -> None:
         """Put ``envs`` at the first state (0, 0) of these cells (rows of the tables)."""
         self._cell[envs] = cells
+        self._now = None
         self._i[envs] = self._j[envs] = 0
         self._prev[envs] = self._last[envs] = self._before[envs] = -1
         self._autoreset[envs] = False
 
     def _state_rows(self) -> np.ndarray:
+        """Each environment's state row (c, i, j) of the tables."""
+        if self._now is not None:
+            return self._now["state"]
         return (self._cell * self._k1 + self._i) * self._k1 + self._j
 
     def _rows(self) -> dict[str, np.ndarray]:
@@ -244,7 +250,8 @@ class ReplayVectorEnv(VectorEnv):
         al = cell * k1 + self._i
         lr = ((cell * k1 + np.maximum(self._last, 0)) * k1 + self._j) * k1 \
             + np.maximum(self._before, 0)
-        return {"state": al * k1 + self._j, "al": al, "lr": lr}
+        self._now = {"state": al * k1 + self._j, "al": al, "lr": lr}
+        return self._now
 
     def _observe(self, rows: dict[str, np.ndarray]) -> np.ndarray:
         """The observations: each state's, with the path's features written over it."""
@@ -260,10 +267,9 @@ class ReplayVectorEnv(VectorEnv):
         one gather per table, the keys its rows."""
         if not self.info_keys:
             return {}
-        tables = self.tables
-        gathered: dict[str, np.ndarray] = {}
-        for table, row in self._gathers:
-            gathered[table] = np.take(tables.columns[table], rows[row], axis=1)
+        arrays = self.tables.arrays
+        gathered = {table: np.ascontiguousarray(arrays[table].take(rows[row], axis=0).T)
+                    for table, row in self._gathers}  # [column, environment]
         masks = np.ones((len(self.info_keys), self.num_envs), dtype=bool)
         info: dict[str, Any] = {}
         for n, (key, (table, column)) in enumerate(zip(self.info_keys, self._sources,
@@ -271,20 +277,20 @@ class ReplayVectorEnv(VectorEnv):
             if table:
                 value = gathered[table][column]
             elif key == "dataset":
-                value = tables.arrays["dataset"][self._cell]
+                value = arrays["dataset"].take(self._cell)
             elif key == "action":
-                value = _ACTION_TEXT[self._prev + 1]
+                value = _ACTION_TEXT.take(self._prev + 1)
             elif key in ("al_measured", "lr_measured"):
                 value = (self._i if key == "al_measured" else self._j) > 0
             elif key == "queried":
                 value = self._queried()
             else:  # action_mask
-                value = tables.arrays["info_mask"][rows["state"]]
+                value = arrays["info_mask"].take(rows["state"], axis=0)
             info[key], info[f"_{key}"] = value, masks[n]
         return info
 
     def _plan_info(self) -> None:
-        """Where each ``info`` key comes from: (table of ``ReplayTables.columns``, row) or
+        """Where each ``info`` key comes from: (table of ``ReplayTables.arrays``, column) or
         ("", 0) for the keys made otherwise; and the gathers a step needs."""
         shown = SIDE_SIGNAL_NAMES.index(self.tables.shown)
         sources: list[tuple[str, int]] = []
@@ -305,17 +311,12 @@ class ReplayVectorEnv(VectorEnv):
                          for table in tables]
 
     def _queried(self) -> np.ndarray:
-        """(N, m): the indices each environment's last round labeled, padded with -1."""
-        tables, k1 = self.tables.arrays, self._k1
-        cells = self._cell
-        taken = self._prev >= 0
-        width = int(tables["per_round"][cells[taken]].max()) if taken.any() else 0
-        rows = np.where(self._prev == AL, cells * 2 * k1 + self._i,
-                        cells * 2 * k1 + k1 + self._j)
-        queried = tables["queried"][:, :width].take(rows, axis=0)
-        if not taken.all():
-            queried[~taken] = -1
-        return queried
+        """(N, m): the indices each environment's last round labeled, padded with -1 (the
+        tables' rows into i = 0 and j = 0, read at the start, are all -1)."""
+        k1 = self._k1
+        rows = self._cell * (2 * k1) + np.where(self._prev == AL, self._i, self._j + k1)
+        width = int(self.tables.arrays["queried_width"].take(rows).max())
+        return self.tables.queried(width).take(rows, axis=0)
 
 
 def _final(obs: np.ndarray, info: dict[str, Any], ended: np.ndarray,

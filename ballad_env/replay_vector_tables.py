@@ -68,6 +68,7 @@ class ReplayTables:
         self.names: list[str] = []
         self.arrays: dict[str, np.ndarray] = {}
         self.columns: dict[str, np.ndarray] = {}
+        self._queried: dict[int, np.ndarray] = {}  # the queried table cut to each width
 
     def __len__(self) -> int:
         return len(self.names)
@@ -96,9 +97,20 @@ class ReplayTables:
                             for q in parts["queried"]]
         self.arrays = {name: np.concatenate(tables) for name, tables in parts.items()}
         self.arrays["dataset"] = np.array(self.names, dtype=object)
-        #: The tables of several columns, one row per column, for one gather per step.
+        #: The side signals, one row per signal, for the rewards' gathers.
         self.columns = {name: np.ascontiguousarray(self.arrays[name].T)
-                        for name in (*FIGURE_GROUPS, "al_signals", "lr_signals")}
+                        for name in ("al_signals", "lr_signals")}
+        self._queried = {}
+
+    def queried(self, width: int) -> np.ndarray:
+        """The first ``width`` columns of the queried table, contiguous (made once per
+        width: gathering rows of a contiguous table is several times faster than of a
+        slice of a wider one)."""
+        table = self._queried.get(width)
+        if table is None:
+            table = self._queried[width] = np.ascontiguousarray(
+                self.arrays["queried"][:, :width])
+        return table
 
     def _cell_parts(self, lattice: Lattice) -> dict[str, np.ndarray]:
         """One cell's rows of every table, flattened as the class docstring says."""
@@ -110,8 +122,6 @@ class ReplayTables:
                              axis=-1).reshape(n_states, 2),  # as CellReplay.masks
             "info_mask": np.stack([grid["al_available"] != 0, grid["lr_available"] != 0],
                                   axis=-1).reshape(n_states, 2),  # bool(x), the snapshot's
-            "per_round": np.array([lattice.al_queried.shape[1]
-                                   if lattice.al_queried is not None else 0]),
         }
         for kind, names in FIGURE_GROUPS.items():  # [state, figure] per dtype
             parts[kind] = np.stack([typed(name, grid[name]).reshape(-1) for name in names],
@@ -132,6 +142,9 @@ class ReplayTables:
         parts["queried"] = np.concatenate([  # AL rounds' rows, then LR rounds'
             empty if lattice.al_queried is None else lattice.al_queried,
             empty if lattice.lr_queried is None else lattice.lr_queried])
+        per_round = parts["queried"].shape[1]
+        parts["queried"][[0, k + 1]] = -1  # no round leads into i = 0 or j = 0: the start's
+        parts["queried_width"] = np.where(np.arange(2 * (k + 1)) % (k + 1) > 0, per_round, 0)
         if self.cost is not None:
             parts["cost_reward"] = self._cost_rewards(lattice)
         return parts
