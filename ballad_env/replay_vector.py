@@ -101,8 +101,8 @@ class ReplayVectorEnv(VectorEnv):
         self._draws = CellDraws(self.num_envs, len(self.cells))
         n = self.num_envs  # each environment's path state, as CellReplay's PathState
         self._cell, self._i, self._j = (np.zeros(n, dtype=np.intp) for _ in range(3))
-        self._prev, self._last, self._before = (np.full(n, -1, dtype=np.intp)
-                                                for _ in range(3))
+        self._prev = np.full(n, -1, dtype=np.intp)
+        self._last, self._before = np.zeros(n, dtype=np.intp), np.zeros(n, dtype=np.intp)
         self._autoreset = np.zeros(n, dtype=bool)
         self._now: dict[str, np.ndarray] | None = None  # _rows() of the states now
         self._started = False
@@ -219,8 +219,8 @@ class ReplayVectorEnv(VectorEnv):
         else:  # the side signal the round just measured, as the record holds it
             column = SIDE_SIGNAL_NAMES.index(tables.signal.name)
             after_al = tables.columns["al_signals"][column][cell * k1 + np.minimum(i + 1, k1 - 1)]
-            lr_path = ((cell * k1 + i) * k1 + np.minimum(j + 1, k1 - 1)) * k1 \
-                + np.maximum(last, 0)
+            lr_path = cell * len(tables.lr_paths) + tables.lr_index.take(
+                (i * k1 + np.minimum(j + 1, k1 - 1)) * k1 + last)
             rewards = np.where(al, after_al, tables.columns["lr_signals"][column][lr_path])
         self._before[envs] = np.where(al, self._before[envs], last)
         self._last[envs] = np.where(al, last, i)
@@ -234,7 +234,8 @@ class ReplayVectorEnv(VectorEnv):
         self._cell[envs] = cells
         self._now = None
         self._i[envs] = self._j[envs] = 0
-        self._prev[envs] = self._last[envs] = self._before[envs] = -1
+        self._prev[envs] = -1
+        self._last[envs] = self._before[envs] = 0  # none yet: 0, as the LR tables key it
         self._autoreset[envs] = False
 
     def _state_rows(self) -> np.ndarray:
@@ -246,10 +247,10 @@ class ReplayVectorEnv(VectorEnv):
     def _rows(self) -> dict[str, np.ndarray]:
         """Each environment's rows of the tables: its state (c, i, j), its AL round (c, i)
         and its LR path (c, i of the last LR round, j, i of the one before)."""
-        k1, cell = self._k1, self._cell
+        k1, cell, tables = self._k1, self._cell, self.tables
         al = cell * k1 + self._i
-        lr = ((cell * k1 + np.maximum(self._last, 0)) * k1 + self._j) * k1 \
-            + np.maximum(self._before, 0)
+        lr = cell * len(tables.lr_paths) + tables.lr_index.take(
+            (self._last * k1 + self._j) * k1 + self._before)
         self._now = {"state": al * k1 + self._j, "al": al, "lr": lr}
         return self._now
 
