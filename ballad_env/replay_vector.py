@@ -149,18 +149,18 @@ class ReplayVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         action = self._check_actions(actions)
+        stepping: Any = slice(None)  # no episode has ended (an ended one restarts before
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
-            rewards = np.zeros(self.num_envs)
-            restart = np.flatnonzero(self._autoreset)
+            restart = np.flatnonzero(self._autoreset)  # it can step again), or these have
             stepping = np.flatnonzero(~self._autoreset)
-            if stepping.size:
-                rewards[stepping] = self._advance(stepping, action[stepping])
+            costs = self._advance(stepping, action[stepping]) if stepping.size else None
             self._start(restart, self._cell_rows[self._draws.draw(restart)])
-        else:  # no episode has ended (an ended one restarts before it can step again)
-            rewards = self._advance(slice(None), action)
+        else:
+            costs = self._advance(stepping, action)
         terminated = self._i + self._j >= self.tables.n_rounds
         truncated = np.zeros(self.num_envs, dtype=bool)
         rows = self._rows()
+        rewards = self._rewards(rows, stepping, action[stepping], costs)
         obs, info = self._observe(rows), self._info(rows)
         if self.autoreset_mode is AutoresetMode.SAME_STEP and terminated.any():
             ended = np.flatnonzero(terminated)
@@ -199,12 +199,12 @@ class ReplayVectorEnv(VectorEnv):
             raise ValueError(f"invalid actions {action!r}: use 0 (AL) or 1 (LR)")
         return action
 
-    def _advance(self, envs: Any, action: np.ndarray) -> np.ndarray:
+    def _advance(self, envs: Any, action: np.ndarray) -> np.ndarray | None:
         """Take ``action`` in ``envs`` (an index array or every one): move their path states
-        (as ``CellReplay.after``) and return the rewards."""
-        k1, tables = self._k1, self.tables
-        cell, i, j = self._cell[envs], self._i[envs], self._j[envs]
-        last = self._last[envs]
+        (as ``CellReplay.after``); return the rewards of a cost signal (None for a side
+        signal: ``_rewards`` reads them at the new states)."""
+        tables = self.tables
+        i, j, last = self._i[envs], self._j[envs], self._last[envs]
         moves = self._state_rows()[envs] * 2 + action  # rows of the [state, action] tables
         self._now = None
         allowed = tables.arrays["mask"].reshape(-1).take(moves)
@@ -214,19 +214,35 @@ class ReplayVectorEnv(VectorEnv):
                              "pool has fewer unlabeled examples than a round; pass "
                              "action_masks() to the policy")
         al = action == AL
-        if tables.cost is not None:
-            rewards = tables.arrays["cost_reward"].reshape(-1).take(moves)
-        else:  # the side signal the round just measured, as the record holds it
-            column = SIDE_SIGNAL_NAMES.index(tables.signal.name)
-            after_al = tables.columns["al_signals"][column][cell * k1 + np.minimum(i + 1, k1 - 1)]
-            lr_path = cell * len(tables.lr_paths) + tables.lr_index.take(
-                (i * k1 + np.minimum(j + 1, k1 - 1)) * k1 + last)
-            rewards = np.where(al, after_al, tables.columns["lr_signals"][column][lr_path])
-        self._before[envs] = np.where(al, self._before[envs], last)
-        self._last[envs] = np.where(al, last, i)
-        self._i[envs] = i + al
-        self._j[envs] = j + ~al
+        rewards = None if tables.cost is None else \
+            tables.arrays["cost_reward"].reshape(-1).take(moves)
+        lr, before = ~al, self._before[envs]  # every environment (a slice): views, moved
+        np.copyto(before, last, where=lr)       # in place; an index array: copies
+        np.copyto(last, i, where=lr)
+        i += al
+        j += lr
+        if not isinstance(envs, slice):
+            self._before[envs], self._last[envs], self._i[envs], self._j[envs] = \
+                before, last, i, j
         self._prev[envs] = action
+        return rewards
+
+    def _rewards(self, rows: dict[str, np.ndarray], envs: Any, action: np.ndarray,
+                 costs: np.ndarray | None) -> np.ndarray:
+        """The rewards, 0 but in ``envs`` (those that took ``action``): the cost signal's
+        (``costs``), or the side signal the round just measured as the record holds it,
+        read at the new state: its AL round's (into the new i) or its LR path's (the new
+        one: this round's i, the new j, the previous LR round's i)."""
+        if self.tables.cost is None:
+            column = SIDE_SIGNAL_NAMES.index(self.tables.signal.name)
+            columns = self.tables.columns
+            costs = np.where(action == AL, columns["al_signals"][column].take(rows["al"][envs]),
+                             columns["lr_signals"][column].take(rows["lr"][envs]))
+        if isinstance(envs, slice) and costs is not None:
+            return costs
+        rewards = np.zeros(self.num_envs)
+        if costs is not None:
+            rewards[envs] = costs
         return rewards
 
     def _start(self, envs: np.ndarray, cells: np.ndarray) -> None:
