@@ -149,9 +149,11 @@ class ReplayVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         action = self._check_actions(actions)
-        stepping: Any = slice(None)  # no episode has ended (an ended one restarts before
+        # Every environment steps (an ended episode restarts before it can step again),
+        # or, the step after episodes ended in next-step mode, all but those restarting.
+        stepping: Any = slice(None)
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
-            restart = np.flatnonzero(self._autoreset)  # it can step again), or these have
+            restart = np.flatnonzero(self._autoreset)
             stepping = np.flatnonzero(~self._autoreset)
             costs = self._advance(stepping, action[stepping]) if stepping.size else None
             self._start(restart, self._cell_rows[self._draws.draw(restart)])
@@ -233,16 +235,17 @@ class ReplayVectorEnv(VectorEnv):
         (``costs``), or the side signal the round just measured as the record holds it,
         read at the new state: its AL round's (into the new i) or its LR path's (the new
         one: this round's i, the new j, the previous LR round's i)."""
+        values = costs
         if self.tables.cost is None:
             column = SIDE_SIGNAL_NAMES.index(self.tables.signal.name)
             columns = self.tables.columns
-            costs = np.where(action == AL, columns["al_signals"][column].take(rows["al"][envs]),
-                             columns["lr_signals"][column].take(rows["lr"][envs]))
-        if isinstance(envs, slice) and costs is not None:
-            return costs
+            values = np.where(action == AL, columns["al_signals"][column].take(rows["al"][envs]),
+                              columns["lr_signals"][column].take(rows["lr"][envs]))
+        if isinstance(envs, slice) and values is not None:
+            return values
         rewards = np.zeros(self.num_envs)
-        if costs is not None:
-            rewards[envs] = costs
+        if values is not None:
+            rewards[envs] = values
         return rewards
 
     def _start(self, envs: np.ndarray, cells: np.ndarray) -> None:
