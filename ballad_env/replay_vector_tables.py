@@ -59,7 +59,7 @@ class ReplayTables:
     last LR round, j, i of the one before) ``c * P + lr_index[(i * K + j) * K + i0]`` of
     the LR tables (i0 = 0 before the second LR round: every i0 holds the same reward then,
     as in ``CellReplay``), P = ``len(lr_paths)`` the paths an episode can take (``lr_paths``:
-    a sixth of the K^3, so a step's gathers from these tables mostly hit the cache)."""
+    a fifth of the K^3, so a step's gathers from these tables mostly hit the cache)."""
 
     def __init__(self, signal: SideSignal | CostSignal, shown: str, version: str) -> None:
         check_version(version)
