@@ -284,12 +284,14 @@ class ReplayVectorEnv(VectorEnv):
     def _info(self, rows: dict[str, np.ndarray]) -> dict[str, Any]:
         """``info`` as gymnasium's vector environments hold it: per key an array over the
         environments (the type of the single environment's values) and its mask ``_key``:
-        one gather per table, the keys its rows."""
+        one gather per table, the keys its columns."""
         if not self.info_keys:
             return {}
         arrays = self.tables.arrays
-        gathered = {table: np.ascontiguousarray(arrays[table].take(rows[row], axis=0).T)
-                    for table, row in self._gathers}  # [column, environment]
+        # [column, environment]: each key's array a column of its table's gathered rows (a
+        # strided view: no copy per key)
+        gathered = {table: arrays[table].take(rows[row], axis=0).T
+                    for table, row in self._gathers}
         masks = np.ones((len(self.info_keys), self.num_envs), dtype=bool)
         info: dict[str, Any] = {}
         for n, (key, (table, column)) in enumerate(zip(self.info_keys, self._sources,
