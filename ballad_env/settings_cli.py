@@ -63,6 +63,17 @@ def query_seed_value(text: str) -> int | None:
                                          "number (331: the published code's)") from None
 
 
+def ssif_contamination_value(text: str) -> float | str:
+    """``data`` (the data set's contamination) or a number (the published code's 0.1)."""
+    if text.lower() == "data":
+        return "data"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid SSIF contamination {text!r}: use data or a "
+                                         "number in (0, 1) (0.1: the published code's)") from None
+
+
 def kernel_dtype_value(text: str) -> str | None:
     """``auto`` (by the training set's size), ``float64`` or ``float32``."""
     if text.lower() in ("auto", "none"):
@@ -91,7 +102,7 @@ _TYPES: dict[str, Callable[[str], Any]] = {
     "c_r": c_r_value, "bayes_calls": int, "k": int, "ssif_trees": int, "prior": prior_name,
     "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,
     "kernel_device": kernel_device_value, "query_seed": query_seed_value,
-    "kernel_pairs": kernel_pairs_value}
+    "kernel_pairs": kernel_pairs_value, "ssif_contamination": ssif_contamination_value}
 #: How a default of None reads on the command line.
 _NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto",
                "kernel_pairs": "auto", "kernel_device": "auto", "query_seed": "split"}
@@ -146,4 +157,4 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
 
 __all__ = ["add_settings_arguments", "c_r_value", "eta_sample_value", "kernel_device_value",
            "kernel_dtype_value", "kernel_pairs_value", "option_text", "prior_name",
-           "query_seed_value", "settings_from_args"]
+           "query_seed_value", "settings_from_args", "ssif_contamination_value"]
