@@ -25,6 +25,7 @@ from ballad_env.kernel import (
     EXACT_MAX_TRAIN,
     KERNEL_BACKENDS,
     KERNEL_DTYPES,
+    KERNEL_PAIRS,
     KernelRows,
     kernel_sums,
     kernel_width,
@@ -132,6 +133,9 @@ class SSDO:
         search run (``KernelRows``, ``kernel_width``).
     kernel_device : str, optional
         The torch backend's device (None: ``"cuda"`` when there is one, else ``"cpu"``).
+    kernel_pairs : str
+        ``"all"`` (dense) or ``"near"``: the kernel sums visit only the blocks of pairs
+        whose weight can be above 0 (``KernelRows``, ``kernel_near``; numpy backend only).
 
     References
     ----------
@@ -152,6 +156,7 @@ class SSDO:
         squash_quantile: str = "exact",
         kernel_backend: str = "numpy",
         kernel_device: str | None = None,
+        kernel_pairs: str = "all",
     ) -> None:
         if train_scores not in TRAIN_SCORINGS:
             raise ValueError(f"unknown train_scores {train_scores!r}: use one of "
@@ -167,6 +172,7 @@ class SSDO:
         self.squash_quantile = squash_quantile
         self.kernel_backend = kernel_backend
         self.kernel_device = kernel_device
+        self.kernel_pairs = kernel_pairs
 
     def fit(self, X: np.ndarray, unlabeled: UnlabeledFit | None = None) -> SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold.
@@ -212,9 +218,10 @@ class SSDO:
 
             device = resolve_device(self.kernel_device)
         eta = kernel_width(X, self.k, self.eta_sample, eta_rng, self.kernel_backend, device)
-        centred = self.kernel_dtype != "float64" or self.kernel_backend != "numpy"
+        centred = (self.kernel_dtype != "float64" or self.kernel_backend != "numpy"
+                   or self.kernel_pairs != "all")
         rows = KernelRows(X, eta, self.kernel_dtype, X.mean(axis=0) if centred else None,
-                          backend=self.kernel_backend, device=device)
+                          backend=self.kernel_backend, device=device, pairs=self.kernel_pairs)
         return UnlabeledFit(prior, shift, threshold, _read_only(q_train), eta, rows)
 
     def unlabeled_probability(self, X: np.ndarray) -> np.ndarray:
@@ -318,7 +325,8 @@ class PointScores:
         return squash(s_train, det.score_threshold_), squash(s_other, det.score_threshold_)
 
 
-__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES", "PRIORS",
+__all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES",
+           "KERNEL_PAIRS", "PRIORS",
            "SQUASH_QUANTILES", "SSDO", "TRAIN_SCORINGS", "EpisodeScores", "KernelRows",
            "PointScores", "PriorFactory", "UnlabeledFit", "check_prior", "kernel_sums",
            "kernel_width", "make_prior", "posterior_score", "prior_factory",

@@ -17,6 +17,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from ballad_env.compute import episode_threads, thread_limit
 from ballad_env.data import DataWarning
+from ballad_env.kernel_near import KERNEL_PAIRS, NearRows, near_sums
 
 _CHUNK_ELEMENTS = 262_144  # one block of pairwise distances: 2 MiB, cache-sized
 _EXP_FLOOR = -700.0  # exp is fast down to here (1e-304); below, it slows 5 to 100-fold
@@ -183,6 +184,11 @@ class KernelRows:
     rounding, estimated from the data's spread around the centre relative to eta, stays
     below 1e-5; otherwise (a kernel narrow next to the data's spread) in float64.
 
+    ``pairs="near"`` orders the rows into leaves of a median split (``kernel_near.NearRows``,
+    the augmented rows held in that order, built here on the numpy backend and for either
+    dtype) and computes each round only the (leaf, label group) blocks close enough for a
+    weight that exp does not round to 0: the same sums up to their order of summation.
+
     ``backend="torch"`` keeps the same augmented rows (in float64 for ``dtype="float64"``)
     on torch ``device`` (a resolved name: ``kernel_torch.resolve_device``) and computes the
     sums there (``kernel_torch.DeviceRows``).
@@ -192,23 +198,28 @@ class KernelRows:
 
     def __init__(self, X: np.ndarray, eta: float, dtype: str = "float64",
                  center: np.ndarray | None = None, label_spread: float | None = None,
-                 backend: str = "numpy", device: str | None = None) -> None:
+                 backend: str = "numpy", device: str | None = None, pairs: str = "all"
+                 ) -> None:
         if dtype not in KERNEL_DTYPES:
             raise ValueError(f"unknown kernel dtype {dtype!r}: use one of {KERNEL_DTYPES}")
         if backend not in KERNEL_BACKENDS:
             raise ValueError(f"unknown kernel backend {backend!r}: use one of "
                              f"{KERNEL_BACKENDS}")
+        check_pairs(pairs, backend)
         self.X = np.asarray(X, dtype=np.float64)
         self.eta = float(eta)
         self.dtype = dtype
         self.backend = backend
         self.device = device
+        self.pairs = pairs
         self.center = (np.zeros(self.X.shape[1]) if center is None
                        else np.asarray(center, dtype=np.float64))
         self.augmented: np.ndarray | None = None
         self.spread: float | None = None  # augmented: the largest |x - center|^2 of the rows
         self.device_rows: Any = None  # torch: kernel_torch.DeviceRows
-        if dtype == "float64" and backend == "numpy":
+        self.near: NearRows | None = None
+        self.exponent_dtype: np.dtype[Any] = np.dtype(np.float64)
+        if dtype == "float64" and backend == "numpy" and pairs == "all":
             return
         scale = -np.log(2.0) / self.eta**2
         centred = self.X - self.center
@@ -216,12 +227,16 @@ class KernelRows:
         self.spread = float(norms.max()) if norms.size else 0.0
         spread = self.spread + (self.spread if label_spread is None else label_spread)
         error = float(np.finfo(np.float32).eps) * abs(scale) * spread
-        exponent = (np.float32 if dtype == "float32" and error <= _F32_EXPONENT_ERROR
-                    else np.float64)
-        self.augmented = np.empty((len(centred), centred.shape[1] + 2), dtype=exponent)
-        self.augmented[:, :-2] = centred
-        self.augmented[:, -2] = scale * norms
-        self.augmented[:, -1] = 1.0
+        self.exponent_dtype = np.dtype(np.float32 if dtype == "float32"
+                                       and error <= _F32_EXPONENT_ERROR else np.float64)
+        augmented = np.empty((len(centred), centred.shape[1] + 2), dtype=self.exponent_dtype)
+        augmented[:, :-2] = centred
+        augmented[:, -2] = scale * norms
+        augmented[:, -1] = 1.0
+        if pairs == "near":  # the rows are kept in the leaves' order only
+            self.near = NearRows(centred, augmented)
+            return
+        self.augmented = augmented
         if backend == "torch":
             from ballad_env.kernel_torch import DeviceRows
 
@@ -234,20 +249,20 @@ class KernelRows:
     @property
     def nbytes(self) -> int:
         """Bytes this object holds beyond the rows it was given (in host memory)."""
-        return 0 if self.augmented is None else int(self.augmented.nbytes)
+        return ((0 if self.augmented is None else int(self.augmented.nbytes))
+                + (0 if self.near is None else self.near.nbytes))
 
     def like(self, X: np.ndarray) -> KernelRows:
         """Other rows, prepared with this object's eta, dtype, centre and backend; labels
         come from these rows (the training set)."""
         return KernelRows(X, self.eta, self.dtype, self.center, self.spread, self.backend,
-                          self.device)
+                          self.device, self.pairs)
 
     def _label_side(self, X_labeled: np.ndarray) -> np.ndarray:
         """The labels' side of the augmented product: -2 scale (z - c), 1, scale |z - c|^2."""
-        assert self.augmented is not None
         scale = -np.log(2.0) / self.eta**2
         centred = np.asarray(X_labeled, dtype=np.float64) - self.center
-        labels = np.empty((centred.shape[1] + 2, len(centred)), dtype=self.augmented.dtype)
+        labels = np.empty((centred.shape[1] + 2, len(centred)), dtype=self.exponent_dtype)
         labels[:-2] = (-2.0 * scale) * centred.T
         labels[-2] = 1.0  # times the rows' scale |x - c|^2
         labels[-1] = scale * np.einsum("ij,ij->i", centred, centred)  # times the rows' 1
@@ -256,7 +271,7 @@ class KernelRows:
     def sums(self, X_labeled: np.ndarray, y_labeled: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
         """(da, dn): kernel sums of every row over labeled anomalies and normals."""
-        if self.augmented is None:
+        if self.augmented is None and self.near is None:
             return kernel_sums(self.X, X_labeled, y_labeled, self.eta)
         n, n_lab = self.X.shape[0], X_labeled.shape[0]
         sums = np.zeros((n, 2))
@@ -269,7 +284,11 @@ class KernelRows:
         if self.device_rows is not None:
             sums = self.device_rows.sums(labels, indicator, exp_dtype, _CHUNK_ELEMENTS)
             return sums[:, 0].copy(), sums[:, 1].copy()
+        if self.near is not None:
+            sums = self._near_sums(X_labeled, labels, indicator, exp_dtype)
+            return sums[:, 0].copy(), sums[:, 1].copy()
         augmented = self.augmented
+        assert augmented is not None
 
         def block(start: int, stop: int) -> None:
             e = augmented[start:stop] @ labels
@@ -280,6 +299,25 @@ class KernelRows:
         _in_blocks(n, max(1, _CHUNK_ELEMENTS // n_lab), block)
         return sums[:, 0].copy(), sums[:, 1].copy()
 
+    def _near_sums(self, X_labeled: np.ndarray, labels: np.ndarray, indicator: np.ndarray,
+                   exp_dtype: np.dtype[Any]) -> np.ndarray:
+        """``sums`` over the (leaf, label group) blocks that can hold a weight above 0."""
+        assert self.near is not None
+        centred = np.asarray(X_labeled, dtype=np.float64) - self.center
+        scale = -np.log(2.0) / self.eta**2
+        order, starts, near = self.near.near_blocks(centred, scale, exp_dtype)
+        return near_sums(self.near, labels, indicator, near, order, starts, exp_dtype,
+                         _CHUNK_ELEMENTS, _in_blocks)
+
+
+def check_pairs(pairs: str, backend: str = "numpy") -> None:
+    """A ``ValueError`` naming the fix for an unknown ``pairs`` or near pairs on torch."""
+    if pairs not in KERNEL_PAIRS:
+        raise ValueError(f"unknown kernel pairs {pairs!r}: use one of {', '.join(KERNEL_PAIRS)}")
+    if pairs == "near" and backend != "numpy":
+        raise ValueError(f"kernel_pairs='near' runs on the numpy backend only: use "
+                         f"kernel_backend='numpy', or kernel_pairs='all' with {backend!r}")
+
 
 __all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES",
-           "KernelRows", "kernel_sums", "kernel_width"]
+           "KERNEL_PAIRS", "KernelRows", "check_pairs", "kernel_sums", "kernel_width"]

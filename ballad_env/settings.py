@@ -27,6 +27,7 @@ from ballad_env.detector import (
     check_prior,
 )
 from ballad_env.detectors import DETECTORS
+from ballad_env.kernel import check_pairs
 from ballad_env.protocol import SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
@@ -42,6 +43,7 @@ LRQueryName = Literal["random", "per-round"]
 QueryRng = Literal["streams", "authors"]
 KernelDType = Literal["float64", "float32"]
 KernelBackend = Literal["numpy", "torch"]
+KernelPairs = Literal["all", "near"]
 CostMetric = Literal["per_example", "class_conditional"]
 SplitName = Literal["stratified", "authors"]
 TrainScores = Literal["fitted", "rescored"]
@@ -138,6 +140,12 @@ class Settings:
     kernel_device: str | None = _option(
         None, "the torch backend's device: cpu, cuda, cuda:N, ... (default: cuda when torch "
         "sees a GPU, else cpu)", "device", quiet=True)
+    kernel_pairs: KernelPairs | None = _option(
+        None, "which (point, label) pairs the kernel sums visit: all, or near (only blocks of "
+        "pairs whose weight exp does not round to 0: the same sums up to their order of "
+        "summation: AL steps 7 to 15 times faster on donors and http; numpy backend only); "
+        f"default: all up to {EXACT_MAX_TRAIN:,} training points or with torch, else near",
+        "pairs", quiet=True)
     cost_metric: CostMetric = _option(
         "per_example", "the cost tau minimises and the test cost reports: per_example "
         "(c_fp FP + c_fn FN + c_r R) / n, what the paper's figures and code compute, or "
@@ -231,6 +239,8 @@ class Settings:
             raise ValueError(f"unknown kernel_dtype {self.kernel_dtype!r}: use one of "
                              f"{', '.join(KERNEL_DTYPES)} (or None: by the training set's size)")
         self._check_backend()
+        if self.kernel_pairs is not None:
+            check_pairs(self.kernel_pairs, self.kernel_backend)
         if self.alpha <= 0:
             raise ValueError(f"alpha must be positive, got {self.alpha}")
         self._check_query_seed()
@@ -349,6 +359,12 @@ class Settings:
         if self.kernel_dtype is not None:
             return self.kernel_dtype
         return "float64" if n_train <= EXACT_MAX_TRAIN else "float32"
+
+    def kernel_pairs_for(self, n_train: int) -> str:
+        """The kernel pairs in force on a training set of ``n_train`` points."""
+        if self.kernel_pairs is not None:
+            return self.kernel_pairs
+        return "near" if n_train > EXACT_MAX_TRAIN and self.kernel_backend == "numpy" else "all"
 
     @property
     def n_rounds(self) -> int:

@@ -15,7 +15,7 @@ from dataclasses import fields
 from typing import Any
 
 from ballad_env.detectors import DETECTORS
-from ballad_env.kernel import KERNEL_DTYPES
+from ballad_env.kernel import KERNEL_DTYPES, KERNEL_PAIRS
 from ballad_env.priors import check_prior
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.registry import Registry
@@ -84,6 +84,16 @@ def kernel_dtype_value(text: str) -> str | None:
     return text
 
 
+def kernel_pairs_value(text: str) -> str | None:
+    """``auto`` (by the training set's size and backend), ``all`` or ``near``."""
+    if text.lower() in ("auto", "none"):
+        return None
+    if text not in KERNEL_PAIRS:
+        raise argparse.ArgumentTypeError(f"unknown kernel pairs {text!r}: use auto, "
+                                         f"{', '.join(KERNEL_PAIRS)}")
+    return text
+
+
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,
     "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES, "detector": DETECTORS,
@@ -92,10 +102,10 @@ _TYPES: dict[str, Callable[[str], Any]] = {
     "c_r": c_r_value, "bayes_calls": int, "k": int, "ssif_trees": int, "prior": prior_name,
     "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,
     "kernel_device": kernel_device_value, "query_seed": query_seed_value,
-    "ssif_contamination": ssif_contamination_value}
+    "kernel_pairs": kernel_pairs_value, "ssif_contamination": ssif_contamination_value}
 #: How a default of None reads on the command line.
 _NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto",
-               "kernel_device": "auto", "query_seed": "split"}
+               "kernel_pairs": "auto", "kernel_device": "auto", "query_seed": "split"}
 
 
 def option_text(name: str, value: Any) -> str:
@@ -146,5 +156,5 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
 
 
 __all__ = ["add_settings_arguments", "c_r_value", "eta_sample_value", "kernel_device_value",
-           "kernel_dtype_value", "option_text", "prior_name", "query_seed_value",
-           "settings_from_args", "ssif_contamination_value"]
+           "kernel_dtype_value", "kernel_pairs_value", "option_text", "prior_name",
+           "query_seed_value", "settings_from_args", "ssif_contamination_value"]

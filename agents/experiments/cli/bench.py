@@ -87,10 +87,11 @@ from agents.experiments.studies.vector_bench import (
     vector_report,
 )
 from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process
+from ballad_env.kernel import EXACT_MAX_TRAIN
 from ballad_env.lattice_store import StoreError
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments
+from ballad_env.settings_cli import add_settings_arguments, kernel_pairs_value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="priors (--full-size)")
     full.add_argument("--backends", nargs="+", default=["numpy", "torch"],
                       choices=["numpy", "torch"], help="kernel backends (--full-size)")
+    full.add_argument("--kernel-pairs", nargs="+", default=["auto"],
+                      help="kernel pairs (--full-size): auto (by |D|: near above "
+                           f"{EXACT_MAX_TRAIN:,} on numpy), all, near; with all and near "
+                           "the decisions of the two are compared")
+    full.add_argument("--rows-out", default=None, metavar="JSONL",
+                      help="with --full-size: append each group's rows to this file as it "
+                           "ends, and take groups already there from it (resume)")
     full.add_argument("--kernel-device", default=None,
                       help="the torch backend's device (default: cuda when there is one)")
     full.add_argument("--phases", action="store_true",
@@ -265,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(run_full_size(args.full_size, args.seeds, args.priors, args.backends,
                             args.agents or list(FULL_AGENTS), args.threads, args.kernel_device,
-                            args.phases))
+                            args.phases, [kernel_pairs_value(p) for p in args.kernel_pairs],
+                            args.rows_out))
         return 0
     args.agents = args.agents or ["ballad", "all-in-al"]
     if args.compare_backends:

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import copy
 import cProfile
+import hashlib
+import itertools
+import json
+import os
 import pstats
 import resource
 import statistics
@@ -55,7 +59,9 @@ class _TimedCopy:
         self.unwrapped = env
         self._start: tuple[np.ndarray, dict[str, Any]] | None = (obs, info)
         self.wall: dict[int, list[float]] = {0: [], 1: []}
+        self.cpu_steps: dict[int, list[float]] = {0: [], 1: []}
         self.cpu = 0.0
+        self.decisions = hashlib.sha1()  # the labels queried, round by round
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -67,8 +73,11 @@ class _TimedCopy:
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         wall, cpu = time.perf_counter(), time.process_time()
         result = self.unwrapped.step(action)
-        self.cpu += time.process_time() - cpu
+        self.cpu_steps[action].append(time.process_time() - cpu)
+        self.cpu += self.cpu_steps[action][-1]
         self.wall[action].append(time.perf_counter() - wall)
+        queried = np.sort(np.asarray(result[4]["queried"], dtype=np.int64))
+        self.decisions.update(bytes([action]) + queried.tobytes())
         return result
 
 
@@ -78,11 +87,14 @@ def _kernel_device(scores: Any) -> str:
     assert isinstance(scores, PointScores)
     return str(scores.rows.device)
 
-def full_settings(prior: str, backend: str, device: str | None = None) -> Settings:
+def full_settings(prior: str, backend: str, device: str | None = None,
+                  pairs: str | None = None) -> Settings:
     """The study's settings: the defaults (so the fast paths above 20,000 training points)
-    with ``prior`` and the kernel ``backend`` (``device`` for torch only)."""
+    with ``prior``, the kernel ``backend`` (``device`` for torch only) and ``pairs`` (None:
+    by the training set's size)."""
     return Settings(prior=prior, kernel_backend=backend,  # type: ignore[arg-type]
-                    kernel_device=device if backend == "torch" else None)
+                    kernel_device=device if backend == "torch" else None,
+                    kernel_pairs=pairs)  # type: ignore[arg-type]
 
 
 def _warm_up(settings: Settings) -> None:
@@ -95,13 +107,14 @@ def _warm_up(settings: Settings) -> None:
 
 def measure_full(source: str, prior: str, backend: str, seed: int,
                  agents: Sequence[str] = FULL_AGENTS, threads: int = 1,
-                 device: str | None = None) -> list[dict[str, Any]]:
+                 device: str | None = None, pairs: str | None = None) -> list[dict[str, Any]]:
     """One row per agent: the shared reset, the median AL and LR step, the episode (reset +
-    the agent's steps), in wall-clock and CPU seconds, the process's peak memory and the
-    final test cost. Meant for a fresh process (``timing.in_fresh_process``)."""
+    the agent's steps), in wall-clock and CPU seconds, the process's peak memory, the
+    final test cost and a digest of the labels queried round by round (``decisions``).
+    Meant for a fresh process (``timing.in_fresh_process``)."""
     set_episode_threads(threads)
     set_reset_cache_size(0)
-    settings = full_settings(prior, backend, device)
+    settings = full_settings(prior, backend, device, pairs)
     _warm_up(settings)
     dataset = load_dataset(source)
     env = BudgetAllocationEnv(dataset, settings=settings)
@@ -116,6 +129,7 @@ def measure_full(source: str, prior: str, backend: str, seed: int,
         timed = _TimedCopy(own, obs.copy(), copy.deepcopy(info))
         records = run_episode(timed, make_agent(spec, own), seed)
         al, lr = timed.wall[0], timed.wall[1]
+        al_cpu, lr_cpu = timed.cpu_steps[0], timed.cpu_steps[1]
         rows.append({
             "dataset": dataset.name, "n": dataset.n_samples, "d": dataset.n_features,
             "prior": prior, "backend": backend if backend == "numpy" else
@@ -123,9 +137,13 @@ def measure_full(source: str, prior: str, backend: str, seed: int,
             "reset_s": reset_s, "reset_cpu_s": reset_cpu_s,
             "al_step_s": statistics.median(al) if al else float("nan"),
             "lr_step_s": statistics.median(lr) if lr else float("nan"),
+            "al_step_cpu_s": statistics.median(al_cpu) if al_cpu else float("nan"),
+            "lr_step_cpu_s": statistics.median(lr_cpu) if lr_cpu else float("nan"),
             "episode_s": reset_s + sum(al) + sum(lr), "episode_cpu_s": reset_cpu_s + timed.cpu,
             "cost": float(records[-1]["test_cost"]), "eta_sample": episode.eta_sample,
-            "kernel_dtype": episode.kernel_dtype, "threads": threads})
+            "kernel_dtype": episode.kernel_dtype, "threads": threads,
+            "pairs": settings.kernel_pairs_for(len(episode.split.y_train)),
+            "decisions": timed.decisions.hexdigest()[:12]})
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return [{**row, "peak_mb": peak_mb} for row in rows]
 
@@ -152,18 +170,20 @@ def reset_phases(source: str, prior: str, backend: str, seed: int = 0,
 
 
 def full_table(rows: Sequence[dict[str, Any]]) -> str:
-    """``measure_full``'s rows as a markdown table, wall-clock seconds with CPU seconds in
-    brackets, then the verdict against ``FULL_TARGET_S`` (on CPU seconds: what a free core
-    would take)."""
-    head = ("| data set | n x d | prior | backend | agent | reset s (CPU) | AL step s | "
-            "LR step s | episode s (CPU) | peak MB | cost |")
+    """``measure_full``'s rows as a markdown table, CPU seconds (the median step's) with
+    the wall-clock ones in brackets, then the verdict against ``FULL_TARGET_S`` (on CPU
+    seconds: what a free core would take)."""
+    head = ("| data set | n x d | prior | backend | pairs | agent | seed | reset CPU s (wall) | "
+            "AL step CPU s | LR step CPU s | episode CPU s (wall) | peak MB | cost |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(
             f"| {r['dataset']} | {r['n']:,} x {r['d']} | {r['prior']} | {r['backend']} | "
-            f"{r['agent']} | {r['reset_s']:.1f} ({r['reset_cpu_s']:.1f}) | "
-            f"{_seconds(r['al_step_s'])} | {_seconds(r['lr_step_s'])} | "
-            f"{r['episode_s']:.1f} ({r['episode_cpu_s']:.1f}) | {r['peak_mb']:,.0f} | "
+            f"{r.get('pairs', 'all')} | {r['agent']} | {r['seed']} | "
+            f"{r['reset_cpu_s']:.1f} ({r['reset_s']:.1f}) | "
+            f"{_seconds(r.get('al_step_cpu_s', r['al_step_s']))} | "
+            f"{_seconds(r.get('lr_step_cpu_s', r['lr_step_s']))} | "
+            f"{r['episode_cpu_s']:.1f} ({r['episode_s']:.1f}) | {r['peak_mb']:,.0f} | "
             f"{r['cost']:.4f} |")
     if rows:
         worst = max(rows, key=lambda r: r["episode_cpu_s"])
@@ -172,6 +192,32 @@ def full_table(rows: Sequence[dict[str, Any]]) -> str:
                      f"{worst['dataset']}, {worst['prior']}, {worst['backend']}); goal "
                      f"{FULL_TARGET_S:.0f} s: {verdict}")
     return "\n".join(lines)
+
+
+def seeds_table(rows: Sequence[dict[str, Any]]) -> str:
+    """``measure_full``'s rows of several seeds, one line per (data set, prior, backend,
+    pairs, agent): the seeds, then the mean over them of the reset's, the median step's
+    and the episode's CPU seconds (the slowest episode beside it), the largest peak memory
+    and the mean cost; then the verdict on the slowest episode."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["dataset"], r["n"], r["d"], r["prior"], r["backend"], r.get("pairs", "all"),
+               r["agent"])
+        groups.setdefault(key, []).append(r)
+    head = ("| data set | n x d | prior | backend | pairs | agent | seeds | reset CPU s | "
+            "AL step CPU s | LR step CPU s | episode CPU s (slowest) | peak MB | cost |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (name, n, d, prior, backend, pairs, agent), group in groups.items():
+        def mean(field: str, group: list[dict[str, Any]] = group) -> float:
+            return float(np.mean([r[field] for r in group]))
+
+        lines.append(
+            f"| {name} | {n:,} x {d} | {prior} | {backend} | {pairs} | {agent} | "
+            f"{len(group)} | {mean('reset_cpu_s'):.1f} | {_seconds(mean('al_step_cpu_s'))} | "
+            f"{_seconds(mean('lr_step_cpu_s'))} | {mean('episode_cpu_s'):.1f} "
+            f"({max(r['episode_cpu_s'] for r in group):.1f}) | "
+            f"{max(r['peak_mb'] for r in group):,.0f} | {mean('cost'):.4f} |")
+    return "\n".join(lines + (full_table(rows).splitlines()[-1:] if rows else []))
 
 
 def _seconds(value: float) -> str:
@@ -275,38 +321,88 @@ def machine_line() -> str:
 
 def run_full_size(files: Sequence[str], seeds: Sequence[int], priors: Sequence[str],
                   backends: Sequence[str], agents: Sequence[str], threads: int = 1,
-                  device: str | None = None, phases: bool = False) -> str:
-    """``measure_full`` for every file, prior, backend and seed, each in a fresh process
-    (progress on stderr); the table, and with ``phases`` each reset's phases."""
+                  device: str | None = None, phases: bool = False,
+                  pairs: Sequence[str | None] = (None,), rows_out: str | None = None) -> str:
+    """``measure_full`` for every file, prior, backend, kernel pairs and seed, each in a
+    fresh process (progress on stderr); the table, the decisions compared across ``pairs``
+    (``pairs_agreement``), and with ``phases`` each reset's phases. ``rows_out``: a JSON
+    lines file the rows are appended to as each process ends; groups already in it are
+    read back, not run again (a long study resumes)."""
     import sys
 
     from agents.experiments.timing import in_fresh_process
 
     text = [f"Full-size episodes, {threads} thread(s); machine: {machine_line()}\n"]
+    done = _stored_rows(rows_out)
     rows: list[dict[str, Any]] = []
     split: list[str] = []
-    for source in files:
-        for prior in priors:
-            for backend in backends:
-                for seed in seeds:
-                    rows += in_fresh_process(measure_full, source, prior, backend, seed,
-                                             tuple(agents), threads, device)
-                    print(f"  {source}, {prior}, {backend}, seed {seed}: reset "
-                          f"{rows[-1]['reset_s']:.1f} s, episodes "
-                          + ", ".join(f"{r['episode_s']:.1f}" for r in rows[-len(agents):])
-                          + " s", file=sys.stderr, flush=True)
-                if phases:
-                    found = in_fresh_process(reset_phases, source, prior, backend, seeds[0],
-                                             device)
-                    split.append(f"{source}, {prior}, {backend}: " + ", ".join(
-                        f"{label} {seconds:.1f} s" for label, seconds in found.items()))
+    for source, prior, backend in itertools.product(files, priors, backends):
+        for kernel_pairs, seed in itertools.product(pairs, seeds):
+            key = (source, prior, backend, kernel_pairs, seed)
+            if key in done:
+                rows += done[key]
+                continue
+            found = in_fresh_process(measure_full, source, prior, backend, seed,
+                                     tuple(agents), threads, device, kernel_pairs)
+            found = [{**row, "source": source, "asked_pairs": kernel_pairs} for row in found]
+            rows += found
+            if rows_out:
+                with open(rows_out, "a", encoding="utf-8") as out:
+                    out.writelines(json.dumps(row) + "\n" for row in found)
+            print(f"  {source}, {prior}, {backend}, pairs {found[0]['pairs']}, seed {seed}: "
+                  f"reset {found[0]['reset_cpu_s']:.1f} CPU s, episodes "
+                  + ", ".join(f"{r['episode_cpu_s']:.1f}" for r in found) + " CPU s",
+                  file=sys.stderr, flush=True)
+        if phases:
+            times = in_fresh_process(reset_phases, source, prior, backend, seeds[0], device)
+            split.append(f"{source}, {prior}, {backend}: " + ", ".join(
+                f"{label} {seconds:.1f} s" for label, seconds in times.items()))
     text.append(full_table(rows))
+    if len(seeds) > 1:
+        text.append("\nMeans over the seeds:\n\n" + seeds_table(rows))
+    if len(pairs) > 1:
+        text.append("\n" + pairs_agreement(rows))
     if split:
         text += ["\nReset by phase (wall-clock seconds under cProfile):", *split]
     text.append(f"(machine at the end: {machine_line()})")
     return "\n".join(text)
 
 
+def _stored_rows(path: str | None) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """``run_full_size``'s rows already in ``path``, by (source, prior, backend, asked
+    pairs, seed)."""
+    stored: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    if not path or not os.path.exists(path):
+        return stored
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                row = json.loads(line)
+                key = (row["source"], row["prior"], row["backend"], row["asked_pairs"],
+                       row["seed"])
+                stored.setdefault(key, []).append(row)
+    return stored
+
+
+def pairs_agreement(rows: Sequence[dict[str, Any]]) -> str:
+    """Episodes played with all and with near kernel pairs (same file, prior, backend,
+    agent and seed): how many queried the same labels every round and ended with the same
+    cost, and which did not."""
+    groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["dataset"], r["prior"], r["backend"], r["agent"], r["seed"])
+        groups.setdefault(key, {})[r.get("pairs", "all")] = r
+    pairs = [(key, g["all"], g["near"]) for key, g in groups.items() if len(g) == 2]
+    same = [key for key, a, b in pairs if a["decisions"] == b["decisions"]]
+    costs = [key for key, a, b in pairs if a["cost"] == b["cost"]]
+    parted = [f"{k[0]} {k[1]} {k[3]} seed {k[4]}" for k, a, b in pairs
+              if a["decisions"] != b["decisions"] or a["cost"] != b["cost"]]
+    return (f"kernel pairs all vs near: {len(pairs)} episodes compared, {len(same)} queried "
+            f"the same labels every round, {len(costs)} ended with the same cost"
+            + (f"; differ: {', '.join(parted)}" if parted else ""))
+
+
 __all__ = ["BACKEND_CONFIGS", "FULL_AGENTS", "FULL_TARGET_S", "RESET_PHASES", "compare_backends",
            "decisions", "full_settings", "full_table", "machine_line", "measure_full",
+           "pairs_agreement", "seeds_table",
            "reset_phases", "run_compare_backends", "run_full_size"]
