@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ballad_env.cost import COST_METRICS
+from ballad_env.cost import C_R_RULES, COST_METRICS
 from ballad_env.detector import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
@@ -27,7 +27,7 @@ from ballad_env.detector import (
     check_prior,
 )
 from ballad_env.detectors import DETECTORS
-from ballad_env.protocol import SPLITS, Budget
+from ballad_env.protocol import BUDGET_RULES, SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
 from ballad_env.rewards import ENTROPY_LOGS, REWARD_SIGNALS
@@ -42,7 +42,9 @@ QueryRng = Literal["streams", "authors"]
 KernelDType = Literal["float64", "float32"]
 KernelBackend = Literal["numpy", "torch"]
 CostMetric = Literal["per_example", "class_conditional"]
-SplitName = Literal["stratified", "authors"]
+SplitName = Literal["stratified", "authors", "sadal"]
+BudgetRule = Literal["paper", "sadal"]
+RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
 TauWithoutVal = Literal["train-labels", "zero"]
@@ -83,8 +85,9 @@ class Settings:
 
     c_fp: float = _option(1.0, "cost of a false positive", "cfp")
     c_fn: float = _option(1.0, "cost of a false negative", "cfn")
-    c_r: float | None = _option(
-        None, "cost of a rejection, a number or 'gamma' (the contamination)", "cr")
+    c_r: float | RejectionCostRule | None = _option(
+        None, "cost of a rejection: a number, gamma (the contamination) or bound (min(c_fp "
+        "(1 - gamma), c_fn gamma), SADAL's)", "cr")
     reward: RewardName = _option(
         "entropy", "reward of a step: entropy or cosine (the paper's signals), cost (decrease "
         "of the test cost; reads test labels), round_cost (minus the test cost after the "
@@ -140,9 +143,14 @@ class Settings:
         "class_conditional c_r P(reject) + c_fp FPR + c_fn FNR, the paper's written formula",
         "metric")
     split: SplitName = _option(
-        "stratified", "the data split: stratified 40/40/20 (ours) or authors (the published "
-        "code: per class, train_test_split sets 60 percent aside, a third of it for T, "
-        "random_state = the seed)", "split")
+        "stratified", "the data split: stratified 40/40/20 (ours), authors (the published "
+        "BALLAD code: per class, train_test_split sets 60 percent aside, a third of it for T, "
+        "random_state = the seed) or sadal (SADAL's: train_test_split stratified 80/20, then "
+        "the 80 50/50 into D and V, random_state = the seed)", "split")
+    budget_rule: BudgetRule = _option(
+        "paper", "how the budget is counted: paper (budget / round fraction rounds of "
+        "round(round fraction |D|) labels) or sadal (int(budget fraction |D u V|) labels in "
+        "all, int(total / rounds) a round)", "brule", quiet=True)
     prior_train_scores: TrainScores = _option(
         "fitted", "D's prior scores: fitted (pyod's decision_scores_; kNN leaves each point out) "
         "or rescored (decision_function on D, the published code: each point its own "
@@ -174,9 +182,12 @@ class Settings:
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
             self._set(name, _finite(name, getattr(self, name)))
+        if isinstance(self.c_r, str) and self.c_r.lower() in C_R_RULES:
+            rule = self.c_r.lower()
+            self._set("c_r", None if rule == "gamma" else rule)  # one setting for gamma
         for name in ("c_fp", "c_fn", "c_r"):
             value = getattr(self, name)
-            if value is None:
+            if value is None or (name == "c_r" and value in C_R_RULES):
                 continue
             try:
                 value = _finite(name, value)
@@ -314,6 +325,12 @@ class Settings:
             return self.kernel_dtype
         return "float64" if n_train <= EXACT_MAX_TRAIN else "float32"
 
+    def budget(self, n_train: int, n_val: int) -> Budget:
+        """The budget on a training set of ``n_train`` and a validation set of ``n_val``
+        examples, counted by ``budget_rule``."""
+        return Budget.for_rule(self.budget_rule, n_train, n_val, self.budget_fraction,
+                               self.round_fraction)
+
     @property
     def n_rounds(self) -> int:
         """Rounds in an episode (the budget rule; it does not depend on |D|)."""
@@ -371,7 +388,8 @@ def _whole(name: str, value: Any, minimum: int) -> int:
 
 #: Options with a fixed set of values (the others' values come from registries).
 FIXED_CHOICES: dict[str, tuple[str, ...]] = {
-    "cost_metric": COST_METRICS, "split": SPLITS, "prior_train_scores": TRAIN_SCORINGS,
+    "cost_metric": COST_METRICS, "split": SPLITS, "budget_rule": BUDGET_RULES,
+    "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
