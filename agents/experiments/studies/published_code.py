@@ -272,15 +272,15 @@ def episode_cell(dataset: str, seed: int, strategy: str) -> TableCell:
 
 
 def prepare_store(output: str | os.PathLike, datasets: Sequence[str], seeds: Sequence[int],
-                  strategies: Sequence[str]) -> ResultStore:
+                  strategies: Sequence[str], study: str = "published_code") -> ResultStore:
     """The store at ``output``, its ``run.json`` grown to these data sets, seeds and
-    strategies."""
+    strategies (``study``: which published code's episodes it holds)."""
     store = ResultStore(writable_folder(output, "--published"))
     stored = (store.read_manifest() or {}).get("grid", {})
     grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
             for axis, values in (("datasets", datasets), ("seeds", seeds),
                                  ("strategies", strategies))}
-    store.prepare({"format": FORMAT_VERSION, "study": "published_code", "grid": grid,
+    store.prepare({"format": FORMAT_VERSION, "study": study, "grid": grid,
                    "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
     return store
 
