@@ -29,7 +29,7 @@ from ballad_env.detector import (
 from ballad_env.detectors import DETECTORS
 from ballad_env.protocol import BUDGET_RULES, SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
-from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
+from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejectors import REJECTORS, check_rejector_settings
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 
@@ -48,7 +48,7 @@ BudgetRule = Literal["paper", "sadal"]
 RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
-TauWithoutVal = Literal["train-labels", "zero"]
+TauWithoutVal = Literal["train-labels", "zero", "validation"]
 TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
@@ -70,6 +70,15 @@ AUTHORS_CODE: dict[str, str] = {
 #: that draw from the split seed's stream keep their names (``<prior>_authors...``); the
 #: preset's are ``<prior>_authors..._qseed331``.
 AUTHORS_QUERY_SEED = 331
+#: The published SADAL code's behaviour (``docs/sadal.md``): ``Settings.sadal()`` switches
+#: all of them. Its one legacy stream (``query_rng="authors"``) is seeded with the split
+#: seed, as ``SADAL(..., seed)`` seeds its ``RandomState`` with the seed of its D/V split.
+SADAL_CODE: dict[str, Any] = {
+    "detector": "ssif", "rejector": "two-sided", "threshold_search": "authors-bayes",
+    "lr_strategy": "stratified-probability", "al_strategy": "threshold-distance-authors",
+    "entropy_terms": "binary", "initial_fit": "train-val", "tau_without_val": "validation",
+    "split": "sadal", "budget_rule": "sadal", "budget_fraction": 0.2, "round_fraction": 0.02,
+    "c_r": "bound", "query_rng": "authors"}
 
 
 def _option(default: Any, help: str, short: str | None = None, quiet: bool = False) -> Any:
@@ -162,8 +171,10 @@ class Settings:
         "exact", "squashing thresholds at the (1 - gamma) quantile: exact, or whole-percent "
         "(the published code's np.percentile at int((1 - gamma) * 100))", "squash")
     tau_without_val: TauWithoutVal = _option(
-        "train-labels", "tau while V has no label: train-labels (set on D's labels) or zero "
-        "(the published code: reject nothing)", "tau0")
+        "train-labels", "tau while V has no label: train-labels (set on D's labels), zero "
+        "(the published BALLAD code: reject nothing) or validation (two-sided rejector only; "
+        "the published SADAL code: fitted on V without labels, the search stays at its "
+        "start, and the next AL round's queries read those thresholds)", "tau0")
     tau_position: TauPosition = _option(
         "as-found", "where tau sits in its interval of equal cost: as-found (the search's "
         "result), bottom, middle or top", "taupos")
@@ -209,7 +220,6 @@ class Settings:
                                  f"got {getattr(self, name)!r}")
             self._set(name, value)
         REWARD_SIGNALS.check(self.reward)
-        THRESHOLD_SEARCHES.check(self.threshold_search)
         AL_QUERIES.check(self.al_strategy)
         LR_QUERIES.check(self.lr_strategy)
         DETECTORS.check(self.detector)
@@ -283,19 +293,21 @@ class Settings:
     # ----------------------------------------------------------------- derived
     @property
     def name(self) -> str:
-        """A stable short id: the prior, then every option that differs from the default."""
+        """A stable short id: the prior, then every option that differs from the default
+        (``sadal`` for the SADAL preset's options, ``<prior>_authors`` for BALLAD's)."""
         default = Settings()
         prior = self.prior if isinstance(self.prior, str) else type(self.prior).__name__.lower()
-        parts = [prior]
-        authors = self.is_authors_code
-        if authors:
+        sadal = self.is_sadal_code
+        preset = SADAL_CODE if sadal else AUTHORS_CODE if self.is_authors_code else {}
+        parts = [prior] if not sadal else ["sadal"] if prior == default.prior else ["sadal", prior]
+        if self.is_authors_code:
             parts.append("authors")
         if self.reward != default.reward:
             parts.append(self.reward)
-        if self.threshold_search != default.threshold_search:
+        if self.threshold_search != default.threshold_search and "threshold_search" not in preset:
             parts.append(f"{self.threshold_search}{self.bayes_calls}")
         for f in fields(self):
-            if authors and f.name in AUTHORS_CODE:
+            if f.name in preset:
                 continue
             short = f.metadata["short"]
             value = getattr(self, f.name)
@@ -320,6 +332,18 @@ class Settings:
         if values["query_rng"] == "authors":  # its seed goes with its stream
             values.setdefault("query_seed", AUTHORS_QUERY_SEED)
         return cls(**values)
+
+    @classmethod
+    def sadal(cls, **changes: Any) -> Settings:
+        """The published SADAL code's behaviour (``SADAL_CODE``; ``docs/sadal.md``), with the
+        evident fixes where it crashes; ``changes`` override any option. Play it with the
+        ``sadal`` agent (or force a side: All-in-AL, All-in-LR)."""
+        return cls(**{**SADAL_CODE, **changes})
+
+    @property
+    def is_sadal_code(self) -> bool:
+        """Whether every option of the published SADAL code (``SADAL_CODE``) is on."""
+        return all(getattr(self, name) == value for name, value in SADAL_CODE.items())
 
     def query_seed_for(self, split_seed: int) -> int:
         """The seed of ``query_rng="authors"``'s legacy stream in an episode whose split
@@ -403,11 +427,11 @@ def _whole(name: str, value: Any, minimum: int) -> int:
 FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "budget_rule": BUDGET_RULES,
     "prior_train_scores": TRAIN_SCORINGS,
-    "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
+    "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero", "validation"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
     "entropy_terms": ENTROPY_TERMS,
     "kernel_backend": KERNEL_BACKENDS}
 
 
-__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "Settings"]
+__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "SADAL_CODE", "Settings"]
