@@ -363,6 +363,25 @@ def record_trajectory(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
     return record
 
 
+def merge_trajectories(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with the strategies of ``old`` it lacks (recorded by another run on the same
+    data, seed and files; each run's command and timings are kept in the provenance)."""
+    if old is None:
+        return new
+    same = ("X", "y", "seed")
+    files = ("sadal_py", "ssif_py", "libraries")
+    if any(old[k] != new[k] for k in same) or any(
+            old["provenance"][k] != new["provenance"][k] for k in files):
+        raise PublishedCodeError("the fixture on file was recorded on other data or with "
+                                 "other files or libraries: write to another file")
+    merged = {**old, **{s: new[s] for s in STRATEGIES if s in new}}
+    commands = [c for c in (old["provenance"]["command"], new["provenance"]["command"]) if c]
+    merged["provenance"] = {**old["provenance"], **new["provenance"],
+                            "command": " ; ".join(dict.fromkeys(" ; ".join(commands)
+                                                                .split(" ; ")))}
+    return merged
+
+
 def load_sadal_published(output: str | os.PathLike) -> pd.DataFrame:
     """The published episodes in the store at ``output``: dataset, seed, agent (ours for its
     strategy), mean test cost over rounds, final test cost."""
@@ -376,5 +395,6 @@ def load_sadal_published(output: str | os.PathLike) -> pd.DataFrame:
 
 __all__ = ["DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES", "STRATEGIES",
            "check_sadal", "fixture_data", "git_blob_id", "load_sadal", "load_sadal_published",
-           "play_episode", "play_sadal", "published_rest", "record_trajectory",
+           "merge_trajectories", "play_episode", "play_sadal", "published_rest",
+           "record_trajectory",
            "run_sadal_published"]
