@@ -310,3 +310,43 @@ def test_two_sided_lattice_and_replay_equal_live(tmp_path, small_xy, detector) -
                     progress=False)
     compare_random_sequences(data, "knn", tmp_path, seeds, 8 if detector == "ssdo" else 6,
                              np.random.default_rng(5), **options)
+
+
+def test_with_the_shared_stream_the_search_seed_follows_the_round_s_draws(tiny, monkeypatch
+                                                                           ) -> None:
+    """query_rng="authors": as the published SADAL code, an LR round draws its b uniforms,
+    then the search seed randint(0, 100); an AL round (threshold-distance: no draw) only the
+    seed. The confidence rejector draws no seed from the stream."""
+    settings = HAND.replace(al_strategy="threshold-distance",
+                            lr_strategy="stratified-probability", query_rng="authors",
+                            query_seed=7)
+    seeds: list[int] = []
+    fit = TwoSidedRejector.fit
+
+    def recording(self, p, labeled, y, costs, seed):
+        seeds.append(seed)
+        return fit(self, p, labeled, y, costs, seed)
+
+    monkeypatch.setattr(TwoSidedRejector, "fit", recording)
+    episode = Episode(tiny, 0, settings)
+    episode.step(LR)
+    episode.step(AL)
+    stream = np.random.RandomState(7)
+    stream.uniform(0, 1, size=6)
+    first = stream.randint(0, 100)
+    assert seeds == [first, stream.randint(0, 100)]
+    confidence_episode = Episode(tiny, 0, settings.replace(rejector="confidence"))
+    assert confidence_episode._shared_stream is None
+
+
+def test_render_draws_the_two_sided_band(small_xy) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    env = BudgetAllocationEnv(small_xy, prior="knn", rejector="two-sided",
+                              render_mode="rgb_array")
+    env.reset(seed=0)
+    for action in (LR, AL, LR):
+        env.step(action)
+    assert env.episode.tau > 0 and env.render().shape[2] == 3
+    env.close()
