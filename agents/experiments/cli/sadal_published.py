@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SADAL's choice, or AL or LR forced in every round")
     parser.add_argument("--data-dir", default=None, help="episodes: the data sets' folder")
     parser.add_argument("--fast-ssif", action="store_true",
-                        help="episodes: our SSIF on RandomState(9) (the published forests "
-                             "exactly, much faster) in place of the published ssif.SSIF")
+                        help="our SSIF on RandomState(9) (the published forests exactly, "
+                             "much faster) in place of the published ssif.SSIF")
     parser.add_argument("--n-jobs", type=int, default=1, help="episodes: worker processes")
     parser.add_argument("--output", default="results/sadal_published",
                         help="episodes: results folder")
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = "python scripts/sadal_published.py " + shlex.join(
                 sys.argv[1:] if argv is None else argv)
             record = record_trajectory(args.sadal_py, args.ssif_py, args.strategies,
-                                       command=command)
+                                       command=command, fast_ssif=args.fast_ssif)
             path = Path(args.fixture)
             old = json.loads(path.read_text()) if path.is_file() else None
             merged = merge_trajectories(old, record)

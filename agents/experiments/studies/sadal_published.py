@@ -308,7 +308,9 @@ def run_sadal_published(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
     files = (str(sadal_py), str(ssif_py), bool(fast_ssif))
     _code(*files)  # a missing file or package is named before anything is written
     blobs = {"sadal_py": git_blob_id(sadal_py), "ssif_py": git_blob_id(ssif_py)}
-    store = prepare_store(output, datasets, seeds, strategies, study="sadal_published")
+    # SADAL seeds its one RandomState with the split seed ("split")
+    store = prepare_store(output, datasets, seeds, strategies, stream_seed=None,
+                          study="sadal_published")
     done = finished_episodes(output, n_rounds)
     todo = [key for key in episode_order(datasets, seeds, strategies) if key not in done]
     directory = None if data_dir is None else str(data_dir)
@@ -339,11 +341,12 @@ def fixture_data(n_normal: int = 74, n_anomaly: int = 6, seed: int = 2024
 
 def record_trajectory(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
                       strategies: Sequence[str] = STRATEGIES, seed: int = 0,
-                      command: str = "") -> dict[str, Any]:
+                      command: str = "", fast_ssif: bool = False) -> dict[str, Any]:
     """The published code's episodes on ``fixture_data()`` with ``seed``, one per strategy,
     with their provenance (the files' git blob ids, the library versions, ``command``): the
-    test fixture the preset must reproduce. The published SSIF runs (not ours)."""
-    code = load_sadal(sadal_py, ssif_py)
+    test fixture the preset must reproduce. The published SSIF runs, unless ``fast_ssif``
+    (ours on ``RandomState(9)``; the provenance says which)."""
+    code = load_sadal(sadal_py, ssif_py, fast_ssif)
     X, y = fixture_data()
     versions = {name: importlib.import_module(name).__version__
                 for name in ("numpy", "scipy", "sklearn", "skopt", "joblib")}
@@ -353,8 +356,10 @@ def record_trajectory(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
             "python": sys.version.split()[0], "libraries": versions, "command": command,
             "how": "the published SADAL.run_allocation_loop(10, int(0.2 |rest|), X_test, "
                    "y_test) on sadal_holdout's split of X, y (labels -1/1) with "
-                   f"SADAL(X_rest, y_rest, contamination, seed={seed}); the published SSIF "
-                   "on one core; fixes: " + "; ".join(FIXES)},
+                   f"SADAL(X_rest, y_rest, contamination, seed={seed}); "
+                   + ("ssif.SSIF replaced by ours on RandomState(9) (the published forests)"
+                      if fast_ssif else "the published SSIF on one core")
+                   + "; fixes: " + "; ".join(FIXES)},
         "X": X.tolist(), "y": y.tolist(), "seed": seed, "contamination": float(np.mean(y))}
     for strategy in strategies:
         start = time.perf_counter()
