@@ -27,7 +27,7 @@ from ballad_env.detector import (
     check_prior,
 )
 from ballad_env.detectors import DETECTORS
-from ballad_env.protocol import BUDGET_RULES, SPLITS, Budget
+from ballad_env.protocol import BUDGET_RULES, SCALINGS, SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejectors import REJECTORS, check_rejector_settings
@@ -45,6 +45,7 @@ KernelBackend = Literal["numpy", "torch"]
 CostMetric = Literal["per_example", "class_conditional"]
 SplitName = Literal["stratified", "authors", "sadal"]
 BudgetRule = Literal["paper", "sadal"]
+Scaling = Literal["standard-minmax", "none"]
 RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
@@ -80,7 +81,7 @@ SADAL_CODE: dict[str, Any] = {
     "entropy_terms": "binary", "initial_fit": "train-val", "tau_without_val": "validation",
     "split": "sadal", "budget_rule": "sadal", "budget_fraction": 0.2, "round_fraction": 0.02,
     "c_r": "bound", "query_rng": "authors", "ssif_seed": "authors",
-    "ssif_contamination": 0.1}
+    "ssif_contamination": 0.1, "scaling": "none"}
 
 
 def _option(default: Any, help: str, short: str | None = None, quiet: bool = False) -> Any:
@@ -161,6 +162,10 @@ class Settings:
         "BALLAD code: per class, train_test_split sets 60 percent aside, a third of it for T, "
         "random_state = the seed) or sadal (SADAL's: train_test_split stratified 80/20, then "
         "the 80 50/50 into D and V, random_state = the seed)", "split")
+    scaling: Scaling = _option(
+        "standard-minmax", "feature scaling: standard-minmax (standard then min-max, fitted "
+        "on D; the paper) or none (the published SADAL code's raw features)", "scale",
+        quiet=True)
     budget_rule: BudgetRule = _option(
         "paper", "how the budget is counted: paper (budget / round fraction rounds of "
         "round(round fraction |D|) labels) or sadal (int(budget fraction |D u V|) labels in "
@@ -450,6 +455,7 @@ def _whole(name: str, value: Any, minimum: int) -> int:
 #: Options with a fixed set of values (the others' values come from registries).
 FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "budget_rule": BUDGET_RULES,
+    "scaling": SCALINGS,
     "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero", "validation"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
