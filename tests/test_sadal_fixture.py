@@ -5,8 +5,11 @@ the published ``SADAL.py`` (with the published ``ssif.py``) did in each of its 1
 choosing as SADAL (``sadal``) and forced to All-in-AL (``AL``) and All-in-LR (``LR``): the
 action, the labels bought, the two thresholds, the search's seed, the test cost and the
 rewards; its ``provenance`` says how it was recorded (the files' git blob ids, the library
-versions, the command; ``agents/experiments/studies/sadal_published.py``), and which
-evident fixes were applied where the published code crashes.
+versions, the command; ``agents/experiments/studies/sadal_published.py``), which SSIF ran
+(the published ``ssif.py`` for ``sadal``; for the forced episodes, to save an hour, ours on
+``RandomState(9)``, which grows the published forests: the ``sadal`` episode recorded that
+way was identical in every field), and which evident fixes were applied where the
+published code crashes.
 
 The fast tests replay the recorded thresholds through a test-only two-sided search, so
 that every other part (split, detector, label queries and the shared stream's draws,
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agents.experiments.studies.sadal_published import SSIF_SOURCES
 from agents.sadal import sadal_choice
 from ballad_env.data import Dataset
 from ballad_env.episode import AL, LR, Episode
@@ -104,6 +108,10 @@ def test_the_fixture_says_where_it_came_from(recorded: dict[str, Any]) -> None:
     assert "sadal_published.py fixture" in provenance["command"]
     assert set(STRATEGIES) <= set(recorded)
     assert all(len(recorded[s]) == 10 for s in STRATEGIES)
+    # SADAL's own episode ran the published ssif.py; the forced ones ours on RandomState(9)
+    # (the same forests; the SADAL episode recorded with ours was identical, field for field)
+    assert provenance["ssif_sadal"] == SSIF_SOURCES[False]
+    assert {provenance["ssif_AL"], provenance["ssif_LR"]} == {SSIF_SOURCES[True]}
 
 
 def test_the_preset_is_sadals_protocol(recorded: dict[str, Any]) -> None:

@@ -63,6 +63,9 @@ DEPENDENCIES = {"skopt": "scikit-optimize", "sklearn": "scikit-learn", "pandas":
                 "seaborn": "seaborn", "matplotlib": "matplotlib", "joblib": "joblib"}
 #: SADAL's rounds and budget share (its README: 10 rounds, 20% of the training part).
 N_ROUNDS, BUDGET_SHARE = 10, 0.2
+#: Which SSIF an episode ran: the published one, or ours (``fast_ssif``).
+SSIF_SOURCES = {False: "the published ssif.SSIF, on one core",
+                True: "ours on RandomState(9) in place of ssif.SSIF (the published forests)"}
 #: Where the published code crashes, what the runner does instead (``docs/sadal.md``).
 FIXES = {
     "al-first-round": "AL in round 1 (no ranking yet, and round 1's empty rejected list makes "
@@ -357,14 +360,13 @@ def record_trajectory(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
             "how": "the published SADAL.run_allocation_loop(10, int(0.2 |rest|), X_test, "
                    "y_test) on sadal_holdout's split of X, y (labels -1/1) with "
                    f"SADAL(X_rest, y_rest, contamination, seed={seed}); "
-                   + ("ssif.SSIF replaced by ours on RandomState(9) (the published forests)"
-                      if fast_ssif else "the published SSIF on one core")
-                   + "; fixes: " + "; ".join(FIXES)},
+                   + "; ssif_<strategy> says which SSIF; fixes: " + "; ".join(FIXES)},
         "X": X.tolist(), "y": y.tolist(), "seed": seed, "contamination": float(np.mean(y))}
     for strategy in strategies:
         start = time.perf_counter()
         record[strategy] = play_sadal(code, X, y, float(np.mean(y)), seed, strategy)
         record["provenance"][f"seconds_{strategy}"] = round(time.perf_counter() - start, 1)
+        record["provenance"][f"ssif_{strategy}"] = SSIF_SOURCES[fast_ssif]
     return record
 
 
@@ -398,7 +400,8 @@ def load_sadal_published(output: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "test_cost", "final_cost"])
 
 
-__all__ = ["DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES", "STRATEGIES",
+__all__ = ["DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES", "SSIF_SOURCES",
+           "STRATEGIES",
            "check_sadal", "fixture_data", "git_blob_id", "load_sadal", "load_sadal_published",
            "merge_trajectories", "play_episode", "play_sadal", "published_rest",
            "record_trajectory",
