@@ -26,13 +26,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents.experiments.studies.published_code import PublishedCodeError
-from agents.experiments.studies.sadal_agreement import (
+from agents.experiments.cli import HelpFormatter
+from agents.experiments.episode_store import PublishedCodeError
+from agents.experiments.studies.sadal.agreement import (
     agreement_episodes,
     agreement_summary,
     run_preset,
 )
-from agents.experiments.studies.sadal_published import (
+from agents.experiments.studies.sadal.published import (
     STRATEGIES,
     load_sadal_published,
     merge_trajectories,
@@ -43,8 +44,7 @@ from agents.experiments.studies.sadal_published import (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+                                     formatter_class=HelpFormatter)
     parser.add_argument("command", choices=["episodes", "fixture", "agreement"],
                         help="episodes: the published code's, into --output; fixture: a "
                              "recorded trajectory; agreement: Settings.sadal() on the "

@@ -16,8 +16,8 @@ seed=seed)`` then draws D and V itself, which must equal ``split="sadal"``'s (ch
 published code sees the raw features (it does not scale; ours scales on D, which SSIF does
 not notice). Labels are -1/1, as ``SADAL.py`` needs.
 
-Episodes run through the harness's executor into a ``ResultStore`` (the tables of
-``published_code``: one per episode, a row per round: action, labels bought, thresholds,
+Episodes run through the harness's executor into a ``ResultStore`` (``episode_store``'s
+tables: one per episode, a row per round: action, labels bought, thresholds,
 search seed, test cost and shares, rewards, the fix applied), written as each finishes; a
 rerun skips the episodes the store holds.
 """
@@ -40,15 +40,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.executor import execute, progress_bar
-from agents.experiments.studies.published_code import (
+from agents.experiments.episode_store import (
     PublishedCodeError,
     episode_cell,
     episode_order,
     finished_episodes,
-    prepare_store,
+    grow_store,
     stored_episodes,
 )
+from agents.experiments.executor import execute, progress_bar
 from ballad_env.cost import Costs
 from ballad_env.data import load_dataset
 from ballad_env.protocol import sadal_holdout, sadal_split_indices
@@ -311,9 +311,9 @@ def run_sadal_published(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
     files = (str(sadal_py), str(ssif_py), bool(fast_ssif))
     _code(*files)  # a missing file or package is named before anything is written
     blobs = {"sadal_py": git_blob_id(sadal_py), "ssif_py": git_blob_id(ssif_py)}
-    # SADAL seeds its one RandomState with the split seed ("split")
-    store = prepare_store(output, datasets, seeds, strategies, stream_seed=None,
-                          study="sadal_published")
+    # SADAL seeds its one RandomState with the split seed
+    store = grow_store(output, datasets, seeds, strategies, "sadal_published",
+                       stream_seed="split")
     done = finished_episodes(output, n_rounds)
     todo = [key for key in episode_order(datasets, seeds, strategies) if key not in done]
     directory = None if data_dir is None else str(data_dir)
