@@ -175,14 +175,6 @@ class Settings:
         "apply) or another registered name (ballad_env.detectors.DETECTORS)", "det")
     ssif_trees: int = _option(100, "SSIF: trees in the forest (the published code's 100)",
                               "trees")
-    rejector: RejectorName = _option(
-        "confidence", "the rejector: confidence (BALLAD's one threshold tau on 2|P - 0.5|; "
-        "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
-        "right; threshold_search exact or authors-bayes) or another registered name "
-        "(ballad_env.rejectors.REJECTORS)", "rej", quiet=True)
-    entropy_terms: EntropyTerms = _option(
-        "one", "the entropy signal's entropy: one (BALLAD's -p log p) or binary (SADAL's "
-        "-p log p - (1 - p) log(1 - p))", "hterms", quiet=True)
     ssif_seed: SSIFSeed = _option(
         "episode", "SSIF's random source: episode (one seed drawn from the episode's detector "
         "stream; every fit grows from it) or authors (a fresh RandomState(9) for every fit, as "
@@ -191,6 +183,14 @@ class Settings:
         "data", "SSIF's contamination (the share of training points with P >= 0.5): data (the "
         "data set's) or a number in (0, 1) (the published SADAL.py's SSIF(): 0.1)", "scont",
         quiet=True)
+    rejector: RejectorName = _option(
+        "confidence", "the rejector: confidence (BALLAD's one threshold tau on 2|P - 0.5|; "
+        "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
+        "right; threshold_search exact or authors-bayes) or another registered name "
+        "(ballad_env.rejectors.REJECTORS)", "rej", quiet=True)
+    entropy_terms: EntropyTerms = _option(
+        "one", "the entropy signal's entropy: one (BALLAD's -p log p) or binary (SADAL's "
+        "-p log p - (1 - p) log(1 - p))", "hterms", quiet=True)
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):

@@ -298,3 +298,15 @@ def test_repeats_the_per_node_implementation_bit_for_bit(case: str) -> None:
     assert forest.threshold_ == expected["threshold"]
     np.testing.assert_array_equal(forest.predict_proba(X)[:, 1], expected["proba_train"])
     np.testing.assert_array_equal(forest.predict_proba(queries)[:, 1], expected["proba_query"])
+
+
+def test_the_unlabeled_component_in_chunks_of_points_is_the_same(monkeypatch) -> None:
+    """Large batches are computed a few candidate points at a time: the same floats."""
+    import ballad_env.ssif_split as split
+
+    rng = np.random.default_rng(8)
+    values, valid = rng.random((30, 3, 2)), rng.random((30, 3)) < 0.8
+    axis = np.sort(rng.random((3, 13)), axis=1)
+    whole = split.unlabeled_components(values, valid, axis)
+    monkeypatch.setattr(split, "_CHUNK", 1)  # four points at a time
+    np.testing.assert_array_equal(split.unlabeled_components(values, valid, axis), whole)
