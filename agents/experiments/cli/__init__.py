@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "authors-code": ("authors_code", "study: the published code's variant, ablated and compared"),
     "lattice-study": ("lattice_study", "study: allocation rules against the best allocation"),
     "allocator-study": ("allocator_study", "study: allocators on the validation-sample cost"),
+    "crossed-study": ("crossed_study", "study: BALLAD's and SADAL's parts crossed on the lattice"),
     "policy-study": ("policy_study", "study: learned policies on held-out data sets"),
     "policy-scale": ("policy_scale", "study: policies trained on the replay store"),
     "bench": ("bench", "study: timings of episodes, grids and the replay"),
