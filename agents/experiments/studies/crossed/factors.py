@@ -84,12 +84,13 @@ def combinations(chosen: Mapping[str, Sequence[str]]) -> list[Combination]:
                                               for f in FACTOR_NAMES))]
 
 
-def combination_settings(combination: Combination, base: Settings | None = None
+def combination_settings(combination: Combination, base: Settings | None = None,
+                         factors: Mapping[str, Mapping[str, dict[str, Any]]] = FACTORS
                          ) -> Settings | str:
     """The combination's episode settings (``base`` with its options), or, when the lattice
     cannot pose it, the reason (``Settings``' or ``check_lattice_settings``' error)."""
     try:
-        settings = (base or Settings()).replace(**combination.options())
+        settings = (base or Settings()).replace(**combination.options(factors))
     except (ValueError, TypeError) as err:
         return f"settings refused: {err}"
     try:
