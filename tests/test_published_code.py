@@ -5,6 +5,7 @@ dependency is named. The published code itself (anomatools) is not needed here."
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import types
 from pathlib import Path
@@ -174,3 +175,79 @@ def test_load_ballad_names_missing_functions(tmp_path: Path,
     ballad_py.write_text("def reject(predictions, probs, threshold):\n    return []\n")
     with pytest.raises(PublishedCodeError, match="lacks the published function.*initialize_loop"):
         published_code.load_ballad(ballad_py)
+
+
+# ----------------------------------------------------------------------------- the stream
+def _drawing_code() -> types.ModuleType:
+    """The stand-in whose validation labels are drawn from numpy's global stream, as the
+    published ``add_validation_labels`` draws them."""
+    code = _stand_in_code(0.5, 0.2)
+
+    def draw(known: np.ndarray, y: np.ndarray, budget: int) -> np.ndarray:
+        chosen = np.random.choice(np.flatnonzero(known == 0), budget, replace=False)  # noqa: NPY002
+        known[chosen] = y[chosen]
+        return known
+
+    code.add_validation_labels = draw
+    return code
+
+
+def test_published_stream_is_seeded_331_or_with_the_split_seed(stand_in_detector) -> None:
+    """By default numpy's stream is seeded 331 whatever the split seed, as the published
+    ``load_dataset`` seeds it; ``stream_seed=None`` seeds it with the split seed. The split's
+    V has 10 points and b = 1: each LR round draws one of the unlabeled ones."""
+    def drawn(seed: int, stream_seed: int | None) -> list[int]:
+        rounds = play_published(_drawing_code(), _toy_split(), seed, "LR", n_rounds=3,
+                                stream_seed=stream_seed)
+        return [r["new"][0] for r in rounds]
+
+    def expected(stream: int) -> list[int]:
+        rng = np.random.RandomState(stream)  # noqa: NPY002
+        unlabeled = list(range(10))
+        picks = []
+        for _ in range(3):
+            pick = int(rng.choice(np.array(unlabeled), 1, replace=False)[0])
+            unlabeled.remove(pick)
+            picks.append(pick)
+        return picks
+
+    assert published_code.PUBLISHED_STREAM_SEED == 331
+    assert drawn(0, 331) == drawn(5, 331) == expected(331)
+    assert drawn(5, None) == expected(5) != expected(331)
+
+
+def test_a_store_keeps_one_stream_seed(tmp_path: Path, stand_in_detector,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store records its stream seed; episodes drawn from another are refused by name,
+    and a store written before the record existed counts as split-seeded."""
+    monkeypatch.setattr(published_code, "_code", lambda path: _stand_in_code(0.5, 0.2))
+    monkeypatch.setattr(published_code, "_split", lambda *key: _toy_split())
+    monkeypatch.setattr(published_code, "file_digest", lambda path: "digest")
+    out = tmp_path / "published"
+    run_published("BALLAD.py", out, ["Glass"], [0], ["LR"], n_rounds=2, progress=False)
+    assert published_code.stored_stream_seed(out) == 331
+    with pytest.raises(PublishedCodeError, match=r"seeded with 331, not the split seed.*"
+                                                 r"--stream-seed 331"):
+        run_published("BALLAD.py", out, ["Glass"], [1], ["LR"], n_rounds=2, progress=False,
+                      stream_seed=None)
+    old = tmp_path / "old"
+    run_published("BALLAD.py", old, ["Glass"], [0], ["LR"], n_rounds=2, progress=False,
+                  stream_seed=None)
+    manifest = json.loads((old / "run.json").read_text())
+    assert manifest.pop("stream_seed") == "split"
+    (old / "run.json").write_text(json.dumps(manifest))  # as the runner wrote it before
+    assert published_code.stored_stream_seed(old) is None
+    with pytest.raises(PublishedCodeError, match="seeded with the split seed, not 331"):
+        run_published("BALLAD.py", old, ["Glass"], [1], ["LR"], n_rounds=2, progress=False)
+
+
+def test_agreement_refuses_a_query_seed_other_than_the_published_runs(
+        tmp_path: Path, stand_in_detector, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(published_code, "_code", lambda path: _stand_in_code(0.5, 0.2))
+    monkeypatch.setattr(published_code, "_split", lambda *key: _toy_split())
+    monkeypatch.setattr(published_code, "file_digest", lambda path: "digest")
+    out = tmp_path / "published"
+    run_published("BALLAD.py", out, ["Glass"], [0], ["LR"], n_rounds=2, progress=False)
+    with pytest.raises(SystemExit, match=r"--query-seed split: .*seeded with 331"):
+        _main()(["agreement", "--published", str(out), "--query-seed", "split",
+                 "--output", str(tmp_path / "ours")])

@@ -208,7 +208,8 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
     published = tmp_path / "published"
 
     def publish(strategy: str) -> None:  # an episode of the published run, mean cost 0.2
-        store = published_code.prepare_store(published, ["alpha"], [0], [strategy])
+        store = published_code.prepare_store(published, ["alpha"], [0], [strategy],
+                                             stream_seed=None)  # the preset: knn_authors
         rows = pd.DataFrame({"dataset": "alpha", "seed": 0, "strategy": strategy,
                              "round": [1, 2], "test_cost": [0.1, 0.3]})
         store.write(published_code.episode_cell("alpha", 0, strategy), rows)
@@ -231,11 +232,14 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
 
 
 def test_authors_agreement_pairs_the_runners_stream_seed() -> None:
-    """The published-code runner seeds numpy's stream with the split seed, so agreement's
-    preset does too unless told the published run was seeded otherwise (331)."""
+    """The published-code runner seeds numpy's stream with 331 by default, as the published
+    loader does (or the split seed); agreement takes the published run's seed from its
+    store unless told one, which it then checks."""
     parser = load_script("authors_code_check.py").build_parser()
-    assert parser.parse_args(["agreement"]).query_seed is None
+    assert "query_seed" not in vars(parser.parse_args(["agreement"]))
     assert parser.parse_args(["agreement", "--query-seed", "331"]).query_seed == 331
+    assert parser.parse_args(["published"]).stream_seed == 331
+    assert parser.parse_args(["published", "--stream-seed", "split"]).stream_seed is None
     with pytest.raises(SystemExit):
         parser.parse_args(["agreement", "--query-seed", "loader"])
 

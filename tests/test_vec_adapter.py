@@ -13,6 +13,7 @@ from conftest import write_data_files
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import ballad_env
@@ -68,6 +69,7 @@ def test_maskable_ppo_reads_the_masks_and_both_algorithms_train(store) -> None:
     for algo in (PPO, MaskablePPO):
         model = algo("MlpPolicy", env, n_steps=32, batch_size=64, n_epochs=1, seed=0,
                      policy_kwargs={"net_arch": [8]})
+        model.set_logger(Logger(folder=None, output_formats=[]))  # no folder left in /tmp
         model.learn(total_timesteps=256)
         assert model.num_timesteps == 256
         episodes = list(model.ep_info_buffer)

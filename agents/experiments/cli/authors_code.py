@@ -40,11 +40,13 @@ from agents.experiments.studies.authors_code import (
     published_grids,
 )
 from agents.experiments.studies.published_code import (
+    PUBLISHED_STREAM_SEED,
     STRATEGIES,
     PublishedCodeError,
     check_published,
     load_published,
     run_published,
+    stored_stream_seed,
 )
 from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
@@ -83,11 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tau-position", default="as-found",
                         choices=["as-found", "bottom", "middle", "top"],
                         help="agreement: where the preset's tau sits in its optimal interval")
-    parser.add_argument("--query-seed", type=query_seed_value, default=None,
-                        help="agreement: the seed of the preset's one query stream, as the "
-                             "published run drew it: split (default: the published-code "
-                             "runner seeds numpy's stream with the split seed) or a number "
-                             "(331: the published load_dataset's, the preset's own)")
+    parser.add_argument("--query-seed", type=query_seed_value, default=argparse.SUPPRESS,
+                        help="agreement: the seed of the preset's one query stream (default: "
+                             "the one the published run's stream was seeded with, from its "
+                             "run.json); another is refused")
+    parser.add_argument("--stream-seed", type=query_seed_value,
+                        default=PUBLISHED_STREAM_SEED,
+                        help="published: the seed of numpy's global stream the published "
+                             "label queries draw from: 331 (default, as the published "
+                             "load_dataset seeds it) or split (the split seed, as this runner "
+                             "did before; the stores of issue 12)")
     parser.add_argument("--output", default="results/authors_code", help="results folder")
     parser.add_argument("--stem", default="authors_code_ablation",
                         help="ablation: the tables' file name (a second run's tables beside "
@@ -141,10 +148,16 @@ def agreement(args: argparse.Namespace, tables: Path) -> None:
     if not args.published:
         raise SystemExit("agreement needs --published (the published code's episodes)")
     published = load_published(args.published)
-    # The labels must come from the stream the published run drew them from: the runner
-    # (play_published) seeds it with the split seed, so by default not the preset's 331.
+    # The labels must come from the stream the published run drew them from.
+    query_seed = stored_stream_seed(args.published)
+    if "query_seed" in vars(args) and args.query_seed != query_seed:
+        given = "split" if args.query_seed is None else args.query_seed
+        raise SystemExit(f"--query-seed {given}: the published episodes in "
+                         f"{args.published} drew from a stream seeded with "
+                         f"{'the split seed' if query_seed is None else query_seed}; the "
+                         "preset must draw from the same one (leave --query-seed out)")
     setting = Settings.authors_code(threshold_search=args.threshold_search,
-                                    tau_position=args.tau_position, query_seed=args.query_seed)
+                                    tau_position=args.tau_position, query_seed=query_seed)
     # Ours plays the episodes the published code finished, one results folder per setting,
     # strategy and seed (each grows as the published run goes on).
     # --report-only reads what is there, leaving out the folders a run has not started.
@@ -191,7 +204,7 @@ def published_run(args: argparse.Namespace, tables: Path) -> None:
                                dataset_names(args.datasets, args.data_dir),
                                seed_range(args.seeds), args.strategies,
                                data_dir=args.data_dir, n_rounds=args.rounds,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, stream_seed=args.stream_seed)
     except PublishedCodeError as err:
         raise SystemExit(f"error: {err}") from None
     print(f"{played} episode(s) of the published code added to {args.published}")

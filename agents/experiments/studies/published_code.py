@@ -53,6 +53,8 @@ PUBLISHED_FUNCTIONS = ("initialize_loop", "add_training_labels", "add_validation
                        "set_rejection_threshold", "measure_rewards", "reject", "cost_function")
 #: BALLAD's initial rewards in the published code (AL, LR): its first round is LR.
 INITIAL_REWARDS = (0.99, 1.0)
+#: The seed the published ``load_dataset`` gives numpy's global stream (BALLAD.py line 105).
+PUBLISHED_STREAM_SEED = 331
 
 
 class PublishedCodeError(RuntimeError):
@@ -212,17 +214,19 @@ def _test_record(code: ModuleType, detector: Any, tau: float, split: PublishedSp
 
 
 def play_published(code: ModuleType, split: PublishedSplit, seed: int, strategy: str,
-                   n_rounds: int = 15, reward: str = "entropy") -> list[dict[str, Any]]:
+                   n_rounds: int = 15, reward: str = "entropy",
+                   stream_seed: int | None = PUBLISHED_STREAM_SEED) -> list[dict[str, Any]]:
     """One episode of the published loop, forced to ``AL`` or ``LR`` or choosing as BALLAD
     (the larger stored reward, AL on ties): per round the action, the labels bought, tau,
-    the test cost and rates, and the reward measured."""
+    the test cost and rates, and the reward measured. numpy's global stream is seeded with
+    ``stream_seed`` (None: the split seed) before the loop starts."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     gamma = split.contamination
     per_round = Budget.from_fractions(len(split.y_train)).per_round
     pool = np.concatenate((split.X_train, split.X_val))  # D and V: what the rewards compare
     # The published code draws its random labels from numpy's global generator, seeded so.
-    np.random.seed(seed)  # noqa: NPY002
+    np.random.seed(seed if stream_seed is None else stream_seed)  # noqa: NPY002
     old_al, old_lr = code.initialize_loop(pool, seed, gamma, 1.0, 1.0, reward, gamma)
     loop = _Loop(np.zeros(len(split.y_train), int), np.zeros(len(split.y_val), int),
                  np.array([]), {"AL": old_al, "LR": old_lr},
@@ -272,17 +276,42 @@ def episode_cell(dataset: str, seed: int, strategy: str) -> TableCell:
 
 
 def prepare_store(output: str | os.PathLike, datasets: Sequence[str], seeds: Sequence[int],
-                  strategies: Sequence[str]) -> ResultStore:
+                  strategies: Sequence[str],
+                  stream_seed: int | None = PUBLISHED_STREAM_SEED) -> ResultStore:
     """The store at ``output``, its ``run.json`` grown to these data sets, seeds and
-    strategies."""
+    strategies; ``PublishedCodeError`` if its episodes drew from another stream seed."""
     store = ResultStore(writable_folder(output, "--published"))
-    stored = (store.read_manifest() or {}).get("grid", {})
+    manifest = store.read_manifest()
+    stored_seed = stored_stream_seed(output)
+    if manifest is not None and stored_seed != stream_seed:
+        raise PublishedCodeError(
+            f"{output} holds episodes whose stream was seeded with {_stream_text(stored_seed)}, "
+            f"not {_stream_text(stream_seed)}: write these to another --published folder, or "
+            f"pass --stream-seed {_stream_flag(stored_seed)} to grow this one")
+    stored = (manifest or {}).get("grid", {})
     grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
             for axis, values in (("datasets", datasets), ("seeds", seeds),
                                  ("strategies", strategies))}
     store.prepare({"format": FORMAT_VERSION, "study": "published_code", "grid": grid,
+                   "stream_seed": "split" if stream_seed is None else stream_seed,
                    "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
     return store
+
+
+def _stream_flag(stream_seed: int | None) -> str:
+    return "split" if stream_seed is None else str(stream_seed)
+
+
+def _stream_text(stream_seed: int | None) -> str:
+    return "the split seed" if stream_seed is None else str(stream_seed)
+
+
+def stored_stream_seed(output: str | os.PathLike) -> int | None:
+    """The seed of numpy's stream the store's episodes drew from: a number, or None for the
+    split seed (also for stores written before the runner recorded it, which all did so)."""
+    manifest = ResultStore(output).read_manifest() if Path(output).is_dir() else None
+    value = (manifest or {}).get("stream_seed", "split")
+    return None if value == "split" else int(value)
 
 
 def stored_episodes(output: str | os.PathLike) -> list[pd.DataFrame]:
@@ -342,14 +371,15 @@ def _split(dataset: str, seed: int, data_dir: str | None) -> PublishedSplit:
     return published_split(data.X, data.y, seed)
 
 
-def play_episode(task: tuple[str, str, str | None, tuple[str, int, str], int],
+def play_episode(task: tuple[str, str, str | None, tuple[str, int, str], int, int | None],
                  single_thread: bool = False) -> tuple[tuple[str, int, str], pd.DataFrame]:
     """One episode of the published code (``task``: BALLAD.py, its digest, the data folder,
-    (data set, seed, strategy), rounds): its key and its rows, one per round."""
-    ballad_py, digest, data_dir, (dataset, seed, strategy), n_rounds = task
+    (data set, seed, strategy), rounds, the stream seed): its key and its rows, one per
+    round."""
+    ballad_py, digest, data_dir, (dataset, seed, strategy), n_rounds, stream_seed = task
     start = time.perf_counter()
     rounds = play_published(_code(ballad_py), _split(dataset, seed, data_dir), seed, strategy,
-                            n_rounds)
+                            n_rounds, stream_seed=stream_seed)
     seconds = time.perf_counter() - start
     rows = [{"dataset": dataset, "seed": seed, "strategy": strategy, "round": number,
              "seconds": seconds, "ballad_py": digest, **record}
@@ -361,20 +391,22 @@ def run_published(ballad_py: str | os.PathLike, output: str | os.PathLike,
                   datasets: Sequence[str], seeds: Sequence[int],
                   strategies: Sequence[str] = STRATEGIES, *,
                   data_dir: str | os.PathLike | None = None, n_rounds: int = 15,
-                  progress: bool = True) -> int:
+                  progress: bool = True,
+                  stream_seed: int | None = PUBLISHED_STREAM_SEED) -> int:
     """Play every episode (data set x seed x strategy) of the published code not yet in the
     store at ``output``, in this process (the published code draws from numpy's global
-    generator), each written as it finishes; the number played."""
+    generator, seeded with ``stream_seed``; None: the split seed), each written as it
+    finishes; the number played."""
     unknown = sorted(set(strategies) - set(STRATEGIES))
     if unknown:
         raise ValueError(f"unknown strategies {unknown}: use {', '.join(STRATEGIES)}")
     _code(str(ballad_py))  # a missing published function is named before anything is written
     digest = file_digest(ballad_py)
-    store = prepare_store(output, datasets, seeds, strategies)
+    store = prepare_store(output, datasets, seeds, strategies, stream_seed)
     done = finished_episodes(output, n_rounds)
     todo = [key for key in episode_order(datasets, seeds, strategies) if key not in done]
     directory = None if data_dir is None else str(data_dir)
-    tasks = [(str(ballad_py), digest, directory, key, n_rounds) for key in todo]
+    tasks = [(str(ballad_py), digest, directory, key, n_rounds, stream_seed) for key in todo]
     bar = progress_bar(len(done) + len(todo), len(done), progress, unit="episode",
                        desc="episodes")
     try:
@@ -386,9 +418,11 @@ def run_published(ballad_py: str | os.PathLike, output: str | os.PathLike,
     return len(todo)
 
 
-__all__ = ["DEPENDENCIES", "INITIAL_REWARDS", "PUBLISHED_FUNCTIONS", "STRATEGIES",
+__all__ = ["DEPENDENCIES", "INITIAL_REWARDS", "PUBLISHED_FUNCTIONS", "PUBLISHED_STREAM_SEED",
+           "STRATEGIES",
            "PublishedCodeError", "PublishedSplit", "TABLE", "check_published", "episode_cell",
            "PUBLISHED_STRATEGIES", "episode_order", "file_digest", "finished_episodes",
            "load_ballad", "load_published",
            "missing_dependencies", "new_detector", "play_episode", "play_published",
-           "prepare_store", "published_split", "run_published", "stored_episodes"]
+           "prepare_store", "published_split", "run_published", "stored_episodes",
+           "stored_stream_seed"]

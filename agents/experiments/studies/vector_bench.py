@@ -132,6 +132,7 @@ def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
     ``"vector"`` (``make_replay_vec_env``), and the seconds of ``PPO_PARTS`` (cProfile)."""
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from agents.experiments.training import TrainConfig, algorithm_kwargs, make_vec_env
 
@@ -149,6 +150,7 @@ def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
     else:
         raise ValueError(f"unknown path {path!r}: use 'dummy' or 'vector'")
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", **algorithm_kwargs(config))
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no log folder left in /tmp
     profiler = cProfile.Profile() if profile else None
     start = time.perf_counter()
     if profiler is not None:
