@@ -93,6 +93,8 @@ class BudgetAllocationEnv(gym.Env):
     | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest side signals |
     | al_measured, lr_measured | whether each side has been played |
     | tau, val_cost | the rejection threshold and the validation cost that set it |
+    | threshold_left, threshold_right | the rejection band's ends in P: the two-sided |
+    | | rejector's thresholds, or 0.5 -/+ tau / 2 (tau: the band's width) |
     | n_labeled_train, n_labeled_val, n_anomalies_found | labels bought in D and V, |
     | | anomalies among them |
     | queried | indices (into D for AL, V for LR) the round just labeled |

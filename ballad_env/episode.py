@@ -1,7 +1,8 @@
 """One repetition of the BALLAD protocol as a plain state machine (no Gymnasium).
 
 An ``Episode`` owns the split, the detector, the labels bought so far, the rejection
-threshold and each side's stored output for the rewards. ``step(AL)`` buys b training
+rule in force (``rejection``: the settings' rejector's, ``ballad_env.rejectors``) and each
+side's stored output for the rewards. ``step(AL)`` buys b training
 labels, ``step(LR)`` buys b validation labels. Label-free work (split, scaling, prior,
 eta, prior probabilities of V and T: an :class:`EpisodeStart`) happens once in
 ``__init__``, or is taken from the process's reset cache (``ballad_env.compute``) when
@@ -12,6 +13,13 @@ BLAS/OpenMP thread by default (``ballad_env.compute``).
 Each purpose draws from its own random stream (``docs/method.md``, Protocol), so the
 state after i AL and j LR rounds does not depend on their order; with
 ``query_rng="authors"`` (the published code's one shared stream) it does.
+
+The budget is a number of rounds. A query strategy may buy fewer than b labels in a round
+(``threshold-distance-authors`` buys none when the published rejected flag says so): the
+round still counts as one of the budget's rounds and as an AL (or LR) round (``n_al``,
+``n_lr``), it records what it bought (``queried``, possibly empty), and the labels it did not
+buy are not carried over, as in the published code; ``n_labeled_train``/``n_labeled_val``
+count the labels bought. An AL round that bought nothing leaves the detector as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,16 +41,15 @@ from ballad_env.episode_start import (
     episode_start,
 )
 from ballad_env.protocol import spawn_streams
-from ballad_env.queries import AL_QUERIES, LR_QUERIES, query_generators
-from ballad_env.rejection import (
-    DEFAULT_TAU,
-    ThresholdSearch,
-    confidence,
-    empirical_cost,
-    example_costs,
-    mean_and_standard_error,
-    rejection_probability,
+from ballad_env.queries import (
+    AL_QUERIES,
+    LR_QUERIES,
+    QueryContext,
+    query_generators,
+    select_with,
 )
+from ballad_env.rejection import labeled_cost, labeled_example_costs, mean_and_standard_error
+from ballad_env.rejectors import Rejection, make_rejector
 from ballad_env.rewards import SideOutput
 from ballad_env.settings import Settings
 from ballad_env.snapshot import (
@@ -101,7 +109,8 @@ class Episode:
         self.dataset = dataset
         self.contamination = dataset.contamination
         self.costs, self.budget = check_settings(dataset, cfg)
-        self.search = ThresholdSearch(cfg.threshold_search, cfg.bayes_calls, cfg.tau_position)
+        self.rejector = make_rejector(cfg)
+        self.rejection: Rejection = self.rejector.start()
         streams = spawn_streams(seed)
         split_seed = authors_split_seed(seed, streams)
         self.start = episode_start(dataset, streams, cfg, split_seed)
@@ -116,18 +125,31 @@ class Episode:
         self.al_query = AL_QUERIES[cfg.al_strategy](al_rng, n_train)
         self.lr_query = LR_QUERIES[cfg.lr_strategy](lr_rng, n_val)
         self._threshold_stream = streams["threshold"]
+        #: query_rng="authors"'s shared legacy stream, for a rejector that draws from it
+        self._shared_stream = al_rng if (isinstance(al_rng, np.random.RandomState)
+                                         and self.rejector.draws_from_shared_stream) else None
         self.train_labels, self.val_labels = _Labels(n_train), _Labels(n_val)
         self.rounds_done = 0
         self.previous: int | None = None
         self.last_queried = np.empty(0, dtype=np.intp)
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
-        self.tau = 0.0
-        initial = self._outputs(DEFAULT_TAU, initial=True, p=self.start.p_initial)
+        initial = self._outputs(self.rejector.initial(self.contamination), initial=True,
+                                p=self.start.p_initial)
         self.stored: dict[int, SideOutput] = {AL: initial[AL], LR: initial[LR]}
         self.latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
 
     # ----------------------------------------------------------------- state queries
+    @property
+    def tau(self) -> float:
+        """The rejection rule's tau (two-sided: the band's width right - left)."""
+        return self.rejection.tau
+
+    @property
+    def search(self) -> Any:
+        """The rejector's threshold search (confidence: its ``ThresholdSearch``)."""
+        return getattr(self.rejector, "search", None)
+
     @property
     def n_al(self) -> int:
         """AL rounds taken so far."""
@@ -160,31 +182,37 @@ class Episode:
                    + self.split.y_val[self.val_labels.indices].sum())
 
     def evaluate_test(self) -> Evaluation:
-        """Cost, FPR, FNR, rejection rate and ROC AUC on T with the current detector and tau.
+        """Cost, FPR, FNR, rejection rate and ROC AUC on T with the current detector and
+        rejection rule.
 
         Computed once per state: a step, its reward and its ``info`` all read it.
         """
         state = (self.n_al, self.n_lr)
         if self._evaluation is None or self._evaluation[0] != state:
             self._evaluation = (state, evaluate(self.p_test, self.split.y_test,
-                                                confidence(self.p_test) < self.tau, self.costs))
+                                                self.rejection.reject(self.p_test), self.costs))
         return self._evaluation[1]
 
-    def threshold_data(self) -> tuple[np.ndarray, np.ndarray]:
-        """Probabilities and labels that set tau: labeled V, else labeled D (biased; none with
-        ``tau_without_val="zero"``, so tau = 0), else none."""
+    def threshold_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pool whose labels set the rejection rule: its probabilities, the indices of its
+        labeled members (in the order bought) and its labels. V once it holds a label, else
+        D (biased; no labeled member with ``tau_without_val="zero"``: no rejection)."""
         if self.val_labels.count:
-            idx = self.val_labels.indices
-            return self.p_val[idx], self.split.y_val[idx]
+            return self.p_val, self.val_labels.indices, self.split.y_val
         idx = self.train_labels.indices
         if self.settings.tau_without_val == "zero":
             idx = idx[:0]
-        return self.p_train[idx], self.split.y_train[idx]
+        return self.p_train, idx, self.split.y_train
+
+    def threshold_data(self) -> tuple[np.ndarray, np.ndarray]:
+        """Probabilities and labels of the labeled examples that set the rejection rule."""
+        p, idx, y = self.threshold_pool()
+        return p[idx], y[idx]
 
     def validation_cost(self) -> float:
-        """M(tau) on the labeled examples that set tau (0 before any label)."""
+        """M on the labeled examples that set the rejection rule (0 before any label)."""
         p, y = self.threshold_data()
-        return empirical_cost(self.tau, confidence(p), (p > 0.5).astype(np.int8), y, self.costs)
+        return labeled_cost(self.rejection.reject(p), (p > 0.5).astype(np.int8), y, self.costs)
 
     def validation_sample_cost(self) -> tuple[float, float]:
         """Cost of the current detector and tau on the labeled V examples only, with its
@@ -197,13 +225,13 @@ class Episode:
         """
         idx = self.val_labels.indices
         p = self.p_val[idx]
-        values = example_costs(self.tau, confidence(p), (p > 0.5).astype(np.int8),
-                               self.split.y_val[idx], self.costs)
+        values = labeled_example_costs(self.rejection.reject(p), (p > 0.5).astype(np.int8),
+                                       self.split.y_val[idx], self.costs)
         return mean_and_standard_error(values)
 
     def validation_rejection_rate(self) -> float:
-        """Share of all of V (labeled or not) that tau rejects."""
-        return float(np.mean(confidence(self.p_val) < self.tau))
+        """Share of all of V (labeled or not) that the rejection rule rejects."""
+        return float(np.mean(self.rejection.reject(self.p_val)))
 
     def snapshot(self) -> Snapshot:
         """The episode now, as one frozen record (see :class:`Snapshot`)."""
@@ -217,6 +245,8 @@ class Episode:
             rejection_rate=test.rejection_rate, auc=test.auc,
             test_cost_per_example=test.cost_per_example,
             test_cost_class_conditional=test.cost_class_conditional, tau=self.tau,
+            threshold_left=self.rejection.thresholds[0],
+            threshold_right=self.rejection.thresholds[1],
             val_cost=self.validation_cost(), val_rejection=self.validation_rejection_rate(),
             val_sample_cost=sample_cost, val_sample_se=sample_se,
             n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
@@ -249,7 +279,7 @@ class Episode:
         if action == AL:
             self._refresh_probabilities()
         self._refresh_threshold()
-        output = self._outputs(self.tau)[action]
+        output = self._outputs(self.rejection)[action]
         rewards = output.rewards(self.stored[action])
         self.stored[action] = output
         self.latest[action] = rewards
@@ -264,16 +294,17 @@ class Episode:
 
     def _query_al(self) -> np.ndarray:
         """Buy b training labels chosen by the AL query strategy; update the detector."""
-        chosen = self.al_query.select(self.p_train, self.train_labels.unlabeled(),
-                                      self.budget.per_round)
+        chosen = select_with(self.al_query, self.p_train, self.train_labels.unlabeled(),
+                             self.budget.per_round, self.query_context())
         self.train_labels.order.append(chosen)
-        self.scores.add_training_labels(chosen, self.split.y_train[chosen])
+        if chosen.size:  # a round that bought nothing leaves the detector as it was
+            self.scores.add_training_labels(chosen, self.split.y_train[chosen])
         return chosen
 
     def _query_lr(self) -> np.ndarray:
         """Buy b validation labels chosen by the LR query strategy."""
-        chosen = self.lr_query.select(self.p_val, self.val_labels.unlabeled(),
-                                      self.budget.per_round)
+        chosen = select_with(self.lr_query, self.p_val, self.val_labels.unlabeled(),
+                             self.budget.per_round, self.query_context())
         self.val_labels.order.append(chosen)
         return chosen
 
@@ -283,28 +314,42 @@ class Episode:
         n_val = len(self.split.y_val)
         self.p_val, self.p_test = p_other[:n_val], p_other[n_val:]
 
+    def query_context(self) -> QueryContext:
+        """What the query strategies that read it get (``queries.select_with``): the
+        rejection band's ends (left, right) in force, i.e. those of the previous round, once
+        an LR round has set them on V (None before)."""
+        return QueryContext(thresholds=self.rejection.thresholds if self.n_lr else None)
+
     def _refresh_threshold(self) -> None:
-        """Re-optimise tau on the labels that set it, seeded by the state (i, j)."""
-        p, y = self.threshold_data()
+        """Re-fit the rejection rule on the labels that set it (``threshold_pool``)."""
+        p, labeled, y = self.threshold_pool()
+        self.rejection = self.rejector.fit(p, labeled, y, self.costs, self._search_seed())
+
+    def _search_seed(self) -> int:
+        """The threshold search's seed: a function of the state (i, j), or, for a rejector
+        that draws from it, ``randint(0, 100)`` from ``query_rng="authors"``'s shared stream
+        (after the round's queries, as the published SADAL code)."""
+        if self._shared_stream is not None:
+            return int(self._shared_stream.randint(0, 100))
         stream = self._threshold_stream
         state = np.random.SeedSequence(stream.entropy,
                                        spawn_key=(*stream.spawn_key, self.n_al, self.n_lr))
-        self.tau = self.search(p, y, self.costs, seed=int(state.generate_state(1)[0]))
+        return int(state.generate_state(1)[0])
 
-    def _outputs(self, tau: float, initial: bool = False, p: np.ndarray | None = None
+    def _outputs(self, rule: Rejection, initial: bool = False, p: np.ndarray | None = None
                  ) -> dict[int, SideOutput]:
         """Each side's output on D and V (from their probabilities ``p``, by default the
-        detector's): AL the anomaly side, LR the rejection side. With
+        detector's): AL the anomaly side, LR the rejection side under ``rule``. With
         ``entropy_log="authors"`` the LR side's and the initial AL side's entropies take the
-        natural log."""
+        natural log; ``entropy_terms`` picks the entropy."""
         if p is None:
             p = np.concatenate([self.p_train, self.p_val])
-        conf = confidence(p)
         mixed = self.settings.entropy_log == "authors"
+        terms = self.settings.entropy_terms
         return {AL: SideOutput(p, (p > 0.5).astype(np.float64), math.e if mixed and initial
-                               else 2.0),
-                LR: SideOutput(rejection_probability(conf, tau), (conf < tau).astype(np.float64),
-                               math.e if mixed else 2.0)}
+                               else 2.0, terms),
+                LR: SideOutput(rule.rejection_probability(p), rule.reject(p).astype(np.float64),
+                               math.e if mixed else 2.0, terms)}
 
 
 __all__ = ["ACTION_NAMES", "AL", "LR", "PATH_FIELDS", "RECORD_FIELDS", "STATE_FIGURES", "Episode",

@@ -18,7 +18,10 @@ the previous AL round; that output depends on i only, so the AL reward of the mo
 compares the rejection side's output with the one stored at that side's previous LR
 round, which ended at some state (i0, j - 1), i0 <= i, depending on the path:
 ``lr_reward_from[s][i, j, i0]`` holds all of them. For j = 1 no LR round came before and
-the stored output is the initial one (no labels, tau = 0.1), whatever i0.
+the stored output is the initial one (no labels; the rejector's ``initial`` rule: tau = 0.1
+for the confidence rejector, tau = the contamination for the two-sided one), whatever i0.
+The rejection rule after (i, j) is fitted on the probabilities after i AL rounds and the V
+labels of j LR rounds with a search seed drawn from (i, j), whichever rejector.
 ``lr_reward(s)[i, j]`` picks i0 = i: the previous LR round also happened at this i (the
 reward a greedy agent sees after two LR rounds in a row).
 """
@@ -319,7 +322,9 @@ def parse_path(text: str) -> tuple[int, ...]:
 def check_lattice_settings(settings: Settings) -> None:
     """A ``ValueError`` naming the option if the labels under ``settings`` depend on the
     order of the rounds, so that one lattice cannot hold every path: a shared query stream,
-    or a query strategy marked ``depends_on_path``."""
+    or a query strategy marked ``depends_on_path`` (SADAL's ``stratified-probability``, whose
+    labels follow the probabilities, and ``threshold-distance*``, whose ranking reads the
+    previous round's rejection thresholds; its ``path_reason`` says why)."""
     if settings.query_rng != "streams":
         raise ValueError(
             f"no lattice with query_rng={settings.query_rng!r}: AL and LR then draw their "
@@ -328,11 +333,14 @@ def check_lattice_settings(settings: Settings) -> None:
             "lattices and replay stores")
     for option, registry in (("al_strategy", AL_QUERIES), ("lr_strategy", LR_QUERIES)):
         name = getattr(settings, option)
-        if getattr(registry[name], "depends_on_path", False):
+        strategy = registry[name]
+        if getattr(strategy, "depends_on_path", False):
+            reason = getattr(strategy, "path_reason", "its labels depend on the rounds before "
+                                                      "them")
             raise ValueError(
-                f"no lattice with {option}={name!r}: its labels depend on the rounds before "
-                "them, so the labels after i AL and j LR rounds depend on their order; build "
-                "lattices and replay stores with another strategy")
+                f"no lattice with {option}={name!r}: {reason}, so the labels after i AL and j "
+                "LR rounds depend on their order; build lattices and replay stores with "
+                "another strategy")
 
 
 def build_lattice(dataset: Dataset | str, seed: int, settings: Settings | None = None,

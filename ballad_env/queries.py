@@ -143,9 +143,16 @@ class ThresholdDistance:
     previous round, skipping those that round rejected (left <= P <= right); ties by index.
     If fewer than ``size`` remain, the rejected ones follow in the same order, so a round
     always buys ``size`` labels. Before any thresholds (first round): the distance to 0.5,
-    nothing skipped (the published code has no ranking then and crashes). No randomness."""
+    nothing skipped (the published code has no ranking then and crashes). No randomness.
+
+    The episode passes the rejection band in force (``Episode.query_context``), set by the
+    LR rounds before: the labels after i AL rounds depend on when those came
+    (``depends_on_path``), so the lattice refuses this strategy."""
 
     uses_context = True
+    depends_on_path = True
+    path_reason = ("its ranking reads the previous round's rejection thresholds, which "
+                   "depend on when the LR rounds came")
 
     def __init__(self, rng: QueryRandom, pool_size: int) -> None:
         self.pool_size = pool_size
@@ -195,6 +202,8 @@ class StratifiedProbability:
     depend on the path (``depends_on_path``)."""
 
     depends_on_path = True
+    path_reason = ("its labels follow the detector's probabilities, so the AL rounds before "
+                   "each LR round")
 
     def __init__(self, rng: QueryRandom, pool_size: int) -> None:
         self.rng = rng

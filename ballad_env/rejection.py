@@ -45,22 +45,30 @@ def empirical_cost(
 ) -> float:
     """M(tau) = (c_fp FP + c_fn FN + c_r R) / m over labeled examples (or the class-conditional
     cost, by ``costs.metric``); FP, FN among accepted."""
-    conf, y = np.asarray(conf), np.asarray(y)
+    conf = np.asarray(conf)
     if conf.size == 0:
         return 0.0
-    rejected, false_positive, false_negative = _outcomes(tau, conf, pred, y)
+    return labeled_cost(conf < tau, pred, y, costs)
+
+
+def labeled_cost(rejected: np.ndarray, pred: np.ndarray, y: np.ndarray, costs: Costs) -> float:
+    """The cost M of any rejection rule on labeled examples: ``rejected`` their mask,
+    ``pred`` the 0/1 predictions, ``y`` the labels (0 for none)."""
+    rejected = np.asarray(rejected, dtype=bool)
+    if rejected.size == 0:
+        return 0.0
+    y = np.asarray(y)
+    false_positive, false_negative = _accepted_errors(rejected, pred, y)
     n_anomaly = int(np.sum(y == 1))
     return float(costs.of_counts(false_positive.sum(), false_negative.sum(), rejected.sum(),
-                                 conf.size - n_anomaly, n_anomaly))
+                                 rejected.size - n_anomaly, n_anomaly))
 
 
-def _outcomes(tau: float, conf: np.ndarray, pred: np.ndarray, y: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Masks of the rejected examples (conf < tau), and of the accepted false positives and
-    false negatives."""
-    conf, pred, y = np.asarray(conf), np.asarray(pred), np.asarray(y)
-    rejected = conf < tau
-    return rejected, ~rejected & (pred == 1) & (y == 0), ~rejected & (pred == 0) & (y == 1)
+def _accepted_errors(rejected: np.ndarray, pred: np.ndarray, y: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the accepted false positives and false negatives."""
+    pred, y = np.asarray(pred), np.asarray(y)
+    return ~rejected & (pred == 1) & (y == 0), ~rejected & (pred == 0) & (y == 1)
 
 
 def example_costs(
@@ -68,7 +76,14 @@ def example_costs(
 ) -> np.ndarray:
     """Each labeled example's cost: c_r if rejected (conf < tau), else c_fp for a false
     positive, c_fn for a false negative, 0 if right. Their mean is ``empirical_cost``."""
-    rejected, false_positive, false_negative = _outcomes(tau, conf, pred, y)
+    return labeled_example_costs(np.asarray(conf) < tau, pred, y, costs)
+
+
+def labeled_example_costs(rejected: np.ndarray, pred: np.ndarray, y: np.ndarray,
+                          costs: Costs) -> np.ndarray:
+    """``example_costs`` of any rejection rule (``rejected``: the labeled examples' mask)."""
+    rejected = np.asarray(rejected, dtype=bool)
+    false_positive, false_negative = _accepted_errors(rejected, pred, y)
     out = np.zeros(rejected.size, dtype=np.float64)
     out[false_positive] = costs.c_fp
     out[false_negative] = costs.c_fn

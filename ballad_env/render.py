@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from ballad_env.episode import ACTION_NAMES, AL, Episode, Snapshot
-from ballad_env.rejection import confidence
 
 _GRID = 120
 
@@ -116,7 +115,7 @@ def _draw_data(ax: Any, episode: Episode) -> None:
         xy = project(X_all, p_all)
         ax.scatter(xy[:, 0], xy[:, 1], s=4, c=p_all, cmap="RdBu_r", vmin=0, vmax=1,
                    linewidths=0)
-        rejected = confidence(p_all) < episode.tau
+        rejected = episode.rejection.reject(p_all)
         ax.scatter(xy[rejected, 0], xy[rejected, 1], s=8, marker="x", c="0.55",
                    linewidths=0.5)
     for (X, p), labels, y, marker in (
@@ -154,10 +153,11 @@ def _draw_plane(ax: Any, episode: Episode) -> Projector:
     p = episode.scores.anomaly_probability(grid).reshape(_GRID, _GRID)
     ax.imshow(p, origin="lower", extent=(lo[0], hi[0], lo[1], hi[1]), cmap="RdBu_r",
               vmin=0, vmax=1, aspect="auto")
-    if episode.tau > 0:
-        ax.contourf(xs, ys, (confidence(p) < episode.tau).astype(float), levels=[0.5, 1.5],
+    if episode.tau > 0:  # the rejector's band, hatched, and its ends
+        ax.contourf(xs, ys, episode.rejection.reject(p).astype(float), levels=[0.5, 1.5],
                     colors="none", hatches=["//"])
-        ax.contour(xs, ys, confidence(p), levels=[episode.tau], colors="k", linewidths=0.8)
+        ax.contour(xs, ys, p, levels=sorted(set(episode.rejection.thresholds)), colors="k",
+                   linewidths=0.8)
     shown = _spread_out(len(split.X_train))
     ax.scatter(split.X_train[shown, 0], split.X_train[shown, 1], s=3, c="0.6")
     return lambda X, p: X

@@ -24,10 +24,14 @@ from typing import Any
 import numpy as np
 
 from ballad_env.registry import Registry
+from ballad_env.two_sided import binary_entropy
 
 #: ``"log2"``: H = -p log2 p on both sides (the paper); ``"authors"``: the published code's
 #: mix, natural log on the LR side and in the initial AL output, log2 in later AL outputs.
 ENTROPY_LOGS = ("log2", "authors")
+#: The entropy signal's entropy: ``"one"``, BALLAD's one term -p log p (the paper), or
+#: ``"binary"``, SADAL's -p log p - (1 - p) log (1 - p) (``two_sided.binary_entropy``).
+ENTROPY_TERMS = ("one", "binary")
 
 
 def entropy(p: np.ndarray, base: float = 2.0) -> np.ndarray:
@@ -67,12 +71,14 @@ def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
 
 @dataclass
 class SideOutput:
-    """A side's detector output on D and V: probabilities, 0/1 decisions, and the base of the
-    logarithm its entropy is taken in (2; e in the published code's LR side)."""
+    """A side's detector output on D and V: probabilities, 0/1 decisions, the base of the
+    logarithm its entropy is taken in (2; e in the published code's LR side) and which
+    entropy (``ENTROPY_TERMS``: BALLAD's one term, or SADAL's binary entropy)."""
 
     probability: np.ndarray
     decision: np.ndarray
     log_base: float = 2.0
+    entropy_terms: str = "one"
 
     def rewards(self, previous: SideOutput) -> dict[str, float]:
         """Every side signal of the change from ``previous`` to this output."""
@@ -120,7 +126,10 @@ class CostPenalty(CostSignal):
 
 
 def probability_entropy(output: SideOutput) -> np.ndarray:
-    """The entropy signal's summary: H of each example's probability."""
+    """The entropy signal's summary: H of each example's probability (one term, or binary)."""
+    if output.entropy_terms == "binary":
+        h = binary_entropy(output.probability)
+        return h if output.log_base == 2.0 else h / np.log2(output.log_base)
     return entropy(output.probability, output.log_base)
 
 
@@ -151,6 +160,6 @@ REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
 #: so unbiased by the AL queries; 0 before any V label).
 REWARD_SIGNALS.register("val_sample_cost", CostDecrease("val_sample_cost", "val_sample_cost"))
 
-__all__ = ["ENTROPY_LOGS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES", "CostDecrease",
-           "CostPenalty", "CostSignal", "SideOutput", "SideSignal", "cosine_reward", "entropy",
-           "entropy_reward", "mean_abs_difference"]
+__all__ = ["ENTROPY_LOGS", "ENTROPY_TERMS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES",
+           "CostDecrease", "CostPenalty", "CostSignal", "SideOutput", "SideSignal",
+           "cosine_reward", "entropy", "entropy_reward", "mean_abs_difference"]

@@ -30,7 +30,8 @@ from ballad_env.detectors import DETECTORS
 from ballad_env.protocol import SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
-from ballad_env.rewards import ENTROPY_LOGS, REWARD_SIGNALS
+from ballad_env.rejectors import REJECTORS, check_rejector_settings
+from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -50,6 +51,8 @@ TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
 DetectorName = Literal["ssdo", "ssif"]
+RejectorName = Literal["confidence", "two-sided"]
+EntropyTerms = Literal["one", "binary"]
 
 #: The published code's behaviour where it differs from the defaults (docs/method.md,
 #: "The published code's variant"): ``Settings.authors_code()`` switches all of them, and a
@@ -170,6 +173,14 @@ class Settings:
         "apply) or another registered name (ballad_env.detectors.DETECTORS)", "det")
     ssif_trees: int = _option(100, "SSIF: trees in the forest (the published code's 100)",
                               "trees")
+    rejector: RejectorName = _option(
+        "confidence", "the rejector: confidence (BALLAD's one threshold tau on 2|P - 0.5|; "
+        "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
+        "right; threshold_search exact or authors-bayes) or another registered name "
+        "(ballad_env.rejectors.REJECTORS)", "rej", quiet=True)
+    entropy_terms: EntropyTerms = _option(
+        "one", "the entropy signal's entropy: one (BALLAD's -p log p) or binary (SADAL's "
+        "-p log p - (1 - p) log(1 - p))", "hterms", quiet=True)
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -191,6 +202,7 @@ class Settings:
         AL_QUERIES.check(self.al_strategy)
         LR_QUERIES.check(self.lr_strategy)
         DETECTORS.check(self.detector)
+        REJECTORS.check(self.rejector)
         if isinstance(self.prior, str):
             self._set("prior", self.prior.lower())
         check_prior(self.prior)
@@ -198,7 +210,8 @@ class Settings:
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: use one of "
                                  f"{', '.join(choices)}")
-        if self.threshold_search not in CALL_SEARCHES:
+        check_rejector_settings(self)
+        if self.threshold_search not in CALL_SEARCHES or self.rejector == "two-sided":
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
         self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
         self._set("k", _whole("k", self.k, 1))
@@ -375,6 +388,7 @@ FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
+    "entropy_terms": ENTROPY_TERMS,
     "kernel_backend": KERNEL_BACKENDS}
 
 

@@ -20,6 +20,7 @@ from ballad_env.priors import check_prior
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.registry import Registry
 from ballad_env.rejection import THRESHOLD_SEARCHES
+from ballad_env.rejectors import REJECTORS
 from ballad_env.rewards import REWARD_SIGNALS
 from ballad_env.settings import FIXED_CHOICES, Settings
 
@@ -74,7 +75,8 @@ def kernel_dtype_value(text: str) -> str | None:
 
 _CHOICES: dict[str, Registry[Any]] = {
     "reward": REWARD_SIGNALS, "threshold_search": THRESHOLD_SEARCHES,
-    "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES, "detector": DETECTORS}
+    "al_strategy": AL_QUERIES, "lr_strategy": LR_QUERIES, "detector": DETECTORS,
+    "rejector": REJECTORS}
 _TYPES: dict[str, Callable[[str], Any]] = {
     "c_r": c_r_value, "bayes_calls": int, "k": int, "ssif_trees": int, "prior": prior_name,
     "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,

@@ -59,7 +59,9 @@ class Snapshot:
     auc: float
     test_cost_per_example: float  # the test cost under each metric, whichever is in force
     test_cost_class_conditional: float
-    tau: float
+    tau: float  # the rejector's figure (confidence: tau; two-sided: right - left)
+    threshold_left: float  # the rejection band's ends in P (confidence: 0.5 -/+ tau / 2)
+    threshold_right: float
     val_cost: float  # M(tau) on the labels that set tau
     val_rejection: float  # share of all of V rejected
     val_sample_cost: float  # cost on the labeled V examples only: unbiased, a uniform sample
@@ -87,7 +89,8 @@ class Snapshot:
 
     def record(self, shown_signal: str = "entropy") -> dict[str, Any]:
         """The scalar ``info`` entries (``RECORD_FIELDS``): test figures, both sides' signals
-        (``shown_signal`` also as ``reward_al``/``reward_lr``), tau and label counts."""
+        (``shown_signal`` also as ``reward_al``/``reward_lr``), the rejector's tau and band
+        (``threshold_left``, ``threshold_right``) and label counts."""
         values: dict[str, Any] = {
             "dataset": self.dataset, "round": self.round, "action": action_name(self.previous),
             "test_cost": self.test_cost, "fpr": self.fpr, "fnr": self.fnr,
@@ -96,7 +99,8 @@ class Snapshot:
             "test_cost_class_conditional": self.test_cost_class_conditional,
             **side_record(AL, self.latest[AL], shown_signal),
             **side_record(LR, self.latest[LR], shown_signal),
-            "tau": self.tau, "val_cost": self.val_cost,
+            "tau": self.tau, "threshold_left": self.threshold_left,
+            "threshold_right": self.threshold_right, "val_cost": self.val_cost,
             "n_labeled_train": self.n_labeled_train, "n_labeled_val": self.n_labeled_val,
             "n_anomalies_found": self.n_anomalies_found,
         }
@@ -118,8 +122,8 @@ RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejec
                  "auc", "test_cost_per_example", "test_cost_class_conditional",
                  "reward_al", "reward_lr",
                  *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
-                 "al_measured", "lr_measured", "tau", "val_cost", "n_labeled_train",
-                 "n_labeled_val", "n_anomalies_found")
+                 "al_measured", "lr_measured", "tau", "threshold_left", "threshold_right",
+                 "val_cost", "n_labeled_train", "n_labeled_val", "n_anomalies_found")
 
 #: The Python type of each state figure in a ``Snapshot`` (what ``bool``, ``int`` or
 #: ``float`` makes of a lattice's stored value).

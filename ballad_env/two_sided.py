@@ -46,6 +46,17 @@ class TwoSidedThresholds:
     left: float = 0.5
     right: float = 0.5
 
+    @property
+    def thresholds(self) -> tuple[float, float]:
+        """(left, right)."""
+        return self.left, self.right
+
+    @property
+    def tau(self) -> float:
+        """The band's width right - left (BALLAD's confidence band (0.5 - tau / 2,
+        0.5 + tau / 2) has width tau): the figure the observation shows as ``tau``."""
+        return self.right - self.left
+
     def reject(self, p: np.ndarray) -> np.ndarray:
         """Mask of the rejected examples."""
         p = np.asarray(p, dtype=np.float64)
