@@ -22,24 +22,21 @@ on the training set; P(anomaly) = 1 - 2^(-(score / t)^2), t the training scores'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from ballad_env.ssif_split import SplitDistribution, candidate_axis, refine_axis, split_distribution
+from ballad_env.ssif_grow import (
+    EULER_GAMMA,
+    ForestGrower,
+    IsolationTree,
+    c_factor,
+    grow_tree,
+    leaf_value,
+    path_lengths,
+)
 
-#: The published code's Euler-Mascheroni constant, to its ten digits.
-EULER_GAMMA = 0.5772156649
 #: A forest's random source: a Generator (ours; one spawned stream per tree) or a legacy
 #: RandomState (the published code's: each tree seeded by ``randint(0, 100000)``).
 ForestRandom = np.random.Generator | np.random.RandomState
-
-
-def c_factor(n: int) -> float:
-    """Average path length of an unsuccessful search in a binary search tree of n points,
-    2 (ln(n - 1) + gamma) - 2 (n - 1) / n, with n < 2 taken as 2 (so c(0) = c(1) = c(2))."""
-    n = max(n, 2)
-    return 2.0 * (np.log(n - 1) + EULER_GAMMA) - (2.0 * (n - 1.0) / (n * 1.0))
 
 
 def semi_supervised_labels(y: np.ndarray, labeled: np.ndarray) -> np.ndarray:
@@ -51,116 +48,6 @@ def semi_supervised_labels(y: np.ndarray, labeled: np.ndarray) -> np.ndarray:
     mask[labeled] = True
     out[mask] = np.where(y[mask] == 1, 1, -1)
     return out
-
-
-@dataclass
-class IsolationTree:
-    """One semi-supervised isolation tree in flat arrays (node 0 the root; ``left`` -1 at a
-    leaf, whose ``value`` is the path length a point reaching it gets)."""
-
-    feature: list[int] = field(default_factory=list)
-    threshold: list[float] = field(default_factory=list)
-    left: list[int] = field(default_factory=list)
-    right: list[int] = field(default_factory=list)
-    value: list[float] = field(default_factory=list)
-
-    def add(self) -> int:
-        """A new node (a leaf until given children); its index."""
-        self.feature.append(-1)
-        self.threshold.append(0.0)
-        self.left.append(-1)
-        self.right.append(-1)
-        self.value.append(0.0)
-        return len(self.left) - 1
-
-    def path_lengths(self, X: np.ndarray) -> np.ndarray:
-        """Each row's path length: the ``value`` of the leaf it reaches (left iff x < cut)."""
-        feature, threshold = np.asarray(self.feature), np.asarray(self.threshold)
-        left, right, value = np.asarray(self.left), np.asarray(self.right), np.asarray(self.value)
-        node = np.zeros(len(X), dtype=np.intp)
-        inner = left[node] >= 0
-        while inner.any():
-            rows, at = np.flatnonzero(inner), node[inner]
-            goes_left = X[rows, feature[at]] < threshold[at]
-            node[rows] = np.where(goes_left, left[at], right[at])
-            inner = left[node] >= 0
-        return value[node]
-
-
-class TreeGrower:
-    """Grows one tree on a sample (X, y) with its own random source (draws in the published
-    order: depth first, left subtree before right)."""
-
-    def __init__(self, rng: ForestRandom, depth_limit: int, n_candidates: int) -> None:
-        self.rng, self.depth_limit, self.n_candidates = rng, depth_limit, n_candidates
-        self.tree = IsolationTree()
-
-    def grow(self, X: np.ndarray, y: np.ndarray, depth: int = 0) -> int:
-        """Add the subtree of (X, y) at ``depth``; its root's index."""
-        node = self.tree.add()
-        if not np.any(y != 1) or np.all(X == X[0]) or depth >= self.depth_limit:
-            self.tree.value[node] = self.leaf_value(y, depth)
-            return node
-        feature, cut = self.choose_cut(X, y)
-        goes_left = X[:, feature] < cut
-        self.tree.feature[node], self.tree.threshold[node] = feature, cut
-        self.tree.left[node] = self.grow(X[goes_left], y[goes_left], depth + 1)
-        self.tree.right[node] = self.grow(X[~goes_left], y[~goes_left], depth + 1)
-        return node
-
-    def leaf_value(self, y: np.ndarray, depth: int) -> float:
-        """A leaf's path length: depth (1 + normal share - anomaly share) above the limit,
-        depth + c(leaf size) at it (no label adjustment there). A leaf at the root gives 0
-        (the published code divides by the depth there and crashes)."""
-        if depth >= self.depth_limit:
-            return depth + c_factor(y.size)
-        anomaly = np.count_nonzero(y == 1) / y.size if y.size else 0.0
-        normal = np.count_nonzero(y == -1) / y.size if y.size else 0.0
-        return depth * (1 + normal - anomaly)
-
-    def candidates(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The features to score and the candidate cut points: features that vary; with a
-        labeled anomaly, only those on which one lies outside the others' range (all that
-        vary if none does); at most ``n_candidates`` of them, drawn without replacement."""
-        axis = candidate_axis(len(X))
-        low, high = X.min(axis=0), X.max(axis=0)
-        varying = [k for k in range(X.shape[1]) if low[k] < high[k]]
-        useful = list(varying)
-        if np.any(y == 1):
-            for k in varying:
-                refined = refine_axis(axis, X[:, k], y)
-                if refined is None:
-                    useful.remove(k)
-                else:
-                    axis = refined
-        pool = useful if useful else varying
-        return self.rng.choice(pool, min(self.n_candidates, len(pool)), replace=False), axis
-
-    def choose_cut(self, X: np.ndarray, y: np.ndarray) -> tuple[int, float]:
-        """The feature, drawn with probability proportional to its split distribution's KL
-        divergence from uniform (equal weights when all are 0), and the cut, a draw from
-        that distribution mapped back to the feature's range."""
-        chosen, axis = self.candidates(X, y)
-        distributions: dict[int, SplitDistribution] = {
-            int(k): split_distribution(X[:, k], y, axis) for k in chosen}
-        weights = np.zeros(X.shape[1])
-        for k, distribution in distributions.items():
-            weights[k] = distribution.divergence()
-        if weights.sum() <= 0:
-            weights[chosen] = 1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            weights /= weights.sum()
-        cumulative = np.nan_to_num(np.cumsum(weights), nan=0)
-        u = self.rng.uniform(0, 1)
-        if sum(cumulative) != 0:
-            feature = int(np.searchsorted(cumulative, u))
-            if feature not in distributions:  # u above a rounded total: published KeyError
-                feature = int(np.flatnonzero(weights > 0)[-1])
-        else:  # weights not finite
-            feature = int(self.rng.choice(list(distributions), 1, replace=False)[0])
-        cut = distributions[feature].quantile(self.rng.uniform(0, 1))
-        low, high = X[:, feature].min(), X[:, feature].max()
-        return feature, float(cut * (high - low) + low)
 
 
 class SemiSupervisedIsolationForest:
@@ -221,12 +108,10 @@ class SemiSupervisedIsolationForest:
         X, y = _check_data(X, y)
         self.sample_, self.depth_limit_, self.n_candidates_ = self._sizes(*X.shape)
         self.c_ = c_factor(self.sample_)
-        self.trees_: list[IsolationTree] = []
-        for rng in self._tree_randoms():
-            rows = rng.choice(len(X), self.sample_, replace=False)
-            grower = TreeGrower(rng, self.depth_limit_, self.n_candidates_)
-            grower.grow(X[rows], y[rows])
-            self.trees_.append(grower.tree)
+        rngs = self._tree_randoms()
+        samples = np.array([rng.choice(len(X), self.sample_, replace=False) for rng in rngs])
+        self.trees_: list[IsolationTree] = ForestGrower(
+            X, y, samples, rngs, self.depth_limit_, self.n_candidates_).grow()
         raw = self.score_samples(X)
         self.min_score_, self.max_score_ = float(raw.min()), float(raw.max())
         if not self.max_score_ > self.min_score_:
@@ -239,10 +124,7 @@ class SemiSupervisedIsolationForest:
 
     def score_samples(self, X: np.ndarray) -> np.ndarray:
         """Raw anomaly scores 2^(-mean path length / c(sample)), in (0, 1]."""
-        X = np.asarray(X, dtype=np.float64)
-        paths = np.empty((len(X), len(self.trees_)))
-        for j, tree in enumerate(self.trees_):
-            paths[:, j] = tree.path_lengths(X)
+        paths = path_lengths(self.trees_, np.asarray(X, dtype=np.float64))
         return np.power(2.0, -np.mean(paths, axis=1) / self.c_)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
@@ -271,4 +153,4 @@ def _check_data(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 __all__ = ["EULER_GAMMA", "ForestRandom", "IsolationTree", "SemiSupervisedIsolationForest",
-           "TreeGrower", "c_factor", "semi_supervised_labels"]
+           "c_factor", "grow_tree", "leaf_value", "semi_supervised_labels"]
