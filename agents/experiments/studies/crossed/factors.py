@@ -19,11 +19,10 @@ from ballad_env.lattice import check_lattice_settings
 from ballad_env.settings import Settings
 
 #: factor -> level -> the Settings options of that level (the first level: our default).
-#: SADAL's protocol (``split="sadal"``) and its two-sided rejector (``rejector=
-#: "two-sided"``) are added here once the environment has them.
+#: SADAL's protocol (``split="sadal"``) is added here once the environment has it.
 FACTORS: dict[str, dict[str, dict[str, Any]]] = {
     "detector": {"ssdo": {}, "ssif": {"detector": "ssif"}},
-    "rejector": {"confidence": {}},
+    "rejector": {"confidence": {}, "two-sided": {"rejector": "two-sided"}},
     "queries": {"ours": {},
                 "sadal": {"al_strategy": "threshold-distance",
                           "lr_strategy": "stratified-probability"},
