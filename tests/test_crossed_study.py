@@ -45,12 +45,15 @@ def test_unknown_or_missing_levels_are_refused_by_name() -> None:
 
 
 def test_sadal_queries_are_not_posable_and_say_why() -> None:
-    posed, refused = study.split_posable(study.combinations(levels(queries=["ours", "sadal"])))
-    assert [c.label for c in posed] == ["ssdo/confidence/ours/default/ours"]
-    assert posed[next(iter(posed))] == Settings()
-    (combo, reason), = refused.items()
-    assert combo.label == "ssdo/confidence/sadal/default/ours"
-    assert "lr_strategy='stratified-probability'" in reason and "order" in reason
+    posed, refused = study.split_posable(study.combinations(
+        levels(queries=["ours", "sadal", "sadal-al"], rejector=["confidence", "two-sided"])))
+    assert [c.label for c in posed] == ["ssdo/confidence/ours/default/ours",
+                                        "ssdo/two-sided/ours/default/ours"]
+    assert list(posed.values()) == [Settings(), Settings(rejector="two-sided")]
+    assert [c.levels[2] for c in refused] == ["sadal", "sadal-al", "sadal", "sadal-al"]
+    for reason in refused.values():  # the lattice's own words: the option and why
+        assert "no lattice with al_strategy='threshold-distance'" in reason
+        assert "depend on their order" in reason
 
 
 def test_options_settings_refuse_make_a_not_posable_combination() -> None:
@@ -154,7 +157,7 @@ def test_small_run_on_toy_data_end_to_end_and_resumed(tmp_path: Path) -> None:
     assert [c.label for c in refused] == ["ssdo/confidence/sadal/default/ours",
                                           "ssdo/confidence/sadal/cfn10/ours"]
     tables = study.write_report(options, tmp_path / "docs")
-    tidy = tables["crossed_tidy"]
+    tidy = tables["tidy"]
     posed = tidy[tidy.status == study.POSED]
     assert len(posed) == 2 * len(study.STRATEGIES)
     assert len(tidy) == 4 * len(study.STRATEGIES)
@@ -178,8 +181,8 @@ def test_small_run_on_toy_data_end_to_end_and_resumed(tmp_path: Path) -> None:
 
 def test_command_line_report_only_from_the_stores(tmp_path: Path, capsys) -> None:
     argv = ["--out", str(tmp_path / "out"), "--datasets", "toy", "--seeds", "1",
-            "--detectors", "ssdo", "--queries", "ours", "--costs", "default",
-            "--no-progress"]
+            "--detectors", "ssdo", "--rejectors", "confidence", "--queries", "ours",
+            "--costs", "default", "--no-progress"]
     assert cli.main(argv) == 0
     assert cli.main([*argv, "--report-only", "--docs", str(tmp_path / "docs")]) == 0
     table = pd.read_csv(tmp_path / "docs" / "tables" / "crossed_strategies.csv")

@@ -6,8 +6,9 @@ set and seed, the mean test cost of All-in-AL, All-in-LR, BALLAD and SADAL and o
 fixed split, the one-step oracle and the hindsight optimum. Lattices go to
 ``<out>/lattices`` and replayed paths to ``<out>/paths`` (both resume); combinations the
 lattice cannot pose are reported as not-posable with the reason. Tables
-(``tables/crossed_*``) and the figure (``figures/crossed_regret.png``) go under ``--out``,
-``--docs PATH``, or with ``--update-docs`` the repository's ``docs/``.
+(``tables/<prefix>_*``, ``--prefix crossed``) and the figure
+(``figures/<prefix>_regret.png``) go under ``--out``, ``--docs PATH``, or with
+``--update-docs`` the repository's ``docs/``.
 
     ballad-env crossed-study --datasets paper --seeds 3 --detectors ssdo --n-jobs 2
     ballad-env crossed-study --datasets paper --seeds 3 --report-only --update-docs
@@ -67,14 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agents", nargs="+", default=list(AGENTS),
                    help="registered agents replayed on every lattice")
     add_execution_arguments(p, n_jobs=1, scheduler=True, progress=True)
+    p.add_argument("--prefix", default="crossed",
+                   help="the tables' and figure's file names start with it (a slice apart)")
     p.add_argument("--report-only", action="store_true",
                    help="skip computing; rebuild tables and figure from the stores")
     add_settings_arguments(p, only=["prior"])
     return p
 
 
-def parse_options(argv: list[str] | None = None) -> tuple[StudyOptions, Path, bool]:
-    """The study's options, the report's folder and whether to compute."""
+def parse_options(argv: list[str] | None = None) -> tuple[StudyOptions, Path, str, bool]:
+    """The study's options, the report's folder, the tables' prefix and whether to
+    compute."""
     p = build_parser()
     args = p.parse_args(argv)
     if args.seeds < 1:
@@ -94,23 +98,23 @@ def parse_options(argv: list[str] | None = None) -> tuple[StudyOptions, Path, bo
                            n_jobs=args.n_jobs, scheduler=args.scheduler,
                            progress=not args.no_progress)
     docs = REPO / "docs" if args.update_docs else (args.docs or args.out)
-    return options, docs, not args.report_only
+    return options, docs, args.prefix, not args.report_only
 
 
 def main(argv: list[str] | None = None) -> int:
     """Compute the missing cells (unless ``--report-only``), then write the tables and the
     figure; a bad option or store returns 2."""
-    options, docs, compute = parse_options(argv)
+    options, docs, prefix, compute = parse_options(argv)
     try:
         writable_folder(options.out, "--out")
         writable_folder(docs, "--docs")
         if compute:
             run_study(options)
-        tables = write_report(options, docs)
+        tables = write_report(options, docs, prefix)
     except (RunError, StoreError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for stem in ("crossed_strategies", "crossed_room"):
+    for stem in ("strategies", "room"):
         print(tables[stem].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     return 0
 

@@ -180,23 +180,26 @@ def not_posable_table(refused: Mapping[Combination, str]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- report
 def report_tables(options: StudyOptions) -> dict[str, pd.DataFrame]:
-    """The study's tables (by file stem) from the stored cells of ``options``."""
+    """The study's tables (``tidy``, ``strategies``, ``room``, ``per_dataset``,
+    ``not_posable``) from the stored cells of ``options``."""
     _, refused = split_posable(options.combinations(), options.base)
     tidy = tidy_table(stored_paths(options), refused, options.names(), options.seeds)
-    return {"crossed_tidy": tidy, "crossed_strategies": strategies_table(tidy, refused),
-            "crossed_room": room_table(tidy), "crossed_per_dataset": per_dataset_table(tidy),
-            "crossed_not_posable": not_posable_table(refused)}
+    return {"tidy": tidy, "strategies": strategies_table(tidy, refused),
+            "room": room_table(tidy), "per_dataset": per_dataset_table(tidy),
+            "not_posable": not_posable_table(refused)}
 
 
-def write_report(options: StudyOptions, docs: Path) -> dict[str, pd.DataFrame]:
-    """Tables (``<docs>/tables/crossed_*``; the tidy one as CSV only) and the figure
-    (``<docs>/figures/crossed_regret.png``), from the stored cells alone."""
+def write_report(options: StudyOptions, docs: Path, prefix: str = "crossed"
+                 ) -> dict[str, pd.DataFrame]:
+    """Tables (``<docs>/tables/<prefix>_<table>``; the tidy one as CSV only) and the figure
+    (``<docs>/figures/<prefix>_regret.png``), from the stored cells alone; a ``prefix`` of
+    its own keeps a slice's tables apart from another's."""
     tables = report_tables(options)
-    for stem, table in tables.items():
-        write_table(table, Path(docs) / "tables", stem, index=False, missing="–",
-                    csv_float_format="%.6g", markdown=stem != "crossed_tidy")
-    if (tables["crossed_tidy"].status == POSED).any():
-        draw_regrets(tables["crossed_tidy"], Path(docs) / "figures" / "crossed_regret.png")
+    for name, table in tables.items():
+        write_table(table, Path(docs) / "tables", f"{prefix}_{name}", index=False,
+                    missing="–", csv_float_format="%.6g", markdown=name != "tidy")
+    if (tables["tidy"].status == POSED).any():
+        draw_regrets(tables["tidy"], Path(docs) / "figures" / f"{prefix}_regret.png")
     return tables
 
 
