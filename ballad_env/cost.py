@@ -11,6 +11,26 @@ from scipy.stats import rankdata
 
 #: How a detector with a reject option is scored (``docs/method.md``, Cost metric).
 COST_METRICS = ("per_example", "class_conditional")
+#: Rules for c_r when no number is given: ``"gamma"`` (the contamination, BALLAD's paper) or
+#: ``"bound"`` (min(c_fp (1 - gamma), c_fn gamma), the largest c_r the cost inequality
+#: allows: SADAL's default, ``SADAL.py`` line 48).
+C_R_RULES = ("gamma", "bound")
+
+
+def rejection_cost(contamination: float, c_fp: float = 1.0, c_fn: float = 1.0,
+                   c_r: float | str | None = None) -> float:
+    """c_r: the number given, or by its rule (``C_R_RULES``; None is ``"gamma"``).
+
+    The two rules agree at c_fp = c_fn = 1 whenever gamma <= 0.5; they part when a cost is
+    raised: c_fn = 10 at gamma = 0.05 gives "bound" min(0.95, 0.5) = 0.5, "gamma" 0.05."""
+    if c_r is None or c_r == "gamma":
+        return contamination
+    if c_r == "bound":
+        return min(c_fp * (1 - contamination), c_fn * contamination)
+    if isinstance(c_r, str):
+        raise ValueError(f"unknown rejection cost {c_r!r}: give a number or one of "
+                         f"{', '.join(C_R_RULES)}")
+    return c_r
 
 
 @dataclass(frozen=True)
@@ -31,11 +51,12 @@ class Costs:
 
     @classmethod
     def for_contamination(
-        cls, contamination: float, c_fp: float = 1.0, c_fn: float = 1.0, c_r: float | None = None,
-        metric: str = "per_example",
+        cls, contamination: float, c_fp: float = 1.0, c_fn: float = 1.0,
+        c_r: float | str | None = None, metric: str = "per_example",
     ) -> Costs:
-        """Costs with c_r defaulting to gamma (the paper), checked against the cost inequality."""
-        costs = cls(c_fp, c_fn, contamination if c_r is None else c_r, metric)
+        """Costs with c_r a number or a rule (``rejection_cost``; default gamma, the paper),
+        checked against the cost inequality."""
+        costs = cls(c_fp, c_fn, rejection_cost(contamination, c_fp, c_fn, c_r), metric)
         costs.check(contamination)
         return costs
 

@@ -196,8 +196,9 @@ class Episode:
     def threshold_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pool whose labels set the rejection rule: its probabilities, the indices of its
         labeled members (in the order bought) and its labels. V once it holds a label, else
-        D (biased; no labeled member with ``tau_without_val="zero"``: no rejection)."""
-        if self.val_labels.count:
+        D (biased; no labeled member with ``tau_without_val="zero"``: no rejection; V with
+        no labeled member with ``"validation"``, the published SADAL code's)."""
+        if self.val_labels.count or self.settings.tau_without_val == "validation":
             return self.p_val, self.val_labels.indices, self.split.y_val
         idx = self.train_labels.indices
         if self.settings.tau_without_val == "zero":
@@ -317,8 +318,10 @@ class Episode:
     def query_context(self) -> QueryContext:
         """What the query strategies that read it get (``queries.select_with``): the
         rejection band's ends (left, right) in force, i.e. those of the previous round, once
-        an LR round has set them on V (None before)."""
-        return QueryContext(thresholds=self.rejection.thresholds if self.n_lr else None)
+        an LR round has set them on V (None before; with ``tau_without_val="validation"``
+        once any round has, as in the published SADAL code)."""
+        fitted = self.n_lr or (self.rounds_done and self.settings.tau_without_val == "validation")
+        return QueryContext(thresholds=self.rejection.thresholds if fitted else None)
 
     def _refresh_threshold(self) -> None:
         """Re-fit the rejection rule on the labels that set it (``threshold_pool``)."""

@@ -28,6 +28,10 @@ from ballad_env.protocol import (
 from ballad_env.settings import Settings
 from ballad_env.ssdo_detector import SSDO_DETECTOR
 
+#: The splits drawn by scikit-learn from an integer seed (``authors_split_seed``), not from
+#: the episode's split stream: the seed is part of the reset cache's key.
+SEEDED_SPLITS = ("authors", "sadal")
+
 
 def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
     """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid,
@@ -35,7 +39,7 @@ def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]
     costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
                                     settings.c_r, settings.cost_metric)
     n_train, n_val, _ = split_sizes(dataset.y, settings.split)
-    budget = Budget.from_fractions(n_train, settings.budget_fraction, settings.round_fraction)
+    budget = settings.budget(n_train, n_val)
     budget.check(n_train, n_val, dataset.name)
     warn_if_test_lacks_anomalies(dataset.y, dataset.name)
     return costs, budget
@@ -135,7 +139,7 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
         return EpisodeStart.compute(dataset, streams, settings, split_seed)
     n_train = split_sizes(dataset.y, settings.split)[0]
     key = (tuple(int(v) for v in streams["split"].generate_state(4)), settings.split,
-           split_seed if settings.split == "authors" else None, settings.initial_fit,
+           split_seed if settings.split in SEEDED_SPLITS else None, settings.initial_fit,
            settings.detector, *DETECTORS[settings.detector].key(settings, streams, n_train))
     return RESET_CACHE.get_or_compute(
         dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),

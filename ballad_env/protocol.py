@@ -16,10 +16,17 @@ from ballad_env.data import DataWarning
 
 SPLIT_FRACTIONS = (0.4, 0.4, 0.2)
 #: ``"stratified"``: ours (40/40/20 per class, rounded half up, from the split stream);
-#: ``"authors"``: the published code's (``authors_split_indices``).
-SPLITS = ("stratified", "authors")
+#: ``"authors"``: the published BALLAD code's (``authors_split_indices``);
+#: ``"sadal"``: SADAL's protocol (``sadal_split_indices``).
+SPLITS = ("stratified", "authors", "sadal")
 #: The published code's fractions: 60% of each class set aside, then 0.333 of that to T.
 AUTHORS_ASIDE, AUTHORS_TEST = 0.6, 0.333
+#: SADAL's fractions: 20% of the data to T, then half of the rest to V (both stratified).
+SADAL_TEST, SADAL_VAL = 0.2, 0.5
+#: How a budget is counted: ``"paper"`` (``Budget.from_fractions``: rounds of
+#: round(round_fraction |D|) labels) or ``"sadal"`` (``Budget.sadal``: int(budget_fraction
+#: |D u V|) labels in all, int(total / rounds) a round).
+BUDGET_RULES = ("paper", "sadal")
 #: One stream per purpose. A new purpose is appended: ``SeedSequence.spawn`` gives child i
 #: the same key whatever the number spawned, so the earlier streams draw as before.
 STREAMS = ("split", "prior", "al", "lr", "threshold", "detector")
@@ -63,8 +70,19 @@ def authors_class_split_sizes(n: int) -> tuple[int, int, int]:
     return n - aside, aside - n_test, n_test
 
 
+def sadal_split_sizes(n: int) -> tuple[int, int, int]:
+    """Sizes of D, V and T in SADAL's split of n examples: scikit-learn's ``train_test_split``
+    gives T ceil(0.2 n) (the expression it computes), then V ceil(0.5 of the rest); D takes
+    what is left."""
+    n_test = math.ceil(SADAL_TEST * n)
+    n_val = math.ceil(SADAL_VAL * (n - n_test))
+    return n - n_test - n_val, n_val, n_test
+
+
 def split_sizes(y: np.ndarray, method: str = "stratified") -> tuple[int, int, int]:
     """Sizes of D, V and T for labels ``y`` (stratified, so they do not depend on the seed)."""
+    if method == "sadal":
+        return sadal_split_sizes(int(np.size(y)))
     sizes = authors_class_split_sizes if method == "authors" else class_split_sizes
     normal = sizes(int(np.sum(y == 0)))
     anomaly = sizes(int(np.sum(y == 1)))
@@ -118,14 +136,55 @@ def authors_split_indices(y: np.ndarray, random_state: int) -> tuple[np.ndarray,
     return tuple(np.concatenate(part) for part in parts)
 
 
+def sadal_split_indices(y: np.ndarray, random_state: int) -> tuple[np.ndarray, ...]:
+    """SADAL's split (train, val, test): scikit-learn's ``train_test_split(test_size=0.2,
+    stratify=y, random_state=random_state)`` sets T aside (SADAL's README says 80/20 and
+    not how; stratified with the seed, as the published code splits D from V), then
+    ``train_test_split(test_size=0.5, stratify=..., shuffle=True, random_state=random_state)``
+    splits the rest into D and V (``SADAL.py`` lines 39-43). Each part is in the order the
+    splits leave it: SADAL's label queries index it (ties go to the first).
+
+    scikit-learn draws from a legacy ``RandomState(random_state)`` local to each call (never
+    the global stream); its stratified shuffle cannot be had from a ``Generator``."""
+    from sklearn.model_selection import train_test_split
+
+    rest, test = sadal_holdout(y, random_state)
+    try:
+        train, val = train_test_split(rest, test_size=SADAL_VAL, stratify=y[rest], shuffle=True,
+                                      random_state=random_state)
+    except ValueError as err:
+        raise ValueError(f"SADAL's split cannot divide the {rest.size} examples left of "
+                         f"{np.size(y)} into D and V stratified by class ({err})") from None
+    return train, val, test
+
+
+def sadal_holdout(y: np.ndarray, random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """SADAL's 80/20 split (the training part, then T), in ``train_test_split``'s order: the
+    training part is what ``SADAL(Xtrain, ...)`` receives and divides into D and V."""
+    from sklearn.model_selection import train_test_split
+
+    try:
+        rest, test = train_test_split(np.arange(np.size(y)), test_size=SADAL_TEST, stratify=y,
+                                      random_state=random_state)
+    except ValueError as err:
+        raise ValueError(f"SADAL's split cannot divide {np.size(y)} examples into a training "
+                         f"part and T stratified by class ({err})") from None
+    return rest, test
+
+
 def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
                     method: str = "stratified", random_state: int = 0) -> Split:
-    """Split (``method``: stratified 40/40/20 from ``rng``, or the authors' split with
-    ``random_state``); fit a standard then a min-max scaler on D; apply to all."""
+    """Split (``method``: stratified 40/40/20 from ``rng``, or the published BALLAD code's or
+    SADAL's split with ``random_state``); fit a standard then a min-max scaler on D; apply to
+    all (SSIF does not need the scaling; it is invariant to it)."""
     if method not in SPLITS:
         raise ValueError(f"unknown split {method!r}: use one of {', '.join(SPLITS)}")
-    train, val, test = (authors_split_indices(y, random_state) if method == "authors"
-                        else split_indices(y, rng))
+    if method == "authors":
+        train, val, test = authors_split_indices(y, random_state)
+    elif method == "sadal":
+        train, val, test = sadal_split_indices(y, random_state)
+    else:
+        train, val, test = split_indices(y, rng)
     standard = StandardScaler().fit(X[train])
     minmax = MinMaxScaler().fit(standard.transform(X[train]))
 
@@ -154,6 +213,27 @@ class Budget:
         per_round = max(1, int(np.floor(round_fraction * n_train + 0.5)))
         return cls(n_rounds=int(round(budget_fraction / round_fraction)), per_round=per_round)
 
+    @classmethod
+    def sadal(cls, n_train: int, n_val: int, budget_fraction: float = 0.2,
+              round_fraction: float = 0.02) -> Budget:
+        """SADAL's budget: int(budget_fraction |D u V|) labels in all (its README's
+        ``int(len(Xtrain) * 0.2)``, Xtrain being D and V), k = budget / round fraction rounds
+        (10) of int(total / k) labels each (``SADAL.py`` line 73): 40 examples in D and V
+        give int(8 / 10) = 0 labels a round, which ``check`` refuses."""
+        n_rounds = cls.from_fractions(1, budget_fraction, round_fraction).n_rounds
+        total = int(budget_fraction * (n_train + n_val))
+        return cls(n_rounds=n_rounds, per_round=int(total / n_rounds))
+
+    @classmethod
+    def for_rule(cls, rule: str, n_train: int, n_val: int, budget_fraction: float,
+                 round_fraction: float) -> Budget:
+        """The budget counted by ``rule`` (``BUDGET_RULES``)."""
+        if rule == "sadal":
+            return cls.sadal(n_train, n_val, budget_fraction, round_fraction)
+        if rule != "paper":
+            raise ValueError(f"unknown budget rule {rule!r}: use one of {', '.join(BUDGET_RULES)}")
+        return cls.from_fractions(n_train, budget_fraction, round_fraction)
+
     @staticmethod
     def warn_if_inexact(budget_fraction: float, round_fraction: float) -> None:
         """Warn (``BudgetWarning``) when whole rounds of ``round_fraction`` do not add up to
@@ -176,6 +256,11 @@ class Budget:
 
     def check(self, n_train: int, n_val: int, name: str = "data") -> None:
         """Raise unless the budget can be spent in whole rounds on D and V together."""
+        if self.per_round < 1:
+            raise ValueError(
+                f"too few examples in {name}: {self.n_rounds} rounds of the budget leave no "
+                f"label a round (D has {n_train} examples and V {n_val}); use a larger budget "
+                "fraction or fewer rounds")
         rounds_possible = n_train // self.per_round + n_val // self.per_round
         if rounds_possible < self.n_rounds:
             raise ValueError(

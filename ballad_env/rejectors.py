@@ -47,6 +47,7 @@ from ballad_env.cost import Costs
 from ballad_env.registry import Registry
 from ballad_env.rejection import (
     DEFAULT_TAU,
+    THRESHOLD_SEARCHES,
     ThresholdSearch,
     confidence,
     rejection_probability,
@@ -125,7 +126,14 @@ class ConfidenceRejector:
 
     @classmethod
     def check_settings(cls, settings: Settings) -> None:
-        """Every confidence search applies (checked by ``Settings``)."""
+        """Every confidence search applies (checked by ``Settings``); ``tau_without_val=
+        "validation"`` is the two-sided rejector's."""
+        THRESHOLD_SEARCHES.check(settings.threshold_search)
+        if settings.tau_without_val == "validation":
+            raise ValueError("tau_without_val='validation' fits the two-sided rejector on V "
+                             "without labels (the published SADAL code); the confidence "
+                             "rejector has no such fit: use 'train-labels' or 'zero', or "
+                             "rejector='two-sided'")
 
     def start(self) -> ConfidenceBand:
         return ConfidenceBand(0.0)
@@ -148,6 +156,9 @@ class TwoSidedRejector:
     def __init__(self, settings: Settings) -> None:
         self.check_settings(settings)
         self.search = settings.threshold_search
+        #: fit on a pool without labels (the published SADAL code; its search then stays at
+        #: its starting points), rather than keep the start's (0.5, 0.5)
+        self.fit_unlabeled = settings.tau_without_val == "validation"
 
     @classmethod
     def check_settings(cls, settings: Settings) -> None:
@@ -170,7 +181,7 @@ class TwoSidedRejector:
 
     def fit(self, p: np.ndarray, labeled: np.ndarray, y: np.ndarray, costs: Costs,
             seed: int) -> TwoSidedThresholds:
-        if np.size(labeled) == 0:
+        if np.size(labeled) == 0 and not self.fit_unlabeled:
             return self.start()
         return fit_two_sided(p, labeled, y, costs, self.search, seed)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ballad_env.cost import COST_METRICS
+from ballad_env.cost import C_R_RULES, COST_METRICS
 from ballad_env.detector import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
@@ -27,9 +27,9 @@ from ballad_env.detector import (
     check_prior,
 )
 from ballad_env.detectors import DETECTORS
-from ballad_env.protocol import SPLITS, Budget
+from ballad_env.protocol import BUDGET_RULES, SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
-from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS, THRESHOLD_SEARCHES
+from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejectors import REJECTORS, check_rejector_settings
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 
@@ -43,10 +43,12 @@ QueryRng = Literal["streams", "authors"]
 KernelDType = Literal["float64", "float32"]
 KernelBackend = Literal["numpy", "torch"]
 CostMetric = Literal["per_example", "class_conditional"]
-SplitName = Literal["stratified", "authors"]
+SplitName = Literal["stratified", "authors", "sadal"]
+BudgetRule = Literal["paper", "sadal"]
+RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
-TauWithoutVal = Literal["train-labels", "zero"]
+TauWithoutVal = Literal["train-labels", "zero", "validation"]
 TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
@@ -68,6 +70,15 @@ AUTHORS_CODE: dict[str, str] = {
 #: that draw from the split seed's stream keep their names (``<prior>_authors...``); the
 #: preset's are ``<prior>_authors..._qseed331``.
 AUTHORS_QUERY_SEED = 331
+#: The published SADAL code's behaviour (``docs/sadal.md``): ``Settings.sadal()`` switches
+#: all of them. Its one legacy stream (``query_rng="authors"``) is seeded with the split
+#: seed, as ``SADAL(..., seed)`` seeds its ``RandomState`` with the seed of its D/V split.
+SADAL_CODE: dict[str, Any] = {
+    "detector": "ssif", "rejector": "two-sided", "threshold_search": "authors-bayes",
+    "lr_strategy": "stratified-probability", "al_strategy": "threshold-distance-authors",
+    "entropy_terms": "binary", "initial_fit": "train-val", "tau_without_val": "validation",
+    "split": "sadal", "budget_rule": "sadal", "budget_fraction": 0.2, "round_fraction": 0.02,
+    "c_r": "bound", "query_rng": "authors"}
 
 
 def _option(default: Any, help: str, short: str | None = None, quiet: bool = False) -> Any:
@@ -86,8 +97,9 @@ class Settings:
 
     c_fp: float = _option(1.0, "cost of a false positive", "cfp")
     c_fn: float = _option(1.0, "cost of a false negative", "cfn")
-    c_r: float | None = _option(
-        None, "cost of a rejection, a number or 'gamma' (the contamination)", "cr")
+    c_r: float | RejectionCostRule | None = _option(
+        None, "cost of a rejection: a number, gamma (the contamination) or bound (min(c_fp "
+        "(1 - gamma), c_fn gamma), SADAL's)", "cr")
     reward: RewardName = _option(
         "entropy", "reward of a step: entropy or cosine (the paper's signals), cost (decrease "
         "of the test cost; reads test labels), round_cost (minus the test cost after the "
@@ -143,9 +155,14 @@ class Settings:
         "class_conditional c_r P(reject) + c_fp FPR + c_fn FNR, the paper's written formula",
         "metric")
     split: SplitName = _option(
-        "stratified", "the data split: stratified 40/40/20 (ours) or authors (the published "
-        "code: per class, train_test_split sets 60 percent aside, a third of it for T, "
-        "random_state = the seed)", "split")
+        "stratified", "the data split: stratified 40/40/20 (ours), authors (the published "
+        "BALLAD code: per class, train_test_split sets 60 percent aside, a third of it for T, "
+        "random_state = the seed) or sadal (SADAL's: train_test_split stratified 80/20, then "
+        "the 80 50/50 into D and V, random_state = the seed)", "split")
+    budget_rule: BudgetRule = _option(
+        "paper", "how the budget is counted: paper (budget / round fraction rounds of "
+        "round(round fraction |D|) labels) or sadal (int(budget fraction |D u V|) labels in "
+        "all, int(total / rounds) a round)", "brule", quiet=True)
     prior_train_scores: TrainScores = _option(
         "fitted", "D's prior scores: fitted (pyod's decision_scores_; kNN leaves each point out) "
         "or rescored (decision_function on D, the published code: each point its own "
@@ -154,8 +171,10 @@ class Settings:
         "exact", "squashing thresholds at the (1 - gamma) quantile: exact, or whole-percent "
         "(the published code's np.percentile at int((1 - gamma) * 100))", "squash")
     tau_without_val: TauWithoutVal = _option(
-        "train-labels", "tau while V has no label: train-labels (set on D's labels) or zero "
-        "(the published code: reject nothing)", "tau0")
+        "train-labels", "tau while V has no label: train-labels (set on D's labels), zero "
+        "(the published BALLAD code: reject nothing) or validation (two-sided rejector only; "
+        "the published SADAL code: fitted on V without labels, the search stays at its "
+        "start, and the next AL round's queries read those thresholds)", "tau0")
     tau_position: TauPosition = _option(
         "as-found", "where tau sits in its interval of equal cost: as-found (the search's "
         "result), bottom, middle or top", "taupos")
@@ -185,9 +204,12 @@ class Settings:
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
             self._set(name, _finite(name, getattr(self, name)))
+        if isinstance(self.c_r, str) and self.c_r.lower() in C_R_RULES:
+            rule = self.c_r.lower()
+            self._set("c_r", None if rule == "gamma" else rule)  # one setting for gamma
         for name in ("c_fp", "c_fn", "c_r"):
             value = getattr(self, name)
-            if value is None:
+            if value is None or (name == "c_r" and value in C_R_RULES):
                 continue
             try:
                 value = _finite(name, value)
@@ -198,7 +220,6 @@ class Settings:
                                  f"got {getattr(self, name)!r}")
             self._set(name, value)
         REWARD_SIGNALS.check(self.reward)
-        THRESHOLD_SEARCHES.check(self.threshold_search)
         AL_QUERIES.check(self.al_strategy)
         LR_QUERIES.check(self.lr_strategy)
         DETECTORS.check(self.detector)
@@ -272,19 +293,21 @@ class Settings:
     # ----------------------------------------------------------------- derived
     @property
     def name(self) -> str:
-        """A stable short id: the prior, then every option that differs from the default."""
+        """A stable short id: the prior, then every option that differs from the default
+        (``sadal`` for the SADAL preset's options, ``<prior>_authors`` for BALLAD's)."""
         default = Settings()
         prior = self.prior if isinstance(self.prior, str) else type(self.prior).__name__.lower()
-        parts = [prior]
-        authors = self.is_authors_code
-        if authors:
+        sadal = self.is_sadal_code
+        preset = SADAL_CODE if sadal else AUTHORS_CODE if self.is_authors_code else {}
+        parts = [prior] if not sadal else ["sadal"] if prior == default.prior else ["sadal", prior]
+        if self.is_authors_code:
             parts.append("authors")
         if self.reward != default.reward:
             parts.append(self.reward)
-        if self.threshold_search != default.threshold_search:
+        if self.threshold_search != default.threshold_search and "threshold_search" not in preset:
             parts.append(f"{self.threshold_search}{self.bayes_calls}")
         for f in fields(self):
-            if authors and f.name in AUTHORS_CODE:
+            if f.name in preset:
                 continue
             short = f.metadata["short"]
             value = getattr(self, f.name)
@@ -310,6 +333,18 @@ class Settings:
             values.setdefault("query_seed", AUTHORS_QUERY_SEED)
         return cls(**values)
 
+    @classmethod
+    def sadal(cls, **changes: Any) -> Settings:
+        """The published SADAL code's behaviour (``SADAL_CODE``; ``docs/sadal.md``), with the
+        evident fixes where it crashes; ``changes`` override any option. Play it with the
+        ``sadal`` agent (or force a side: All-in-AL, All-in-LR)."""
+        return cls(**{**SADAL_CODE, **changes})
+
+    @property
+    def is_sadal_code(self) -> bool:
+        """Whether every option of the published SADAL code (``SADAL_CODE``) is on."""
+        return all(getattr(self, name) == value for name, value in SADAL_CODE.items())
+
     def query_seed_for(self, split_seed: int) -> int:
         """The seed of ``query_rng="authors"``'s legacy stream in an episode whose split
         seed is ``split_seed``."""
@@ -326,6 +361,12 @@ class Settings:
         if self.kernel_dtype is not None:
             return self.kernel_dtype
         return "float64" if n_train <= EXACT_MAX_TRAIN else "float32"
+
+    def budget(self, n_train: int, n_val: int) -> Budget:
+        """The budget on a training set of ``n_train`` and a validation set of ``n_val``
+        examples, counted by ``budget_rule``."""
+        return Budget.for_rule(self.budget_rule, n_train, n_val, self.budget_fraction,
+                               self.round_fraction)
 
     @property
     def n_rounds(self) -> int:
@@ -384,12 +425,13 @@ def _whole(name: str, value: Any, minimum: int) -> int:
 
 #: Options with a fixed set of values (the others' values come from registries).
 FIXED_CHOICES: dict[str, tuple[str, ...]] = {
-    "cost_metric": COST_METRICS, "split": SPLITS, "prior_train_scores": TRAIN_SCORINGS,
-    "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero"),
+    "cost_metric": COST_METRICS, "split": SPLITS, "budget_rule": BUDGET_RULES,
+    "prior_train_scores": TRAIN_SCORINGS,
+    "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero", "validation"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
     "entropy_terms": ENTROPY_TERMS,
     "kernel_backend": KERNEL_BACKENDS}
 
 
-__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "Settings"]
+__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "SADAL_CODE", "Settings"]

@@ -25,9 +25,12 @@ from ballad_env.rewards import REWARD_SIGNALS
 from ballad_env.settings import FIXED_CHOICES, Settings
 
 
-def c_r_value(text: str) -> float | None:
-    """``gamma`` (the contamination, the paper's default) or a number."""
-    return None if text.lower() == "gamma" else float(text)
+def c_r_value(text: str) -> float | str | None:
+    """``gamma`` (the contamination, the paper's default), ``bound`` (min(c_fp (1 - gamma),
+    c_fn gamma), SADAL's) or a number."""
+    if text.lower() in ("gamma", "bound"):
+        return None if text.lower() == "gamma" else "bound"
+    return float(text)
 
 
 def prior_name(text: str) -> str:

@@ -37,7 +37,6 @@ from ballad_env.observation import (
     state_features,
     v1_features,
 )
-from ballad_env.protocol import Budget
 from ballad_env.rewards import SIDE_SIGNAL_NAMES, CostSignal, SideSignal
 from ballad_env.snapshot import (
     ACTION_NAMES,
@@ -121,9 +120,8 @@ class CellReplay:
         self.version = version  # of the observation (``observation.OBSERVATIONS``)
         grid = lattice.grid
         self.masks = np.stack([grid["al_available"] > 0.5, grid["lr_available"] > 0.5], axis=-1)
-        self.per_round = Budget.from_fractions(int(grid["n_train"][0, 0]),
-                                               lattice.settings.budget_fraction,
-                                               lattice.settings.round_fraction).per_round
+        self.per_round = lattice.settings.budget(int(grid["n_train"][0, 0]),
+                                                 int(grid["n_val"][0, 0])).per_round
         self.transitions: dict[tuple[PathState, int], _Entry] = {}
         self.states: dict[tuple[int, int], _Record] = {}  # record on no path, by state
         self._state_figures: dict[tuple[int, int], SimpleNamespace] = {}  # cost rewards

@@ -277,9 +277,11 @@ def episode_cell(dataset: str, seed: int, strategy: str) -> TableCell:
 
 def prepare_store(output: str | os.PathLike, datasets: Sequence[str], seeds: Sequence[int],
                   strategies: Sequence[str],
-                  stream_seed: int | None = PUBLISHED_STREAM_SEED) -> ResultStore:
+                  stream_seed: int | None = PUBLISHED_STREAM_SEED,
+                  study: str = "published_code") -> ResultStore:
     """The store at ``output``, its ``run.json`` grown to these data sets, seeds and
-    strategies; ``PublishedCodeError`` if its episodes drew from another stream seed."""
+    strategies (``study``: which published code's episodes it holds);
+    ``PublishedCodeError`` if its episodes drew from another stream seed."""
     store = ResultStore(writable_folder(output, "--published"))
     manifest = store.read_manifest()
     stored_seed = stored_stream_seed(output)
@@ -292,7 +294,7 @@ def prepare_store(output: str | os.PathLike, datasets: Sequence[str], seeds: Seq
     grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
             for axis, values in (("datasets", datasets), ("seeds", seeds),
                                  ("strategies", strategies))}
-    store.prepare({"format": FORMAT_VERSION, "study": "published_code", "grid": grid,
+    store.prepare({"format": FORMAT_VERSION, "study": study, "grid": grid,
                    "stream_seed": "split" if stream_seed is None else stream_seed,
                    "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
     return store

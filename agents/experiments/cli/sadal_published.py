@@ -1,0 +1,120 @@
+"""SADAL's published code on SADAL's splits: episodes into a results folder, or a fixture.
+
+Run it from a throw-away Python that has the published files' packages (never this
+project's environment: scikit-optimize, seaborn and matplotlib are no dependency of it)::
+
+    python -m venv /tmp/sadal-venv && /tmp/sadal-venv/bin/pip install -e . \\
+        scikit-optimize seaborn matplotlib
+    # episodes (resumable), SADAL's choice and both branches forced
+    /tmp/sadal-venv/bin/python scripts/sadal_published.py episodes \\
+        --sadal-py path/to/SADAL.py --ssif-py path/to/ssif.py \\
+        --datasets WBC Glass --seeds 3 --output results/sadal_published
+    # Settings.sadal() on the same episodes, compared (this project's Python)
+    python scripts/sadal_published.py agreement --output results/sadal_published
+    # the test fixture (the published SSIF; minutes)
+    /tmp/sadal-venv/bin/python scripts/sadal_published.py fixture \\
+        --sadal-py path/to/SADAL.py --ssif-py path/to/ssif.py \\
+        --fixture tests/data/sadal_published_trajectory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agents.experiments.studies.published_code import PublishedCodeError
+from agents.experiments.studies.sadal_agreement import (
+    agreement_episodes,
+    agreement_summary,
+    run_preset,
+)
+from agents.experiments.studies.sadal_published import (
+    STRATEGIES,
+    load_sadal_published,
+    merge_trajectories,
+    record_trajectory,
+    run_sadal_published,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("command", choices=["episodes", "fixture", "agreement"],
+                        help="episodes: the published code's, into --output; fixture: a "
+                             "recorded trajectory; agreement: Settings.sadal() on the "
+                             "episodes in --output, compared (this project's Python)")
+    parser.add_argument("--sadal-py",
+                        help="your copy of the published SADAL.py (not part of this project)")
+    parser.add_argument("--ssif-py",
+                        help="your copy of the published ssif.py (stralu9/"
+                             "Semi_Supervised_Isolation_Forest)")
+    parser.add_argument("--datasets", nargs="+", default=["WBC"], help="episodes: data sets")
+    parser.add_argument("--seeds", type=int, default=3, help="episodes: seeds 0..N-1")
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES,
+                        help="SADAL's choice, or AL or LR forced in every round")
+    parser.add_argument("--data-dir", default=None, help="episodes: the data sets' folder")
+    parser.add_argument("--fast-ssif", action="store_true",
+                        help="episodes: our SSIF on RandomState(9) (the published forests "
+                             "exactly, much faster) in place of the published ssif.SSIF")
+    parser.add_argument("--n-jobs", type=int, default=1, help="episodes: worker processes")
+    parser.add_argument("--output", default="results/sadal_published",
+                        help="episodes: results folder")
+    parser.add_argument("--fixture", default="tests/data/sadal_published_trajectory.json",
+                        help="fixture: the JSON file written; the strategies recorded are "
+                             "added to it if it holds the same data and files (so "
+                             "strategies can be recorded by separate runs)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "agreement":
+        return agreement(args.output, args.data_dir)
+    if not (args.sadal_py and args.ssif_py):
+        parser.error(f"{args.command} needs --sadal-py and --ssif-py (the published files)")
+    try:
+        if args.command == "fixture":
+            command = "python scripts/sadal_published.py " + shlex.join(
+                sys.argv[1:] if argv is None else argv)
+            record = record_trajectory(args.sadal_py, args.ssif_py, args.strategies,
+                                       command=command)
+            path = Path(args.fixture)
+            old = json.loads(path.read_text()) if path.is_file() else None
+            merged = merge_trajectories(old, record)
+            partial = path.with_name(path.name + ".partial")
+            partial.write_text(json.dumps(merged, indent=1) + "\n")
+            partial.replace(path)
+            print(f"wrote {args.fixture} ({', '.join(s for s in STRATEGIES if s in merged)})")
+            return 0
+        played = run_sadal_published(args.sadal_py, args.ssif_py, args.output, args.datasets,
+                                     range(args.seeds), args.strategies,
+                                     data_dir=args.data_dir, fast_ssif=args.fast_ssif,
+                                     n_jobs=args.n_jobs)
+    except PublishedCodeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    table = load_sadal_published(args.output)
+    print(f"played {played} episode(s); mean test cost per strategy:")
+    print(table.groupby("agent")[["test_cost", "final_cost"]].mean().to_string())
+    return 0
+
+
+def agreement(output: str, data_dir: str | None) -> int:
+    """Play the preset on the published episodes in ``output``; print the comparison."""
+    played = run_preset(output, data_dir=data_dir)
+    episodes = agreement_episodes(output)
+    print(f"played {played} episode(s) of Settings.sadal(); per episode:")
+    print(episodes.to_string(index=False))
+    print(agreement_summary(episodes).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
