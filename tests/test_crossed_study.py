@@ -56,6 +56,15 @@ def test_sadal_queries_are_not_posable_and_say_why() -> None:
         assert "depend on their order" in reason
 
 
+def test_sadals_protocol_is_posed_with_its_split_budget_and_rejection_cost() -> None:
+    posed, refused = study.split_posable(study.combinations(levels(protocol=["ours", "sadal"])))
+    assert not refused
+    sadal = posed[study.Combination(("ssdo", "confidence", "ours", "default", "sadal"))]
+    assert (sadal.split, sadal.budget_rule, sadal.c_r) == ("sadal", "sadal", "bound")
+    assert sadal.replace(split="stratified", budget_rule="paper", budget_fraction=0.3,
+                         c_r=None) == Settings()
+
+
 def test_options_settings_refuse_make_a_not_posable_combination() -> None:
     factors = {**study.FACTORS, "costs": {**study.FACTORS["costs"], "bad": {"c_fp": -1.0}}}
     combo = study.Combination(("ssdo", "confidence", "ours", "bad", "ours"))
@@ -182,7 +191,7 @@ def test_small_run_on_toy_data_end_to_end_and_resumed(tmp_path: Path) -> None:
 def test_command_line_report_only_from_the_stores(tmp_path: Path, capsys) -> None:
     argv = ["--out", str(tmp_path / "out"), "--datasets", "toy", "--seeds", "1",
             "--detectors", "ssdo", "--rejectors", "confidence", "--queries", "ours",
-            "--costs", "default", "--no-progress"]
+            "--costs", "default", "--protocols", "ours", "--no-progress"]
     assert cli.main(argv) == 0
     assert cli.main([*argv, "--report-only", "--docs", str(tmp_path / "docs")]) == 0
     table = pd.read_csv(tmp_path / "docs" / "tables" / "crossed_strategies.csv")

@@ -19,7 +19,8 @@ from ballad_env.lattice import check_lattice_settings
 from ballad_env.settings import Settings
 
 #: factor -> level -> the Settings options of that level (the first level: our default).
-#: SADAL's protocol (``split="sadal"``) is added here once the environment has it.
+#: SADAL's protocol: its split (80/20, then D/V 50/50), its budget (20% of D and V in 10
+#: rounds) and its rejection cost (c_r = min(c_fp (1 - gamma), c_fn gamma)).
 FACTORS: dict[str, dict[str, dict[str, Any]]] = {
     "detector": {"ssdo": {}, "ssif": {"detector": "ssif"}},
     "rejector": {"confidence": {}, "two-sided": {"rejector": "two-sided"}},
@@ -28,7 +29,9 @@ FACTORS: dict[str, dict[str, dict[str, Any]]] = {
                           "lr_strategy": "stratified-probability"},
                 "sadal-al": {"al_strategy": "threshold-distance"}},
     "costs": {"default": {}, "cfn10": {"c_fn": 10.0}, "cfp10": {"c_fp": 10.0}},
-    "protocol": {"ours": {}},
+    "protocol": {"ours": {},
+                 "sadal": {"split": "sadal", "budget_rule": "sadal", "budget_fraction": 0.2,
+                           "round_fraction": 0.02, "c_r": "bound"}},
 }
 #: The factors, in the order of the tables' columns.
 FACTOR_NAMES = tuple(FACTORS)
