@@ -153,7 +153,11 @@ def test_not_posable_rows_in_the_tidy_and_strategies_tables() -> None:
     assert table.loc["sadal", "status"] == study.NOT_POSABLE
     assert np.isnan(table.loc["sadal", "room"]) and table.loc["sadal", "datasets"] == 0
     assert table.loc["ours", "status"] == study.POSED
-    assert study.not_posable_table(refused).reason.tolist() == list(refused.values())
+    other = study.Combination(("ssdo", "confidence", "sadal", "cfn10", "ours"))
+    grouped = study.not_posable_table({**refused, other: refused[combo]})
+    assert grouped.combinations.tolist() == [2] and grouped.costs.tolist() == ["default, cfn10"]
+    assert grouped.queries.tolist() == ["sadal"]
+    assert grouped.reason.tolist() == list(refused.values())
 
 
 # ---------------------------------------------------------------------------- end to end

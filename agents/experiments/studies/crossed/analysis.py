@@ -173,9 +173,15 @@ def per_dataset_table(tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def not_posable_table(refused: Mapping[Combination, str]) -> pd.DataFrame:
-    """The combinations the lattice cannot pose, and why."""
-    return pd.DataFrame([{**c.columns(), "reason": r} for c, r in refused.items()],
-                        columns=[*FACTOR_NAMES, "reason"])
+    """The combinations the lattice cannot pose, one row per reason: how many, the levels
+    of each factor among them, and the reason."""
+    rows = []
+    for reason in dict.fromkeys(refused.values()):
+        combos = [c for c, r in refused.items() if r == reason]
+        levels = {f: ", ".join(dict.fromkeys(c.columns()[f] for c in combos))
+                  for f in FACTOR_NAMES}
+        rows.append({"combinations": len(combos), **levels, "reason": reason})
+    return pd.DataFrame(rows, columns=["combinations", *FACTOR_NAMES, "reason"])
 
 
 # ---------------------------------------------------------------------------- report
@@ -213,7 +219,7 @@ def draw_regrets(tidy: pd.DataFrame, path: Path) -> Path:
 
     means = dataset_means(tidy, ["combination"], "regret").set_index("combination")
     shown = [s for s in STRATEGIES if s in means and s != "optimal"]
-    fig, ax = plt.subplots(figsize=(7.5, 1.0 + 0.55 * len(means) * max(1, len(shown)) / 4))
+    fig, ax = plt.subplots(figsize=(8.5, 1.0 + 0.55 * len(means) * max(1, len(shown)) / 4))
     height = 0.8 / max(1, len(shown))
     ypos = np.arange(len(means))
     for k, strategy in enumerate(shown):
@@ -223,7 +229,7 @@ def draw_regrets(tidy: pd.DataFrame, path: Path) -> Path:
     ax.set_xlabel("mean test cost minus the hindsight optimum (All-in-LR: the room)")
     ax.set_title("Regret per factor combination (detector/rejector/queries/costs/protocol)",
                  fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
