@@ -184,7 +184,7 @@ def test_small_run_on_toy_data_end_to_end_and_resumed(tmp_path: Path) -> None:
         == pytest.approx(lattice.mean_cost(lattice.optimal_path("mean")))
     for stem in ("crossed_strategies", "crossed_room", "crossed_not_posable"):
         assert (tmp_path / "docs" / "tables" / f"{stem}.md").is_file()
-    assert (tmp_path / "docs" / "tables" / "crossed_tidy.csv").is_file()
+    assert (tmp_path / "out" / "tables" / "crossed_tidy.csv").is_file()
     assert (tmp_path / "docs" / "figures" / "crossed_regret.png").is_file()
     # a rerun finds every cell stored: nothing to replay
     store = study.prepare_paths_store(options)

@@ -197,13 +197,16 @@ def report_tables(options: StudyOptions) -> dict[str, pd.DataFrame]:
 
 def write_report(options: StudyOptions, docs: Path, prefix: str = "crossed"
                  ) -> dict[str, pd.DataFrame]:
-    """Tables (``<docs>/tables/<prefix>_<table>``; the tidy one as CSV only) and the figure
-    (``<docs>/figures/<prefix>_regret.png``), from the stored cells alone; a ``prefix`` of
-    its own keeps a slice's tables apart from another's."""
+    """Tables (``<docs>/tables/<prefix>_<table>``) and the figure
+    (``<docs>/figures/<prefix>_regret.png``), from the stored cells alone; the tidy table,
+    one row per combination, data set, seed and strategy, goes beside the stores
+    (``<out>/tables/<prefix>_tidy.csv``: megabytes, not a report's). A ``prefix`` of its
+    own keeps a slice's tables apart from another's."""
     tables = report_tables(options)
     for name, table in tables.items():
-        write_table(table, Path(docs) / "tables", f"{prefix}_{name}", index=False,
-                    missing="–", csv_float_format="%.6g", markdown=name != "tidy")
+        folder = Path(options.out if name == "tidy" else docs) / "tables"
+        write_table(table, folder, f"{prefix}_{name}", index=False, missing="–",
+                    csv_float_format="%.6g", markdown=name != "tidy")
     if (tables["tidy"].status == POSED).any():
         draw_regrets(tables["tidy"], Path(docs) / "figures" / f"{prefix}_regret.png")
     return tables
