@@ -101,9 +101,10 @@ class ReplayVectorEnv(VectorEnv):
         self._draws = CellDraws(self.num_envs, len(self.cells))
         n = self.num_envs  # each environment's path state, as CellReplay's PathState
         self._cell, self._i, self._j = (np.zeros(n, dtype=np.intp) for _ in range(3))
-        self._prev, self._last, self._before = (np.full(n, -1, dtype=np.intp)
-                                                for _ in range(3))
+        self._prev = np.full(n, -1, dtype=np.intp)
+        self._last, self._before = np.zeros(n, dtype=np.intp), np.zeros(n, dtype=np.intp)
         self._autoreset = np.zeros(n, dtype=bool)
+        self._now: dict[str, np.ndarray] | None = None  # _rows() of the states now
         self._started = False
         self._plan_info()
         self._lr_columns = _as_slice(SIDE_COLUMNS[LR])
@@ -114,6 +115,7 @@ class ReplayVectorEnv(VectorEnv):
         if new:
             self.tables.add([self.store.load(d, s, self.settings) for d, s in new])
             self._k1 = self.tables.n_rounds + 1
+            self._now = None
 
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -147,18 +149,20 @@ class ReplayVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         action = self._check_actions(actions)
+        # Every environment steps (an ended episode restarts before it can step again),
+        # or, the step after episodes ended in next-step mode, all but those restarting.
+        stepping: Any = slice(None)
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset.any():
-            rewards = np.zeros(self.num_envs)
             restart = np.flatnonzero(self._autoreset)
             stepping = np.flatnonzero(~self._autoreset)
-            if stepping.size:
-                rewards[stepping] = self._advance(stepping, action[stepping])
+            costs = self._advance(stepping, action[stepping]) if stepping.size else None
             self._start(restart, self._cell_rows[self._draws.draw(restart)])
-        else:  # no episode has ended (an ended one restarts before it can step again)
-            rewards = self._advance(slice(None), action)
+        else:
+            costs = self._advance(stepping, action)
         terminated = self._i + self._j >= self.tables.n_rounds
         truncated = np.zeros(self.num_envs, dtype=bool)
         rows = self._rows()
+        rewards = self._rewards(rows, stepping, action[stepping], costs)
         obs, info = self._observe(rows), self._info(rows)
         if self.autoreset_mode is AutoresetMode.SAME_STEP and terminated.any():
             ended = np.flatnonzero(terminated)
@@ -175,7 +179,7 @@ class ReplayVectorEnv(VectorEnv):
         episode has ended), for sb3-contrib's MaskablePPO."""
         if not self._started:
             return np.ones((self.num_envs, 2), dtype=bool)
-        return self.tables.arrays["mask"][self._state_rows()]
+        return self.tables.arrays["mask"].take(self._state_rows(), axis=0)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release: the tables are arrays."""
@@ -197,54 +201,77 @@ class ReplayVectorEnv(VectorEnv):
             raise ValueError(f"invalid actions {action!r}: use 0 (AL) or 1 (LR)")
         return action
 
-    def _advance(self, envs: Any, action: np.ndarray) -> np.ndarray:
+    def _advance(self, envs: Any, action: np.ndarray) -> np.ndarray | None:
         """Take ``action`` in ``envs`` (an index array or every one): move their path states
-        (as ``CellReplay.after``) and return the rewards."""
-        k1, tables = self._k1, self.tables
-        cell, i, j = self._cell[envs], self._i[envs], self._j[envs]
-        last = self._last[envs]
-        states = (cell * k1 + i) * k1 + j
-        moves = states * 2 + action  # rows of the [state, action] tables, flattened
-        allowed = tables.arrays["mask"].reshape(-1)[moves]
+        (as ``CellReplay.after``); return the rewards of a cost signal (None for a side
+        signal: ``_rewards`` reads them at the new states)."""
+        tables = self.tables
+        i, j, last = self._i[envs], self._j[envs], self._last[envs]
+        moves = self._state_rows()[envs] * 2 + action  # rows of the [state, action] tables
+        self._now = None
+        allowed = tables.arrays["mask"].reshape(-1).take(moves)
         if not allowed.all():
             bad = np.flatnonzero(~allowed)
             raise ValueError(f"action(s) unavailable in environment(s) {bad.tolist()}: their "
                              "pool has fewer unlabeled examples than a round; pass "
                              "action_masks() to the policy")
         al = action == AL
-        if tables.cost is not None:
-            rewards = tables.arrays["cost_reward"].reshape(-1)[moves]
-        else:  # the side signal the round just measured, as the record holds it
-            column = SIDE_SIGNAL_NAMES.index(tables.signal.name)
-            after_al = tables.columns["al_signals"][column][cell * k1 + np.minimum(i + 1, k1 - 1)]
-            lr_path = ((cell * k1 + i) * k1 + np.minimum(j + 1, k1 - 1)) * k1 \
-                + np.maximum(last, 0)
-            rewards = np.where(al, after_al, tables.columns["lr_signals"][column][lr_path])
-        self._before[envs] = np.where(al, self._before[envs], last)
-        self._last[envs] = np.where(al, last, i)
-        self._i[envs] = i + al
-        self._j[envs] = j + ~al
+        rewards = None if tables.cost is None else \
+            tables.arrays["cost_reward"].reshape(-1).take(moves)
+        lr, before = ~al, self._before[envs]  # every environment (a slice): views, moved
+        np.copyto(before, last, where=lr)       # in place; an index array: copies
+        np.copyto(last, i, where=lr)
+        i += al
+        j += lr
+        if not isinstance(envs, slice):
+            self._before[envs], self._last[envs], self._i[envs], self._j[envs] = \
+                before, last, i, j
         self._prev[envs] = action
+        return rewards
+
+    def _rewards(self, rows: dict[str, np.ndarray], envs: Any, action: np.ndarray,
+                 costs: np.ndarray | None) -> np.ndarray:
+        """The rewards, 0 but in ``envs`` (those that took ``action``): the cost signal's
+        (``costs``), or the side signal the round just measured as the record holds it,
+        read at the new state: its AL round's (into the new i) or its LR path's (the new
+        one: this round's i, the new j, the previous LR round's i)."""
+        values = costs
+        if self.tables.cost is None:
+            column = SIDE_SIGNAL_NAMES.index(self.tables.signal.name)
+            columns = self.tables.columns
+            values = np.where(action == AL, columns["al_signals"][column].take(rows["al"][envs]),
+                              columns["lr_signals"][column].take(rows["lr"][envs]))
+        if isinstance(envs, slice) and values is not None:
+            return values
+        rewards = np.zeros(self.num_envs)
+        if values is not None:
+            rewards[envs] = values
         return rewards
 
     def _start(self, envs: np.ndarray, cells: np.ndarray) -> None:
         """Put ``envs`` at the first state (0, 0) of these cells (rows of the tables)."""
         self._cell[envs] = cells
+        self._now = None
         self._i[envs] = self._j[envs] = 0
-        self._prev[envs] = self._last[envs] = self._before[envs] = -1
+        self._prev[envs] = -1
+        self._last[envs] = self._before[envs] = 0  # none yet: 0, as the LR tables key it
         self._autoreset[envs] = False
 
     def _state_rows(self) -> np.ndarray:
+        """Each environment's state row (c, i, j) of the tables."""
+        if self._now is not None:
+            return self._now["state"]
         return (self._cell * self._k1 + self._i) * self._k1 + self._j
 
     def _rows(self) -> dict[str, np.ndarray]:
         """Each environment's rows of the tables: its state (c, i, j), its AL round (c, i)
         and its LR path (c, i of the last LR round, j, i of the one before)."""
-        k1, cell = self._k1, self._cell
+        k1, cell, tables = self._k1, self._cell, self.tables
         al = cell * k1 + self._i
-        lr = ((cell * k1 + np.maximum(self._last, 0)) * k1 + self._j) * k1 \
-            + np.maximum(self._before, 0)
-        return {"state": al * k1 + self._j, "al": al, "lr": lr}
+        lr = cell * len(tables.lr_paths) + tables.lr_index.take(
+            (self._last * k1 + self._j) * k1 + self._before)
+        self._now = {"state": al * k1 + self._j, "al": al, "lr": lr}
+        return self._now
 
     def _observe(self, rows: dict[str, np.ndarray]) -> np.ndarray:
         """The observations: each state's, with the path's features written over it."""
@@ -257,13 +284,14 @@ class ReplayVectorEnv(VectorEnv):
     def _info(self, rows: dict[str, np.ndarray]) -> dict[str, Any]:
         """``info`` as gymnasium's vector environments hold it: per key an array over the
         environments (the type of the single environment's values) and its mask ``_key``:
-        one gather per table, the keys its rows."""
+        one gather per table, the keys its columns."""
         if not self.info_keys:
             return {}
-        tables = self.tables
-        gathered: dict[str, np.ndarray] = {}
-        for table, row in self._gathers:
-            gathered[table] = np.take(tables.columns[table], rows[row], axis=1)
+        arrays = self.tables.arrays
+        # [column, environment]: each key's array a column of its table's gathered rows (a
+        # strided view: no copy per key)
+        gathered = {table: arrays[table].take(rows[row], axis=0).T
+                    for table, row in self._gathers}
         masks = np.ones((len(self.info_keys), self.num_envs), dtype=bool)
         info: dict[str, Any] = {}
         for n, (key, (table, column)) in enumerate(zip(self.info_keys, self._sources,
@@ -271,20 +299,20 @@ class ReplayVectorEnv(VectorEnv):
             if table:
                 value = gathered[table][column]
             elif key == "dataset":
-                value = tables.arrays["dataset"][self._cell]
+                value = arrays["dataset"].take(self._cell)
             elif key == "action":
-                value = _ACTION_TEXT[self._prev + 1]
+                value = _ACTION_TEXT.take(self._prev + 1)
             elif key in ("al_measured", "lr_measured"):
                 value = (self._i if key == "al_measured" else self._j) > 0
             elif key == "queried":
                 value = self._queried()
             else:  # action_mask
-                value = tables.arrays["info_mask"][rows["state"]]
+                value = arrays["info_mask"].take(rows["state"], axis=0)
             info[key], info[f"_{key}"] = value, masks[n]
         return info
 
     def _plan_info(self) -> None:
-        """Where each ``info`` key comes from: (table of ``ReplayTables.columns``, row) or
+        """Where each ``info`` key comes from: (table of ``ReplayTables.arrays``, column) or
         ("", 0) for the keys made otherwise; and the gathers a step needs."""
         shown = SIDE_SIGNAL_NAMES.index(self.tables.shown)
         sources: list[tuple[str, int]] = []
@@ -305,17 +333,12 @@ class ReplayVectorEnv(VectorEnv):
                          for table in tables]
 
     def _queried(self) -> np.ndarray:
-        """(N, m): the indices each environment's last round labeled, padded with -1."""
-        tables, k1 = self.tables.arrays, self._k1
-        cells = self._cell
-        taken = self._prev >= 0
-        width = int(tables["per_round"][cells[taken]].max()) if taken.any() else 0
-        rows = np.where(self._prev == AL, cells * 2 * k1 + self._i,
-                        cells * 2 * k1 + k1 + self._j)
-        queried = tables["queried"][:, :width].take(rows, axis=0)
-        if not taken.all():
-            queried[~taken] = -1
-        return queried
+        """(N, m): the indices each environment's last round labeled, padded with -1 (the
+        tables' rows into i = 0 and j = 0, read at the start, are all -1)."""
+        k1 = self._k1
+        rows = self._cell * (2 * k1) + np.where(self._prev == AL, self._i, self._j + k1)
+        width = int(self.tables.arrays["queried_width"].take(rows).max())
+        return self.tables.queried(width).take(rows, axis=0)
 
 
 def _final(obs: np.ndarray, info: dict[str, Any], ended: np.ndarray,

@@ -56,18 +56,22 @@ class ReplayTables:
 
     With k rounds and K = k + 1, a state (c, i, j) of cell c is row ``(c * K + i) * K + j``
     of the state tables, an AL round ``c * K + i`` of the AL tables, an LR path (c, i of the
-    last LR round, j, i of the one before) ``((c * K + i) * K + j) * K + i0`` of the LR
-    tables (i0 = 0 for j = 1: every i0 holds the same reward, as in ``CellReplay``)."""
+    last LR round, j, i of the one before) ``c * P + lr_index[(i * K + j) * K + i0]`` of
+    the LR tables (i0 = 0 before the second LR round: every i0 holds the same reward then,
+    as in ``CellReplay``), P = ``len(lr_paths)`` the paths an episode can take (``lr_paths``:
+    a fifth of the K^3, so a step's gathers from these tables mostly hit the cache)."""
 
     def __init__(self, signal: SideSignal | CostSignal, shown: str, version: str) -> None:
         check_version(version)
         self.signal, self.shown, self.version = signal, shown, version
         self.cost = signal if isinstance(signal, CostSignal) else None
         self.n_rounds = -1
+        self.lr_paths = self.lr_index = np.zeros(0, dtype=np.intp)
         self.index: dict[tuple[str, int], int] = {}  # (data set, seed) -> row c
         self.names: list[str] = []
         self.arrays: dict[str, np.ndarray] = {}
         self.columns: dict[str, np.ndarray] = {}
+        self._queried: dict[int, np.ndarray] = {}  # the queried table cut to each width
 
     def __len__(self) -> int:
         return len(self.names)
@@ -78,6 +82,7 @@ class ReplayTables:
         for lattice in lattices:
             if self.n_rounds < 0:
                 self.n_rounds = lattice.n_rounds
+                self.lr_paths, self.lr_index = lr_paths(lattice.n_rounds)
             elif lattice.n_rounds != self.n_rounds:
                 raise ValueError(f"cell {lattice.dataset} seed {lattice.seed} has "
                                  f"{lattice.n_rounds} rounds, the others {self.n_rounds}: "
@@ -96,9 +101,20 @@ class ReplayTables:
                             for q in parts["queried"]]
         self.arrays = {name: np.concatenate(tables) for name, tables in parts.items()}
         self.arrays["dataset"] = np.array(self.names, dtype=object)
-        #: The tables of several columns, one row per column, for one gather per step.
+        #: The side signals, one row per signal, for the rewards' gathers.
         self.columns = {name: np.ascontiguousarray(self.arrays[name].T)
-                        for name in (*FIGURE_GROUPS, "al_signals", "lr_signals")}
+                        for name in ("al_signals", "lr_signals")}
+        self._queried = {}
+
+    def queried(self, width: int) -> np.ndarray:
+        """The first ``width`` columns of the queried table, contiguous (made once per
+        width: gathering rows of a contiguous table is several times faster than of a
+        slice of a wider one)."""
+        table = self._queried.get(width)
+        if table is None:
+            table = self._queried[width] = np.ascontiguousarray(
+                self.arrays["queried"][:, :width])
+        return table
 
     def _cell_parts(self, lattice: Lattice) -> dict[str, np.ndarray]:
         """One cell's rows of every table, flattened as the class docstring says."""
@@ -110,8 +126,6 @@ class ReplayTables:
                              axis=-1).reshape(n_states, 2),  # as CellReplay.masks
             "info_mask": np.stack([grid["al_available"] != 0, grid["lr_available"] != 0],
                                   axis=-1).reshape(n_states, 2),  # bool(x), the snapshot's
-            "per_round": np.array([lattice.al_queried.shape[1]
-                                   if lattice.al_queried is not None else 0]),
         }
         for kind, names in FIGURE_GROUPS.items():  # [state, figure] per dtype
             parts[kind] = np.stack([typed(name, grid[name]).reshape(-1) for name in names],
@@ -121,17 +135,21 @@ class ReplayTables:
         lr = np.stack([lattice.lr_reward_from[name] for name in SIDE_SIGNAL_NAMES], axis=-1,
                       dtype=float)
         al[0], lr[:, 0] = 0.0, 0.0  # the record's values: float64, 0 before measured
-        parts["al_signals"], parts["lr_signals"] = al, lr.reshape(-1, len(SIDE_SIGNAL_NAMES))
+        parts["al_signals"] = al
+        parts["lr_signals"] = lr.reshape(-1, len(SIDE_SIGNAL_NAMES))[self.lr_paths]
         al_obs = _side_observations(parts["al_signals"], np.arange(k + 1) > 0)
         parts["obs"] = parts["obs"].reshape(k + 1, k + 1, -1)  # the AL side's, fixed by i
         parts["obs"][:, :, SIDE_COLUMNS[AL]] = al_obs[:, None, :]
         parts["obs"] = parts["obs"].reshape(n_states, -1)
-        measured = np.broadcast_to((np.arange(k + 1) > 0)[None, :, None], (k + 1,) * 3)
-        parts["lr_obs"] = _side_observations(parts["lr_signals"], measured.reshape(-1))
+        measured = self.lr_paths // (k + 1) % (k + 1) > 0  # j > 0
+        parts["lr_obs"] = _side_observations(parts["lr_signals"], measured)
         empty = np.full((k + 1, 0), -1, dtype=np.intp)
         parts["queried"] = np.concatenate([  # AL rounds' rows, then LR rounds'
             empty if lattice.al_queried is None else lattice.al_queried,
             empty if lattice.lr_queried is None else lattice.lr_queried])
+        per_round = parts["queried"].shape[1]
+        parts["queried"][[0, k + 1]] = -1  # no round leads into i = 0 or j = 0: the start's
+        parts["queried_width"] = np.where(np.arange(2 * (k + 1)) % (k + 1) > 0, per_round, 0)
         if self.cost is not None:
             parts["cost_reward"] = self._cost_rewards(lattice)
         return parts
@@ -156,6 +174,19 @@ class ReplayTables:
                 if j < k and reachable[i, j + 1]:
                     rewards[i, j, 1] = self.cost(figures[at], figures[at + 1])
         return rewards.reshape(-1, 2)
+
+
+def lr_paths(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The LR paths (i of the last LR round, j, i of the one before; 0 for none) an episode
+    of k rounds can be on, as ``(i * K + j) * K + i0`` (K = k + 1): i0 <= i and i + j <= k;
+    and the index of each of the K^3 in that list (0, the start's, for the others: the
+    rewards of an AL move look one up and drop it)."""
+    size = k + 1
+    last, j, before = np.meshgrid(*[np.arange(size)] * 3, indexing="ij")
+    paths = np.flatnonzero((before <= last) & (last + j <= k))
+    index = np.zeros(size ** 3, dtype=np.intp)
+    index[paths] = np.arange(paths.size)
+    return paths, index
 
 
 def typed(name: str, values: np.ndarray) -> np.ndarray:
@@ -230,4 +261,4 @@ class CellDraws:
 
 
 __all__ = ["DRAW_BLOCK", "FIGURE_DTYPES", "FIGURE_GROUPS", "PREVIOUS_COLUMNS", "PREVIOUS_VALUES",
-           "SIDE_COLUMNS", "STATE_RECORD_FIELDS", "CellDraws", "ReplayTables", "typed"]
+           "SIDE_COLUMNS", "STATE_RECORD_FIELDS", "CellDraws", "ReplayTables", "lr_paths", "typed"]

@@ -53,6 +53,7 @@ TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
 DetectorName = Literal["ssdo", "ssif"]
+SSIFSeed = Literal["episode", "authors"]
 RejectorName = Literal["confidence", "two-sided"]
 EntropyTerms = Literal["one", "binary"]
 
@@ -192,6 +193,14 @@ class Settings:
         "apply) or another registered name (ballad_env.detectors.DETECTORS)", "det")
     ssif_trees: int = _option(100, "SSIF: trees in the forest (the published code's 100)",
                               "trees")
+    ssif_seed: SSIFSeed = _option(
+        "episode", "SSIF's random source: episode (one seed drawn from the episode's detector "
+        "stream; every fit grows from it) or authors (a fresh RandomState(9) for every fit, as "
+        "the published SADAL.py's SSIF())", "sseed", quiet=True)
+    ssif_contamination: float | str = _option(
+        "data", "SSIF's contamination (the share of training points with P >= 0.5): data (the "
+        "data set's) or a number in (0, 1) (the published SADAL.py's SSIF(): 0.1)", "scont",
+        quiet=True)
     rejector: RejectorName = _option(
         "confidence", "the rejector: confidence (BALLAD's one threshold tau on 2|P - 0.5|; "
         "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
@@ -236,9 +245,7 @@ class Settings:
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
         self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
         self._set("k", _whole("k", self.k, 1))
-        self._set("ssif_trees", _whole("ssif_trees", self.ssif_trees, 1))
-        if self.detector != "ssif":
-            self._set("ssif_trees", 100)  # unused: one setting, whatever was passed
+        self._check_ssif()
         if self.eta_sample is not None:
             self._set("eta_sample", _whole("eta_sample", self.eta_sample, 0))
         if self.kernel_dtype is not None and self.kernel_dtype not in KERNEL_DTYPES:
@@ -266,6 +273,22 @@ class Settings:
             raise ValueError("kernel_backend='torch' needs PyTorch, which is not installed: "
                              "pip install 'ballad-env[torch]' (or pip install torch), or use "
                              "kernel_backend='numpy'")
+
+    def _check_ssif(self) -> None:
+        """SSIF's options (unused, so at their defaults, with another detector)."""
+        self._set("ssif_trees", _whole("ssif_trees", self.ssif_trees, 1))
+        value = self.ssif_contamination
+        if isinstance(value, str) and value.lower() == "data":
+            self._set("ssif_contamination", "data")
+        elif (isinstance(value, bool) or not isinstance(value, int | float)
+              or not 0 < value < 1):
+            raise ValueError(f"ssif_contamination must be 'data' (the data set's) or a number "
+                             f"in (0, 1) (the published code's 0.1), got {value!r}")
+        else:
+            self._set("ssif_contamination", float(value))
+        if self.detector != "ssif":  # unused: one setting, whatever was passed
+            for name in ("ssif_trees", "ssif_seed", "ssif_contamination"):
+                self._set(name, getattr(Settings, name))
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -431,7 +454,7 @@ FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
     "entropy_terms": ENTROPY_TERMS,
-    "kernel_backend": KERNEL_BACKENDS}
+    "kernel_backend": KERNEL_BACKENDS, "ssif_seed": ("episode", "authors")}
 
 
 __all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "SADAL_CODE", "Settings"]

@@ -66,6 +66,17 @@ def query_seed_value(text: str) -> int | None:
                                          "number (331: the published code's)") from None
 
 
+def ssif_contamination_value(text: str) -> float | str:
+    """``data`` (the data set's contamination) or a number (the published code's 0.1)."""
+    if text.lower() == "data":
+        return "data"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid SSIF contamination {text!r}: use data or a "
+                                         "number in (0, 1) (0.1: the published code's)") from None
+
+
 def kernel_dtype_value(text: str) -> str | None:
     """``auto`` (by the training set's size), ``float64`` or ``float32``."""
     if text.lower() in ("auto", "none"):
@@ -83,7 +94,8 @@ _CHOICES: dict[str, Registry[Any]] = {
 _TYPES: dict[str, Callable[[str], Any]] = {
     "c_r": c_r_value, "bayes_calls": int, "k": int, "ssif_trees": int, "prior": prior_name,
     "eta_sample": eta_sample_value, "kernel_dtype": kernel_dtype_value,
-    "kernel_device": kernel_device_value, "query_seed": query_seed_value}
+    "kernel_device": kernel_device_value, "query_seed": query_seed_value,
+    "ssif_contamination": ssif_contamination_value}
 #: How a default of None reads on the command line.
 _NONE_SHOWN = {"c_r": "gamma", "eta_sample": "auto", "kernel_dtype": "auto",
                "kernel_device": "auto", "query_seed": "split"}
@@ -138,4 +150,4 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
 
 __all__ = ["add_settings_arguments", "c_r_value", "eta_sample_value", "kernel_device_value",
            "kernel_dtype_value", "option_text", "prior_name", "query_seed_value",
-           "settings_from_args"]
+           "settings_from_args", "ssif_contamination_value"]

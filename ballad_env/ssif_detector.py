@@ -4,12 +4,16 @@ SADAL's detector (``ballad_env.ssif``, ``docs/sadal.md``) behind the interface o
 ``ballad_env.detectors``. After every AL round the forest is refitted from scratch on D
 with the labels bought so far, always from the same seed, as the published code does
 (seed 9 for every fit): a fit is then a function of the labels alone, so the detector at
-state (i, j) does not depend on the path and the lattice stays valid. The seed is one
-number drawn once per episode from the episode's own ``"detector"`` stream. The forest
-without labels (the detector before any AL round) is label-free and kept in the reset
-cache. Our 0/1 labels become SSIF's -1 / 1 (0 unlabeled) here
-(``ssif.semi_supervised_labels``). The contamination is the data's; fits are
-single-threaded.
+state (i, j) does not depend on the path and the lattice stays valid. The forest without
+labels (the detector before any AL round) is label-free and kept in the reset cache. Our
+0/1 labels become SSIF's -1 / 1 (0 unlabeled) here (``ssif.semi_supervised_labels``).
+Fits are single-threaded.
+
+Options (``Settings``): ``ssif_trees``; ``ssif_seed``: ``"episode"`` (default: one seed
+drawn once per episode from the episode's own ``"detector"`` stream) or ``"authors"`` (a
+fresh ``RandomState(9)`` for every fit, the published ``SSIF()``'s, the same in every
+episode); ``ssif_contamination``: ``"data"`` (default: the data set's) or a number (the
+published ``SSIF()``'s 0.1).
 """
 
 from __future__ import annotations
@@ -21,10 +25,31 @@ import numpy as np
 
 from ballad_env.ssif import SemiSupervisedIsolationForest, semi_supervised_labels
 
+#: The seed of the published ``SSIF()``'s legacy ``RandomState`` (``ssif_seed="authors"``).
+AUTHORS_SSIF_SEED = 9
+
 
 def detector_seed(streams: dict[str, np.random.SeedSequence]) -> int:
     """SSIF's seed in an episode: one number drawn from the episode's ``"detector"`` stream."""
     return int(np.random.default_rng(streams["detector"]).integers(2**31 - 1))
+
+
+def fit_seed(settings: Any, streams: dict[str, np.random.SeedSequence]) -> int | None:
+    """What every SSIF fit of an episode grows from: the episode's seed
+    (``ssif_seed="episode"``), or None for the published code's fresh ``RandomState(9)``
+    per fit (``"authors"``)."""
+    return None if settings.ssif_seed == "authors" else detector_seed(streams)
+
+
+def forest_random(seed: int | None) -> int | np.random.RandomState:
+    """A fit's random source: the seed itself, or for None a fresh ``RandomState(9)``."""
+    return np.random.RandomState(AUTHORS_SSIF_SEED) if seed is None else seed
+
+
+def ssif_contamination(settings: Any, contamination: float) -> float:
+    """SSIF's contamination: the data's (``ssif_contamination="data"``) or the option's."""
+    value = settings.ssif_contamination
+    return contamination if value == "data" else float(value)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -42,9 +67,11 @@ class FittedForest:
 
     @classmethod
     def fit(cls, X_train: np.ndarray, X_other: np.ndarray, labels: np.ndarray,
-            contamination: float, n_trees: int, seed: int) -> FittedForest:
-        """Grow a forest on D with SSIF's labels from ``seed``; score D and the others."""
-        forest = SemiSupervisedIsolationForest(n_trees, contamination, random_state=seed)
+            contamination: float, n_trees: int, seed: int | None) -> FittedForest:
+        """Grow a forest on D with SSIF's labels from ``seed`` (None: a fresh
+        ``RandomState(9)``); score D and the others."""
+        forest = SemiSupervisedIsolationForest(n_trees, contamination,
+                                               random_state=forest_random(seed))
         forest.fit(X_train, labels)
         p_other = (forest.predict_proba(X_other)[:, 1] if len(X_other)
                    else np.empty(0))
@@ -59,7 +86,7 @@ class SSIFScores:
     """SSIF's anomaly probabilities of D, and of V and T stacked, for one episode: refitted
     from scratch on D, from the episode's seed, after every round that labels D."""
 
-    def __init__(self, start: SSIFStart, seed: int) -> None:
+    def __init__(self, start: SSIFStart, seed: int | None) -> None:
         self.start, self.seed = start, seed
         self.y = np.zeros(len(start.X_train), dtype=np.int8)
         self.labeled = np.zeros(len(start.X_train), dtype=bool)
@@ -91,13 +118,14 @@ class SSIFScores:
 @dataclass(frozen=True, eq=False)
 class SSIFStart:
     """SSIF's label-free part on one split: the forest fitted on D without labels, from the
-    episode's seed, and its probabilities of D and of V and T (``X_other``)."""
+    episode's seed (None: a fresh ``RandomState(9)`` per fit), and its probabilities of D
+    and of V and T (``X_other``); ``contamination`` is SSIF's (``ssif_contamination``)."""
 
     X_train: np.ndarray
     X_other: np.ndarray
     contamination: float
     n_trees: int
-    seed: int
+    seed: int | None
     unlabeled: FittedForest
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SSIFStart:
@@ -120,18 +148,21 @@ class SSIFStart:
 
 
 class SSIFDetector:
-    """SSIF as an episode's detector: seeded from the ``"detector"`` stream; its option is
-    ``Settings.ssif_trees`` (the published code's 100 by default)."""
+    """SSIF as an episode's detector: seeded from the ``"detector"`` stream (or as
+    published); its options are ``Settings.ssif_trees`` (the published code's 100 by
+    default), ``ssif_seed`` and ``ssif_contamination``."""
 
     def key(self, settings: Any, streams: dict[str, np.random.SeedSequence],
             n_train: int) -> tuple[Any, ...]:
-        """The seed and the number of trees."""
-        return (detector_seed(streams), settings.ssif_trees)
+        """The seed (None: the published RandomState(9)), the trees and the contamination
+        option."""
+        return (fit_seed(settings, streams), settings.ssif_trees, settings.ssif_contamination)
 
     def start(self, split: Any, X_other: np.ndarray, contamination: float, settings: Any,
               streams: dict[str, np.random.SeedSequence]) -> SSIFStart:
         """The forest fitted on D without labels, and its probabilities."""
-        seed = detector_seed(streams)
+        seed, contamination = fit_seed(settings, streams), ssif_contamination(settings,
+                                                                              contamination)
         unlabeled = FittedForest.fit(split.X_train, X_other,
                                      np.zeros(len(split.X_train), dtype=np.int8),
                                      contamination, settings.ssif_trees, seed)
@@ -141,11 +172,12 @@ class SSIFDetector:
     def unlabeled_probability(self, X: np.ndarray, contamination: float, settings: Any,
                               streams: dict[str, np.random.SeedSequence]) -> np.ndarray:
         """P on X of SSIF fitted on X without labels (from the episode's seed)."""
-        return FittedForest.fit(X, X[:0], np.zeros(len(X), dtype=np.int8), contamination,
-                                settings.ssif_trees, detector_seed(streams)).p_train
+        return FittedForest.fit(X, X[:0], np.zeros(len(X), dtype=np.int8),
+                                ssif_contamination(settings, contamination),
+                                settings.ssif_trees, fit_seed(settings, streams)).p_train
 
 
 SSIF_DETECTOR = SSIFDetector()
 
-__all__ = ["SSIF_DETECTOR", "FittedForest", "SSIFDetector", "SSIFScores", "SSIFStart",
-           "detector_seed"]
+__all__ = ["AUTHORS_SSIF_SEED", "SSIF_DETECTOR", "FittedForest", "SSIFDetector", "SSIFScores",
+           "SSIFStart", "detector_seed", "fit_seed", "forest_random", "ssif_contamination"]

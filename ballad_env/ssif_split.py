@@ -36,6 +36,9 @@ from scipy.special import kl_div
 
 #: The published code's margin of the candidate points inside [0, 1].
 EPS = 1e-4
+#: Values per masked array of the unlabeled component (1 MiB of floats): larger batches
+#: are computed a few candidate points at a time.
+_CHUNK = 2**17
 
 
 def _entropy_terms(p: np.ndarray | float, q: np.ndarray | float | None = None) -> np.ndarray:
@@ -72,6 +75,19 @@ def _row_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
                          ) -> np.ndarray:
+    """U(t), (B, K, M): ``_unlabeled_components`` a few candidate points at a time, so that
+    its masked arrays stay small (in cache, and within memory on large nodes); the points
+    are independent of each other."""
+    step = max(4, _CHUNK // (2 * values.size))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if step >= axis.shape[1]:
+            return _unlabeled_components(values, valid, axis)
+        return np.concatenate([_unlabeled_components(values, valid, axis[:, j:j + step])
+                               for j in range(0, axis.shape[1], step)], axis=-1)
+
+
+def _unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
+                          ) -> np.ndarray:
     """U(t), (B, K, M), from the unlabeled (normalised) ``values`` (rows, B, K) of K features
     of B nodes, ``valid`` (rows, B) marking real rows, at the candidate points ``axis`` (B, M).
 
@@ -96,7 +112,8 @@ def unlabeled_components(values: np.ndarray, valid: np.ndarray, axis: np.ndarray
     terms = (_finite(share_left * np.log(share_left))
              + _finite(share_right * np.log(share_right)))
     spread = _finite(np.log(np.sqrt(within)))
-    return np.where(valid.any(axis=0)[:, None, None], terms - spread, 0.0)
+    has_values = np.asarray(valid.any(axis=0))
+    return np.where(has_values[:, None, None], terms - spread, 0.0)
 
 
 def labeled_components(anomalies: np.ndarray, anomalous: np.ndarray, normals: np.ndarray,
@@ -123,12 +140,13 @@ def labeled_components(anomalies: np.ndarray, anomalous: np.ndarray, normals: np
     a_left = _left_of(anomalies, anomalous, axis).sum(axis=0).transpose(1, 2, 0)
     n_left = _left_of(normals, normal, axis).sum(axis=0).transpose(1, 2, 0)
     a_right, n_right = n_anomalies - a_left, n_normals - n_left
-    p_left = _finite(a_left / (a_left + n_left))
-    p_right = _finite(a_right / (a_right + n_right))
-    share_normal = n_normals / n_labeled
-    share_left = (a_left + n_left) / n_labeled
-    gain = (_entropy_terms(1 - share_normal, share_normal) - share_left * _entropy_terms(p_left)
-            - (1 - share_left) * _entropy_terms(p_right))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_left = _finite(a_left / (a_left + n_left))
+        p_right = _finite(a_right / (a_right + n_right))
+        share_normal = n_normals / n_labeled
+        share_left = (a_left + n_left) / n_labeled
+        gain = (_entropy_terms(1 - share_normal, share_normal)
+                - share_left * _entropy_terms(p_left) - (1 - share_left) * _entropy_terms(p_right))
     return np.where(n_anomalies > 0, gain, 0.0)
 
 
@@ -237,9 +255,7 @@ def _gather(values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def unlabeled_component(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
     """U(t) of one feature's unlabeled values (``unlabeled_components`` of one node)."""
     values = np.asarray(values, dtype=np.float64)[:, None, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return unlabeled_components(values, np.ones(values.shape[:2], dtype=bool),
-                                    axis[None])[0, 0]
+    return unlabeled_components(values, np.ones(values.shape[:2], dtype=bool), axis[None])[0, 0]
 
 
 def labeled_component(values: np.ndarray, labels: np.ndarray, axis: np.ndarray,
@@ -249,10 +265,9 @@ def labeled_component(values: np.ndarray, labels: np.ndarray, axis: np.ndarray,
     values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels)
     normals = values[labels == -1] if np.any(labels == -1) else np.asarray(unlabeled, float)
     anomalies = values[labels == 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return labeled_components(anomalies[:, None, None], np.ones((len(anomalies), 1), bool),
-                                  normals[:, None, None], np.ones((len(normals), 1), bool),
-                                  np.array([len(values)]), axis[None])[0, 0]
+    return labeled_components(anomalies[:, None, None], np.ones((len(anomalies), 1), bool),
+                              normals[:, None, None], np.ones((len(normals), 1), bool),
+                              np.array([len(values)]), axis[None])[0, 0]
 
 
 def normalise(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

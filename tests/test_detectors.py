@@ -51,8 +51,54 @@ def test_the_command_line_takes_the_detector_and_its_option() -> None:
     add_settings_arguments(parser)
     args = parser.parse_args(["--detector", "ssif", "--ssif-trees", "7"])
     assert settings_from_args(args) == (Settings(detector="ssif", ssif_trees=7),)
+    args = parser.parse_args(["--detector", "ssif", "--ssif-seed", "authors",
+                              "--ssif-contamination", "0.1"])
+    assert settings_from_args(args) == (Settings(detector="ssif", ssif_seed="authors",
+                                                 ssif_contamination=0.1),)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--ssif-contamination", "most"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--detector", "lof"])
+
+
+def test_ssif_seed_and_contamination_options() -> None:
+    authors = Settings(detector="ssif", ssif_seed="authors", ssif_contamination=0.1)
+    assert authors.name == "iforest_det-ssif_sseed-authors_scont0.1"
+    assert Settings.from_dict(authors.to_dict()) == authors
+    # quiet: the stored headers of runs with the defaults stay as they were
+    assert not {"ssif_seed", "ssif_contamination"} & set(SSIF.to_dict())
+    assert Settings(ssif_seed="authors", ssif_contamination=0.2) == Settings()  # unused
+    assert Settings(detector="ssif", ssif_contamination="DATA").ssif_contamination == "data"
+    with pytest.raises(ValueError, match="ssif_contamination must be 'data'"):
+        Settings(detector="ssif", ssif_contamination=1.5)
+    with pytest.raises(ValueError, match="unknown ssif_seed 'nine'"):
+        Settings(detector="ssif", ssif_seed="nine")
+
+
+def test_authors_seeding_fits_the_published_forest_every_time(data) -> None:
+    """ssif_seed="authors", ssif_contamination=0.1: the start and every refit are the
+    published SSIF(): a fresh RandomState(9) and contamination 0.1 (hand-built here), in
+    every episode whatever its seed."""
+    settings = SSIF.replace(ssif_seed="authors", ssif_contamination=0.1)
+    episode = Episode(data, 3, settings)
+    X, y = episode.split.X_train, episode.split.y_train
+
+    def published(labels: np.ndarray) -> np.ndarray:
+        forest = SemiSupervisedIsolationForest(8, 0.1, random_state=np.random.RandomState(9))
+        return forest.fit(X, labels).predict_proba(X)[:, 1]
+
+    assert np.array_equal(episode.p_train, published(np.zeros(len(X), dtype=np.int8)))
+    # P >= 0.5 on 10% of D (the 90th percentile), whatever the data's contamination
+    assert episode.scores.forest.threshold_ == np.percentile(
+        episode.scores.forest.decision_scores_, 90)
+    labeled = np.zeros(len(X), dtype=bool)
+    for action in (AL, LR, AL):
+        result = episode.step(action)
+        if action == AL:
+            labeled[result.queried] = True
+        assert np.array_equal(episode.p_train, published(semi_supervised_labels(y, labeled)))
+    other = Episode(data, 4, settings)
+    assert other.scores.seed is None and other.scores.start.contamination == 0.1
 
 
 def test_a_new_stream_leaves_the_others_as_they_were() -> None:
@@ -182,14 +228,16 @@ def test_a_registered_detector_is_reached_through_the_interface(data) -> None:
         DETECTORS.unregister("ssdo-copy")
 
 
-def test_ssif_lattice_and_replay_equal_live(tmp_path, data) -> None:
+@pytest.mark.parametrize("published", [{}, {"ssif_seed": "authors", "ssif_contamination": 0.1}])
+def test_ssif_lattice_and_replay_equal_live(tmp_path, data, published) -> None:
     """With SSIF the state after (i, j) does not depend on the path: the lattice built by
-    walking it equals live episodes on random paths, and the replay env repeats them."""
+    walking it equals live episodes on random paths, and the replay env repeats them; also
+    with the published code's seeding and contamination."""
     from test_replay import compare_random_sequences
 
     from agents.experiments.lattice_build import build_store
 
-    options = {"detector": "ssif", "ssif_trees": 8, "budget_fraction": 0.1}
+    options = {"detector": "ssif", "ssif_trees": 8, "budget_fraction": 0.1, **published}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         build_store(tmp_path, [data], [0], [Settings(prior="knn", **options)],

@@ -337,3 +337,16 @@ def test_with_the_shared_stream_the_search_seed_follows_the_round_s_draws(tiny, 
     assert seeds == [first, stream.randint(0, 100)]
     confidence_episode = Episode(tiny, 0, settings.replace(rejector="confidence"))
     assert confidence_episode._shared_stream is None
+
+
+def test_render_draws_the_two_sided_band(small_xy) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    env = BudgetAllocationEnv(small_xy, prior="knn", rejector="two-sided",
+                              render_mode="rgb_array")
+    env.reset(seed=0)
+    for action in (LR, AL, LR):
+        env.step(action)
+    assert env.episode.tau > 0 and env.render().shape[2] == 3
+    env.close()

@@ -18,7 +18,7 @@ from agents.experiments.lattice_build import build_store
 from ballad_env import Settings
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.replay_vector import INFO_KEYS, ReplayVectorEnv
-from ballad_env.replay_vector_tables import DRAW_BLOCK, CellDraws
+from ballad_env.replay_vector_tables import DRAW_BLOCK, CellDraws, lr_paths
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
 SEEDS = (0, 1, 2)
@@ -182,6 +182,16 @@ def test_cell_draws_in_blocks_equal_single_draws() -> None:
     assert got == expected
     draws.seed([None, 8])
     assert int(draws.draw(np.array([1]))[0]) == int(np.random.default_rng(8).integers(7))
+
+
+def test_lr_paths_keep_those_an_episode_can_take() -> None:
+    """k = 1 (K = 2): (i of the last LR round, j, i of the one before) with i0 <= i and
+    i + j <= 1 are (0,0,0), (0,1,0), (1,0,0), (1,0,1): rows 0, 2, 4, 5 of the K^3; every
+    other path is looked up as the first."""
+    paths, index = lr_paths(1)
+    assert paths.tolist() == [0, 2, 4, 5]
+    assert index.tolist() == [0, 0, 1, 0, 2, 3, 0, 0]
+    assert len(lr_paths(15)[0]) == 16 * 17 * 18 // 6  # (k+1)(k+2)(k+3)/6 of 4,096
 
 
 def test_gymnasium_vector_conventions(store) -> None:

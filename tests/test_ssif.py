@@ -15,20 +15,26 @@ import pytest
 from ballad_env.ssif import (
     IsolationTree,
     SemiSupervisedIsolationForest,
-    TreeGrower,
     c_factor,
+    grow_tree,
+    leaf_value,
     semi_supervised_labels,
 )
+from ballad_env.ssif_grow import ForestGrower
 from ballad_env.ssif_split import (
-    SplitDistribution,
+    SplitDistributions,
     candidate_axis,
     labeled_component,
+    normalise,
     refine_axis,
     split_distribution,
+    split_distributions,
     unlabeled_component,
 )
 
 FIXTURE = Path(__file__).parent / "data" / "ssif_published.json"
+#: Probabilities recorded by our per-node SSIF before the lockstep speed-up (provenance in it).
+PER_NODE = Path(__file__).parent / "data" / "ssif_per_node.json"
 GAMMA = 0.5772156649
 
 # ------------------------------------------------------------------------ c(n), labels
@@ -91,24 +97,26 @@ def test_labeled_component_quirks_by_hand() -> None:
 
 
 def test_split_distribution_histogram_by_hand() -> None:
-    axis = np.array([0.25, 0.5, 0.75])
-    dist = SplitDistribution(axis, np.array([1.0, 3.0, 0.0]))
+    axis = np.array([[0.25, 0.5, 0.75]])
+    # One node, two features: heights [1, 3, 0] and constant heights (the uniform).
+    dist = SplitDistributions(axis, np.array([3]), np.array([[[1.0, 3.0, 0.0], [2.0] * 3]]))
     # Bins [0.25, 0.5), [0.5, 0.75), [0.75, 1] of width 1/4, densities [1, 3, 0] / 1:
     # masses [0.25, 0.75, 0], cdf at the edges [0, 0.25, 1, 1].
-    assert dist.quantile(0.125) == pytest.approx(0.375)
-    assert dist.quantile(0.625) == pytest.approx(0.625)  # 0.5 + 0.25 * (0.375 / 0.75)
-    np.testing.assert_allclose(dist.cdf(np.array([0.25, 0.375, 0.5, 1.0])), [0, 0.125, 0.25, 1])
+    assert dist.quantile(0, 0, 0.125) == pytest.approx(0.375)
+    assert dist.quantile(0, 0, 0.625) == pytest.approx(0.625)  # 0.5 + 0.25 (0.375 / 0.75)
+    np.testing.assert_allclose(dist.cdf(0, 0, np.array([0.25, 0.375, 0.5, 1.0])),
+                               [0, 0.125, 0.25, 1])
     # KL of the masses between the axis points [0.25, 0.75] from the widths [0.25, 0.25]:
     # 0.25 ln 1 - 0.25 + 0.25 + 0.75 ln 3 - 0.75 + 0.25 = 0.8239592 - 0.5 = 0.3239592.
-    assert dist.divergence() == pytest.approx(0.3239592, abs=1e-7)
-    uniform = SplitDistribution(axis, None)
-    assert uniform.quantile(0.3) == 0.3 and uniform.divergence() == pytest.approx(0.0)
+    divergences = dist.divergences()
+    assert divergences[0, 0] == pytest.approx(0.3239592, abs=1e-7)
+    assert dist.uniform[0, 1] and dist.quantile(0, 1, 0.3) == 0.3 and divergences[0, 1] == 0
 
 
 def test_split_distribution_constant_heights_is_uniform() -> None:
     # Labels all unlabeled and two values: U is the same at every candidate point.
     dist = split_distribution(np.array([0.0, 0.0, 1.0, 1.0]), np.zeros(4), candidate_axis(4))
-    assert dist.uniform
+    assert dist.uniform[0, 0]
 
 
 def test_candidate_axis_and_refinement_by_hand() -> None:
@@ -129,13 +137,12 @@ def test_candidate_axis_and_refinement_by_hand() -> None:
 
 
 def test_leaf_values_by_hand() -> None:
-    grower = TreeGrower(np.random.default_rng(0), depth_limit=4, n_candidates=1)
-    # Above the limit: depth (1 + normal share - anomaly share) = 3 (1 + 1/2 - 1/4) = 3.75.
-    assert grower.leaf_value(np.array([-1, -1, 0, 1]), 3) == pytest.approx(3.75)
+    # Above the limit (4): depth (1 + normal share - anomaly share) = 3 (1 + 1/2 - 1/4) = 3.75.
+    assert leaf_value(np.array([-1, -1, 0, 1]), 3, 4) == pytest.approx(3.75)
     # At the limit: depth + c(size), no label adjustment: 4 + c(3) = 4 + 2 (ln 2 + gamma) - 4 / 3
     # = 4 + 2.5407257 - 1.3333333 = 5.2073924.
-    assert grower.leaf_value(np.array([-1, 1, 1]), 4) == pytest.approx(5.2073924, abs=1e-7)
-    assert grower.leaf_value(np.array([], dtype=int), 2) == 2.0  # empty leaf
+    assert leaf_value(np.array([-1, 1, 1]), 4, 4) == pytest.approx(5.2073924, abs=1e-7)
+    assert leaf_value(np.array([], dtype=int), 2, 4) == 2.0  # empty leaf
 
 
 def test_path_lengths_by_hand() -> None:
@@ -225,3 +232,81 @@ def test_repeats_the_published_ssif() -> None:
                                    atol=1e-12)
         np.testing.assert_allclose(forest.predict_proba(queries)[:, 1],
                                    data[tag]["proba_query"], atol=1e-12)
+
+
+# ------------------------------------------------------------------------ batches, lockstep
+
+
+def _random_node(rng: np.random.Generator, n: int, k: int) -> tuple[np.ndarray, ...]:
+    values = np.round(rng.random((n, k)), 1)  # ties, as real data has
+    labels = rng.choice([-1, 0, 0, 0, 1], n)
+    return values, labels, np.sort(rng.random(rng.integers(4, 9)))
+
+
+def test_a_batch_of_nodes_scores_each_node_as_alone() -> None:
+    """Nodes of different sizes, labels and candidate points padded into one batch get the
+    divergences and quantiles they get one at a time, bit for bit."""
+    rng = np.random.default_rng(5)
+    nodes = [_random_node(rng, n, 3) for n in (3, 17, 40, 9)] + [
+        (rng.random((12, 3)), np.zeros(12, int), np.sort(rng.random(6)))]
+    n, m = max(len(v) for v, _, _ in nodes), max(a.size for _, _, a in nodes)
+    values, valid = np.zeros((n, len(nodes), 3)), np.zeros((n, len(nodes)), dtype=bool)
+    labels, axis = np.zeros((n, len(nodes)), dtype=int), np.full((len(nodes), m), 2.0)
+    for b, (v, lab, a) in enumerate(nodes):
+        values[:len(v), b], valid[:len(v), b], labels[:len(v), b] = v, True, lab
+        axis[b, :a.size] = a
+    batch = split_distributions(values, valid, labels, axis, np.array([a.size for *_, a in nodes]))
+    for b, (v, lab, a) in enumerate(nodes):
+        alone = split_distributions(v[:, None], np.ones((len(v), 1), bool), lab[:, None],
+                                    a[None], np.array([a.size]))
+        np.testing.assert_array_equal(batch.divergences()[b], alone.divergences()[0])
+        for k in range(3):
+            for u in (0.1, 0.5, 0.93):
+                assert batch.quantile(b, k, u) == alone.quantile(0, k, u)
+
+
+def test_a_tree_grown_alone_is_the_tree_grown_in_a_forest() -> None:
+    X, y = _blobs()
+    labels = semi_supervised_labels(y, np.r_[np.arange(0, 70, 7), np.arange(70, 74)])
+    samples = np.array([np.random.default_rng(s).permutation(76)[:50] for s in range(4)])
+    forest = ForestGrower(X, labels, samples, [np.random.default_rng(s) for s in range(4)],
+                          depth_limit=12, n_candidates=2).grow()
+    for s, tree in enumerate(forest):
+        alone = grow_tree(np.random.default_rng(s), X[samples[s]], labels[samples[s]], 12, 2)
+        assert alone == tree
+
+
+def test_normalise_gives_a_constant_column_one_half() -> None:
+    scaled = normalise(np.array([[1.0, 5.0], [3.0, 5.0]]), np.array([1.0, 5.0]),
+                       np.array([3.0, 5.0]))
+    np.testing.assert_array_equal(scaled, [[0.0, 0.5], [1.0, 0.5]])
+
+
+@pytest.mark.parametrize("case", [f"{labels}_{seed}" for labels in ("none", "mixed", "anomalies",
+                                                                   "normals")
+                                  for seed in ("rs9", "gen3")])
+def test_repeats_the_per_node_implementation_bit_for_bit(case: str) -> None:
+    """The lockstep forest repeats every float of our earlier per-node SSIF (recorded from
+    it on 160 rows with ties, 12 trees, each label set, a RandomState(9) and a Generator)."""
+    data = json.loads(PER_NODE.read_text())
+    X, y, queries = np.array(data["X"]), np.array(data["y"]), np.array(data["X_query"])
+    labels, seed = case.rsplit("_", 1)
+    random_state = np.random.RandomState(9) if seed == "rs9" else np.random.default_rng(3)
+    forest = SemiSupervisedIsolationForest(12, 0.1, random_state=random_state)
+    forest.fit(X, semi_supervised_labels(y, np.array(data["labeled"][labels], dtype=int)))
+    expected = data["cases"][case]
+    assert forest.threshold_ == expected["threshold"]
+    np.testing.assert_array_equal(forest.predict_proba(X)[:, 1], expected["proba_train"])
+    np.testing.assert_array_equal(forest.predict_proba(queries)[:, 1], expected["proba_query"])
+
+
+def test_the_unlabeled_component_in_chunks_of_points_is_the_same(monkeypatch) -> None:
+    """Large batches are computed a few candidate points at a time: the same floats."""
+    import ballad_env.ssif_split as split
+
+    rng = np.random.default_rng(8)
+    values, valid = rng.random((30, 3, 2)), rng.random((30, 3)) < 0.8
+    axis = np.sort(rng.random((3, 13)), axis=1)
+    whole = split.unlabeled_components(values, valid, axis)
+    monkeypatch.setattr(split, "_CHUNK", 1)  # four points at a time
+    np.testing.assert_array_equal(split.unlabeled_components(values, valid, axis), whole)

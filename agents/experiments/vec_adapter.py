@@ -122,9 +122,10 @@ class ReplaySB3VecEnv(VecEnv):
 
 def valid(actions: np.ndarray, masks: np.ndarray) -> np.ndarray:
     """Each action, or the other one where it is masked and the other is not (the rule
-    agents' fallback, ``training.ValidActionWrapper``, for N environments at once)."""
-    allowed = masks[np.arange(actions.size), actions]
-    return np.where(allowed | ~masks.any(axis=1), actions, 1 - actions)
+    agents' fallback, ``training.ValidActionWrapper``, for N environments at once): with
+    both or neither valid the action stands, with one valid it is that one (AL 0, LR 1)."""
+    al, lr = masks[:, 0], masks[:, 1]
+    return np.where(al == lr, actions, lr.astype(actions.dtype))
 
 
 def _rows(info: dict[str, Any], envs: Iterable[int]) -> list[dict[str, Any]]:
