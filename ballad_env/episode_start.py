@@ -80,7 +80,7 @@ class EpisodeStart:
         """Split and scale, fit the detector's label-free parts on D (and score V and T).
         ``split_seed``: the authors' split's ``random_state``."""
         split = split_and_scale(dataset.X, dataset.y, np.random.default_rng(streams["split"]),
-                                settings.split, split_seed)
+                                settings.split, split_seed, settings.scaling)
         for array in vars(split).values():
             array.setflags(write=False)
         X_other = np.vstack([split.X_val, split.X_test])
@@ -140,6 +140,7 @@ def episode_start(dataset: Dataset, streams: dict[str, np.random.SeedSequence],
     n_train = split_sizes(dataset.y, settings.split)[0]
     key = (tuple(int(v) for v in streams["split"].generate_state(4)), settings.split,
            split_seed if settings.split in SEEDED_SPLITS else None, settings.initial_fit,
+           *(() if settings.scaling == "standard-minmax" else (settings.scaling,)),
            settings.detector, *DETECTORS[settings.detector].key(settings, streams, n_train))
     return RESET_CACHE.get_or_compute(
         dataset, key, lambda: EpisodeStart.compute(dataset, streams, settings, split_seed),

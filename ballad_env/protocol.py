@@ -27,6 +27,10 @@ SADAL_TEST, SADAL_VAL = 0.2, 0.5
 #: round(round_fraction |D|) labels) or ``"sadal"`` (``Budget.sadal``: int(budget_fraction
 #: |D u V|) labels in all, int(total / rounds) a round).
 BUDGET_RULES = ("paper", "sadal")
+#: How features are scaled: ``"standard-minmax"`` (a standard then a min-max scaler fitted
+#: on D: the paper's) or ``"none"`` (the published SADAL code's: SSIF is invariant to
+#: per-feature affine maps in exact arithmetic, not in floating point).
+SCALINGS = ("standard-minmax", "none")
 #: One stream per purpose. A new purpose is appended: ``SeedSequence.spawn`` gives child i
 #: the same key whatever the number spawned, so the earlier streams draw as before.
 STREAMS = ("split", "prior", "al", "lr", "threshold", "detector")
@@ -173,10 +177,11 @@ def sadal_holdout(y: np.ndarray, random_state: int) -> tuple[np.ndarray, np.ndar
 
 
 def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
-                    method: str = "stratified", random_state: int = 0) -> Split:
+                    method: str = "stratified", random_state: int = 0,
+                    scaling: str = "standard-minmax") -> Split:
     """Split (``method``: stratified 40/40/20 from ``rng``, or the published BALLAD code's or
     SADAL's split with ``random_state``); fit a standard then a min-max scaler on D; apply to
-    all (SSIF does not need the scaling; it is invariant to it)."""
+    all (``scaling="none"``: leave the features as they are)."""
     if method not in SPLITS:
         raise ValueError(f"unknown split {method!r}: use one of {', '.join(SPLITS)}")
     if method == "authors":
@@ -185,6 +190,13 @@ def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
         train, val, test = sadal_split_indices(y, random_state)
     else:
         train, val, test = split_indices(y, rng)
+    if scaling not in SCALINGS:
+        raise ValueError(f"unknown scaling {scaling!r}: use one of {', '.join(SCALINGS)}")
+    if scaling == "none":
+        def raw(idx: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(X[idx], dtype=np.float64)
+
+        return Split(raw(train), y[train], raw(val), y[val], raw(test), y[test])
     standard = StandardScaler().fit(X[train])
     minmax = MinMaxScaler().fit(standard.transform(X[train]))
 

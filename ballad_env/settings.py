@@ -27,7 +27,8 @@ from ballad_env.detector import (
     check_prior,
 )
 from ballad_env.detectors import DETECTORS
-from ballad_env.protocol import BUDGET_RULES, SPLITS, Budget
+from ballad_env.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
+from ballad_env.protocol import BUDGET_RULES, SCALINGS, SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejectors import REJECTORS, check_rejector_settings
@@ -45,6 +46,7 @@ KernelBackend = Literal["numpy", "torch"]
 CostMetric = Literal["per_example", "class_conditional"]
 SplitName = Literal["stratified", "authors", "sadal"]
 BudgetRule = Literal["paper", "sadal"]
+Scaling = Literal["standard-minmax", "none"]
 RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
@@ -53,33 +55,9 @@ TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
 DetectorName = Literal["ssdo", "ssif"]
-SSIFSeed = Literal["episode", "authors"]
 RejectorName = Literal["confidence", "two-sided"]
 EntropyTerms = Literal["one", "binary"]
-
-#: The published code's behaviour where it differs from the defaults (docs/method.md,
-#: "The published code's variant"): ``Settings.authors_code()`` switches all of them, and a
-#: setting with all of them is named ``<prior>_authors...``.
-AUTHORS_CODE: dict[str, str] = {
-    "split": "authors", "prior_train_scores": "rescored", "squash_quantile": "whole-percent",
-    "tau_without_val": "zero", "entropy_log": "authors", "initial_fit": "train-val",
-    "al_strategy": "uncertainty-argsort", "lr_strategy": "per-round", "query_rng": "authors"}
-#: The seed of the published code's one query stream: its ``load_dataset`` calls
-#: ``np.random.seed(331)`` whatever the split's ``random_state``, so every split seed draws
-#: its labels from this seed's stream. ``Settings.authors_code()`` sets ``query_seed`` to it.
-#: It is not in ``AUTHORS_CODE``: it holds only with ``query_rng="authors"``, and settings
-#: that draw from the split seed's stream keep their names (``<prior>_authors...``); the
-#: preset's are ``<prior>_authors..._qseed331``.
-AUTHORS_QUERY_SEED = 331
-#: The published SADAL code's behaviour (``docs/sadal.md``): ``Settings.sadal()`` switches
-#: all of them. Its one legacy stream (``query_rng="authors"``) is seeded with the split
-#: seed, as ``SADAL(..., seed)`` seeds its ``RandomState`` with the seed of its D/V split.
-SADAL_CODE: dict[str, Any] = {
-    "detector": "ssif", "rejector": "two-sided", "threshold_search": "authors-bayes",
-    "lr_strategy": "stratified-probability", "al_strategy": "threshold-distance-authors",
-    "entropy_terms": "binary", "initial_fit": "train-val", "tau_without_val": "validation",
-    "split": "sadal", "budget_rule": "sadal", "budget_fraction": 0.2, "round_fraction": 0.02,
-    "c_r": "bound", "query_rng": "authors"}
+SSIFSeed = Literal["episode", "authors"]
 
 
 def _option(default: Any, help: str, short: str | None = None, quiet: bool = False) -> Any:
@@ -160,6 +138,10 @@ class Settings:
         "BALLAD code: per class, train_test_split sets 60 percent aside, a third of it for T, "
         "random_state = the seed) or sadal (SADAL's: train_test_split stratified 80/20, then "
         "the 80 50/50 into D and V, random_state = the seed)", "split")
+    scaling: Scaling = _option(
+        "standard-minmax", "feature scaling: standard-minmax (standard then min-max, fitted "
+        "on D; the paper) or none (the published SADAL code's raw features)", "scale",
+        quiet=True)
     budget_rule: BudgetRule = _option(
         "paper", "how the budget is counted: paper (budget / round fraction rounds of "
         "round(round fraction |D|) labels) or sadal (int(budget fraction |D u V|) labels in "
@@ -193,14 +175,6 @@ class Settings:
         "apply) or another registered name (ballad_env.detectors.DETECTORS)", "det")
     ssif_trees: int = _option(100, "SSIF: trees in the forest (the published code's 100)",
                               "trees")
-    ssif_seed: SSIFSeed = _option(
-        "episode", "SSIF's random source: episode (one seed drawn from the episode's detector "
-        "stream; every fit grows from it) or authors (a fresh RandomState(9) for every fit, as "
-        "the published SADAL.py's SSIF())", "sseed", quiet=True)
-    ssif_contamination: float | str = _option(
-        "data", "SSIF's contamination (the share of training points with P >= 0.5): data (the "
-        "data set's) or a number in (0, 1) (the published SADAL.py's SSIF(): 0.1)", "scont",
-        quiet=True)
     rejector: RejectorName = _option(
         "confidence", "the rejector: confidence (BALLAD's one threshold tau on 2|P - 0.5|; "
         "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
@@ -209,6 +183,14 @@ class Settings:
     entropy_terms: EntropyTerms = _option(
         "one", "the entropy signal's entropy: one (BALLAD's -p log p) or binary (SADAL's "
         "-p log p - (1 - p) log(1 - p))", "hterms", quiet=True)
+    ssif_seed: SSIFSeed = _option(
+        "episode", "SSIF's random source: episode (one seed drawn from the episode's detector "
+        "stream; every fit grows from it) or authors (a fresh RandomState(9) for every fit, as "
+        "the published SADAL.py's SSIF())", "sseed", quiet=True)
+    ssif_contamination: float | str = _option(
+        "data", "SSIF's contamination (the share of training points with P >= 0.5): data (the "
+        "data set's) or a number in (0, 1) (the published SADAL.py's SSIF(): 0.1)", "scont",
+        quiet=True)
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
@@ -449,6 +431,7 @@ def _whole(name: str, value: Any, minimum: int) -> int:
 #: Options with a fixed set of values (the others' values come from registries).
 FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "budget_rule": BUDGET_RULES,
+    "scaling": SCALINGS,
     "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero", "validation"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,

@@ -1,4 +1,4 @@
-"""The runner of SADAL's published code (``agents.experiments.studies.sadal_published``),
+"""The runner of SADAL's published code (``agents.experiments.studies.sadal.published``),
 without the published code: its refusals, its provenance and the split it hands over.
 (Running the published code itself is not part of the suite.)"""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from agents.experiments.cli.sadal_published import main
-from agents.experiments.studies.published_code import PublishedCodeError
-from agents.experiments.studies.sadal_published import (
+from agents.experiments.episode_store import PublishedCodeError
+from agents.experiments.studies.sadal.published import (
     check_sadal,
     fixture_data,
     git_blob_id,

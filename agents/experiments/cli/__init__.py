@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reports": ("reports", "fill the reports' tables from docs/tables (--check: list stale)"),
     "paper": ("paper", "study: reproduce the paper's four questions"),
     "authors-code": ("authors_code", "study: the published code's variant, ablated and compared"),
+    "sadal-published": ("sadal_published", "study: SADAL's published code and Settings.sadal()"),
     "lattice-study": ("lattice_study", "study: allocation rules against the best allocation"),
     "allocator-study": ("allocator_study", "study: allocators on the validation-sample cost"),
     "crossed-study": ("crossed_study", "study: BALLAD's and SADAL's parts crossed on the lattice"),

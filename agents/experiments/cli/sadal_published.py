@@ -26,13 +26,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents.experiments.studies.published_code import PublishedCodeError
-from agents.experiments.studies.sadal_agreement import (
+from agents.experiments.cli import HelpFormatter
+from agents.experiments.episode_store import PublishedCodeError
+from agents.experiments.studies.sadal.agreement import (
     agreement_episodes,
     agreement_summary,
     run_preset,
 )
-from agents.experiments.studies.sadal_published import (
+from agents.experiments.studies.sadal.published import (
     STRATEGIES,
     load_sadal_published,
     merge_trajectories,
@@ -43,8 +44,7 @@ from agents.experiments.studies.sadal_published import (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+                                     formatter_class=HelpFormatter)
     parser.add_argument("command", choices=["episodes", "fixture", "agreement"],
                         help="episodes: the published code's, into --output; fixture: a "
                              "recorded trajectory; agreement: Settings.sadal() on the "
@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SADAL's choice, or AL or LR forced in every round")
     parser.add_argument("--data-dir", default=None, help="episodes: the data sets' folder")
     parser.add_argument("--fast-ssif", action="store_true",
-                        help="episodes: our SSIF on RandomState(9) (the published forests "
-                             "exactly, much faster) in place of the published ssif.SSIF")
+                        help="our SSIF on RandomState(9) (the published forests exactly, "
+                             "much faster) in place of the published ssif.SSIF")
     parser.add_argument("--n-jobs", type=int, default=1, help="episodes: worker processes")
     parser.add_argument("--output", default="results/sadal_published",
                         help="episodes: results folder")
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = "python scripts/sadal_published.py " + shlex.join(
                 sys.argv[1:] if argv is None else argv)
             record = record_trajectory(args.sadal_py, args.ssif_py, args.strategies,
-                                       command=command)
+                                       command=command, fast_ssif=args.fast_ssif)
             path = Path(args.fixture)
             old = json.loads(path.read_text()) if path.is_file() else None
             merged = merge_trajectories(old, record)

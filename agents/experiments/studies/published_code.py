@@ -28,7 +28,7 @@ import importlib.util
 import os
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -37,8 +37,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.experiments.episode_store import (
+    TABLE,
+    PublishedCodeError,
+    episode_cell,
+    episode_order,
+    finished_episodes,
+    grow_store,
+    stored_episodes,
+)
 from agents.experiments.executor import execute, progress_bar
-from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell, writable_folder
+from agents.experiments.store import ResultStore
 from ballad_env.data import load_dataset
 from ballad_env.protocol import AUTHORS_ASIDE, AUTHORS_TEST, Budget, Split
 
@@ -55,10 +64,6 @@ PUBLISHED_FUNCTIONS = ("initialize_loop", "add_training_labels", "add_validation
 INITIAL_REWARDS = (0.99, 1.0)
 #: The seed the published ``load_dataset`` gives numpy's global stream (BALLAD.py line 105).
 PUBLISHED_STREAM_SEED = 331
-
-
-class PublishedCodeError(RuntimeError):
-    """The published code cannot run here: its file or a package it needs is missing."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -265,39 +270,20 @@ def _play_round(code: ModuleType, split: PublishedSplit, pool: np.ndarray, loop:
 
 
 # ----------------------------------------------------------------------------- a run
-#: The stored table of one episode: (dataset, seed, strategy) with a row per round.
-TABLE = "published"
-EPISODE_KEYS = ("dataset", "seed", "strategy")
-
-
-def episode_cell(dataset: str, seed: int, strategy: str) -> TableCell:
-    """The stored file of one episode."""
-    return TableCell(TABLE, tuple(zip(EPISODE_KEYS, (dataset, seed, strategy), strict=True)))
-
-
 def prepare_store(output: str | os.PathLike, datasets: Sequence[str], seeds: Sequence[int],
                   strategies: Sequence[str],
-                  stream_seed: int | None = PUBLISHED_STREAM_SEED,
-                  study: str = "published_code") -> ResultStore:
+                  stream_seed: int | None = PUBLISHED_STREAM_SEED) -> ResultStore:
     """The store at ``output``, its ``run.json`` grown to these data sets, seeds and
-    strategies (``study``: which published code's episodes it holds);
-    ``PublishedCodeError`` if its episodes drew from another stream seed."""
-    store = ResultStore(writable_folder(output, "--published"))
-    manifest = store.read_manifest()
+    strategies; ``PublishedCodeError`` if its episodes drew from another stream seed."""
+    manifest = ResultStore(output).read_manifest() if Path(output).is_dir() else None
     stored_seed = stored_stream_seed(output)
     if manifest is not None and stored_seed != stream_seed:
         raise PublishedCodeError(
             f"{output} holds episodes whose stream was seeded with {_stream_text(stored_seed)}, "
             f"not {_stream_text(stream_seed)}: write these to another --published folder, or "
             f"pass --stream-seed {_stream_flag(stored_seed)} to grow this one")
-    stored = (manifest or {}).get("grid", {})
-    grid = {axis: list(dict.fromkeys([*stored.get(axis, []), *values]))
-            for axis, values in (("datasets", datasets), ("seeds", seeds),
-                                 ("strategies", strategies))}
-    store.prepare({"format": FORMAT_VERSION, "study": study, "grid": grid,
-                   "stream_seed": "split" if stream_seed is None else stream_seed,
-                   "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
-    return store
+    return grow_store(output, datasets, seeds, strategies, "published_code",
+                      stream_seed="split" if stream_seed is None else stream_seed)
 
 
 def _stream_flag(stream_seed: int | None) -> str:
@@ -314,42 +300,6 @@ def stored_stream_seed(output: str | os.PathLike) -> int | None:
     manifest = ResultStore(output).read_manifest() if Path(output).is_dir() else None
     value = (manifest or {}).get("stream_seed", "split")
     return None if value == "split" else int(value)
-
-
-def stored_episodes(output: str | os.PathLike) -> list[pd.DataFrame]:
-    """Every episode the store at ``output`` holds (one table each, rows by round), seed
-    after seed as they were played; none if there is no store."""
-    store = ResultStore(output)
-    grid = (store.read_manifest() or {}).get("grid", {}) if Path(output).is_dir() else {}
-    keys = episode_order(grid.get("datasets", []), grid.get("seeds", []),
-                         grid.get("strategies", []))
-    return [store.read(cell) for cell in (episode_cell(*key) for key in keys)
-            if store.path(cell).exists()]
-
-
-def finished_episodes(output: str | os.PathLike, n_rounds: int) -> set[tuple[str, int, str]]:
-    """The episodes the store already holds; ``PublishedCodeError`` if one of them has
-    another number of rounds (its mean cost would not compare)."""
-    done = set()
-    for episode in stored_episodes(output):
-        key = (str(episode["dataset"].iloc[0]), int(episode["seed"].iloc[0]),
-               str(episode["strategy"].iloc[0]))
-        if len(episode) != n_rounds:
-            raise PublishedCodeError(
-                f"{output}: {key} has {len(episode)} rounds, not {n_rounds}; write episodes "
-                "of another length to another folder")
-        done.add(key)
-    return done
-
-
-def episode_order(datasets: Sequence[str], seeds: Sequence[int], strategies: Sequence[str]
-                  ) -> Iterator[tuple[str, int, str]]:
-    """Seed after seed (a partial run then holds whole seeds), data sets in the order given,
-    then strategies."""
-    for seed in seeds:
-        for dataset in datasets:
-            for strategy in strategies:
-                yield dataset, seed, strategy
 
 
 def load_published(output: str | os.PathLike) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """``Settings.sadal()`` against the published SADAL code's episodes (issue 23).
 
-The published episodes come from ``sadal_published`` (a results folder). This module plays
+The published episodes come from ``sadal.published`` (a results folder). This module plays
 the preset on the same data sets, seeds and strategies (SADAL's choice with the ``sadal``
 rule, or a side forced in every round), writes each of our episodes into the same folder
 (table ``preset``, a row per round, as it finishes; a rerun skips those held), and
@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.experiments.episode_store import episode_cell, stored_episodes
 from agents.experiments.store import ResultStore, TableCell
-from agents.experiments.studies.published_code import stored_episodes
-from agents.experiments.studies.sadal_published import PUBLISHED_STRATEGIES
+from agents.experiments.studies.sadal.published import PUBLISHED_STRATEGIES
 from agents.sadal import sadal_choice
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.episode import AL, LR, Episode
@@ -57,8 +57,7 @@ def play_preset(data: Dataset, seed: int, strategy: str, settings: Settings | No
 
 
 def _cell(dataset: str, seed: int, strategy: str) -> TableCell:
-    return TableCell(PRESET_TABLE, (("dataset", dataset), ("seed", seed),
-                                    ("strategy", strategy)))
+    return episode_cell(dataset, seed, strategy, table=PRESET_TABLE)
 
 
 def run_preset(output: str | os.PathLike, settings: Settings | None = None,

@@ -16,8 +16,8 @@ seed=seed)`` then draws D and V itself, which must equal ``split="sadal"``'s (ch
 published code sees the raw features (it does not scale; ours scales on D, which SSIF does
 not notice). Labels are -1/1, as ``SADAL.py`` needs.
 
-Episodes run through the harness's executor into a ``ResultStore`` (the tables of
-``published_code``: one per episode, a row per round: action, labels bought, thresholds,
+Episodes run through the harness's executor into a ``ResultStore`` (``episode_store``'s
+tables: one per episode, a row per round: action, labels bought, thresholds,
 search seed, test cost and shares, rewards, the fix applied), written as each finishes; a
 rerun skips the episodes the store holds.
 """
@@ -40,15 +40,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.executor import execute, progress_bar
-from agents.experiments.studies.published_code import (
+from agents.experiments.episode_store import (
     PublishedCodeError,
     episode_cell,
     episode_order,
     finished_episodes,
-    prepare_store,
+    grow_store,
     stored_episodes,
 )
+from agents.experiments.executor import execute, progress_bar
 from ballad_env.cost import Costs
 from ballad_env.data import load_dataset
 from ballad_env.protocol import sadal_holdout, sadal_split_indices
@@ -63,6 +63,9 @@ DEPENDENCIES = {"skopt": "scikit-optimize", "sklearn": "scikit-learn", "pandas":
                 "seaborn": "seaborn", "matplotlib": "matplotlib", "joblib": "joblib"}
 #: SADAL's rounds and budget share (its README: 10 rounds, 20% of the training part).
 N_ROUNDS, BUDGET_SHARE = 10, 0.2
+#: Which SSIF an episode ran: the published one, or ours (``fast_ssif``).
+SSIF_SOURCES = {False: "the published ssif.SSIF, on one core",
+                True: "ours on RandomState(9) in place of ssif.SSIF (the published forests)"}
 #: Where the published code crashes, what the runner does instead (``docs/sadal.md``).
 FIXES = {
     "al-first-round": "AL in round 1 (no ranking yet, and round 1's empty rejected list makes "
@@ -308,7 +311,9 @@ def run_sadal_published(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
     files = (str(sadal_py), str(ssif_py), bool(fast_ssif))
     _code(*files)  # a missing file or package is named before anything is written
     blobs = {"sadal_py": git_blob_id(sadal_py), "ssif_py": git_blob_id(ssif_py)}
-    store = prepare_store(output, datasets, seeds, strategies, study="sadal_published")
+    # SADAL seeds its one RandomState with the split seed
+    store = grow_store(output, datasets, seeds, strategies, "sadal_published",
+                       stream_seed="split")
     done = finished_episodes(output, n_rounds)
     todo = [key for key in episode_order(datasets, seeds, strategies) if key not in done]
     directory = None if data_dir is None else str(data_dir)
@@ -339,11 +344,12 @@ def fixture_data(n_normal: int = 74, n_anomaly: int = 6, seed: int = 2024
 
 def record_trajectory(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
                       strategies: Sequence[str] = STRATEGIES, seed: int = 0,
-                      command: str = "") -> dict[str, Any]:
+                      command: str = "", fast_ssif: bool = False) -> dict[str, Any]:
     """The published code's episodes on ``fixture_data()`` with ``seed``, one per strategy,
     with their provenance (the files' git blob ids, the library versions, ``command``): the
-    test fixture the preset must reproduce. The published SSIF runs (not ours)."""
-    code = load_sadal(sadal_py, ssif_py)
+    test fixture the preset must reproduce. The published SSIF runs, unless ``fast_ssif``
+    (ours on ``RandomState(9)``; the provenance says which)."""
+    code = load_sadal(sadal_py, ssif_py, fast_ssif)
     X, y = fixture_data()
     versions = {name: importlib.import_module(name).__version__
                 for name in ("numpy", "scipy", "sklearn", "skopt", "joblib")}
@@ -353,13 +359,14 @@ def record_trajectory(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
             "python": sys.version.split()[0], "libraries": versions, "command": command,
             "how": "the published SADAL.run_allocation_loop(10, int(0.2 |rest|), X_test, "
                    "y_test) on sadal_holdout's split of X, y (labels -1/1) with "
-                   f"SADAL(X_rest, y_rest, contamination, seed={seed}); the published SSIF "
-                   "on one core; fixes: " + "; ".join(FIXES)},
+                   f"SADAL(X_rest, y_rest, contamination, seed={seed}); "
+                   + "; ssif_<strategy> says which SSIF; fixes: " + "; ".join(FIXES)},
         "X": X.tolist(), "y": y.tolist(), "seed": seed, "contamination": float(np.mean(y))}
     for strategy in strategies:
         start = time.perf_counter()
         record[strategy] = play_sadal(code, X, y, float(np.mean(y)), seed, strategy)
         record["provenance"][f"seconds_{strategy}"] = round(time.perf_counter() - start, 1)
+        record["provenance"][f"ssif_{strategy}"] = SSIF_SOURCES[fast_ssif]
     return record
 
 
@@ -393,7 +400,8 @@ def load_sadal_published(output: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "test_cost", "final_cost"])
 
 
-__all__ = ["DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES", "STRATEGIES",
+__all__ = ["DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES", "SSIF_SOURCES",
+           "STRATEGIES",
            "check_sadal", "fixture_data", "git_blob_id", "load_sadal", "load_sadal_published",
            "merge_trajectories", "play_episode", "play_sadal", "published_rest",
            "record_trajectory",
