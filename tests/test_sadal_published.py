@@ -58,3 +58,24 @@ def test_the_published_code_gets_sadals_training_part() -> None:
     assert set(np.unique(y_rest)) == {-1, 1} and np.array_equal(y_test == 1, y[test] == 1)
     # the fixture data: 80 examples, 6 anomalies (contamination 0.075, not SSIF's 0.1)
     assert (y.size, int(y.sum())) == (80, 6)
+
+
+def test_rounds_agree_from_the_first_until_one_differs() -> None:
+    import pandas as pd
+
+    from agents.experiments.studies.sadal.agreement import agreement_summary, rounds_agreeing
+
+    published = pd.DataFrame({"action": ["LR", "AL", "AL"], "new_train": ["", "4 1", ""],
+                              "new_val": ["7", "", ""], "left": [0.4, 0.3, 0.3],
+                              "right": [0.6, 0.7, 0.7]})
+    ours = published.assign(new_train=["", "1 4", "2"])  # ours sorted; round 3 bought more
+    assert rounds_agreeing(ours, published) == 2
+    assert rounds_agreeing(ours.assign(right=[0.6, 0.7 + 1e-6, 0.7]), published) == 1
+    assert rounds_agreeing(ours.assign(action=["AL", "AL", "AL"]), published) == 0
+    episodes = pd.DataFrame({"dataset": ["a", "b"], "seed": [0, 0], "agent": ["sadal"] * 2,
+                             "published": [0.1, 0.3], "ours": [0.1, 0.33],
+                             "rounds_agreeing": [10, 4], "rounds": [10, 10], "fixes": ""})
+    summary = agreement_summary(episodes).loc["sadal"]
+    assert summary["episodes"] == 2 and summary["all_rounds_agree"] == 1
+    assert summary["relative_difference"] == pytest.approx(0.215 / 0.2 - 1)  # 0.075
+    assert bool(summary["within"])

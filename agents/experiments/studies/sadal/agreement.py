@@ -116,7 +116,8 @@ def agreement_episodes(output: str | os.PathLike) -> pd.DataFrame:
                      "ours": float(np.mean(ours["test_cost"])),
                      "rounds_agreeing": rounds_agreeing(ours, published),
                      "rounds": len(published),
-                     "fixes": ",".join(sorted({str(f) for f in published["fix"] if f}))})
+                     "fixes": ",".join(sorted({part for fix in published["fix"] if fix
+                                               for part in str(fix).split(",")}))})
     return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "published", "ours",
                                        "rounds_agreeing", "rounds", "fixes"])
 
