@@ -358,6 +358,7 @@ SCRIPT_PARSERS = {"compare_agents.py": ("parse_args", ["--datasets", "x"]),
                   "bench.py": ("parse_args", []), "reproduce_paper.py": ("parse_args", []),
                   "train_policy.py": ("parse_args", []),
                   "lattice_study.py": ("parse_options", ["--datasets", "toy"]),
+                  "crossed_study.py": ("build_parser", []),
                   "policy_study.py": ("build_parser", ["train"])}
 
 

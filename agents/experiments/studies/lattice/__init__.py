@@ -21,6 +21,7 @@ collected, the report's tables and figures).
 
 from __future__ import annotations
 
+from agents.experiments.lattice_paths import episode_row, reference_paths
 from agents.experiments.studies.lattice.analysis import (
     add_regrets,
     agents_table,
@@ -55,12 +56,10 @@ from agents.experiments.studies.lattice.cells import (
     crosscheck_cells,
     crosscheck_is_current,
     dataset_sizes,
-    episode_row,
     figure_dataset,
     plan_cells,
     prepare_store,
     record_run,
-    reference_paths,
     run_cell,
     run_study,
     stored_agents,

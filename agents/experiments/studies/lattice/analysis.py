@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.experiments.lattice_paths import best_fixed_per_cell
 from agents.experiments.store import ResultStore, RunError
 from agents.experiments.studies.lattice.cells import (
     CELL_KEYS,
@@ -78,10 +79,8 @@ def add_regrets(episodes: pd.DataFrame) -> pd.DataFrame:
     """Regret of each path: its mean cost minus the optimal path's in the same cell (and its
     final cost minus the best final cost); adds the per-cell best fixed split (chosen in
     hindsight) as a reference row."""
-    fixed = episodes[episodes.kind == "fixed"]
-    best = fixed.loc[fixed.groupby(CELL_KEYS).mean_cost.idxmin()].assign(
-        name="best-fixed-per-cell", kind="reference")
-    episodes = pd.concat([episodes, best], ignore_index=True)
+    episodes = pd.concat([episodes, best_fixed_per_cell(episodes, CELL_KEYS)],
+                         ignore_index=True)
     optimal = episodes[episodes.name == "optimal"].set_index(CELL_KEYS)
     best_final = episodes[episodes.name == "optimal-final"].set_index(CELL_KEYS)
     idx = episodes.set_index(CELL_KEYS).index

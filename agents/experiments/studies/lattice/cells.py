@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.executor import execute, worker_limits
+from agents.experiments.lattice_paths import episode_row, reference_paths
 from agents.experiments.provenance import package_versions, source_fingerprint
 from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell
 
@@ -128,37 +129,6 @@ def run_cell(task: tuple[Path, CellKey, tuple[str, ...]], single_thread: bool = 
               "cpu_seconds": time.process_time() - cpu_start, "n_samples": data.n_samples}]
     tables = {"states": states, "episodes": episodes, "signals": signals, "cells": cells}
     return cell, {name: pd.DataFrame(rows) for name, rows in tables.items()}
-
-
-def reference_paths(lattice: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Hindsight optima, the one-step oracle and every fixed "m LR rounds, then AL" split."""
-    from ballad_env.episode import AL, LR
-
-    k = lattice.n_rounds
-    refs = {"optimal": ("reference", lattice.optimal_path("mean")),
-            "optimal-final": ("reference", lattice.optimal_path("final")),
-            "oracle": ("reference", lattice.one_step_oracle())}
-    for m in range(k + 1):
-        actions = (LR,) * m + (AL,) * (k - m)
-        try:
-            lattice.states_along(actions)
-        except ValueError:
-            continue  # a pool too small for this split
-        refs[f"fixed-lr{m:02d}"] = ("fixed", actions)
-    return refs
-
-
-def episode_row(lattice: Any, name: str, kind: str, actions: tuple[int, ...]
-                ) -> dict[str, Any]:
-    """One path's scores: mean and final cost, the moves it got right, its action counts."""
-    from ballad_env.lattice import path_string
-
-    costs = lattice.costs_along(actions)
-    right, decided = lattice.right_moves(actions)
-    return {"name": name, "kind": kind, "path": path_string(actions),
-            "mean_cost": float(costs.mean()), "final_cost": float(costs[-1]),
-            "n_al": int(len(actions) - sum(actions)), "right_moves": right,
-            "decided_moves": decided}
 
 
 # ---------------------------------------------------------------------------- cross-check

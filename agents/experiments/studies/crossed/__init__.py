@@ -1,0 +1,71 @@
+"""The crossed study (CROSSED.md): is All-in-LR's win a property of SSDO, or of the problem?
+
+The parts of the two published methods are crossed as factors (``factors.FACTORS``: the
+detector, the rejector, the query strategies, the costs and the protocol; a new level is
+one entry). For every combination the lattice can pose, data set and seed, one lattice
+(built through the harness's ``lattice_build.build_store``, resumable) gives the mean test
+cost of All-in-AL, All-in-LR, BALLAD and SADAL (replayed), and of the yardsticks
+(``agents.experiments.lattice_paths``): the best fixed split in hindsight, the one-step
+oracle and the hindsight optimum. Combinations whose labels depend on the order of the
+rounds (SADAL's stratified-probability LR queries) cannot be posed on a lattice: they are
+rows marked ``not-posable`` with the lattice's reason, never dropped silently.
+
+The study is split by job: ``factors`` (levels and combinations), ``cells`` (options,
+stores, one cell and the driver through the executor) and ``analysis`` (the tidy table,
+the room per factor level and the rule that takes it, the figure).
+"""
+
+from __future__ import annotations
+
+from agents.experiments.studies.crossed.analysis import (
+    DEPLOYABLE,
+    STRATEGIES,
+    TAKERS,
+    TIDY_COLUMNS,
+    dataset_means,
+    draw_regrets,
+    not_posable_table,
+    per_dataset_table,
+    report_tables,
+    room_shares,
+    room_table,
+    strategies_table,
+    tidy_table,
+    write_report,
+)
+from agents.experiments.studies.crossed.cells import (
+    AGENTS,
+    CELL,
+    TABLE,
+    StudyOptions,
+    build_lattices,
+    lattice_store,
+    paths_store,
+    pending_cells,
+    prepare_paths_store,
+    replay_rows,
+    replay_work,
+    run_study,
+    stored_paths,
+    table_cell,
+)
+from agents.experiments.studies.crossed.factors import (
+    FACTOR_NAMES,
+    FACTORS,
+    NOT_POSABLE,
+    POSED,
+    Combination,
+    check_levels,
+    combination_settings,
+    combinations,
+    split_posable,
+)
+
+__all__ = ["AGENTS", "CELL", "DEPLOYABLE", "FACTORS", "FACTOR_NAMES", "NOT_POSABLE", "POSED",
+           "STRATEGIES", "TABLE", "TAKERS", "TIDY_COLUMNS", "Combination", "StudyOptions",
+           "build_lattices", "check_levels", "combination_settings", "combinations",
+           "dataset_means", "draw_regrets", "lattice_store", "not_posable_table",
+           "paths_store", "pending_cells", "per_dataset_table", "prepare_paths_store",
+           "replay_rows", "replay_work", "report_tables", "room_shares", "room_table",
+           "run_study", "split_posable", "stored_paths", "strategies_table", "table_cell",
+           "tidy_table", "write_report"]

@@ -1,0 +1,121 @@
+"""The crossed study's factors: each level is a set of ``Settings`` options, and a factor
+combination is one episode setting (or a reason why the lattice cannot pose it).
+
+A new level is one entry in :data:`FACTORS` (its options, merged into ``Settings``); a new
+factor is one more key. Combinations whose labels depend on the order of the rounds (the
+lattice's own check, ``ballad_env.lattice.check_lattice_settings``), or whose options
+``Settings`` rejects (an option not built yet), are kept with the reason, so every table
+says what was not posed and why.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ballad_env.lattice import check_lattice_settings
+from ballad_env.settings import Settings
+
+#: factor -> level -> the Settings options of that level (the first level: our default).
+#: SADAL's protocol: its split (80/20, then D/V 50/50), its budget (20% of D and V in 10
+#: rounds) and its rejection cost (c_r = min(c_fp (1 - gamma), c_fn gamma)).
+FACTORS: dict[str, dict[str, dict[str, Any]]] = {
+    "detector": {"ssdo": {}, "ssif": {"detector": "ssif"}},
+    "rejector": {"confidence": {}, "two-sided": {"rejector": "two-sided"}},
+    "queries": {"ours": {},
+                "sadal": {"al_strategy": "threshold-distance",
+                          "lr_strategy": "stratified-probability"},
+                "sadal-al": {"al_strategy": "threshold-distance"}},
+    "costs": {"default": {}, "cfn10": {"c_fn": 10.0}, "cfp10": {"c_fp": 10.0}},
+    "protocol": {"ours": {},
+                 "sadal": {"split": "sadal", "budget_rule": "sadal", "budget_fraction": 0.2,
+                           "round_fraction": 0.02, "c_r": "bound"}},
+}
+#: The factors, in the order of the tables' columns.
+FACTOR_NAMES = tuple(FACTORS)
+#: The status of a combination the lattice poses, and of one it cannot.
+POSED, NOT_POSABLE = "posed", "not-posable"
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One level of every factor, ``levels`` in :data:`FACTOR_NAMES` order."""
+
+    levels: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The levels joined by ``/`` (``ssdo/confidence/ours/default/ours``)."""
+        return "/".join(self.levels)
+
+    def columns(self) -> dict[str, str]:
+        """factor -> level: the columns every row of this combination carries."""
+        return dict(zip(FACTOR_NAMES, self.levels, strict=True))
+
+    def options(self, factors: Mapping[str, Mapping[str, dict[str, Any]]] = FACTORS
+                ) -> dict[str, Any]:
+        """The ``Settings`` options of this combination (later factors win a shared name)."""
+        merged: dict[str, Any] = {}
+        for factor, level in zip(FACTOR_NAMES, self.levels, strict=True):
+            merged.update(factors[factor][level])
+        return merged
+
+
+def check_levels(chosen: Mapping[str, Sequence[str]],
+                 factors: Mapping[str, Mapping[str, Any]] = FACTORS) -> None:
+    """A ``ValueError`` naming the factor and its levels if a chosen level is unknown, or a
+    factor has no level."""
+    for factor in FACTOR_NAMES:
+        levels = list(chosen.get(factor, []))
+        if not levels:
+            raise ValueError(f"no level of factor {factor!r}: choose some of "
+                             f"{', '.join(factors[factor])}")
+        unknown = [level for level in levels if level not in factors[factor]]
+        if unknown:
+            raise ValueError(f"unknown {factor} level(s) {', '.join(unknown)}: use some of "
+                             f"{', '.join(factors[factor])}")
+
+
+def combinations(chosen: Mapping[str, Sequence[str]]) -> list[Combination]:
+    """Every combination of the chosen levels (each factor's levels in the given order)."""
+    check_levels(chosen)
+    return [Combination(tuple(levels))
+            for levels in itertools.product(*(list(dict.fromkeys(chosen[f]))
+                                              for f in FACTOR_NAMES))]
+
+
+def combination_settings(combination: Combination, base: Settings | None = None,
+                         factors: Mapping[str, Mapping[str, dict[str, Any]]] = FACTORS
+                         ) -> Settings | str:
+    """The combination's episode settings (``base`` with its options), or, when the lattice
+    cannot pose it, the reason (``Settings``' or ``check_lattice_settings``' error)."""
+    try:
+        settings = (base or Settings()).replace(**combination.options(factors))
+    except (ValueError, TypeError) as err:
+        return f"settings refused: {err}"
+    try:
+        check_lattice_settings(settings)
+    except ValueError as err:
+        return str(err)
+    return settings
+
+
+def split_posable(combos: Sequence[Combination], base: Settings | None = None
+                  ) -> tuple[dict[Combination, Settings], dict[Combination, str]]:
+    """The combinations the lattice poses, with their settings, and the others with the
+    reason."""
+    posed: dict[Combination, Settings] = {}
+    refused: dict[Combination, str] = {}
+    for combo in combos:
+        found = combination_settings(combo, base)
+        if isinstance(found, str):
+            refused[combo] = found
+        else:
+            posed[combo] = found
+    return posed, refused
+
+
+__all__ = ["FACTORS", "FACTOR_NAMES", "NOT_POSABLE", "POSED", "Combination", "check_levels",
+           "combination_settings", "combinations", "split_posable"]
