@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -34,6 +33,7 @@ from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejectors import REJECTORS, check_rejector_settings
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
+from ballad_env.settings_values import finite_number, number_text, whole_number
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -202,7 +202,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         for name in ("budget_fraction", "round_fraction", "alpha"):
-            self._set(name, _finite(name, getattr(self, name)))
+            self._set(name, finite_number(name, getattr(self, name)))
         if isinstance(self.c_r, str) and self.c_r.lower() in C_R_RULES:
             rule = self.c_r.lower()
             self._set("c_r", None if rule == "gamma" else rule)  # one setting for gamma
@@ -211,7 +211,7 @@ class Settings:
             if value is None or (name == "c_r" and value in C_R_RULES):
                 continue
             try:
-                value = _finite(name, value)
+                value = finite_number(name, value)
             except ValueError:
                 value = float("nan")
             if not value > 0:
@@ -233,11 +233,11 @@ class Settings:
         check_rejector_settings(self)
         if self.threshold_search not in CALL_SEARCHES or self.rejector == "two-sided":
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
-        self._set("bayes_calls", _whole("bayes_calls", self.bayes_calls, 2))
-        self._set("k", _whole("k", self.k, 1))
+        self._set("bayes_calls", whole_number("bayes_calls", self.bayes_calls, 2))
+        self._set("k", whole_number("k", self.k, 1))
         self._check_ssif()
         if self.eta_sample is not None:
-            self._set("eta_sample", _whole("eta_sample", self.eta_sample, 0))
+            self._set("eta_sample", whole_number("eta_sample", self.eta_sample, 0))
         if self.kernel_dtype is not None and self.kernel_dtype not in KERNEL_DTYPES:
             raise ValueError(f"unknown kernel_dtype {self.kernel_dtype!r}: use one of "
                              f"{', '.join(KERNEL_DTYPES)} (or None: by the training set's size)")
@@ -268,7 +268,7 @@ class Settings:
 
     def _check_ssif(self) -> None:
         """SSIF's options (unused, so at their defaults, with another detector)."""
-        self._set("ssif_trees", _whole("ssif_trees", self.ssif_trees, 1))
+        self._set("ssif_trees", whole_number("ssif_trees", self.ssif_trees, 1))
         value = self.ssif_contamination
         if isinstance(value, str) and value.lower() == "data":
             self._set("ssif_contamination", "data")
@@ -327,7 +327,7 @@ class Settings:
             short = f.metadata["short"]
             value = getattr(self, f.name)
             if short and value != getattr(default, f.name):
-                parts.append(f"{short}{_number_text(value)}" if isinstance(value, float | int)
+                parts.append(f"{short}{number_text(value)}" if isinstance(value, float | int)
                              else f"{short}-{value}")
         return "_".join(parts)
 
@@ -423,25 +423,6 @@ class Settings:
             combos = [{**combo, name: value} for combo in combos for value in values]
         base = base or cls()
         return tuple(dict.fromkeys(base.replace(**combo) for combo in combos))
-
-
-def _number_text(value: float) -> str:
-    """A number in a setting's name: ``:g``, but whole numbers that ``:g`` would round (a
-    seed such as 4000000001) in full, so that two settings never share a name."""
-    text = f"{value:g}"
-    return str(value) if isinstance(value, int) and float(text) != value else text
-
-
-def _finite(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _whole(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return int(value)
 
 
 #: Options with a fixed set of values (the others' values come from registries).
