@@ -134,7 +134,8 @@ def test_the_preset_repeats_the_published_rounds(recorded: dict[str, Any], strat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", STRATEGIES)
-def test_the_preset_with_the_published_search(recorded: dict[str, Any], strategy: str) -> None:
-    """The preset itself: the published ``gp_minimize`` search finds the same thresholds."""
-    _check(_play(recorded, strategy, Settings.sadal()), recorded[strategy])
+def test_the_preset_with_the_published_search(recorded: dict[str, Any]) -> None:
+    """The preset itself: the published ``gp_minimize`` search finds the same thresholds.
+    SADAL's own episode only (about a minute: it fits both sides); the forced episodes run
+    the same search, and their rounds are checked above with the recorded thresholds."""
+    _check(_play(recorded, "sadal", Settings.sadal()), recorded["sadal"])
