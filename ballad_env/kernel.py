@@ -17,10 +17,9 @@ from sklearn.neighbors import NearestNeighbors
 
 from ballad_env.compute import episode_threads, thread_limit
 from ballad_env.data import DataWarning
-from ballad_env.kernel_near import KERNEL_PAIRS, NearRows, near_sums
+from ballad_env.kernel_near import EXP_FLOOR, KERNEL_PAIRS, NearRows, block_sums, near_sums
 
 _CHUNK_ELEMENTS = 262_144  # one block of pairwise distances: 2 MiB, cache-sized
-_EXP_FLOOR = -700.0  # exp is fast down to here (1e-304); below, it slows 5 to 100-fold
 
 #: Training sets up to this size take the exact paths by default (every point's neighbour
 #: distance for eta, float64 kernel sums); larger ones the fast paths (``docs/scale.md``).
@@ -164,7 +163,7 @@ def kernel_sums(
         # Rounding can make a squared distance slightly negative (exponent > 0): clip at 0.
         # Far pairs: exp below -700 leaves its fast path (subnormals, underflow) while the
         # kernel is worth nothing next to the prior there: clip at -700 (w ~ 1e-304).
-        np.clip(w, _EXP_FLOOR, 0.0, out=w)
+        np.clip(w, EXP_FLOOR, 0.0, out=w)
         np.exp(w, out=w)
         sums[start:stop] = w @ indicator
 
@@ -290,11 +289,8 @@ class KernelRows:
         augmented = self.augmented
         assert augmented is not None
 
-        def block(start: int, stop: int) -> None:
-            e = augmented[start:stop] @ labels
-            w = e if e.dtype == np.float32 else e.astype(np.float32)  # round it once
-            np.exp(w, out=w)
-            sums[start:stop] = w @ indicator
+        def block(start: int, stop: int) -> None:  # exp_dtype is float32 here
+            block_sums(augmented[start:stop], labels, indicator, exp_dtype, sums[start:stop])
 
         _in_blocks(n, max(1, _CHUNK_ELEMENTS // n_lab), block)
         return sums[:, 0].copy(), sums[:, 1].copy()

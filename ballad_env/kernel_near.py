@@ -34,6 +34,9 @@ NEAR_GROUP = 64
 #: of columns is then dearer than the zero weights it spares.
 _DENSE_SHARE = 0.7
 _AXIS_SAMPLE = 1024
+#: The float64 exponent's floor: exp is fast down to here (1e-304); below, it slows 5 to
+#: 100-fold while the weight is worth nothing next to the prior.
+EXP_FLOOR = -700.0
 #: ln of the smallest weight that can count, per exp precision, with a margin for the
 #: exponent's rounding: float32's exp is 0 below -103.98, float64's below -745.14 (and the
 #: dense float64 path clips at -700, adding 1e-304 for such a pair).
@@ -122,7 +125,7 @@ def near_sums(rows: NearRows, labels: np.ndarray, indicator: np.ndarray, near: n
     out = np.zeros((rows.rows.shape[0], 2))
     if near.mean() > _DENSE_SHARE:  # a wide kernel: every pair, in blocks of rows
         step = max(1, chunk // labels.shape[1])
-        in_blocks(len(out), step, lambda begin, end: _block(rows.rows[begin:end], labels,
+        in_blocks(len(out), step, lambda begin, end: block_sums(rows.rows[begin:end], labels,
                                                              indicator, exp_dtype, out[begin:end]))
         return _unordered(out, rows.order)
     lab_all = np.ascontiguousarray(labels[:, label_order])
@@ -143,13 +146,13 @@ def near_sums(rows: NearRows, labels: np.ndarray, indicator: np.ndarray, near: n
             step = max(1, chunk // lab.shape[1])
             for begin in range(starts[leaf], starts[leaf + 1], step):
                 end = min(begin + step, starts[leaf + 1])
-                _block(rows.rows[begin:end], lab, ind, exp_dtype, out[begin:end])
+                block_sums(rows.rows[begin:end], lab, ind, exp_dtype, out[begin:end])
 
     in_blocks(len(starts) - 1, 1, work)
     return _unordered(out, rows.order)
 
 
-def _block(rows: np.ndarray, labels: np.ndarray, indicator: np.ndarray,
+def block_sums(rows: np.ndarray, labels: np.ndarray, indicator: np.ndarray,
            exp_dtype: np.dtype[Any], out: np.ndarray) -> None:
     """``out`` = per-class sums of the weights of ``rows`` x ``labels``, as ``KernelRows``
     computes them: the exponent rounded once to ``exp_dtype``; float64's clipped to
@@ -157,7 +160,7 @@ def _block(rows: np.ndarray, labels: np.ndarray, indicator: np.ndarray,
     e = rows @ labels
     w = e if e.dtype == exp_dtype else e.astype(exp_dtype)
     if exp_dtype == np.float64:
-        np.clip(w, -700.0, 0.0, out=w)
+        np.clip(w, EXP_FLOOR, 0.0, out=w)
     np.exp(w, out=w)
     out[:] = w @ indicator
 
@@ -169,5 +172,5 @@ def _unordered(sums: np.ndarray, order: np.ndarray) -> np.ndarray:
     return result
 
 
-__all__ = ["KERNEL_PAIRS", "NEAR_GROUP", "NEAR_LEAF", "NearRows", "box_gaps", "leaf_boxes",
-           "median_order", "near_exponent", "near_sums"]
+__all__ = ["EXP_FLOOR", "KERNEL_PAIRS", "NEAR_GROUP", "NEAR_LEAF", "NearRows", "block_sums",
+           "box_gaps", "leaf_boxes", "median_order", "near_exponent", "near_sums"]

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from ballad_env.compute import episode_threads
+from ballad_env.kernel_near import EXP_FLOOR  # the float64 path clips its exponent there
 
 #: What to install for the torch backend.
 TORCH_EXTRA = "pip install 'ballad-env[torch]'"
 #: Elements of one block of the exponent on a GPU (256 MiB in float32); on a CPU the
 #: numpy path's cache-sized blocks (``kernel._CHUNK_ELEMENTS``) are used.
 _GPU_CHUNK_ELEMENTS = 1 << 26
-_EXP_FLOOR = -700.0  # as kernel._EXP_FLOOR: the float64 path clips its exponent there
 #: float32 exponents are clipped here: exp(-87) = 1.6e-38 is float32's smallest normal
 #: range, and torch's CPU exp is 5 to 10 times slower on the subnormal and zero results
 #: below it (measured: 60 against 8 ns a pair). Each sum moves by under 1.6e-38 a label.
@@ -113,7 +113,7 @@ class DeviceRows:
                 e = self.rows[start:start + block] @ side
                 w = e.to(exp_type)  # a no-op when it already is: rounded once, as numpy
                 if wide:
-                    w.clamp_(_EXP_FLOOR, 0.0)
+                    w.clamp_(EXP_FLOOR, 0.0)
                 else:
                     w.clamp_(min=_EXP_FLOOR_32)
                 w.exp_()
