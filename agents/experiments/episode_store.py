@@ -7,9 +7,12 @@ for BALLAD, ``studies.sadal`` for SADAL).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -24,6 +27,27 @@ EPISODE_KEYS = ("dataset", "seed", "strategy")
 class PublishedCodeError(RuntimeError):
     """The published code cannot run here (its file or a package it needs is missing), or
     a store holds episodes that do not compare with those asked for."""
+
+
+def missing_packages(dependencies: Mapping[str, str]) -> list[str]:
+    """The packages of ``dependencies`` (module name -> pip name) that this Python cannot
+    import, as pip names them."""
+    missing = []
+    for module, package in dependencies.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    return missing
+
+
+def import_file(name: str, path: str | os.PathLike) -> ModuleType:
+    """The Python file at ``path`` imported as module ``name`` (a published code's file)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def episode_cell(dataset: str, seed: int, strategy: str, table: str = TABLE) -> TableCell:

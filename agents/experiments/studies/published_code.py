@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
-import importlib.util
 import os
 import time
 import warnings
@@ -44,6 +42,8 @@ from agents.experiments.episode_store import (
     episode_order,
     finished_episodes,
     grow_store,
+    import_file,
+    missing_packages,
     stored_episodes,
 )
 from agents.experiments.executor import execute, progress_bar
@@ -69,13 +69,7 @@ PUBLISHED_STREAM_SEED = 331
 # ----------------------------------------------------------------------------- loading
 def missing_dependencies() -> list[str]:
     """The packages of ``DEPENDENCIES`` that cannot be imported, as pip names them."""
-    missing = []
-    for module, package in DEPENDENCIES.items():
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            missing.append(package)
-    return missing
+    return missing_packages(DEPENDENCIES)
 
 
 def check_published(path: str | os.PathLike) -> None:
@@ -99,10 +93,7 @@ def load_ballad(path: str | os.PathLike) -> ModuleType:
     is missing (the file, a package, a function the loop calls)."""
     check_published(path)
     _restore_numpy_aliases()
-    spec = importlib.util.spec_from_file_location("published_ballad", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_file("published_ballad", path)
     absent = [name for name in PUBLISHED_FUNCTIONS if not hasattr(module, name)]
     if absent:
         raise PublishedCodeError(f"{path} lacks the published function(s) {', '.join(absent)}: "

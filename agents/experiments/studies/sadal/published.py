@@ -25,9 +25,7 @@ rerun skips the episodes the store holds.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
-import importlib.util
 import os
 import sys
 import time
@@ -46,11 +44,14 @@ from agents.experiments.episode_store import (
     episode_order,
     finished_episodes,
     grow_store,
+    import_file,
+    missing_packages,
     stored_episodes,
 )
 from agents.experiments.executor import execute, progress_bar
 from ballad_env.cost import Costs
 from ballad_env.data import load_dataset
+from ballad_env.data.download import file_hashes
 from ballad_env.protocol import sadal_holdout, sadal_split_indices
 from ballad_env.two_sided import fit_two_sided
 
@@ -90,8 +91,7 @@ def check_sadal(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike) -> None
                                           ("ssif.py", ssif_py,
                                            "stralu9/Semi_Supervised_Isolation_Forest"))
                 if not Path(path).is_file()]
-    missing = [package for module, package in DEPENDENCIES.items()
-               if importlib.util.find_spec(module) is None]
+    missing = missing_packages(DEPENDENCIES)
     if missing:
         problems.append(f"the package(s) {', '.join(missing)} in this Python (run it from a "
                         f"throw-away environment: pip install {' '.join(missing)})")
@@ -110,11 +110,11 @@ def load_sadal(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
     time: the rest of ``SADAL.py`` is still the published code."""
     check_sadal(sadal_py, ssif_py)
     os.environ.setdefault("MPLBACKEND", "Agg")  # the published files import pyplot
-    ssif = _import("ssif", ssif_py)
+    ssif = import_file("ssif", ssif_py)
     saved = sys.modules.get("ssif")
     sys.modules["ssif"] = ssif  # what ``from ssif import SSIF`` finds
     try:
-        sadal = _import("published_sadal", sadal_py)
+        sadal = import_file("published_sadal", sadal_py)
     finally:
         if saved is None:
             del sys.modules["ssif"]
@@ -127,14 +127,6 @@ def load_sadal(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
                                      "published file?")
     setattr(sadal, "SSIF", _fast_ssif() if fast_ssif else _one_core(ssif.SSIF))  # noqa: B010
     return sadal
-
-
-def _import(name: str, path: str | os.PathLike) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _one_core(published: type) -> type:
@@ -167,8 +159,7 @@ def _fast_ssif() -> type:
 
 def git_blob_id(path: str | os.PathLike) -> str:
     """The file's git blob id (``git hash-object``): which version of a published file ran."""
-    data = Path(path).read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
+    return str(file_hashes(Path(path))["git_blob_sha1"])
 
 
 # ----------------------------------------------------------------------------- one episode
