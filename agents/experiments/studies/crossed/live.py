@@ -122,11 +122,13 @@ def prepare_live_store(options: StudyOptions, live: dict[Combination, Settings]
 
 def pending_live(options: StudyOptions, store: ResultStore,
                  live: dict[Combination, Settings]) -> list[LiveTask]:
-    """The live tasks of the cells not stored yet, or stored without some agent."""
+    """The live tasks of the cells not stored yet, or stored without some agent; the
+    combinations of one data set and seed follow each other, so their label-free reset
+    comes from the environment's reset cache (``ballad_env.compute``) after the first."""
     tasks = []
-    for combo, settings in live.items():
-        for source, name in zip(options.datasets, options.names(), strict=True):
-            for seed in options.seeds:
+    for source, name in zip(options.datasets, options.names(), strict=True):
+        for seed in options.seeds:
+            for combo, settings in live.items():
                 if not cell_done(store, table_cell(combo, name, seed, LIVE_TABLE),
                                  options.agents):
                     tasks.append((combo, settings, source, name, seed, options.data_dir,
