@@ -23,10 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from ballad_env.compute import ResetCache
 from ballad_env.ssif import SemiSupervisedIsolationForest, semi_supervised_labels
 
 #: The seed of the published ``SSIF()``'s legacy ``RandomState`` (``ssif_seed="authors"``).
 AUTHORS_SSIF_SEED = 9
+#: The fit memo's bound in MB: about 48 fits of 100 trees at |D| = 2,000 (5 MB each), so a
+#: budget's whole AL chain of fits at that size.
+FIT_MEMO_MB = 256
 
 
 def detector_seed(streams: dict[str, np.random.SeedSequence]) -> int:
@@ -81,6 +85,16 @@ class FittedForest:
     def __deepcopy__(self, memo: dict[int, Any]) -> FittedForest:
         return self
 
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held: the probabilities and the trees' nodes (5 numbers each)."""
+        nodes = sum(len(tree.left) for tree in self.forest.trees_)
+        return self.p_train.nbytes + self.p_other.nbytes + 40 * nodes
+
+
+#: The process's SSIF fits, per start (the owner: entries go with it) and SSIF label array.
+FIT_MEMO = ResetCache(FIT_MEMO_MB * 2**20)
+
 
 class SSIFScores:
     """SSIF's anomaly probabilities of D, and of V and T stacked, for one episode: refitted
@@ -98,13 +112,17 @@ class SSIFScores:
         return self.fitted.forest
 
     def add_training_labels(self, indices: np.ndarray, y_new: np.ndarray) -> None:
-        """Label the training examples at ``indices`` (0/1 labels) and refit the forest."""
+        """Label the training examples at ``indices`` (0/1 labels) and refit the forest, or
+        take the fit on these labels from the fit memo (``FIT_MEMO``)."""
         self.y[indices] = y_new
         self.labeled[indices] = True
-        start = self.start
-        self.fitted = FittedForest.fit(start.X_train, start.X_other,
-                                       semi_supervised_labels(self.y, self.labeled),
-                                       start.contamination, start.n_trees, self.seed)
+        start, seed = self.start, self.seed
+        labels = semi_supervised_labels(self.y, self.labeled)
+        self.fitted = FIT_MEMO.get_or_compute(
+            start, (seed, labels.dtype.str, labels.tobytes()),
+            lambda: FittedForest.fit(start.X_train, start.X_other, labels,
+                                     start.contamination, start.n_trees, seed),
+            lambda fitted: fitted.nbytes)
 
     def probabilities(self) -> tuple[np.ndarray, np.ndarray]:
         """Anomaly probabilities (training set, other points)."""
@@ -133,9 +151,8 @@ class SSIFStart:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held: the probabilities and the trees' nodes (5 numbers each)."""
-        nodes = sum(len(tree.left) for tree in self.unlabeled.forest.trees_)
-        return self.unlabeled.p_train.nbytes + self.unlabeled.p_other.nbytes + 40 * nodes
+        """Approximate memory held: the unlabeled fit (the fit memo is bounded apart)."""
+        return self.unlabeled.nbytes
 
     @property
     def shared(self) -> tuple[Any, ...]:
@@ -179,5 +196,6 @@ class SSIFDetector:
 
 SSIF_DETECTOR = SSIFDetector()
 
-__all__ = ["AUTHORS_SSIF_SEED", "SSIF_DETECTOR", "FittedForest", "SSIFDetector", "SSIFScores",
-           "SSIFStart", "detector_seed", "fit_seed", "forest_random", "ssif_contamination"]
+__all__ = ["AUTHORS_SSIF_SEED", "FIT_MEMO", "FIT_MEMO_MB", "SSIF_DETECTOR", "FittedForest",
+           "SSIFDetector", "SSIFScores", "SSIFStart", "detector_seed", "fit_seed",
+           "forest_random", "ssif_contamination"]

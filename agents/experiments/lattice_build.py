@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -41,11 +41,29 @@ from ballad_env.settings import Settings
 
 #: The columns of :func:`store_table`: one row per stored cell.
 CELL_COLUMNS = ("setting", "dataset", "seed", "n_rounds", "build_seconds", "bytes")
+#: Options that shape neither the label-free reset nor, under most strategies, the labels
+#: bought on D: settings that differ only in these share SSIF's fits (``ssif_detector``).
+SHARING_OPTIONS = frozenset({"rejector", "c_fp", "c_fn", "c_r", "cost_metric", "reward"})
+
+
+def sharing_order(settings: Sequence[Settings]) -> list[Settings]:
+    """``settings`` with those that differ only in rejector or costs (``SHARING_OPTIONS``)
+    next to each other, otherwise in their order: one task's lattices then ask SSIF's fit
+    memo for one start's fits in a row, so a small memo serves them all."""
+    def shared(setting: Settings) -> tuple[str, ...]:
+        return tuple(repr(getattr(setting, f.name)) for f in fields(setting)
+                     if f.name not in SHARING_OPTIONS)
+
+    first: dict[tuple[str, ...], int] = {}
+    for index, setting in enumerate(settings):
+        first.setdefault(shared(setting), index)
+    return sorted(settings, key=lambda setting: first[shared(setting)])
 
 
 @dataclass(frozen=True)
 class _BuildTask:
-    """The lattices of one (data set, seed), one per setting, to build into ``root``."""
+    """The lattices of one (data set, seed), one per setting, to build into ``root`` (in
+    ``sharing_order``; the data set is loaded once, so they share its reset cache entries)."""
 
     name: str
     dataset: str | Dataset
@@ -171,8 +189,9 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     sources = dict(zip(names, datasets, strict=True))
     # Seed after seed (a store stopped early holds whole seeds), the largest data first.
     order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
-    tasks = [_BuildTask(name, sources[name], directory, seed, tuple(groups[name, seed]),
-                        str(store.root)) for name, seed in order]
+    tasks = [_BuildTask(name, sources[name], directory, seed,
+                        tuple(sharing_order(groups[name, seed])), str(store.root))
+             for name, seed in order]
     total = len(names) * len(seeds) * len(unique)
     bar = progress_bar(total, total - len(todo), progress)
     try:
@@ -214,5 +233,5 @@ def build_summary(cells: pd.DataFrame, n_seeds: int = 100) -> pd.DataFrame:
     return table
 
 
-__all__ = ["CELL_COLUMNS", "build_store", "build_summary", "pending_cells", "prepare_store",
-           "store_table"]
+__all__ = ["CELL_COLUMNS", "SHARING_OPTIONS", "build_store", "build_summary", "pending_cells",
+           "prepare_store", "sharing_order", "store_table"]
