@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from agents.experiments.executor import worker_limits
+from agents.experiments.lattice_build import sharing_order
 from agents.experiments.lattice_paths import fixed_split_name, path_row
 from agents.experiments.run import load_data, play_agents
 from agents.experiments.store import ResultStore, TableCell
@@ -123,12 +124,15 @@ def prepare_live_store(options: StudyOptions, live: dict[Combination, Settings]
 def pending_live(options: StudyOptions, store: ResultStore,
                  live: dict[Combination, Settings]) -> list[LiveTask]:
     """The live tasks of the cells not stored yet, or stored without some agent; the
-    combinations of one data set and seed follow each other, so their label-free reset
-    comes from the environment's reset cache (``ballad_env.compute``) after the first."""
+    combinations of one data set and seed follow each other (in the lattices'
+    ``sharing_order``), so their label-free reset comes from the environment's reset cache
+    (``ballad_env.compute``) after the first, and SSIF's starting fits from its fit memo."""
+    rank = {settings: k for k, settings in enumerate(sharing_order(list(live.values())))}
+    ordered = sorted(live.items(), key=lambda item: rank[item[1]])
     tasks = []
     for source, name in zip(options.datasets, options.names(), strict=True):
         for seed in options.seeds:
-            for combo, settings in live.items():
+            for combo, settings in ordered:
                 if not cell_done(store, table_cell(combo, name, seed, LIVE_TABLE),
                                  options.agents):
                     tasks.append((combo, settings, source, name, seed, options.data_dir,
