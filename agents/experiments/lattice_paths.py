@@ -3,7 +3,8 @@
 On one lattice (``ballad_env.lattice``) the hindsight-optimal allocation, the one-step
 oracle and every fixed split ("m LR rounds, then AL") are paths like an agent's replay.
 :func:`reference_paths` gives them, :func:`episode_row` scores any path the same way
-(mean and final test cost, the moves it got right, its AL rounds), and
+(mean and final test cost, the moves it got right, its AL rounds; :func:`path_row` the
+part a live episode's path has too), and
 :func:`best_fixed_per_cell` picks, after the fact, each cell's cheapest fixed split as a
 row of its own (``best-fixed-per-cell``). The lattice study and the crossed study score
 their paths with these functions, so their numbers mean the same thing.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ballad_env.episode import AL, LR
@@ -21,6 +23,11 @@ from ballad_env.lattice import Lattice, path_string
 
 #: The name of the per-cell best fixed split's row (:func:`best_fixed_per_cell`).
 BEST_FIXED = "best-fixed-per-cell"
+
+
+def fixed_split_name(m: int) -> str:
+    """The name of the fixed split "m LR rounds, then AL" (``fixed-lr03``)."""
+    return f"fixed-lr{m:02d}"
 
 
 def reference_paths(lattice: Lattice) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -37,20 +44,28 @@ def reference_paths(lattice: Lattice) -> dict[str, tuple[str, tuple[int, ...]]]:
             lattice.states_along(actions)
         except ValueError:
             continue  # a pool too small for this split
-        refs[f"fixed-lr{m:02d}"] = ("fixed", actions)
+        refs[fixed_split_name(m)] = ("fixed", actions)
     return refs
+
+
+def path_row(name: str, kind: str, actions: Sequence[int],
+             costs: Sequence[float] | np.ndarray) -> dict[str, Any]:
+    """One path's scores from its test cost after each round (rounds 1..k): the mean (the
+    path's score) and the final cost, and its AL rounds; a lattice's path and a live
+    episode's are scored by this one function."""
+    actions, scores = tuple(actions), np.asarray(costs, dtype=float)
+    return {"name": name, "kind": kind, "path": path_string(actions),
+            "mean_cost": float(scores.mean()), "final_cost": float(scores[-1]),
+            "n_al": int(len(actions) - sum(actions))}
 
 
 def episode_row(lattice: Lattice, name: str, kind: str, actions: Sequence[int]
                 ) -> dict[str, Any]:
     """One path's scores: mean and final cost, the moves it got right, its action counts."""
     actions = tuple(actions)
-    costs = lattice.costs_along(actions)
     right, decided = lattice.right_moves(actions)
-    return {"name": name, "kind": kind, "path": path_string(actions),
-            "mean_cost": float(costs.mean()), "final_cost": float(costs[-1]),
-            "n_al": int(len(actions) - sum(actions)), "right_moves": right,
-            "decided_moves": decided}
+    return {**path_row(name, kind, actions, lattice.costs_along(actions)),
+            "right_moves": right, "decided_moves": decided}
 
 
 def best_fixed_per_cell(episodes: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
@@ -64,4 +79,5 @@ def best_fixed_per_cell(episodes: pd.DataFrame, keys: Sequence[str]) -> pd.DataF
     return best.assign(name=BEST_FIXED, kind="reference")
 
 
-__all__ = ["BEST_FIXED", "best_fixed_per_cell", "episode_row", "reference_paths"]
+__all__ = ["BEST_FIXED", "best_fixed_per_cell", "episode_row", "fixed_split_name", "path_row",
+           "reference_paths"]

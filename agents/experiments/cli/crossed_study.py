@@ -4,14 +4,17 @@ Crosses the parts of BALLAD and SADAL (detector, rejector, query strategies, cos
 protocol: one option each, every level by default) on the lattice: per combination, data
 set and seed, the mean test cost of All-in-AL, All-in-LR, BALLAD and SADAL and of the best
 fixed split, the one-step oracle and the hindsight optimum. Lattices go to
-``<out>/lattices`` and replayed paths to ``<out>/paths`` (both resume); combinations the
-lattice cannot pose are reported as not-posable with the reason. Tables
+``<out>/lattices`` and replayed paths to ``<out>/paths`` (both resume). Combinations the
+lattice refuses only because their queries depend on the path (SADAL's) are played in live
+episodes (``<out>/live``, resumes; the four agents and every fixed split; ``--no-live``
+skips them), the others reported as not-posable with the reason. Tables
 (``tables/<prefix>_*``, ``--prefix crossed``) and the figure
 (``figures/<prefix>_regret.png``) go under ``--out``, ``--docs PATH``, or with
 ``--update-docs`` the repository's ``docs/``.
 
     ballad-env crossed-study --datasets paper --seeds 3 --detectors ssdo --n-jobs 2
     ballad-env crossed-study --datasets paper --seeds 3 --report-only --update-docs
+    ballad-env crossed-study --datasets Glass WBC --seeds 10 --queries sadal sadal-al
 """
 
 from __future__ import annotations
@@ -66,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         factors.add_argument(f"--{factor_option(factor)}", nargs="+", default=list(levels),
                              choices=list(levels), help=f"levels of the {factor}")
     p.add_argument("--agents", nargs="+", default=list(AGENTS),
-                   help="registered agents replayed on every lattice")
+                   help="registered agents replayed on every lattice (and played live)")
+    p.add_argument("--live", action=argparse.BooleanOptionalAction, default=True,
+                   help="play the combinations the lattice refuses only for their "
+                        "path-dependent queries in live episodes (the agents and every fixed "
+                        "split; <out>/live, resumes); --no-live marks them not-posable")
     add_execution_arguments(p, n_jobs=1, scheduler=True, progress=True)
     p.add_argument("--prefix", default="crossed",
                    help="the tables' and figure's file names start with it (a slice apart)")
@@ -95,7 +102,7 @@ def parse_options(argv: list[str] | None = None) -> tuple[StudyOptions, Path, st
                            seeds=list(range(args.first_seed, args.first_seed + args.seeds)),
                            levels=levels, data_dir=str(args.data_dir),
                            base=settings_from_args(args)[0], agents=tuple(args.agents),
-                           n_jobs=args.n_jobs, scheduler=args.scheduler,
+                           live=args.live, n_jobs=args.n_jobs, scheduler=args.scheduler,
                            progress=not args.no_progress)
     docs = REPO / "docs" if args.update_docs else (args.docs or args.out)
     return options, docs, args.prefix, not args.report_only

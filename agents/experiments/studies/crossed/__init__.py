@@ -7,12 +7,15 @@ one entry). For every combination the lattice can pose, data set and seed, one l
 cost of All-in-AL, All-in-LR, BALLAD and SADAL (replayed), and of the yardsticks
 (``agents.experiments.lattice_paths``): the best fixed split in hindsight, the one-step
 oracle and the hindsight optimum. Combinations whose labels depend on the order of the
-rounds (SADAL's stratified-probability LR queries) cannot be posed on a lattice: they are
-rows marked ``not-posable`` with the lattice's reason, never dropped silently.
+rounds (SADAL's query strategies) cannot be posed on a lattice: they are played in live
+episodes instead (``live``: the four agents and every fixed split, status ``live``), and
+what still cannot be posed is a row marked ``not-posable`` with the lattice's reason, never
+dropped silently.
 
 The study is split by job: ``factors`` (levels and combinations), ``cells`` (options,
-stores, one cell and the driver through the executor) and ``analysis`` (the tidy table,
-the room per factor level and the rule that takes it, the figure).
+stores, one lattice cell), ``live`` (one live cell, its store), ``driver`` (both through
+the executor) and ``analysis`` (the tidy table, the room per factor level and the rule
+that takes it, the figure).
 """
 
 from __future__ import annotations
@@ -45,27 +48,47 @@ from agents.experiments.studies.crossed.cells import (
     prepare_paths_store,
     replay_rows,
     replay_work,
-    run_study,
     stored_paths,
     table_cell,
 )
+from agents.experiments.studies.crossed.driver import run_study
 from agents.experiments.studies.crossed.factors import (
     FACTOR_NAMES,
     FACTORS,
+    LIVE,
     NOT_POSABLE,
     POSED,
     Combination,
     check_levels,
     combination_settings,
     combinations,
+    path_refused,
+    split_live,
     split_posable,
 )
+from agents.experiments.studies.crossed.live import (
+    LIVE_TABLE,
+    fixed_split_agent,
+    live_combinations,
+    live_plays,
+    live_rows,
+    live_store,
+    live_work,
+    n_rounds,
+    pending_live,
+    prepare_live_store,
+    run_live,
+    stored_live,
+)
 
-__all__ = ["AGENTS", "CELL", "DEPLOYABLE", "FACTORS", "FACTOR_NAMES", "NOT_POSABLE", "POSED",
-           "STRATEGIES", "TABLE", "TAKERS", "TIDY_COLUMNS", "Combination", "StudyOptions",
-           "build_lattices", "check_levels", "combination_settings", "combinations",
-           "dataset_means", "draw_regrets", "lattice_store", "not_posable_table",
-           "paths_store", "pending_cells", "per_dataset_table", "prepare_paths_store",
-           "replay_rows", "replay_work", "report_tables", "room_shares", "room_table",
-           "run_study", "split_posable", "stored_paths", "strategies_table", "table_cell",
-           "tidy_table", "write_report"]
+__all__ = ["AGENTS", "CELL", "DEPLOYABLE", "FACTORS", "FACTOR_NAMES", "LIVE", "LIVE_TABLE",
+           "NOT_POSABLE", "POSED", "STRATEGIES", "TABLE", "TAKERS", "TIDY_COLUMNS",
+           "Combination", "StudyOptions", "build_lattices", "check_levels",
+           "combination_settings", "combinations", "dataset_means", "draw_regrets",
+           "fixed_split_agent", "lattice_store", "live_combinations", "live_plays",
+           "live_rows", "live_store", "live_work", "n_rounds", "not_posable_table",
+           "path_refused", "paths_store", "pending_cells", "pending_live",
+           "per_dataset_table", "prepare_live_store", "prepare_paths_store", "replay_rows",
+           "replay_work", "report_tables", "room_shares", "room_table", "run_live",
+           "run_study", "split_live", "split_posable", "stored_live", "stored_paths",
+           "strategies_table", "table_cell", "tidy_table", "write_report"]

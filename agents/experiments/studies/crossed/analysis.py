@@ -7,11 +7,16 @@ The room of a cell is All-in-LR's mean test cost minus the hindsight optimum's: 
 allocation could gain over never buying a training label. A rule's share of the room is
 (All-in-LR - rule) / room, on means in which data sets weigh equally (seeds averaged within
 a data set first): 1 takes all of it, 0 none, below 0 is worse than All-in-LR.
+
+Combinations played live (status ``live``: the lattice refuses them only for their
+path-dependent queries) have no optimum and no oracle: their room is All-in-LR minus the
+best fixed split in hindsight, a lower bound on the lattice's room (the optimum over all
+2^k ordered paths is not computed), and the shares are of that lower bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +27,13 @@ from agents.experiments.studies.crossed.cells import CELL, StudyOptions, stored_
 from agents.experiments.studies.crossed.factors import (
     FACTOR_NAMES,
     FACTORS,
+    LIVE,
     NOT_POSABLE,
     POSED,
     Combination,
     split_posable,
 )
+from agents.experiments.studies.crossed.live import live_combinations, stored_live
 from agents.experiments.tables import write_table
 
 #: The strategies of the tables, in their order: the rules, then the yardsticks.
@@ -38,29 +45,46 @@ DEPLOYABLE = ("all-in-al", "ballad", "sadal")
 #: The tidy table's columns.
 TIDY_COLUMNS = [*CELL, "combination", "strategy", "status", "reason", "mean_cost",
                 "final_cost", "regret", "n_al", "path"]
+#: The yardstick each status measures the room down to: the hindsight optimum on the
+#: lattice; live, the best fixed split in hindsight (so the room is a lower bound).
+FLOOR = {POSED: "optimal", LIVE: BEST_FIXED}
 
 
 # ---------------------------------------------------------------------------- tidy
-def tidy_table(paths: pd.DataFrame, refused: Mapping[Combination, str],
-               datasets: Sequence[str], seeds: Sequence[int],
-               strategies: Sequence[str] = STRATEGIES) -> pd.DataFrame:
-    """One row per combination, data set, seed and strategy: the stored paths' scores (with
-    each cell's best fixed split and its regret against the cell's optimum), then a
-    ``not-posable`` row with the reason for every strategy of each refused combination."""
+def scored_rows(paths: pd.DataFrame, strategies: Sequence[str], status: str
+                ) -> pd.DataFrame:
+    """Stored paths as tidy rows of ``status``: each cell's best fixed split added, the
+    strategies kept, and each row's regret against its cell's optimum (NaN without one)."""
+    if paths.empty:
+        return pd.DataFrame(columns=TIDY_COLUMNS)
     paths = pd.concat([paths, best_fixed_per_cell(paths, CELL)], ignore_index=True)
     paths = paths[paths.name.isin(list(strategies))].rename(columns={"name": "strategy"})
     optimum = paths[paths.strategy == "optimal"].set_index(CELL).mean_cost
     regret = paths.mean_cost.to_numpy() - optimum.reindex(
         pd.MultiIndex.from_frame(paths[CELL])).to_numpy()
-    posed = paths.assign(regret=regret, status=POSED, reason="",
-                         combination=paths[list(FACTOR_NAMES)].agg("/".join, axis=1))
+    return paths.assign(regret=regret, status=status, reason="",
+                        combination=paths[list(FACTOR_NAMES)].agg("/".join, axis=1))
+
+
+def tidy_table(paths: pd.DataFrame, refused: Mapping[Combination, str],
+               datasets: Sequence[str], seeds: Sequence[int],
+               strategies: Sequence[str] = STRATEGIES, live: pd.DataFrame | None = None
+               ) -> pd.DataFrame:
+    """One row per combination, data set, seed and strategy: the stored paths' scores (with
+    each cell's best fixed split and its regret against the cell's optimum), the live
+    cells' (``live``: status ``live``, no optimum, so no regret), then a ``not-posable``
+    row with the reason for every strategy of each refused combination (pass only those
+    not played live)."""
+    posed = scored_rows(paths, strategies, POSED)
+    played = None if live is None or live.empty else scored_rows(live, strategies, LIVE)
     refused_rows = [{**combo.columns(), "dataset": name, "seed": int(seed),
                      "combination": combo.label, "strategy": strategy,
                      "status": NOT_POSABLE, "reason": reason}
                     for combo, reason in refused.items() for name in datasets
                     for seed in seeds for strategy in strategies]
-    frames = [frame for frame in (posed, pd.DataFrame(refused_rows, columns=TIDY_COLUMNS))
-              if not frame.empty]
+    frames = [frame for frame in (posed, played,
+                                  pd.DataFrame(refused_rows, columns=TIDY_COLUMNS))
+              if frame is not None and not frame.empty]
     if not frames:
         return pd.DataFrame(columns=TIDY_COLUMNS)
     tidy = pd.concat(frames, ignore_index=True)[TIDY_COLUMNS]
@@ -72,12 +96,13 @@ def tidy_table(paths: pd.DataFrame, refused: Mapping[Combination, str],
                             kind="stable").reset_index(drop=True)
 
 
-def dataset_means(tidy: pd.DataFrame, by: Sequence[str], value: str = "mean_cost"
-                  ) -> pd.DataFrame:
+def dataset_means(tidy: pd.DataFrame, by: Sequence[str], value: str = "mean_cost",
+                  status: str = POSED) -> pd.DataFrame:
     """``value`` averaged over seeds within each data set, then over the data sets, per
-    ``by`` and strategy (so data sets with more seeds do not weigh more); posed rows only.
-    Columns: ``by``, one per strategy, ``datasets`` and ``seeds`` (per data set, at least)."""
-    posed = tidy[tidy.status == POSED]
+    ``by`` and strategy (so data sets with more seeds do not weigh more); rows of
+    ``status`` only. Columns: ``by``, one per strategy, ``datasets`` and ``seeds`` (per data
+    set, at least)."""
+    posed = tidy[tidy.status == status]
     per_set = posed.groupby([*by, "dataset", "strategy"], sort=False)[value].mean()
     wide = per_set.unstack("strategy").groupby(level=list(by), sort=False).mean()
     seeds = posed.groupby([*by, "dataset"], sort=False).seed.nunique()
@@ -89,13 +114,14 @@ def dataset_means(tidy: pd.DataFrame, by: Sequence[str], value: str = "mean_cost
     return wide.join(counts).reindex(order).reset_index()
 
 
-def room_shares(means: pd.DataFrame, takers: Sequence[str] = TAKERS) -> pd.DataFrame:
-    """``room`` (All-in-LR minus the optimum) and each taker's share of it,
-    ``share <taker>`` = (All-in-LR - taker) / room (NaN where the room is 0), and the
-    deployable rule with the largest share (``takes it``; ``none`` when no deployable
-    rule beats All-in-LR)."""
+def room_shares(means: pd.DataFrame, takers: Sequence[str] = TAKERS,
+                floor: str = "optimal") -> pd.DataFrame:
+    """``room`` (All-in-LR minus ``floor``: the optimum, or live the best fixed split) and
+    each taker's share of it, ``share <taker>`` = (All-in-LR - taker) / room (NaN where the
+    room is 0), and the deployable rule with the largest share (``takes it``; ``none`` when
+    no deployable rule beats All-in-LR)."""
     out = means.copy()
-    out["room"] = out["all-in-lr"] - out["optimal"]
+    out["room"] = out["all-in-lr"] - out[floor]
     safe = out.room.where(out.room > 1e-12)
     for taker in takers:
         if taker in out:
@@ -113,19 +139,35 @@ def room_shares(means: pd.DataFrame, takers: Sequence[str] = TAKERS) -> pd.DataF
 
 
 # ---------------------------------------------------------------------------- tables
-def strategies_table(tidy: pd.DataFrame, refused: Mapping[Combination, str]) -> pd.DataFrame:
-    """Per combination: each strategy's mean test cost, the room and the rule that takes it;
-    a refused combination is a row with its status and reason and no costs."""
+def status_means(tidy: pd.DataFrame, by: Sequence[str], status: str) -> pd.DataFrame:
+    """:func:`room_shares` of the ``status`` rows' means per ``by`` (the room down to
+    ``FLOOR[status]``), with a ``status`` column; empty without such rows."""
+    if not (tidy.status == status).any():
+        return pd.DataFrame(columns=[*by, "status"])
+    return room_shares(dataset_means(tidy, by, status=status),
+                       floor=FLOOR[status]).assign(status=status)
+
+
+def strategies_table(tidy: pd.DataFrame, refused: Mapping[Combination, str],
+                     live: Sequence[Combination] = ()) -> pd.DataFrame:
+    """Per combination: each strategy's mean test cost, the room and the rule that takes it
+    (posed rows, then live ones: their room is All-in-LR minus the best fixed split, a
+    lower bound); a refused combination (``refused``: pass those not played live) is a row
+    with its status and reason and no costs, as is a ``live`` one with no cell stored yet."""
     by = list(FACTOR_NAMES)
-    posed = room_shares(dataset_means(tidy, by)) if (tidy.status == POSED).any() \
-        else pd.DataFrame(columns=by)
-    posed = posed.assign(status=POSED, reason="")
-    refused_rows = pd.DataFrame([{**c.columns(), "status": NOT_POSABLE, "reason": r,
-                                  "datasets": 0, "seeds": 0} for c, r in refused.items()],
+    posed = status_means(tidy, by, POSED).assign(reason="")
+    played = status_means(tidy, by, LIVE).assign(reason="")
+    stored = set(played[by].itertuples(index=False, name=None))
+    empty = [(c, LIVE, "no live cell stored yet") for c in live if c.levels not in stored]
+    refused_rows = pd.DataFrame([{**c.columns(), "status": status, "reason": r,
+                                  "datasets": 0, "seeds": 0}
+                                 for c, status, r in [*empty, *((c, NOT_POSABLE, r)
+                                                                for c, r in refused.items())]],
                                 columns=[*by, "status", "reason", "datasets", "seeds"])
     columns = [*by, "status", "datasets", "seeds",
-               *[s for s in STRATEGIES if s in posed], "room", "takes it", "reason"]
-    frames = [f for f in (posed, refused_rows) if not f.empty]
+               *[s for s in STRATEGIES if s in posed or s in played], "room", "takes it",
+               "reason"]
+    frames = [f for f in (posed, played, refused_rows) if not f.empty]
     table = pd.concat(frames, ignore_index=True) if frames else posed
     return table.reindex(columns=columns)
 
@@ -134,54 +176,77 @@ def room_table(tidy: pd.DataFrame, factors: Sequence[str] = FACTOR_NAMES) -> pd.
     """Per factor and level (over the posed combinations of the other factors): All-in-LR,
     the optimum, the room, the optimum's share of AL rounds, the share of cells whose room
     exceeds 0.01, each taker's share of the room and the deployable rule that takes most of
-    it."""
+    it; then the same over the live combinations (status ``live``: the room down to the best
+    fixed split, a lower bound; no optimum, oracle or optimum's AL share)."""
+    frames = [room_rows(tidy, status, factors) for status in (POSED, LIVE)]
+    return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
+
+
+def room_rows(tidy: pd.DataFrame, status: str, factors: Sequence[str] = FACTOR_NAMES
+              ) -> pd.DataFrame:
+    """:func:`room_table`'s rows over the combinations of ``status``."""
     rows = []
-    posed = tidy[tidy.status == POSED]
-    cells = posed[posed.strategy.isin(["all-in-lr", "optimal"])].pivot_table(
+    floor = FLOOR[status]
+    posed = tidy[tidy.status == status]
+    cells = posed[posed.strategy.isin(["all-in-lr", floor])].pivot_table(
         index=[*CELL], columns="strategy", values="mean_cost").reset_index()
     optimal = posed[posed.strategy == "optimal"].set_index(CELL)
     cells["optimal AL share"] = (optimal.n_al / optimal.path.str.len()).reindex(
-        pd.MultiIndex.from_frame(cells[CELL])).to_numpy()
+        pd.MultiIndex.from_frame(cells[CELL])).to_numpy() if len(cells) else []
     for factor in factors:
         levels = posed[factor].unique()
         if len(levels) == 0:
             continue
-        shares = room_shares(dataset_means(posed, [factor]))
+        shares = room_shares(dataset_means(posed, [factor], status=status), floor=floor)
         for _, row in shares.iterrows():
             level_cells = cells[cells[factor] == row[factor]]
-            rows.append({"factor": factor, "level": row[factor],
+            rows.append({"factor": factor, "level": row[factor], "status": status,
                          "combinations": posed.loc[posed[factor] == row[factor],
                                                    list(FACTOR_NAMES)].drop_duplicates().shape[0],
-                         "all-in-lr": row["all-in-lr"], "optimal": row["optimal"],
+                         "all-in-lr": row["all-in-lr"], "optimal": row.get("optimal", np.nan),
                          "room": row["room"],
                          "optimal AL share": float(level_cells["optimal AL share"].mean()),
                          "room > 0.01": float(np.mean(level_cells["all-in-lr"]
-                                                      - level_cells["optimal"] > 0.01)),
+                                                      - level_cells[floor] > 0.01)),
                          **{f"share {t}": row.get(f"share {t}", np.nan) for t in TAKERS},
                          "takes it": row["takes it"]})
     return pd.DataFrame(rows)
 
 
 def per_dataset_table(tidy: pd.DataFrame) -> pd.DataFrame:
-    """Per combination and data set (seeds averaged): All-in-LR, the optimum and the room."""
-    posed = tidy[tidy.status == POSED]
-    wide = posed.pivot_table(index=["combination", "dataset"], columns="strategy",
-                             values="mean_cost", sort=False)
-    wide = wide[[s for s in STRATEGIES if s in wide.columns]]
-    wide["room"] = wide["all-in-lr"] - wide["optimal"]
-    return wide.reset_index()
+    """Per combination and data set (seeds averaged): each strategy, and the room (posed:
+    All-in-LR minus the optimum; live: minus the best fixed split, a lower bound)."""
+    frames = []
+    for status, floor in FLOOR.items():
+        rows = tidy[tidy.status == status]
+        if rows.empty:
+            continue
+        wide = rows.pivot_table(index=["combination", "dataset"], columns="strategy",
+                                values="mean_cost", sort=False)
+        wide = wide[[s for s in STRATEGIES if s in wide.columns]]
+        wide["room"] = wide["all-in-lr"] - wide[floor]
+        frames.append(wide.reset_index().assign(status=status))
+    if not frames:
+        return pd.DataFrame(columns=["combination", "dataset", "status", "room"])
+    table = pd.concat(frames, ignore_index=True)
+    strategies = [s for s in STRATEGIES if s in table]
+    return table[["combination", "dataset", "status", *strategies, "room"]]
 
 
-def not_posable_table(refused: Mapping[Combination, str]) -> pd.DataFrame:
-    """The combinations the lattice cannot pose, one row per reason: how many, the levels
-    of each factor among them, and the reason."""
+def not_posable_table(refused: Mapping[Combination, str],
+                      live: Collection[Combination] = ()) -> pd.DataFrame:
+    """The combinations the lattice cannot pose, one row per status (``live`` for those
+    played live, else ``not-posable``) and reason: how many, the levels of each factor
+    among them, and the reason."""
+    status = {c: LIVE if c in live else NOT_POSABLE for c in refused}
     rows = []
-    for reason in dict.fromkeys(refused.values()):
-        combos = [c for c, r in refused.items() if r == reason]
+    for state, reason in dict.fromkeys((status[c], r) for c, r in refused.items()):
+        combos = [c for c, r in refused.items() if r == reason and status[c] == state]
         levels = {f: ", ".join(dict.fromkeys(c.columns()[f] for c in combos))
                   for f in FACTOR_NAMES}
-        rows.append({"combinations": len(combos), **levels, "reason": reason})
-    return pd.DataFrame(rows, columns=["combinations", *FACTOR_NAMES, "reason"])
+        rows.append({"combinations": len(combos), **levels, "status": state,
+                     "reason": reason})
+    return pd.DataFrame(rows, columns=["combinations", *FACTOR_NAMES, "status", "reason"])
 
 
 # ---------------------------------------------------------------------------- report
@@ -189,10 +254,13 @@ def report_tables(options: StudyOptions) -> dict[str, pd.DataFrame]:
     """The study's tables (``tidy``, ``strategies``, ``room``, ``per_dataset``,
     ``not_posable``) from the stored cells of ``options``."""
     _, refused = split_posable(options.combinations(), options.base)
-    tidy = tidy_table(stored_paths(options), refused, options.names(), options.seeds)
-    return {"tidy": tidy, "strategies": strategies_table(tidy, refused),
+    live = live_combinations(options)
+    unplayed = {combo: reason for combo, reason in refused.items() if combo not in live}
+    tidy = tidy_table(stored_paths(options), unplayed, options.names(), options.seeds,
+                      live=stored_live(options))
+    return {"tidy": tidy, "strategies": strategies_table(tidy, unplayed, list(live)),
             "room": room_table(tidy), "per_dataset": per_dataset_table(tidy),
-            "not_posable": not_posable_table(refused)}
+            "not_posable": not_posable_table(refused, live)}
 
 
 def write_report(options: StudyOptions, docs: Path, prefix: str = "crossed"
@@ -240,6 +308,7 @@ def draw_regrets(tidy: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-__all__ = ["DEPLOYABLE", "STRATEGIES", "TAKERS", "TIDY_COLUMNS", "dataset_means",
+__all__ = ["DEPLOYABLE", "FLOOR", "STRATEGIES", "TAKERS", "TIDY_COLUMNS", "dataset_means",
            "draw_regrets", "not_posable_table", "per_dataset_table", "report_tables",
-           "room_shares", "room_table", "strategies_table", "tidy_table", "write_report"]
+           "room_rows", "room_shares", "room_table", "scored_rows", "status_means",
+           "strategies_table", "tidy_table", "write_report"]

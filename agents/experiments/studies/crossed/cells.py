@@ -55,6 +55,9 @@ class StudyOptions:
     data_dir: str | None = None
     base: Settings = field(default_factory=Settings)
     agents: tuple[str, ...] = AGENTS
+    #: Play the combinations the lattice refuses only for their path-dependent queries in
+    #: live episodes (``live.py``), rather than only marking them not posable.
+    live: bool = True
     n_jobs: int = 1
     scheduler: str | None = None
     progress: bool = True
@@ -79,17 +82,17 @@ def paths_store(out: Path) -> ResultStore:
     return ResultStore(Path(out) / "paths")
 
 
-def table_cell(combo: Combination, dataset: str, seed: int) -> TableCell:
-    """The stored file of one cell."""
+def table_cell(combo: Combination, dataset: str, seed: int, table: str = TABLE) -> TableCell:
+    """The stored file of one cell (of ``table``: the replayed paths, or the live episodes)."""
     key = (*combo.columns().items(), ("dataset", dataset), ("seed", int(seed)))
-    return TableCell(TABLE, key)
+    return TableCell(table, key)
 
 
-def prepare_paths_store(options: StudyOptions) -> ResultStore:
-    """The paths store, its ``run.json`` grown to this run's combinations, data sets, seeds
+def prepare_store(store: ResultStore, options: StudyOptions, combos: Sequence[Combination],
+                  study: str = "crossed") -> ResultStore:
+    """``store`` with its ``run.json`` grown to this run's combinations, data sets, seeds
     and agents; ``RunError`` if it holds results of other source code or package versions
-    (delete ``<out>/paths``: it is recomputed from the lattices)."""
-    store = paths_store(options.out)
+    (delete the folder: its cells are recomputed)."""
     stored = (store.read_manifest() or {}).get("grid", {})
 
     def grown(axis: str, values: Sequence[Any]) -> list[Any]:
@@ -98,11 +101,34 @@ def prepare_paths_store(options: StudyOptions) -> ResultStore:
     grid = {"datasets": grown("datasets", options.names()),
             "seeds": grown("seeds", options.seeds),
             "agents": grown("agents", options.agents),
-            "settings": grown("settings", [c.label for c in options.combinations()])}
-    store.prepare({"format": FORMAT_VERSION, "study": "crossed", "grid": grid,
+            "settings": grown("settings", [c.label for c in combos])}
+    store.prepare({"format": FORMAT_VERSION, "study": study, "grid": grid,
                    "versions": package_versions(),
                    "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")})
     return store
+
+
+def prepare_paths_store(options: StudyOptions) -> ResultStore:
+    """The paths store, its ``run.json`` grown to this run (:func:`prepare_store`; the
+    paths are recomputed from the lattices)."""
+    return prepare_store(paths_store(options.out), options, options.combinations())
+
+
+def cell_done(store: ResultStore, cell: TableCell, names: Sequence[str]) -> bool:
+    """Whether ``cell`` is stored with a row of every name in ``names``."""
+    return store.path(cell).exists() and set(names) <= set(store.read(cell).name)
+
+
+def stored_cells(store: ResultStore, options: StudyOptions, combos: Sequence[Combination],
+                 table: str = TABLE) -> pd.DataFrame:
+    """Every stored cell's rows among ``combos`` and the options' data sets and seeds
+    (cells not computed yet are absent)."""
+    frames = [store.read(cell) for combo in combos for name in options.names()
+              for seed in options.seeds
+              if store.path(cell := table_cell(combo, name, seed, table)).exists()]
+    if not frames:
+        return pd.DataFrame(columns=[*CELL, "name", "kind", "path", "mean_cost"])
+    return pd.concat(frames, ignore_index=True)
 
 
 # ---------------------------------------------------------------------------- one cell
@@ -145,50 +171,47 @@ def pending_cells(options: StudyOptions, store: ResultStore,
     for combo, settings in posed.items():
         for name in options.names():
             for seed in options.seeds:
-                cell = table_cell(combo, name, seed)
-                if store.path(cell).exists() and \
-                        set(options.agents) <= set(store.read(cell).name):
+                if cell_done(store, table_cell(combo, name, seed), options.agents):
                     continue
                 tasks.append((Path(options.out), combo, settings, name, seed,
                               tuple(options.agents)))
     return tasks
 
 
-def run_study(options: StudyOptions) -> dict[Combination, str]:
-    """Build the lattices and replay every pending cell into the paths store (each written
-    as it finishes); returns the combinations the lattice cannot pose, with the reason."""
-    posed, refused = split_posable(options.combinations(), options.base)
-    for combo, reason in refused.items():
-        print(f"not posable on the lattice: {combo.label}: {reason}", flush=True)
-    if not posed:
-        return refused
-    build_lattices(options, posed)
-    store = prepare_paths_store(options)
-    tasks = pending_cells(options, store, posed)
-    total = len(posed) * len(options.names()) * len(options.seeds)
-    bar = progress_bar(total, total - len(tasks), options.progress, desc="replays")
+def write_cells(store: ResultStore, tasks: Sequence[Any], work: Any, options: StudyOptions,
+                total: int, desc: str) -> None:
+    """Compute ``tasks`` through the executor (``work(task, single_thread)`` gives a cell
+    and its table), writing each cell as it finishes, with a progress bar over ``total``
+    cells of which those not in ``tasks`` are done."""
+    bar = progress_bar(total, total - len(tasks), options.progress, desc=desc)
     try:
-        for cell, frame in execute(tasks, replay_work, options.n_jobs, options.scheduler):
+        for cell, frame in execute(tasks, work, options.n_jobs, options.scheduler):
             store.write(cell, frame)
             bar.update(1)
     finally:
         bar.close()
-    return refused
+
+
+def replay_study(options: StudyOptions, posed: dict[Combination, Settings]) -> None:
+    """Build the posed combinations' lattices and replay every pending cell into the paths
+    store (each written as it finishes)."""
+    if not posed:
+        return
+    build_lattices(options, posed)
+    store = prepare_paths_store(options)
+    tasks = pending_cells(options, store, posed)
+    total = len(posed) * len(options.names()) * len(options.seeds)
+    write_cells(store, tasks, replay_work, options, total, "replays")
 
 
 def stored_paths(options: StudyOptions) -> pd.DataFrame:
     """Every stored cell's rows among the options' posable combinations, data sets and
     seeds (cells not computed yet are absent)."""
     posed, _ = split_posable(options.combinations(), options.base)
-    store = paths_store(options.out)
-    frames = [store.read(cell) for combo in posed for name in options.names()
-              for seed in options.seeds
-              if store.path(cell := table_cell(combo, name, seed)).exists()]
-    if not frames:
-        return pd.DataFrame(columns=[*CELL, "name", "kind", "path", "mean_cost"])
-    return pd.concat(frames, ignore_index=True)
+    return stored_cells(paths_store(options.out), options, list(posed))
 
 
-__all__ = ["AGENTS", "CELL", "TABLE", "StudyOptions", "build_lattices", "lattice_store",
-           "paths_store", "pending_cells", "prepare_paths_store", "replay_rows",
-           "replay_work", "run_study", "stored_paths", "table_cell"]
+__all__ = ["AGENTS", "CELL", "TABLE", "StudyOptions", "build_lattices", "cell_done",
+           "lattice_store", "paths_store", "pending_cells", "prepare_paths_store",
+           "prepare_store", "replay_rows", "replay_study", "replay_work", "stored_cells",
+           "stored_paths", "table_cell", "write_cells"]

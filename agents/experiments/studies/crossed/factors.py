@@ -35,8 +35,10 @@ FACTORS: dict[str, dict[str, dict[str, Any]]] = {
 }
 #: The factors, in the order of the tables' columns.
 FACTOR_NAMES = tuple(FACTORS)
-#: The status of a combination the lattice poses, and of one it cannot.
-POSED, NOT_POSABLE = "posed", "not-posable"
+#: The status of a combination the lattice poses, of one it cannot, and of one it cannot
+#: pose only because its queries depend on the path, played in live episodes instead
+#: (``live.py``).
+POSED, NOT_POSABLE, LIVE = "posed", "not-posable", "live"
 
 
 @dataclass(frozen=True)
@@ -117,5 +119,38 @@ def split_posable(combos: Sequence[Combination], base: Settings | None = None
     return posed, refused
 
 
-__all__ = ["FACTORS", "FACTOR_NAMES", "NOT_POSABLE", "POSED", "Combination", "check_levels",
-           "combination_settings", "combinations", "split_posable"]
+def path_refused(combination: Combination, base: Settings | None = None,
+                 factors: Mapping[str, Mapping[str, dict[str, Any]]] = FACTORS
+                 ) -> Settings | None:
+    """The combination's settings if the lattice refuses them only because its query
+    strategies depend on the path (with the default strategies in their place it would pose
+    them), else ``None``: those settings are playable in live episodes, the others (an
+    option ``Settings`` refuses, a shared query stream) are not."""
+    try:
+        settings = (base or Settings()).replace(**combination.options(factors))
+    except (ValueError, TypeError):
+        return None
+    defaults = Settings()
+    try:
+        check_lattice_settings(settings)
+    except ValueError:
+        try:
+            check_lattice_settings(settings.replace(al_strategy=defaults.al_strategy,
+                                                    lr_strategy=defaults.lr_strategy))
+        except ValueError:
+            return None
+        return settings
+    return None
+
+
+def split_live(refused: Mapping[Combination, str], base: Settings | None = None
+               ) -> dict[Combination, Settings]:
+    """Among the refused combinations, those refused only because their queries depend on
+    the path, with their settings (:func:`path_refused`)."""
+    found = {combo: path_refused(combo, base) for combo in refused}
+    return {combo: settings for combo, settings in found.items() if settings is not None}
+
+
+__all__ = ["FACTORS", "FACTOR_NAMES", "LIVE", "NOT_POSABLE", "POSED", "Combination",
+           "check_levels", "combination_settings", "combinations", "path_refused",
+           "split_live", "split_posable"]
