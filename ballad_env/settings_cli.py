@@ -117,6 +117,36 @@ def option_text(name: str, value: Any) -> str:
     return _NONE_SHOWN.get(name, "None") if value is None else str(value)
 
 
+def _parsing(name: str) -> tuple[Callable[[str], Any], Sequence[str] | None]:
+    """How settings field ``name``'s option reads its text, and its choices (if fixed)."""
+    choices: Sequence[str] | None = FIXED_CHOICES.get(name)
+    kind: Callable[[str], Any] = _TYPES.get(name, str if name in _CHOICES or choices else float)
+    registry = _CHOICES.get(name)
+    return kind, (registry.names() if registry is not None else choices)
+
+
+def setting_from_text(text: str) -> tuple[str, Any]:
+    """``option=value`` (``threshold_search=exact``; dashes or underscores) as a settings
+    field's name and value, read as its ``--option`` reads it (``argparse.ArgumentTypeError``
+    naming an unknown option or a value outside its choices)."""
+    name, equals, value = text.partition("=")
+    name = name.strip().replace("-", "_")
+    known = [f.name for f in fields(Settings)]
+    if not equals or name not in known:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not option=value with a settings option (unknown {name!r}): use one "
+            f"of {', '.join(known)}")
+    kind, choices = _parsing(name)
+    try:
+        parsed = kind(value.strip())
+    except (ValueError, argparse.ArgumentTypeError) as err:
+        raise argparse.ArgumentTypeError(f"{name}: {err}") from None
+    if choices is not None and parsed not in choices:
+        raise argparse.ArgumentTypeError(f"unknown {name} {parsed!r}: use one of "
+                                         f"{', '.join(choices)}")
+    return name, parsed
+
+
 def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = False,
                            only: Sequence[str] | None = None,
                            defaults: Settings | None = None,
@@ -135,12 +165,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser, *, several: bool = F
         if only is not None and f.name not in only:
             continue
         default = getattr(defaults, f.name)
-        choices = FIXED_CHOICES.get(f.name)
-        kind: Callable[[str], Any] = _TYPES.get(
-            f.name, str if f.name in _CHOICES or choices else float)
-        registry = _CHOICES.get(f.name)
-        if registry is not None:
-            choices = registry.names()
+        kind, choices = _parsing(f.name)
         if several:
             default = lists.get(f.name, [default])
         shown = " ".join(option_text(f.name, v) for v in (default if several else [default]))
@@ -160,4 +185,5 @@ def settings_from_args(args: argparse.Namespace, *, base: Settings | None = None
 
 __all__ = ["add_settings_arguments", "c_r_value", "eta_sample_value", "kernel_device_value",
            "kernel_dtype_value", "kernel_pairs_value", "option_text", "prior_name",
-           "query_seed_value", "settings_from_args", "ssif_contamination_value"]
+           "query_seed_value", "setting_from_text", "settings_from_args",
+           "ssif_contamination_value"]

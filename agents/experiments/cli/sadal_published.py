@@ -11,6 +11,9 @@ project's environment: scikit-optimize, seaborn and matplotlib are no dependency
         --datasets WBC Glass --seeds 3 --output results/sadal_published
     # Settings.sadal() on the same episodes, compared (this project's Python)
     python scripts/sadal_published.py agreement --output results/sadal_published
+    # and a variant of it (our exact threshold search), into its own table, compared too
+    python scripts/sadal_published.py agreement --output results/sadal_published \\
+        --set threshold_search=exact
     # the test fixture (the published SSIF; minutes)
     /tmp/sadal-venv/bin/python scripts/sadal_published.py fixture \\
         --sadal-py path/to/SADAL.py --ssif-py path/to/ssif.py \\
@@ -25,6 +28,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agents.experiments.cli import HelpFormatter
 from agents.experiments.episode_store import PublishedCodeError
@@ -40,6 +44,14 @@ from agents.experiments.studies.sadal.published import (
     record_trajectory,
     run_sadal_published,
 )
+from agents.experiments.studies.sadal.variant import (
+    run_variant,
+    variant_episodes,
+    variant_settings,
+    variant_summary,
+    variant_table,
+)
+from ballad_env.settings_cli import setting_from_text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--n-jobs", type=int, default=1, help="episodes: worker processes")
     parser.add_argument("--output", default="results/sadal_published",
                         help="episodes: results folder")
+    parser.add_argument("--set", action="append", type=setting_from_text, default=[],
+                        metavar="OPTION=VALUE",
+                        help="agreement: a variant of Settings.sadal() with this option "
+                             "changed (repeat for several; e.g. threshold_search=exact), "
+                             "played on the same episodes into its own table and compared "
+                             "with the published episodes (by default none: the preset only)")
+    parser.add_argument("--no-preset", action="store_true",
+                        help="agreement: play no preset episode (its comparison covers those "
+                             "stored); with --set, only the variant plays")
     parser.add_argument("--fixture", default="tests/data/sadal_published_trajectory.json",
                         help="fixture: the JSON file written; the strategies recorded are "
                              "added to it if it holds the same data and files (so "
@@ -76,7 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "agreement":
-        return agreement(args.output, args.data_dir)
+        changes = dict(args.set)
+        if changes:
+            try:
+                variant_settings(changes)
+            except ValueError as err:
+                parser.error(f"--set: {err}")
+        return agreement(args.output, args.data_dir, changes, play_preset=not args.no_preset)
+    if args.set or args.no_preset:
+        parser.error("--set and --no-preset belong to agreement")
     if not (args.sadal_py and args.ssif_py):
         parser.error(f"{args.command} needs --sadal-py and --ssif-py (the published files)")
     try:
@@ -106,13 +135,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def agreement(output: str, data_dir: str | None) -> int:
-    """Play the preset on the published episodes in ``output``; print the comparison."""
-    played = run_preset(output, data_dir=data_dir)
+def agreement(output: str, data_dir: str | None, changes: dict[str, Any] | None = None,
+              play_preset: bool = True) -> int:
+    """Play the preset (unless not ``play_preset``) and the variant with ``changes`` (if
+    any) on the published episodes in ``output``; print the comparisons."""
+    played = run_preset(output, data_dir=data_dir) if play_preset else 0
     episodes = agreement_episodes(output)
     print(f"played {played} episode(s) of Settings.sadal(); per episode:")
     print(episodes.to_string(index=False))
     print(agreement_summary(episodes).to_string())
+    if changes:
+        table = variant_table(changes)
+        played = run_variant(output, changes, data_dir)
+        compared = variant_episodes(output, table)
+        print(f"\nplayed {played} episode(s) of the variant (table {table}); against the "
+              "published episodes, per episode:")
+        print(compared.to_string(index=False))
+        print(variant_summary(compared).to_string())
     return 0
 
 

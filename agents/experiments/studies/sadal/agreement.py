@@ -52,25 +52,27 @@ def play_preset(data: Dataset, seed: int, strategy: str, settings: Settings | No
                        "new_train": bought if action == AL else "",
                        "new_val": bought if action == LR else "",
                        "left": float(left), "right": float(right),
-                       "test_cost": float(result.evaluation.cost), "reward": float(reward)})
+                       "test_cost": float(result.evaluation.cost),
+                       "rejection_rate": float(result.evaluation.rejection_rate),
+                       "reward": float(reward)})
     return rounds
 
 
-def _cell(dataset: str, seed: int, strategy: str) -> TableCell:
-    return episode_cell(dataset, seed, strategy, table=PRESET_TABLE)
+def _cell(dataset: str, seed: int, strategy: str, table: str = PRESET_TABLE) -> TableCell:
+    return episode_cell(dataset, seed, strategy, table=table)
 
 
 def run_preset(output: str | os.PathLike, settings: Settings | None = None,
-               data_dir: str | os.PathLike | None = None) -> int:
-    """Play the preset on every published episode in ``output`` that has no counterpart
-    of ours there yet, each written as it finishes; the number played."""
+               data_dir: str | os.PathLike | None = None, table: str = PRESET_TABLE) -> int:
+    """Play the preset (or ``settings``) on every published episode in ``output`` that has
+    no counterpart in ``table`` there yet, each written as it finishes; the number played."""
     store = ResultStore(output)
     played = 0
     for published in stored_episodes(output):
         dataset, seed, strategy = (str(published["dataset"].iloc[0]),
                                    int(published["seed"].iloc[0]),
                                    str(published["strategy"].iloc[0]))
-        cell = _cell(dataset, seed, strategy)
+        cell = _cell(dataset, seed, strategy, table)
         if store.path(cell).exists():
             continue
         data = load_dataset(dataset, data_dir=data_dir)
