@@ -52,7 +52,7 @@ from ballad_env.rejection import (
     confidence,
     rejection_probability,
 )
-from ballad_env.two_sided import TWO_SIDED_SEARCHES, TwoSidedThresholds, fit_two_sided
+from ballad_env.two_sided import TWO_SIDED_SEARCHES, TwoSidedThresholds, check_tie, fit_two_sided
 
 if TYPE_CHECKING:
     from ballad_env.settings import Settings
@@ -129,6 +129,11 @@ class ConfidenceRejector:
         """Every confidence search applies (checked by ``Settings``); ``tau_without_val=
         "validation"`` is the two-sided rejector's."""
         THRESHOLD_SEARCHES.check(settings.threshold_search)
+        if settings.two_sided_tie != "fewest":
+            raise ValueError(f"two_sided_tie={settings.two_sided_tie!r} places the two-sided "
+                             "rejector's thresholds; the confidence rejector's tau is placed "
+                             "by tau_position: leave two_sided_tie at 'fewest', or "
+                             "rejector='two-sided'")
         if settings.tau_without_val == "validation":
             raise ValueError("tau_without_val='validation' fits the two-sided rejector on V "
                              "without labels (the published SADAL code); the confidence "
@@ -149,13 +154,15 @@ class ConfidenceRejector:
 class TwoSidedRejector:
     """``"two-sided"``: SADAL's left and right thresholds (``two_sided.fit_two_sided``) on
     the whole pool's probabilities and its labeled members; the search is the settings'
-    ``threshold_search`` (``"exact"`` or ``"authors-bayes"``: ``TWO_SIDED_SEARCHES``)."""
+    ``threshold_search`` (``"exact"`` or ``"authors-bayes"``: ``TWO_SIDED_SEARCHES``), the
+    exact one landing among tied thresholds by ``two_sided_tie``."""
 
     draws_from_shared_stream = True
 
     def __init__(self, settings: Settings) -> None:
         self.check_settings(settings)
         self.search = settings.threshold_search
+        self.tie = settings.two_sided_tie
         #: fit on a pool without labels (the published SADAL code; its search then stays at
         #: its starting points), rather than keep the start's (0.5, 0.5)
         self.fit_unlabeled = settings.tau_without_val == "validation"
@@ -172,6 +179,7 @@ class TwoSidedRejector:
             raise ValueError(
                 f"tau_position={settings.tau_position!r} places the confidence rejector's tau; "
                 "rejector='two-sided' has no such option: leave tau_position at 'as-found'")
+        check_tie(settings.two_sided_tie, settings.threshold_search)
 
     def start(self) -> TwoSidedThresholds:
         return TwoSidedThresholds(0.5, 0.5)
@@ -183,7 +191,7 @@ class TwoSidedRejector:
             seed: int) -> TwoSidedThresholds:
         if np.size(labeled) == 0 and not self.fit_unlabeled:
             return self.start()
-        return fit_two_sided(p, labeled, y, costs, self.search, seed)
+        return fit_two_sided(p, labeled, y, costs, self.search, seed, self.tie)
 
 
 #: name -> the rejector's class (made per episode from the settings).

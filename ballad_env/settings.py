@@ -34,6 +34,7 @@ from ballad_env.rejection import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejectors import REJECTORS, check_rejector_settings
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 from ballad_env.settings_values import finite_number, number_text, whole_number
+from ballad_env.two_sided import TIE_RULES
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -58,6 +59,7 @@ EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
 DetectorName = Literal["ssdo", "ssif"]
 RejectorName = Literal["confidence", "two-sided"]
+TwoSidedTie = Literal["fewest", "middle", "most"]
 EntropyTerms = Literal["one", "binary"]
 SSIFSeed = Literal["episode", "authors"]
 
@@ -196,6 +198,10 @@ class Settings:
         "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
         "right; threshold_search exact or authors-bayes) or another registered name "
         "(ballad_env.rejectors.REJECTORS)", "rej", quiet=True)
+    two_sided_tie: TwoSidedTie = _option(
+        "fewest", "where the two-sided rejector's exact search lands among each side's "
+        "thresholds of least cost: fewest (rejects fewest), middle or most (rejects most, "
+        "within the at-most-half cap)", "tie", quiet=True)
     entropy_terms: EntropyTerms = _option(
         "one", "the entropy signal's entropy: one (BALLAD's -p log p) or binary (SADAL's "
         "-p log p - (1 - p) log(1 - p))", "hterms", quiet=True)
@@ -434,7 +440,8 @@ FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
     "entropy_terms": ENTROPY_TERMS,
-    "kernel_backend": KERNEL_BACKENDS, "ssif_seed": ("episode", "authors")}
+    "kernel_backend": KERNEL_BACKENDS, "ssif_seed": ("episode", "authors"),
+    "two_sided_tie": TIE_RULES}
 
 
 __all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "SADAL_CODE", "Settings"]

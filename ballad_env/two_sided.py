@@ -16,6 +16,9 @@ The searches are registered in ``TWO_SIDED_SEARCHES``: ``"exact"`` (ours, the de
 every threshold that rejects a distinct set of labeled examples, as BALLAD's exact search
 does; ``"authors-bayes"`` is the published code's ``gp_minimize`` (50 calls per side when
 c_fn > c_fp, else 30; started at the side's validation probability nearest 0.5; seeded).
+The cost is a step function of the threshold, so many thresholds tie; where the exact search
+lands among them is ``TIE_RULES`` (the setting ``two_sided_tie``): the one that rejects
+fewest (the default), the middle of the tied thresholds, or the one that rejects most.
 
 Where the published code crashes, these functions do the evident fix (``docs/sadal.md``):
 a side without validation probabilities gets 0.5; an interval whose ends invert (exactly one
@@ -37,6 +40,8 @@ from ballad_env.registry import Registry
 AUTHORS_CALLS = {"left-first": 50, "right-first": 30}
 #: The largest share of the validation set the two sides may reject together.
 MAX_REJECTED_SHARE = 0.5
+#: Where the exact search lands among a side's thresholds of least cost (``_land``).
+TIE_RULES = ("fewest", "middle", "most")
 
 
 @dataclass(frozen=True)
@@ -114,10 +119,25 @@ class SideProblem:
     start: float
     n_calls: int
     costs: Costs
+    tie: str = "fewest"
+
+    def __post_init__(self) -> None:
+        check_tie(self.tie)
 
     def cost(self, thresholds: np.ndarray) -> np.ndarray:
         """The side's cost at each threshold."""
         return _side_costs(thresholds, self.p, self.y, self.costs, self.side, self.n_side)
+
+
+def check_tie(tie: str, search: str = "exact") -> None:
+    """A ``ValueError`` naming ``two_sided_tie`` for a tie rule that is not one of
+    ``TIE_RULES``, or one other than ``"fewest"`` with a search that has no tie rule."""
+    if tie not in TIE_RULES:
+        raise ValueError(f"unknown two_sided_tie {tie!r}: use one of {', '.join(TIE_RULES)}")
+    if tie != "fewest" and search != "exact":
+        raise ValueError(f"two_sided_tie={tie!r} places the exact search's threshold; the "
+                         f"{search!r} search has no tie rule: use threshold_search='exact', "
+                         "or leave two_sided_tie at 'fewest'")
 
 
 #: name -> search(problem, seed) returning the side's threshold.
@@ -128,13 +148,46 @@ TWO_SIDED_SEARCHES: Registry[SideSearch] = Registry("two-sided threshold search"
 @TWO_SIDED_SEARCHES.register("exact")
 def _exact_side(problem: SideProblem, seed: int = 0) -> float:
     """The cheapest of every threshold in [low, high] that rejects a distinct set of labeled
-    examples: the ends and each labeled probability inside. Ties go to the threshold that
-    rejects fewest (the largest on the left, the smallest on the right)."""
+    examples: the ends and each labeled probability inside. Among the thresholds of least
+    cost it lands by ``problem.tie`` (``_land``); ``"fewest"`` takes the one that rejects
+    fewest (the largest on the left, the smallest on the right)."""
     inside = problem.p[(problem.p > problem.low) & (problem.p < problem.high)]
     candidates = np.unique(np.concatenate([[problem.low], inside, [problem.high]]))
     cost = problem.cost(candidates)
     best = np.flatnonzero(cost == cost.min())
-    return float(candidates[best[-1]] if problem.side == "left" else candidates[best[0]])
+    if problem.tie == "fewest":
+        return float(candidates[best[-1]] if problem.side == "left" else candidates[best[0]])
+    return _land(candidates, cost == cost.min(), problem.side, problem.tie)
+
+
+def _pieces(candidates: np.ndarray, side: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's interval [a, b] of thresholds that reject the same labeled examples
+    as it does (``candidates``: sorted, distinct, the ends low and high included).
+
+    Left (accepted iff P < t): the cost is constant on (c_(j-1), c_j], so c_j's interval
+    starts just above c_(j-1); low's is [low, low]. Right (accepted iff P > t): constant on
+    [c_j, c_(j+1)), so c_j's ends just below c_(j+1); high's is [high, high]."""
+    if side == "left":
+        return np.concatenate([candidates[:1], np.nextafter(candidates[:-1], np.inf)]), candidates
+    return candidates, np.concatenate([np.nextafter(candidates[1:], -np.inf), candidates[-1:]])
+
+
+def _land(candidates: np.ndarray, best: np.ndarray, side: str, tie: str) -> float:
+    """The threshold of ``tie`` among the thresholds of least cost: the union of the
+    intervals (``_pieces``) of the candidates masked by ``best``, all inside [low, high], so
+    within the side's share of the at-most-half cap.
+
+    ``"fewest"``: its end that rejects fewest (left: its largest point, right: its
+    smallest); ``"most"``: its end that rejects most; ``"middle"``: the midpoint of those
+    two ends, or where it falls between tied intervals (a costlier threshold) the tied
+    threshold nearest to it (the smaller on equal distance)."""
+    starts, ends = (piece[best] for piece in _pieces(candidates, side))
+    fewest, most = (ends.max(), starts.min()) if side == "left" else (starts.min(), ends.max())
+    if tie != "middle":
+        return float(fewest if tie == "fewest" else most)
+    middle = 0.5 * (fewest + most)
+    nearest = np.clip(middle, starts, ends)
+    return float(nearest[np.argmin(np.abs(nearest - middle))])
 
 
 @TWO_SIDED_SEARCHES.register("authors-bayes")
@@ -164,14 +217,15 @@ def _quantile_bound(values: np.ndarray, at_most: int, side: str) -> float:
 
 
 def side_problem(side: str, p_all: np.ndarray, p: np.ndarray, y: np.ndarray, costs: Costs,
-                 at_most: int, n_calls: int) -> SideProblem | None:
+                 at_most: int, n_calls: int, tie: str = "fewest") -> SideProblem | None:
     """The search problem of one side, or None when no validation probability lies on it.
 
     ``p_all``: every validation probability; ``p``, ``y``: the labeled ones and their labels.
     Left interval: [(1 - k / n) quantile of the probabilities below 0.5, their maximum's
     midpoint with 0.5]. Right: [the midpoint of 0.5 and the minimum at or above 0.5, the
     k / n quantile of those, or the largest probability below the overall maximum when the
-    quantile is that maximum]; an inverted interval shrinks to its lower end.
+    quantile is that maximum]; an inverted interval shrinks to its lower end. ``tie``: where
+    the exact search lands among the thresholds of least cost (``TIE_RULES``).
     """
     on_side = (p_all < 0.5) if side == "left" else (p_all >= 0.5)
     values = p_all[on_side]
@@ -189,14 +243,18 @@ def side_problem(side: str, p_all: np.ndarray, p: np.ndarray, y: np.ndarray, cos
         start = float(values.min())
     high = max(high, low)
     return SideProblem(side, p[mine], np.asarray(y)[mine], int(values.size), float(low),
-                       float(high), min(max(start, low), high), n_calls, costs)
+                       float(high), min(max(start, low), high), n_calls, costs, tie)
 
 
 def fit_two_sided(p_val: np.ndarray, labeled: np.ndarray, y_val: np.ndarray, costs: Costs,
-                  search: str = "exact", seed: int = 0) -> TwoSidedThresholds:
+                  search: str = "exact", seed: int = 0, tie: str = "fewest"
+                  ) -> TwoSidedThresholds:
     """Both thresholds from the validation probabilities ``p_val``, the mask (or indices)
     ``labeled`` of the labeled validation examples and their 0/1 labels (``y_val``, read
-    where labeled). The side with the larger error cost first; ties: right first."""
+    where labeled). The side with the larger error cost first; ties: right first. ``tie``:
+    where the exact search lands among each side's thresholds of least cost
+    (``TIE_RULES``; the published search has no such rule and takes ``"fewest"`` only)."""
+    check_tie(tie, search)
     p_all = np.asarray(p_val, dtype=np.float64)
     mask = np.zeros(p_all.size, dtype=bool)
     mask[labeled] = True
@@ -207,7 +265,7 @@ def fit_two_sided(p_val: np.ndarray, labeled: np.ndarray, y_val: np.ndarray, cos
     at_most = int(MAX_REJECTED_SHARE * p_all.size)
     found = {"left": 0.5, "right": 0.5}
     for side in order:
-        problem = side_problem(side, p_all, p, y, costs, at_most, n_calls)
+        problem = side_problem(side, p_all, p, y, costs, at_most, n_calls, tie)
         if problem is None:
             continue
         found[side] = problem.low if problem.low == problem.high else run(problem, seed)
@@ -234,6 +292,6 @@ def entropy_change(new: np.ndarray, old: np.ndarray) -> float:
     return float(np.mean(np.abs(old_h - new_h))) if new_h.size else 0.0
 
 
-__all__ = ["AUTHORS_CALLS", "MAX_REJECTED_SHARE", "TWO_SIDED_SEARCHES", "SideProblem",
-           "TwoSidedThresholds", "binary_entropy", "entropy_change", "fit_two_sided",
+__all__ = ["AUTHORS_CALLS", "MAX_REJECTED_SHARE", "TIE_RULES", "TWO_SIDED_SEARCHES", "SideProblem",
+           "TwoSidedThresholds", "binary_entropy", "check_tie", "entropy_change", "fit_two_sided",
            "side_cost", "side_problem"]
