@@ -77,24 +77,24 @@ def ssif_contamination_value(text: str) -> float | str:
                                          "number in (0, 1) (0.1: the published code's)") from None
 
 
-def kernel_dtype_value(text: str) -> str | None:
-    """``auto`` (by the training set's size), ``float64`` or ``float32``."""
+def _auto_or_one_of(text: str, what: str, choices: tuple[str, ...]) -> str | None:
+    """None for ``auto`` (or ``none``: chosen by the training set), else one of ``choices``."""
     if text.lower() in ("auto", "none"):
         return None
-    if text not in KERNEL_DTYPES:
-        raise argparse.ArgumentTypeError(f"unknown kernel dtype {text!r}: use auto, "
-                                         f"{', '.join(KERNEL_DTYPES)}")
+    if text not in choices:
+        raise argparse.ArgumentTypeError(f"unknown {what} {text!r}: use auto, "
+                                         f"{', '.join(choices)}")
     return text
+
+
+def kernel_dtype_value(text: str) -> str | None:
+    """``auto`` (by the training set's size), ``float64`` or ``float32``."""
+    return _auto_or_one_of(text, "kernel dtype", KERNEL_DTYPES)
 
 
 def kernel_pairs_value(text: str) -> str | None:
     """``auto`` (by the training set's size and backend), ``all`` or ``near``."""
-    if text.lower() in ("auto", "none"):
-        return None
-    if text not in KERNEL_PAIRS:
-        raise argparse.ArgumentTypeError(f"unknown kernel pairs {text!r}: use auto, "
-                                         f"{', '.join(KERNEL_PAIRS)}")
-    return text
+    return _auto_or_one_of(text, "kernel pairs", KERNEL_PAIRS)
 
 
 _CHOICES: dict[str, Registry[Any]] = {

@@ -183,6 +183,30 @@ def proceed() -> Callable[..., list[tuple[Any, ...]]]:
     return continue_actions
 
 
+def crossed_hand_paths(queries: str = "ours", with_lattice: bool = True) -> Any:
+    """The crossed study's stored rows of one hand-made cell: two data sets (A, B), seed 0,
+    combination ssdo/confidence/<queries>/default/ours, mean costs chosen by hand (without
+    the lattice's oracle and optimum when ``with_lattice`` is False, as a live cell)."""
+    import pandas as pd
+
+    from agents.experiments.studies.crossed.factors import FACTOR_NAMES
+
+    costs = {"A": {"all-in-al": 0.50, "all-in-lr": 0.30, "ballad": 0.20, "sadal": 0.40,
+                   "oracle": 0.25, "optimal": 0.10, "fixed-lr00": 0.50, "fixed-lr01": 0.15},
+             "B": {"all-in-al": 0.60, "all-in-lr": 0.50, "ballad": 0.50, "sadal": 0.70,
+                   "oracle": 0.45, "optimal": 0.30, "fixed-lr00": 0.60, "fixed-lr01": 0.35}}
+    kinds = {"oracle": "reference", "optimal": "reference", "fixed-lr00": "fixed",
+             "fixed-lr01": "fixed"}
+    levels = ("ssdo", "confidence", queries, "default", "ours")
+    rows = [{**dict(zip(FACTOR_NAMES, levels, strict=True)), "dataset": dataset, "seed": 0,
+             "name": name, "kind": kinds.get(name, "agent"),
+             "path": "AL" if name == "optimal" else "LL", "mean_cost": cost,
+             "final_cost": cost, "n_al": 1 if name == "optimal" else 0}
+            for dataset, by_name in costs.items() for name, cost in by_name.items()
+            if with_lattice or name not in ("oracle", "optimal")]
+    return pd.DataFrame(rows)
+
+
 @pytest.fixture
 def same() -> Callable[[Any, Any], bool]:
     """``same(a, b)``: see :func:`same_data`."""

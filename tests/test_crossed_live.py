@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import crossed_hand_paths
 
 from agents.experiments.cli import crossed_study as cli
 from agents.experiments.lattice_paths import BEST_FIXED, episode_row, reference_paths
@@ -97,19 +98,7 @@ def test_live_scores_equal_the_lattices_where_the_lattice_poses_the_setting() ->
 # ---------------------------------------------------------------------------- analysis
 def hand_rows(queries: str, with_lattice: bool) -> pd.DataFrame:
     """Two data sets, one seed, one combination; mean costs chosen by hand."""
-    costs = {"A": {"all-in-al": 0.50, "all-in-lr": 0.30, "ballad": 0.20, "sadal": 0.40,
-                   "oracle": 0.25, "optimal": 0.10, "fixed-lr00": 0.50, "fixed-lr01": 0.15},
-             "B": {"all-in-al": 0.60, "all-in-lr": 0.50, "ballad": 0.50, "sadal": 0.70,
-                   "oracle": 0.45, "optimal": 0.30, "fixed-lr00": 0.60, "fixed-lr01": 0.35}}
-    kinds = {"oracle": "reference", "optimal": "reference", "fixed-lr00": "fixed",
-             "fixed-lr01": "fixed"}
-    rows = [{**dict(zip(study.FACTOR_NAMES, ("ssdo", "confidence", queries, "default",
-                                             "ours"), strict=True)),
-             "dataset": dataset, "seed": 0, "name": name, "kind": kinds.get(name, "agent"),
-             "path": "AL", "mean_cost": cost, "final_cost": cost, "n_al": 1}
-            for dataset, by_name in costs.items() for name, cost in by_name.items()
-            if with_lattice or name not in ("oracle", "optimal")]
-    return pd.DataFrame(rows)
+    return crossed_hand_paths(queries, with_lattice)
 
 
 def test_live_rows_in_the_tables_and_posed_rows_unchanged() -> None:

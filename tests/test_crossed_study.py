@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import crossed_hand_paths
 
 from agents.experiments.cli import crossed_study as cli
 from agents.experiments.lattice_paths import BEST_FIXED, best_fixed_per_cell
@@ -75,22 +76,7 @@ def test_options_settings_refuse_make_a_not_posable_combination() -> None:
 # ---------------------------------------------------------------------------- summaries
 def hand_paths() -> pd.DataFrame:
     """Two data sets, one seed, one combination; mean costs chosen by hand."""
-    costs = {"A": {"all-in-al": 0.50, "all-in-lr": 0.30, "ballad": 0.20, "sadal": 0.40,
-                   "oracle": 0.25, "optimal": 0.10, "fixed-lr00": 0.50, "fixed-lr01": 0.15},
-             "B": {"all-in-al": 0.60, "all-in-lr": 0.50, "ballad": 0.50, "sadal": 0.70,
-                   "oracle": 0.45, "optimal": 0.30, "fixed-lr00": 0.60, "fixed-lr01": 0.35}}
-    kinds = {"oracle": "reference", "optimal": "reference", "fixed-lr00": "fixed",
-             "fixed-lr01": "fixed"}
-    rows = []
-    for dataset, by_name in costs.items():
-        for name, cost in by_name.items():
-            rows.append({**dict(zip(study.FACTOR_NAMES, ("ssdo", "confidence", "ours",
-                                                         "default", "ours"), strict=True)),
-                         "dataset": dataset, "seed": 0, "name": name,
-                         "kind": kinds.get(name, "agent"), "path": "AL" if name == "optimal"
-                         else "LL", "mean_cost": cost, "final_cost": cost,
-                         "n_al": 1 if name == "optimal" else 0})
-    return pd.DataFrame(rows)
+    return crossed_hand_paths()
 
 
 def test_best_fixed_per_cell_is_the_cheapest_fixed_split() -> None:
