@@ -285,9 +285,10 @@ def test_normalise_gives_a_constant_column_one_half() -> None:
 @pytest.mark.parametrize("case", [f"{labels}_{seed}" for labels in ("none", "mixed", "anomalies",
                                                                    "normals")
                                   for seed in ("rs9", "gen3")])
-def test_repeats_the_per_node_implementation_bit_for_bit(case: str) -> None:
-    """The lockstep forest repeats every float of our earlier per-node SSIF (recorded from
-    it on 160 rows with ties, 12 trees, each label set, a RandomState(9) and a Generator)."""
+def test_repeats_the_per_node_implementation(case: str) -> None:
+    """The lockstep forest repeats our earlier per-node SSIF (recorded from it on 160 rows
+    with ties, 12 trees, each label set, a RandomState(9) and a Generator): bit for bit on
+    the recording's processor, to the last bit of exp and power on others."""
     data = json.loads(PER_NODE.read_text())
     X, y, queries = np.array(data["X"]), np.array(data["y"]), np.array(data["X_query"])
     labels, seed = case.rsplit("_", 1)
@@ -295,9 +296,14 @@ def test_repeats_the_per_node_implementation_bit_for_bit(case: str) -> None:
     forest = SemiSupervisedIsolationForest(12, 0.1, random_state=random_state)
     forest.fit(X, semi_supervised_labels(y, np.array(data["labeled"][labels], dtype=int)))
     expected = data["cases"][case]
-    assert forest.threshold_ == expected["threshold"]
-    np.testing.assert_array_equal(forest.predict_proba(X)[:, 1], expected["proba_train"])
-    np.testing.assert_array_equal(forest.predict_proba(queries)[:, 1], expected["proba_query"])
+    # The trees are the recorded ones; the probabilities' last bit depends on the processor:
+    # numpy's exp, log and power take other SIMD code on AVX-512 machines than on the one that
+    # recorded the fixture (1 ulp on 6 of 160 rows there; exact with X86_V4 switched off).
+    ulps = {"rtol": 1e-13, "atol": 1e-16}
+    np.testing.assert_allclose(forest.threshold_, expected["threshold"], **ulps)
+    np.testing.assert_allclose(forest.predict_proba(X)[:, 1], expected["proba_train"], **ulps)
+    np.testing.assert_allclose(forest.predict_proba(queries)[:, 1], expected["proba_query"],
+                               **ulps)
 
 
 def test_the_unlabeled_component_in_chunks_of_points_is_the_same(monkeypatch) -> None:
