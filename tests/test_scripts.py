@@ -112,6 +112,17 @@ def test_spent_fraction_is_round_times_round_fraction(tmp_path: Path) -> None:
     np.testing.assert_allclose(spent["knn_budget0.2_round0.05"], [0.05, 0.1, 0.15, 0.2])
 
 
+def test_bench_runs_without_the_rl_extra() -> None:
+    """``make bench`` installs the experiments extra only: ``scripts/bench.py`` must not import
+    stable-baselines3 (only ``--vector`` needs it, when it runs)."""
+    blocked = "import sys; sys.modules.update(dict.fromkeys(['stable_baselines3', 'sb3_contrib']))"
+    code = f"{blocked}; from agents.experiments.cli.bench import main; main(['--help'])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=SCRIPTS.parent, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--full-size" in done.stdout
+
+
 @pytest.mark.slow
 def test_bench_prints_timings_and_a_profile() -> None:
     done = run_script("bench.py", "--datasets", "wdbc", "--repeats", "1", "--bayes-repeats",

@@ -26,8 +26,6 @@ import numpy as np
 
 import ballad_env
 from agents.experiments.timing import random_play
-from agents.experiments.training import KeepInfo
-from agents.experiments.vec_adapter import make_replay_vec_env, valid
 from ballad_env.replay import BudgetAllocationReplayEnv
 from ballad_env.replay_vector import INFO_KEYS, ReplayVectorEnv
 from ballad_env.settings import Settings
@@ -43,6 +41,8 @@ VECTOR_SIZES = (1, 64, 1024)
 def play_vector(env: Any, n_steps: int, rng: np.random.Generator, masks: Any) -> float:
     """Seconds to take about ``n_steps`` environment steps (whole vector steps) of random
     valid actions in a vector environment; ``masks()`` gives its (N, 2) action masks."""
+    from agents.experiments.vec_adapter import valid  # with SB3: the 'rl' extra
+
     n = env.num_envs
     coins = rng.integers(2, size=(64, n))
     start = time.perf_counter()
@@ -65,7 +65,11 @@ def measure_vector(store: str | os.PathLike, settings: Settings,
     """Steps a second of each way to step the replay environment, one process, one store:
     rows of (way, N, info, median, min, max, steps per run); with the machine's load
     average. The slow ways (``SyncVectorEnv``, the vector environment below N = 16) take
-    ``short_steps`` a run, the others ``steps``."""
+    ``short_steps`` a run, the others ``steps``. ``SyncVectorEnv``'s wrapper lives with the
+    training code (the 'rl' extra), so it is imported here: the rest of ``scripts/bench.py``
+    runs on the core install and the experiments extra."""
+    from agents.experiments.training_envs import KeepInfo
+
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []
     single = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=settings)
@@ -135,6 +139,7 @@ def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
     from stable_baselines3.common.logger import Logger
 
     from agents.experiments.training import TrainConfig, algorithm_kwargs, make_vec_env
+    from agents.experiments.vec_adapter import make_replay_vec_env
 
     config = TrainConfig(algo="ppo", datasets=tuple(datasets),
                          settings=settings or Settings(reward="cost"), n_envs=n_envs,
