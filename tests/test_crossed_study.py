@@ -36,6 +36,14 @@ def test_combinations_cross_the_levels_in_order() -> None:
                                    "lr_strategy": "stratified-probability", "c_fn": 10.0}
 
 
+def test_the_two_sided_rejectors_tie_rule_is_a_level_of_its_own() -> None:
+    posed, refused = study.split_posable(study.combinations(
+        levels(rejector=["two-sided", "two-sided-most"])))
+    assert not refused
+    assert list(posed.values()) == [Settings(rejector="two-sided"),
+                                    Settings(rejector="two-sided", two_sided_tie="most")]
+
+
 def test_unknown_or_missing_levels_are_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown detector level.*lof.*use some of ssdo, ssif"):
         study.combinations(levels(detector=["lof"]))

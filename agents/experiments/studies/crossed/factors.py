@@ -21,9 +21,12 @@ from ballad_env.settings import Settings
 #: factor -> level -> the Settings options of that level (the first level: our default).
 #: SADAL's protocol: its split (80/20, then D/V 50/50), its budget (20% of D and V in 10
 #: rounds) and its rejection cost (c_r = min(c_fp (1 - gamma), c_fn gamma)).
+#: ``two-sided-most``: the two-sided rejector whose exact search takes, among equally cheap
+#: thresholds, those that reject most (``docs/sadal.md``, "two_sided_tie").
 FACTORS: dict[str, dict[str, dict[str, Any]]] = {
     "detector": {"ssdo": {}, "ssif": {"detector": "ssif"}},
-    "rejector": {"confidence": {}, "two-sided": {"rejector": "two-sided"}},
+    "rejector": {"confidence": {}, "two-sided": {"rejector": "two-sided"},
+                 "two-sided-most": {"rejector": "two-sided", "two_sided_tie": "most"}},
     "queries": {"ours": {},
                 "sadal": {"al_strategy": "threshold-distance",
                           "lr_strategy": "stratified-probability"},
