@@ -136,6 +136,23 @@ def test_seeds_average_within_a_data_set_first() -> None:
     assert means["datasets"].item() == 2 and means["seeds"].item() == 1
 
 
+def test_groups_table_answers_for_the_papers_sets_and_adbenchs_apart() -> None:
+    paths = hand_paths()  # A: LR 0.30, BALLAD 0.20, SADAL 0.40, AL 0.50; B: 0.50, 0.50, 0.70, 0.60
+    extra = paths[paths.dataset == "A"].assign(dataset="adbench/C")
+    extra.loc[extra.name == "all-in-al", "mean_cost"] = 0.10
+    tidy = study.tidy_table(pd.concat([paths, extra]), {}, ["A", "B", "adbench/C"], [0])
+    assert study.dataset_group("adbench/C") == "adbench" and study.dataset_group("A") == "paper"
+    table = study.groups_table(tidy).set_index("group")
+    assert table[list(study.FACTOR_NAMES)].drop_duplicates().values.tolist() == [
+        ["ssdo", "confidence", "ours", "default", "ours"]]
+    paper, adbench = table.loc["paper"], table.loc["adbench"]
+    assert paper["datasets"] == 2 and adbench["datasets"] == 1
+    assert paper["all-in-lr"] == pytest.approx(0.40) and paper["ballad"] == pytest.approx(0.35)
+    # BALLAD beats All-in-LR on A only (B: 0.50 against 0.50 is no win); SADAL nowhere
+    assert (paper["beat ballad"], paper["beat sadal"], paper["beat all-in-al"]) == (1, 0, 0)
+    assert adbench["all-in-al"] == pytest.approx(0.10) and adbench["beat all-in-al"] == 1
+
+
 def test_not_posable_rows_in_the_tidy_and_strategies_tables() -> None:
     combo = study.Combination(("ssdo", "confidence", "sadal", "default", "ours"))
     refused = {combo: "no lattice with lr_strategy='stratified-probability'"}

@@ -35,6 +35,7 @@ from agents.experiments.studies.crossed.factors import (
 )
 from agents.experiments.studies.crossed.live import live_combinations, stored_live
 from agents.experiments.tables import write_table
+from ballad_env.data.adbench import PREFIX as ADBENCH_PREFIX
 
 #: The strategies of the tables, in their order: the rules, then the yardsticks.
 STRATEGIES = ("all-in-al", "all-in-lr", "ballad", "sadal", BEST_FIXED, "oracle", "optimal")
@@ -233,6 +234,32 @@ def per_dataset_table(tidy: pd.DataFrame) -> pd.DataFrame:
     return table[["combination", "dataset", "status", *strategies, "room"]]
 
 
+def dataset_group(name: str) -> str:
+    """Where a data set comes from: ``adbench`` for ADBench's downloads (``adbench/<name>``),
+    ``paper`` for the rest (the paper's bundled sets, and built-in or local files)."""
+    return "adbench" if name.startswith(ADBENCH_PREFIX) else "paper"
+
+
+def groups_table(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Per posed combination and group of data sets (:func:`dataset_group`): each
+    strategy's mean test cost (data sets weigh equally, seeds averaged first) and, per
+    deployable rule, on how many of the group's data sets its mean cost is below
+    All-in-LR's (``beat <rule>``). The paper's sets and ADBench's can answer apart."""
+    by = [*FACTOR_NAMES, "group"]
+    posed = tidy[tidy.status == POSED]
+    posed = posed.assign(group=posed.dataset.map(dataset_group))
+    if posed.empty:
+        return pd.DataFrame(columns=[*by, "datasets", "seeds"])
+    means = dataset_means(posed, by)
+    per_set = posed.groupby([*by, "dataset", "strategy"], sort=False).mean_cost.mean()
+    per_set = per_set.unstack("strategy")
+    beats = pd.DataFrame({f"beat {rule}": (per_set[rule] < per_set["all-in-lr"]).groupby(
+        level=by, sort=False).sum() for rule in DEPLOYABLE if rule in per_set})
+    table = means.merge(beats.reset_index(), on=by)
+    strategies = [s for s in STRATEGIES if s in table]
+    return table[[*by, "datasets", "seeds", *strategies, *beats.columns]]
+
+
 def not_posable_table(refused: Mapping[Combination, str],
                       live: Collection[Combination] = ()) -> pd.DataFrame:
     """The combinations the lattice cannot pose, one row per status (``live`` for those
@@ -251,7 +278,7 @@ def not_posable_table(refused: Mapping[Combination, str],
 
 # ---------------------------------------------------------------------------- report
 def report_tables(options: StudyOptions) -> dict[str, pd.DataFrame]:
-    """The study's tables (``tidy``, ``strategies``, ``room``, ``per_dataset``,
+    """The study's tables (``tidy``, ``strategies``, ``room``, ``per_dataset``, ``groups``,
     ``not_posable``) from the stored cells of ``options``."""
     _, refused = split_posable(options.combinations(), options.base)
     live = live_combinations(options)
@@ -260,7 +287,7 @@ def report_tables(options: StudyOptions) -> dict[str, pd.DataFrame]:
                       live=stored_live(options))
     return {"tidy": tidy, "strategies": strategies_table(tidy, unplayed, list(live)),
             "room": room_table(tidy), "per_dataset": per_dataset_table(tidy),
-            "not_posable": not_posable_table(refused, live)}
+            "groups": groups_table(tidy), "not_posable": not_posable_table(refused, live)}
 
 
 def write_report(options: StudyOptions, docs: Path, prefix: str = "crossed"
@@ -308,7 +335,7 @@ def draw_regrets(tidy: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-__all__ = ["DEPLOYABLE", "FLOOR", "STRATEGIES", "TAKERS", "TIDY_COLUMNS", "dataset_means",
-           "draw_regrets", "not_posable_table", "per_dataset_table", "report_tables",
-           "room_rows", "room_shares", "room_table", "scored_rows", "status_means",
-           "strategies_table", "tidy_table", "write_report"]
+__all__ = ["DEPLOYABLE", "FLOOR", "STRATEGIES", "TAKERS", "TIDY_COLUMNS", "dataset_group",
+           "dataset_means", "draw_regrets", "groups_table", "not_posable_table",
+           "per_dataset_table", "report_tables", "room_rows", "room_shares", "room_table",
+           "scored_rows", "status_means", "strategies_table", "tidy_table", "write_report"]
