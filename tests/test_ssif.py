@@ -296,9 +296,9 @@ def test_repeats_the_per_node_implementation(case: str) -> None:
     forest = SemiSupervisedIsolationForest(12, 0.1, random_state=random_state)
     forest.fit(X, semi_supervised_labels(y, np.array(data["labeled"][labels], dtype=int)))
     expected = data["cases"][case]
-    # The trees are the recorded ones; the probabilities' last bit depends on the processor:
-    # numpy's exp, log and power take other SIMD code on AVX-512 machines than on the one that
-    # recorded the fixture (1 ulp on 6 of 160 rows there; exact with X86_V4 switched off).
+    # The probabilities' last bit depends on the processor: numpy's exp, log and power take
+    # other SIMD code on AVX-512 machines than on the one that recorded the fixture (1 ulp on
+    # 6 of 160 rows there; equal to the bit with X86_V4 switched off).
     ulps = {"rtol": 1e-13, "atol": 1e-16}
     np.testing.assert_allclose(forest.threshold_, expected["threshold"], **ulps)
     np.testing.assert_allclose(forest.predict_proba(X)[:, 1], expected["proba_train"], **ulps)

@@ -97,6 +97,14 @@ def tidy_table(paths: pd.DataFrame, refused: Mapping[Combination, str],
                             kind="stable").reset_index(drop=True)
 
 
+def seed_means(rows: pd.DataFrame, by: Sequence[str], value: str = "mean_cost"
+               ) -> pd.DataFrame:
+    """``value`` averaged over seeds: one row per ``by`` and data set, one column per
+    strategy."""
+    return rows.groupby([*by, "dataset", "strategy"], sort=False)[value].mean().unstack(
+        "strategy")
+
+
 def dataset_means(tidy: pd.DataFrame, by: Sequence[str], value: str = "mean_cost",
                   status: str = POSED) -> pd.DataFrame:
     """``value`` averaged over seeds within each data set, then over the data sets, per
@@ -104,8 +112,7 @@ def dataset_means(tidy: pd.DataFrame, by: Sequence[str], value: str = "mean_cost
     ``status`` only. Columns: ``by``, one per strategy, ``datasets`` and ``seeds`` (per data
     set, at least)."""
     posed = tidy[tidy.status == status]
-    per_set = posed.groupby([*by, "dataset", "strategy"], sort=False)[value].mean()
-    wide = per_set.unstack("strategy").groupby(level=list(by), sort=False).mean()
+    wide = seed_means(posed, by, value).groupby(level=list(by), sort=False).mean()
     seeds = posed.groupby([*by, "dataset"], sort=False).seed.nunique()
     counts = pd.DataFrame({
         "datasets": posed.groupby(list(by), sort=False).dataset.nunique(),
@@ -251,8 +258,7 @@ def groups_table(tidy: pd.DataFrame) -> pd.DataFrame:
     if posed.empty:
         return pd.DataFrame(columns=[*by, "datasets", "seeds"])
     means = dataset_means(posed, by)
-    per_set = posed.groupby([*by, "dataset", "strategy"], sort=False).mean_cost.mean()
-    per_set = per_set.unstack("strategy")
+    per_set = seed_means(posed, by)
     beats = pd.DataFrame({f"beat {rule}": (per_set[rule] < per_set["all-in-lr"]).groupby(
         level=by, sort=False).sum() for rule in DEPLOYABLE if rule in per_set})
     table = means.merge(beats.reset_index(), on=by)
@@ -338,4 +344,5 @@ def draw_regrets(tidy: pd.DataFrame, path: Path) -> Path:
 __all__ = ["DEPLOYABLE", "FLOOR", "STRATEGIES", "TAKERS", "TIDY_COLUMNS", "dataset_group",
            "dataset_means", "draw_regrets", "groups_table", "not_posable_table",
            "per_dataset_table", "report_tables", "room_rows", "room_shares", "room_table",
-           "scored_rows", "status_means", "strategies_table", "tidy_table", "write_report"]
+           "scored_rows", "seed_means", "status_means", "strategies_table", "tidy_table",
+           "write_report"]
