@@ -167,3 +167,32 @@ def test_split_rule_fit_recovers_a_linear_cost_curve() -> None:
     assert coef[0, 0] * 1.0 / params["models"][0]["scale"][0] == pytest.approx(2.0, rel=1e-4)
     rule = SplitRule(params["models"], params["splits"], params["probe"])
     assert rule.choose(observation(tau=0.2)) == 0 and rule.choose(observation(tau=0.8)) == 1
+
+
+def test_allocator_replays_as_it_plays_on_a_benchmark_at_cfn10() -> None:
+    lattice = build_lattice("Glass", 1, Settings(c_fn=10.0))
+    env = BudgetAllocationEnv("Glass", observation="v2", c_fn=10.0)
+    records = agents.run_episode(env, make_agent("allocator"), 1)
+    assert lattice.replay(make_agent("allocator")) == tuple(
+        AL if r["action"] == "AL" else LR for r in records)
+
+
+# ------------------------------------------------------------------ the study's scoring
+def test_level_shares_average_seeds_then_data_sets() -> None:
+    import pandas as pd
+
+    from agents.experiments.studies.allocation.analysis import folds, level_shares
+
+    rows = pd.DataFrame({
+        "level": ["default"] * 3, "dataset": ["a", "a", "b"], "seed": [0, 1, 0],
+        "all-in-lr": [1.0, 1.0, 2.0], "optimal": [0.0, 0.0, 1.0], "agent": [0.5, 1.5, 1.0]})
+    # seed means: a (lr 1, opt 0, agent 1), b (2, 1, 1); over data sets: 1.5, 0.5, 1.0
+    assert level_shares(rows) == {"default": pytest.approx((1.5 - 1.0) / (1.5 - 0.5))}
+    assert folds(["c", "a", "b", "a"], 2) == [["a", "c"], ["b"]]
+
+
+def test_the_allocation_study_refuses_reserved_sets(tmp_path) -> None:
+    from agents.experiments.studies.allocation.cells import iter_lattices
+
+    with pytest.raises(ValueError, match="allocation study refuses the reserved"):
+        next(iter_lattices(tmp_path, ["Pima", "adbench/yeast"], [0]))
