@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write tables/ and figures/ into the repository's docs/")
     p.add_argument("--write-params", action="store_true",
                    help=f"write the fitted parameters into {PARAMS.relative_to(REPO)}")
+    p.add_argument("--rl-steps", type=int, default=0,
+                   help="train (or reuse from --out) a MaskablePPO policy per cost level with "
+                        "this many steps and score it beside the fitted families (0: no RL)")
     p.add_argument("--reuse-cv", action="store_true",
                    help="read the cross validations back from --out where a run wrote them")
     add_execution_arguments(p, n_jobs=1, scheduler=True)
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         study = run_study(args.out, data_dir=None if args.data_dir is None else
                           str(args.data_dir), n_jobs=args.n_jobs, scheduler=args.scheduler,
                           write_params=PARAMS if args.write_params else None, agents=agents,
-                          reuse_cv=args.reuse_cv, log=lambda m: print(m, flush=True))
+                          reuse_cv=args.reuse_cv, rl_steps=args.rl_steps,
+                          log=lambda m: print(m, flush=True))
     except (FileNotFoundError, ValueError, RunError, StoreError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

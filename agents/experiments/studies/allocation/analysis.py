@@ -142,7 +142,8 @@ def fitted_agents(params: Mapping[str, Any]) -> dict[str, Any]:
 def fit_families(records: pd.DataFrame, lattices: Sequence[tuple[str, Lattice]],
                  split_cv: pd.DataFrame, imitation_cv: pd.DataFrame) -> dict[str, Any]:
     """The packaged parameters: each family's best candidate refitted on every training
-    cell, and ``allocator`` the family with the larger cross-validated smallest share."""
+    cell, and ``allocator`` the family with the larger cross-validated smallest share (the
+    study's run replaces it by the held-out choice, ``report.best_family``)."""
     best_rule, best_imitation = split_cv.iloc[0], imitation_cv.iloc[0]
     start = time.process_time()
     rule = split_params(records, best_rule)
@@ -154,9 +155,10 @@ def fit_families(records: pd.DataFrame, lattices: Sequence[tuple[str, Lattice]],
     allocator = "split-rule" if best_rule["cv min"] >= best_imitation["cv min"] else "imitation"
     return {
         "allocator": allocator,
-        "chosen_by": f"{N_FOLDS}-fold cross validation over the training data sets of "
-                     "docs/allocation_split.json (largest smallest share of the room over "
-                     "the three cost levels); no held-out or reserved data set",
+        "chosen_by": f"each family's settings: {N_FOLDS}-fold cross validation over the "
+                     "training data sets of docs/allocation_split.json (largest smallest "
+                     "share of the room over the three cost levels); no held-out or "
+                     "reserved data set",
         "families": {
             "split-rule": {**rule, "candidate": _plain(best_rule),
                            "fit_cpu_seconds": round(rule_seconds, 3)},
