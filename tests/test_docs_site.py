@@ -1,0 +1,118 @@
+"""The documentation site's generated parts: the command line's reference drawn from the
+parsers (agents.experiments.cli.reference), the landing page's figure of which allocation
+wins where (agents.experiments.reports.winners), and the notes the guide gives for two
+things Gymnasium and stable-baselines3 do not do for you (action masks through wrappers,
+costs from evaluate_policy)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import gymnasium as gym
+import pandas as pd
+import pytest
+
+import ballad_env
+from agents import make_agent, run_episode
+from agents.experiments.cli import COMMANDS
+from agents.experiments.cli.reference import cli_reference, job_help, job_parser
+from agents.experiments.cli.reports import main as reports_main
+from agents.experiments.reports.winners import SOURCE, STEM, stale_answer, winners
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------ CLI reference
+
+
+def test_every_job_parser_is_caught_with_its_command_line() -> None:
+    for name in COMMANDS:
+        parser = job_parser(name)
+        assert parser.prog == f"ballad-env {name}"
+        assert parser.format_help().startswith(f"usage: ballad-env {name}")
+
+
+def test_reference_is_each_parsers_own_help() -> None:
+    page = cli_reference()
+    for name in COMMANDS:
+        assert f"## `ballad-env {name}`" in page
+    compare = dict(job_help("compare"))["ballad-env compare"]
+    assert "--plot" in compare and compare in page  # the parser's text, not a copy
+    helps = dict(job_help("policy-study"))
+    assert {"ballad-env policy-study train", "ballad-env policy-study evaluate"} <= set(helps)
+
+
+def test_unknown_job_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="compare"):
+        job_parser("nope")
+
+
+# ------------------------------------------------------------------------ the answer figure
+
+
+def test_winners_by_hand() -> None:
+    table = pd.DataFrame({
+        "detector": ["ssdo", "ssdo"], "rejector": ["confidence"] * 2, "protocol": ["ours"] * 2,
+        "group": ["paper", "adbench"], "costs": ["default"] * 2,
+        "all-in-al": [0.05, 0.09], "all-in-lr": [0.03, 0.12], "ballad": [0.04, 0.10],
+        "sadal": [0.04, 0.11]})
+    won = winners(table)
+    assert won["winner"].tolist() == ["all-in-lr", "all-in-al"]
+    assert won["cost"].tolist() == [0.03, 0.09]
+    assert won["gain"].tolist() == pytest.approx([0.0, 1 - 0.09 / 0.12])
+    with pytest.raises(ValueError, match="group"):
+        winners(table.drop(columns="group"))
+
+
+def test_committed_answer_is_current() -> None:
+    """docs/tables/crossed_winners.csv is what the crossed study's table gives now, and the
+    figure drawn from it is committed."""
+    assert stale_answer(ROOT) == []
+    assert (ROOT / "docs" / "figures" / f"{STEM}.png").is_file()
+
+
+def test_reports_figures_redraws_and_checks(tmp_path: Path) -> None:
+    (tmp_path / "docs" / "tables").mkdir(parents=True)
+    shutil.copy(ROOT / "docs" / "tables" / f"{SOURCE}.csv", tmp_path / "docs" / "tables")
+    assert reports_main(["--root", str(tmp_path), "--check", "--figures"]) == 1  # none yet
+    assert reports_main(["--root", str(tmp_path), "--figures"]) == 0
+    assert (tmp_path / "docs" / "figures" / f"{STEM}.png").is_file()
+    assert reports_main(["--root", str(tmp_path), "--check", "--figures"]) == 0
+
+
+# ------------------------------------------------------------------------ the guide's notes
+
+
+def test_action_masks_through_gym_make_wrappers() -> None:
+    """gym.make wraps the environment: its own methods are reached through the wrappers."""
+    env = gym.make(ballad_env.ENV_ID, dataset="toy", prior="knn")
+    try:
+        _, info = env.reset(seed=0)
+        assert not hasattr(env, "action_masks")  # what the guide warns about
+        masks = env.get_wrapper_attr("action_masks")()
+        assert masks.tolist() == env.unwrapped.action_masks().tolist() == [True, True]
+        assert masks.tolist() == info["action_mask"].tolist()
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_evaluate_policy_callback_gives_the_final_test_costs() -> None:
+    """SB3's evaluate_policy scores the reward; its callback reads each episode's final test
+    cost, the same as run_episode's last record."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    vec = make_vec_env(ballad_env.ENV_ID, n_envs=1, seed=0,
+                       env_kwargs={"dataset": "toy", "prior": "knn"})
+    costs: list[float] = []
+
+    def final_cost(local: dict, _: dict) -> None:
+        if local["done"]:
+            costs.append(local["info"]["test_cost"])
+
+    evaluate_policy(make_agent("all-in-lr"), vec, n_eval_episodes=2, callback=final_cost)
+    assert len(costs) == 2  # the first episode is seed 0 (make_vec_env's seed + rank)
+    env = gym.make(ballad_env.ENV_ID, dataset="toy", prior="knn")
+    assert costs[0] == pytest.approx(run_episode(env, make_agent("all-in-lr"), 0)[-1]["test_cost"])
