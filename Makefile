@@ -37,7 +37,7 @@ lint: $(VENV)/.installed-all
 # reference, a docstring that does not render) fails the build. The API and CLI reference
 # pages are generated from the code (docs/hooks/reference.py).
 docs: $(VENV)/.installed-all $(VENV)/.installed-docs
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: $(VENV)/.installed-experiments
 	$(PY) scripts/bench.py
