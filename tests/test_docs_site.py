@@ -116,3 +116,37 @@ def test_evaluate_policy_callback_gives_the_final_test_costs() -> None:
     assert len(costs) == 2  # the first episode is seed 0 (make_vec_env's seed + rank)
     env = gym.make(ballad_env.ENV_ID, dataset="toy", prior="knn")
     assert costs[0] == pytest.approx(run_episode(env, make_agent("all-in-lr"), 0)[-1]["test_cost"])
+
+
+# ------------------------------------------------------------------------ the site's pages
+
+
+def nav_pages(node: object) -> list[str]:
+    """Every page path the nav of mkdocs.yml names."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [page for item in node for page in nav_pages(item)]
+    if isinstance(node, dict):
+        return [page for value in node.values() for page in nav_pages(value)]
+    return []
+
+
+def test_nav_names_pages_that_exist_or_are_generated() -> None:
+    """A page moved or renamed breaks the fast suite too, not only `make docs`."""
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    pages = nav_pages(config["nav"])
+    generated = {"reference/cli.md", "reference/api.md"}  # docs/hooks/reference.py
+    missing = [p for p in pages if p not in generated and not (ROOT / "docs" / p).is_file()]
+    assert not missing
+    assert {"index.md", "environment.md", "REPLAY.md", "studies/CROSSED.md"} <= set(pages)
+    assert config["theme"]["font"] is False  # built offline: no web fonts
+
+
+def test_readme_is_a_landing_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 150
+    for needed in ("make run", "make test", "docs/figures/crossed_winners.png",
+                   "docs/getting-started.md", "docs/environment.md"):
+        assert needed in readme, needed

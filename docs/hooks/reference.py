@@ -54,8 +54,8 @@ def api_index(packages: dict[str, list[str]]) -> str:
              "Generated from the docstrings at every build of the site: one page per package of",
              "`ballad_env` (the environment) and `agents` (the agents and the experiment",
              "harness). The command line has its own page, [Command line](cli.md).", ""]
-    lines += [f"- [`{package}`](api/{package}.md): {len(modules)} module(s)"
-              for package, modules in packages.items()]
+    lines += [f"- [`{package}`](api/{package}.md): the package and {len(modules) - 1} "
+              "module(s)" for package, modules in packages.items()]
     return "\n".join(lines) + "\n"
 
 
