@@ -203,8 +203,8 @@ def test_mismatched_grid_or_versions_is_a_clear_error(reference, tmp_path: Path)
     manifest["versions"]["numpy"] = "0.0.1"
     manifest["versions"]["ballad-env source"] = "an older edit"
     (output / "run.json").write_text(json.dumps(manifest))
-    with pytest.raises(RunError, match="versions.ballad-env source(.|\n)*versions.numpy: "
-                                       "stored '0.0.1'"):
+    with pytest.raises(RunError, match="versions.ballad-env source(.|\n)*module moved or "
+                       "renamed(.|\n)*versions.numpy: stored '0.0.1'"):
         run_grid(GRID, output, n_jobs=1, progress=False)
 
 

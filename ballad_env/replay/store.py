@@ -184,7 +184,8 @@ def _check_header(path: Path, header: Any) -> None:
         raise StoreError(f"{path} has format {header.get('format')!r}, this code "
                          f"reads format {FORMAT_VERSION}: build the store again")
     if header.get("source") != environment_fingerprint():
-        raise StoreError(f"{path} was built by other environment code (source "
+        raise StoreError(f"{path} was built by other environment code (a module edited, "
+                         "moved or renamed since; source "
                          f"{header.get('source')}, now {environment_fingerprint()}), so its "
                          "episodes may differ from the environment's: build a new store "
                          "(scripts/build_lattices.py --out NEW_FOLDER)")

@@ -29,6 +29,10 @@ def fingerprint(dataset: Dataset) -> dict[str, Any]:
             "contamination": round(dataset.contamination, 6), "sha256": digest.hexdigest()[:16]}
 
 
+#: The entry of ``package_versions`` that hashes the project's source.
+SOURCE_KEY = "ballad-env source"
+
+
 def package_versions() -> dict[str, str]:
     """Versions of Python and of the packages that shape the results, and a hash of this
     project's own source (its version number does not change with every edit)."""
@@ -38,7 +42,7 @@ def package_versions() -> dict[str, str]:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = "not installed"
-    versions["ballad-env source"] = source_fingerprint()
+    versions[SOURCE_KEY] = source_fingerprint()
     return versions
 
 
@@ -59,4 +63,5 @@ def source_fingerprint() -> str:
     return source_hash([ballad_env, agents], PRESENTATION_MODULES)
 
 
-__all__ = ["VERSIONED_PACKAGES", "fingerprint", "package_versions", "source_fingerprint"]
+__all__ = ["SOURCE_KEY", "VERSIONED_PACKAGES", "fingerprint", "package_versions",
+           "source_fingerprint"]

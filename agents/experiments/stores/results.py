@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.grid import Cell, Grid, agent_label
+from agents.experiments.stores.provenance import SOURCE_KEY
 from ballad_env.episode import RECORD_FIELDS
 from ballad_env.files import (
     atomic_write,
@@ -243,6 +244,10 @@ def _atomic_write_text(path: Path, text: str) -> None:
         raise RunError(write_failure(path, err, "use another --output")) from err
 
 
+SOURCE_CHANGED = (" (the project's code was edited, or a module moved or renamed, since these "
+                  "results were stored)")
+
+
 def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """Why a stored run cannot go on as ``wanted``, in words: a grid axis that lost values,
     other data, package versions or source, or a saved policy whose file changed."""
@@ -260,7 +265,9 @@ def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> lis
         names = set(old) & set(new) if section == "data" else set(old) | set(new)
         for key in sorted(names):
             if old.get(key) != new.get(key):
-                problems.append(f"{section}.{key}: stored {old.get(key)!r}, now {new.get(key)!r}")
+                why = SOURCE_CHANGED if key == SOURCE_KEY else ""
+                problems.append(f"{section}.{key}: stored {old.get(key)!r}, now "
+                                f"{new.get(key)!r}{why}")
     old_policies, new_policies = stored.get("policies", {}), wanted.get("policies", {})
     for label in sorted(set(old_policies) & set(new_policies)):
         old, new = old_policies[label], new_policies[label]
