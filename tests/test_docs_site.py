@@ -137,7 +137,7 @@ def test_nav_names_pages_that_exist_or_are_generated() -> None:
     yaml = pytest.importorskip("yaml")
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     pages = nav_pages(config["nav"])
-    generated = {"reference/cli.md", "reference/api.md"}  # docs/hooks/reference.py
+    generated = {"reference/cli.md", "reference/api.md", "extending.md"}  # docs/hooks/
     missing = [p for p in pages if p not in generated and not (ROOT / "docs" / p).is_file()]
     assert not missing
     assert {"index.md", "environment.md", "REPLAY.md", "studies/CROSSED.md"} <= set(pages)
@@ -150,3 +150,41 @@ def test_readme_is_a_landing_page() -> None:
     for needed in ("make run", "make test", "docs/figures/crossed_winners.png",
                    "docs/getting-started.md", "docs/environment.md"):
         assert needed in readme, needed
+
+
+def load_hook():
+    """docs/hooks/reference.py, the build's hook, as a module (it imports mkdocs only when
+    the build calls it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hook", ROOT / "docs/hooks/reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_api_reference_covers_every_package_and_module() -> None:
+    hook = load_hook()
+    packages = hook.api_packages()
+    assert {"ballad_env", "ballad_env.replay", "agents", "agents.experiments.reports"} <= set(
+        packages)
+    assert not any(p.startswith(("agents.experiments.studies", "agents.experiments.cli"))
+                   for p in packages)
+    assert "agents.experiments.reports.winners" in packages["agents.experiments.reports"]
+    assert "ballad_env.__main__" not in packages["ballad_env"]
+    page = hook.api_page("ballad_env.replay", packages["ballad_env.replay"])
+    assert "::: ballad_env.replay.vector\n" in page
+    nav = hook._replace_index([{"Reference": [{"API": "reference/api.md"}]}], ["x"])
+    assert nav == [{"Reference": [{"API": ["x"]}]}]
+
+
+def test_extending_is_cut_from_the_architecture_page() -> None:
+    hook = load_hook()
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    page = hook.extending_page(architecture)
+    assert page.startswith("# Extending") and "**An agent.**" in page
+    assert hook.extending_page("# A\n\n## Where to add things\n\n- x\n\n## Next\n\n- y\n"
+                               ).endswith("- x\n")
+    with pytest.raises(ValueError, match="Where to add things"):
+        hook.extending_page("# A page without it\n")

@@ -4,7 +4,9 @@
   (``agents.experiments.cli.reference.cli_reference``);
 - ``reference/api/<package>.md``: one page per package of ``ballad_env`` and ``agents``
   (the harness's command line and studies aside), each module's docstrings through
-  mkdocstrings, listed in the nav where ``mkdocs.yml`` names ``reference/api.md``.
+  mkdocstrings, listed in the nav where ``mkdocs.yml`` names ``reference/api.md``;
+- ``extending.md``: the section "Where to add things" of ``docs/architecture.md``, cut out
+  of that page at every build (one text, two places to find it).
 
 A new module appears in the reference without any edit here or in ``mkdocs.yml``.
 """
@@ -12,9 +14,10 @@ A new module appears in the reference without any edit here or in ``mkdocs.yml``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mkdocs.structure.files import File, Files
+if TYPE_CHECKING:  # mkdocs is imported where the build calls in, so tests need not have it
+    from mkdocs.structure.files import Files
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Packages documented, and subpackages left out (the command line has its own page; the
@@ -22,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("ballad_env", "agents")
 LEFT_OUT = ("agents.experiments.cli", "agents.experiments.studies", "ballad_env.__main__")
 API_INDEX = "reference/api.md"
+EXTENDING = "extending.md"
+WHERE = "## Where to add things"
 
 
 def _left_out(name: str) -> bool:
@@ -59,6 +64,21 @@ def api_index(packages: dict[str, list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def extending_page(architecture: str) -> str:
+    """The page "Extending": the section ``WHERE`` of the architecture page, to the next
+    section of the same level (or the end)."""
+    if WHERE not in architecture:
+        raise ValueError(f"docs/architecture.md has no section {WHERE!r}: the Extending page "
+                         "is cut from it (docs/hooks/reference.py)")
+    section = architecture[architecture.index(WHERE) + len(WHERE):]
+    end = section.find("\n## ")
+    body = section if end < 0 else section[:end]
+    return ("# Extending\n\nEvery family of parts is a registry: adding one is a registration, "
+            "not an edit across files. This is the section \"Where to add things\" of "
+            "[Architecture](architecture.md#where-to-add-things), which also says what each "
+            "layer may import.\n" + body.rstrip() + "\n")
+
+
 def _replace_index(nav: Any, entries: list[Any]) -> Any:
     """``nav`` with the entry ``reference/api.md`` replaced by the index and the pages."""
     if isinstance(nav, list):
@@ -77,11 +97,15 @@ def on_config(config: Any) -> Any:
 
 
 def on_files(files: Files, config: Any) -> Files:
+    from mkdocs.structure.files import File
+
     from agents.experiments.cli.reference import cli_reference
 
     packages = api_packages()
     files.append(File.generated(config, "reference/cli.md", content=cli_reference()))
     files.append(File.generated(config, API_INDEX, content=api_index(packages)))
+    architecture = (Path(config["docs_dir"]) / "architecture.md").read_text()
+    files.append(File.generated(config, EXTENDING, content=extending_page(architecture)))
     for package, modules in packages.items():
         files.append(File.generated(config, f"reference/api/{package}.md",
                                     content=api_page(package, modules)))
