@@ -101,7 +101,7 @@ def answer_title(table: pd.DataFrame) -> str:
     groups = table.groupby("group", sort=False)["datasets"].max()
     sets = ", ".join(f"{group} {int(n)}" for group, n in groups.items())
     return (f"Least mean test cost among deployable rules (data sets: {sets}; "
-            f"{int(table['seeds'].max())} seeds); % = gain over all-in-lr")
+            f"{int(table['seeds'].max())} seeds); % = change in mean cost against all-in-lr")
 
 
 def answer_table(root: str | os.PathLike) -> pd.DataFrame:
