@@ -19,8 +19,8 @@ from agents.registry import make_agent
 from ballad_env.data import load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR
-from ballad_env.lattice import build_lattice
 from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS
+from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
 
 N = len(OBSERVATIONS["v2"])

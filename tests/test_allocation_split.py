@@ -52,7 +52,7 @@ def test_reserved_names_are_refused_in_any_spelling(name):
 
 def test_trainer_and_allocator_study_refuse_reserved_sets(tmp_path):
     from agents.experiments.studies.allocators.cells import build_lattices
-    from agents.experiments.training import TrainConfig
+    from agents.experiments.training.sb3 import TrainConfig
 
     with pytest.raises(ValueError, match="training refuses the reserved data set"):
         TrainConfig(datasets=("Pima", "adbench/cardio"))

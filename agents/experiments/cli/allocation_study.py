@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
-from agents.experiments.store import RunError
-from ballad_env.lattice_store import StoreError
+from agents.experiments.stores.results import RunError
+from ballad_env.replay.store import StoreError
 
 REPO = Path(__file__).resolve().parents[3]
 PARAMS = REPO / "agents" / "allocation_params.json"

@@ -20,7 +20,7 @@ import pandas as pd
 
 from agents.allocation import ImitationPolicy, SplitRule
 from agents.experiments.studies.allocation import fit as F
-from ballad_env.lattice import Lattice
+from ballad_env.replay.lattice import Lattice
 
 #: Folds of the cross validation (data sets sorted by name, every fifth in one fold).
 N_FOLDS = 5

@@ -23,8 +23,8 @@ from agents.experiments.allocation_split import load_split, played_names, refuse
 from agents.experiments.lattice_build import build_store
 from agents.experiments.lattice_paths import reference_paths
 from ballad_env.episode import AL, LR
-from ballad_env.lattice import Lattice
-from ballad_env.lattice_store import LatticeStore
+from ballad_env.replay.lattice import Lattice
+from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 #: The cost levels: the paper's costs, a false negative 10 times dearer, a false positive 10

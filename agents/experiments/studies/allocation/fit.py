@@ -22,8 +22,8 @@ import pandas as pd
 from agents.allocation import ImitationPolicy
 from agents.base import RuleAgent
 from ballad_env.episode import AL, LR
-from ballad_env.lattice import Lattice
 from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS, V2_FEATURES
+from ballad_env.replay.lattice import Lattice
 
 #: The cost ratio feature of each cost level (``observation.v2_features``).
 LEVEL_RATIO = {"default": 0.5, "cfn10": 0.75, "cfp10": 0.25}

@@ -21,6 +21,7 @@ import pandas as pd
 
 from agents.allocation import SplitRule
 from agents.experiments.allocation_split import load_split
+from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.allocation import analysis as A
 from agents.experiments.studies.allocation import fit as F
 from agents.experiments.studies.allocation.cells import (
@@ -30,7 +31,6 @@ from agents.experiments.studies.allocation.cells import (
     side_cells,
 )
 from agents.experiments.studies.allocation.rl import add_policy_column, train_policies
-from agents.experiments.tables import write_table
 
 #: The paper's 18 data sets, by the names the pool plays them.
 PAPER = ("WPBC", "Glass", "WBC", "Arrhythmia", "Stamps", "WDBC", "Pima", "Shuttle",

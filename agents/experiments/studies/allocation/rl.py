@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from agents.experiments.studies.allocation.cells import COST_LEVELS
-from ballad_env.lattice import Lattice
+from ballad_env.replay.lattice import Lattice
 
 #: The algorithm and its budget's defaults (SB3's default hyperparameters otherwise).
 ALGO, N_ENVS, SEED = "maskable_ppo", 64, 0
@@ -34,7 +34,7 @@ def train_policies(out: Path, datasets: Sequence[str], steps: int,
                    levels: Sequence[str] = tuple(COST_LEVELS)) -> dict[str, float]:
     """Train the missing levels' policies (``steps`` environment steps each); the training
     CPU seconds of each level (for one reused, those its run recorded beside it)."""
-    from agents.experiments.training import TrainConfig, train
+    from agents.experiments.training.sb3 import TrainConfig, train
 
     seconds = {}
     for level in levels:

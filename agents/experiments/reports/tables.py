@@ -1,0 +1,243 @@
+"""Summary tables of tidy results, and Markdown for reports.
+
+Every function takes the tidy table of ``run_grid`` / ``load_results`` (one row per data
+set, seed, agent, settings and round). Data sets weigh equally: seeds are averaged within a
+data set first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _dataset_means(results: pd.DataFrame, by: Sequence[str], metric: str) -> pd.Series:
+    """Mean of ``metric`` over seeds (and any other rows) per ``by`` + data set."""
+    return results.groupby([*by, "dataset"], sort=False)[metric].mean()
+
+
+def _agent_order(results: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(results["agent"]))
+
+
+def common_episodes(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows of the (data set, seed) pairs that every (setting, agent) of ``results``
+    played, and how many pairs were left out: settings and agents of a partial run are then
+    compared on the same episodes, never on different seeds."""
+    combos = len(results[["setting", "agent"]].drop_duplicates())
+    played = results[["dataset", "seed", "setting", "agent"]].drop_duplicates()
+    counts = played.groupby(["dataset", "seed"], sort=False).size()
+    keep = pd.MultiIndex.from_frame(counts[counts == combos].index.to_frame(index=False))
+    rows = pd.MultiIndex.from_frame(results[["dataset", "seed"]]).isin(keep)
+    return results[rows], int((counts < combos).sum())
+
+
+def seeds_text(results: pd.DataFrame) -> str:
+    """Seeds per data set in ``results``: ``"10"`` when every data set has as many, else the
+    range (``"3-4"``), so a table never claims more seeds than some of its means hold."""
+    per_dataset = results.groupby("dataset", sort=False)["seed"].nunique()
+    if per_dataset.empty:
+        return "0"
+    low, high = int(per_dataset.min()), int(per_dataset.max())
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def summary_table(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFrame:
+    """Mean ``metric`` (over seeds and rounds) per setting and data set, one column per agent,
+    with the winner (lowest mean; ``tie`` if the best two are equal), its margin over the
+    runner-up (relative) and in how many seeds it was best. A row ``mean`` per setting averages
+    the data sets."""
+    agents = _agent_order(results)
+    seed_means = (results.groupby(["setting", "dataset", "seed", "agent"], sort=False)[metric]
+                  .mean().unstack("agent")[agents])
+    means = seed_means.groupby(level=["setting", "dataset"], sort=False).mean()
+    pieces = []
+    for setting, block in means.groupby(level="setting", sort=False):
+        block = block.droplevel("setting")
+        block.loc["mean"] = block.mean()
+        pieces.append(pd.concat({setting: block}, names=["setting"]))
+    table = pd.concat(pieces)
+    table.index.names = ["setting", "dataset"]
+    if len(agents) < 2:
+        return table
+    values = table[agents].to_numpy()
+    ordered = np.sort(values, axis=1)
+    best, runner_up = ordered[:, 0], ordered[:, 1]
+    winner = np.array(agents, dtype=object)[np.argmin(values, axis=1)]
+    tie = np.isclose(best, runner_up, rtol=1e-12, atol=0.0)
+    table["winner"] = np.where(tie, "tie", winner)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["margin"] = np.where(runner_up > 0, (runner_up - best) / runner_up, 0.0)
+    table["seeds_won"] = [_seeds_won(seed_means, key, w) for key, w in
+                          zip(table.index, table["winner"], strict=True)]
+    return table
+
+
+def standard_errors(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFrame:
+    """The standard error of each mean of :func:`summary_table` (same rows, one column per
+    agent): over seeds within a data set, ``std(seed means, ddof=1) / sqrt(seeds)`` (NaN with
+    one seed); for a setting's ``mean`` row, the error of the mean of independent data-set
+    means, ``sqrt(sum of squared errors) / data sets``. It measures the spread of the seeds
+    (splits, priors, queries), not how the data sets differ."""
+    agents = _agent_order(results)
+    seed_means = (results.groupby(["setting", "dataset", "seed", "agent"], sort=False)[metric]
+                  .mean().unstack("agent")[agents])
+    grouped = seed_means.groupby(level=["setting", "dataset"], sort=False)
+    errors = grouped.std(ddof=1) / np.sqrt(grouped.count())
+    pieces = []
+    for setting, block in errors.groupby(level="setting", sort=False):
+        block = block.droplevel("setting")
+        block.loc["mean"] = np.sqrt((block ** 2).sum(min_count=1)) / len(block)
+        pieces.append(pd.concat({setting: block}, names=["setting"]))
+    table = pd.concat(pieces)
+    table.index.names = ["setting", "dataset"]
+    return table
+
+
+def with_standard_errors(summary: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with each agent's column followed by its standard error, ``<agent> se``."""
+    table = summary.copy()
+    for agent in errors.columns:
+        table.insert(table.columns.get_loc(agent) + 1, f"{agent} se", errors[agent])
+    return table
+
+
+def _seeds_won(seed_means: pd.DataFrame, key: tuple[str, str], winner: str) -> str:
+    """'k/n': seeds in which ``winner`` had the strictly lowest mean (blank for the mean row)."""
+    setting, dataset = key
+    if dataset == "mean" or winner == "tie":
+        return ""
+    block = seed_means.loc[(setting, dataset)]
+    others = block.drop(columns=winner).min(axis=1)
+    return f"{int((block[winner] < others).sum())}/{len(block)}"
+
+
+def win_counts(summary: pd.DataFrame) -> pd.DataFrame:
+    """How many data sets each agent wins per setting (the ``mean`` rows left out)."""
+    rows = summary[summary.index.get_level_values("dataset") != "mean"]
+    return rows.groupby(level="setting", sort=False)["winner"].value_counts().unstack(fill_value=0)
+
+
+def per_round_table(results: pd.DataFrame, metric: str = "test_cost",
+                    spread: bool = False) -> pd.DataFrame:
+    """Mean ``metric`` per round (rows) and agent (columns), per setting.
+
+    Data sets weigh equally: seeds are averaged within a data set first. With ``spread``
+    each agent also gets the standard deviation across data sets (the paper's Table 2).
+    """
+    per_dataset = _dataset_means(results, ["setting", "agent", "round"], metric)
+    grouped = per_dataset.groupby(level=["setting", "agent", "round"], sort=False)
+    table = grouped.agg(["mean", "std"]) if spread else grouped.mean().to_frame("mean")
+    wide = table.unstack("agent")
+    wide.columns = wide.columns.swaplevel(0, 1) if spread else wide.columns.droplevel(0)
+    agents = _agent_order(results)
+    if spread:
+        wide = wide[[(a, stat) for a in agents for stat in ("mean", "std")]]
+    else:
+        wide = wide[agents]
+    return wide.sort_index(level=["setting", "round"], sort_remaining=False)
+
+
+def action_shares(results: pd.DataFrame, first_round: int = 1) -> pd.DataFrame:
+    """Share of AL choices per setting and agent, over rounds from ``first_round`` on."""
+    rows = results[results["round"] >= first_round]
+    share = (rows["action"] == "AL").groupby([rows["setting"], rows["agent"]], sort=False).mean()
+    return share.unstack("agent")[_agent_order(rows)]
+
+
+def reward_differences(results: pd.DataFrame, agent: str = "ballad", reward: str = "entropy"
+                       ) -> pd.DataFrame:
+    """AL minus LR ``reward`` of ``agent``'s rounds once both sides are measured, per setting.
+
+    These are the latest rewards after each round, the values BALLAD compares next.
+    """
+    rows = results[(results["agent"] == agent)].copy()
+    rows["al"], rows["lr"] = rows[f"{reward}_al"], rows[f"{reward}_lr"]
+    if {"al_measured", "lr_measured"} <= set(rows.columns):
+        rows = rows[rows["al_measured"] & rows["lr_measured"]]
+    else:  # older records: unmeasured rewards were NaN
+        rows = rows[rows["al"].notna() & rows["lr"].notna()]
+    rows["difference"] = rows["al"] - rows["lr"]
+    return rows[["setting", "dataset", "seed", "round", "al", "lr", "difference"]]
+
+
+def reward_difference_stats(differences: pd.DataFrame) -> pd.DataFrame:
+    """Median and spread of the AL - LR reward differences, and each side's std, per setting."""
+    def stats(block: pd.DataFrame) -> pd.Series:
+        return pd.Series({"rounds": len(block), "median": block["difference"].median(),
+                          "mean": block["difference"].mean(),
+                          "std_difference": block["difference"].std(),
+                          "share_lr_higher": float((block["difference"] < 0).mean()),
+                          "std_al": block["al"].std(), "std_lr": block["lr"].std()})
+
+    return pd.DataFrame({setting: stats(block) for setting, block
+                         in differences.groupby("setting", sort=False)}).T
+
+
+def fresh_rewards(results: pd.DataFrame, signal: str = "entropy") -> pd.Series:
+    """The ``signal`` reward each round measured for the side it chose (AL or LR)."""
+    chose_al = results["action"] == "AL"
+    return results[f"{signal}_al"].where(chose_al, results[f"{signal}_lr"])
+
+
+def operating_points(results: pd.DataFrame,
+                     metrics: Sequence[str] = ("test_cost", "fpr", "fnr", "rejection_rate",
+                                               "auc", "tau")) -> pd.DataFrame:
+    """Mean of each metric per setting and agent (data sets weigh equally, seeds first)."""
+    per_dataset = results.groupby(["setting", "agent", "dataset"], sort=False)[list(metrics)]
+    return per_dataset.mean().groupby(level=["setting", "agent"], sort=False).mean()
+
+
+def relative_gain(table: pd.DataFrame, agent: str, baseline: str) -> pd.Series:
+    """1 - cost(agent) / cost(baseline) per row of a table with one column per agent."""
+    return 1.0 - table[agent] / table[baseline]
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 4, index: bool = True,
+                   missing: str = "") -> str:
+    """A GitHub Markdown table of ``frame`` (floats with ``digits`` decimals, NaN as
+    ``missing``), with no extra dependency."""
+    frame = frame.reset_index() if index else frame
+    header = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell_text(v, digits, missing) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell_text(value: Any, digits: int, missing: str) -> str:
+    if isinstance(value, float | np.floating):
+        return missing if math.isnan(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
+                title: str | None = None, note: str = "", digits: int = 4, index: bool = True,
+                missing: str = "", csv_float_format: str | None = None,
+                markdown: bool = True) -> Path:
+    """Write ``<folder>/<stem>.csv`` and ``<folder>/<stem>.md`` (with an optional title and
+    note above the table); returns the Markdown file's path. With ``markdown=False`` only
+    the CSV is written (a table kept for reading back, not for a report), and its path is
+    returned."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    csv = folder / f"{stem}.csv"
+    frame.to_csv(csv, index=index, float_format=csv_float_format)
+    if not markdown:
+        return csv
+    text = (f"# {title}\n\n" if title else "") + (f"{note}\n\n" if note else "")
+    path = folder / f"{stem}.md"
+    path.write_text(text + markdown_table(frame, digits, index, missing))
+    return path
+
+
+__all__ = ["action_shares", "common_episodes", "fresh_rewards", "markdown_table",
+           "operating_points", "per_round_table", "relative_gain", "reward_difference_stats",
+           "reward_differences", "seeds_text", "standard_errors", "summary_table", "win_counts",
+           "with_standard_errors", "write_table"]
