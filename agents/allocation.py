@@ -13,9 +13,12 @@ log10(c_fn / c_fp), scaled) is nearest the episode's, so one agent serves every 
 - ``imitation``: a logistic policy over the whole observation, each round, fitted to the
   lattice's hindsight-optimal action at the states it visits (behaviour cloning, then DAgger
   rounds on its own paths), each state weighted by what the wrong action costs.
+- ``maskable-ppo``: MaskablePPO policies trained on the replay environment, one per cost
+  level (saved SB3 models shipped in ``allocation_policies/``; needs the ``rl`` extra).
 
-The fitted parameters ship as JSON (``allocation_params.json``), read without pickle; the
-fit is ``agents.experiments.studies.allocation``. ``allocator`` is the family that takes the
+The fitted parameters ship as JSON (``allocation_params.json``), read without pickle, and
+the policies as SB3 zips loaded without unpickling; the fit is
+``agents.experiments.studies.allocation``. ``allocator`` is the family that takes the
 largest share of the room on the held-out data sets.
 """
 
@@ -139,6 +142,43 @@ class ImitationPolicy(RuleAgent):
         return f"ImitationPolicy(levels={len(self.levels.models)})"
 
 
+class LevelPolicies(RuleAgent):
+    """Saved policies, one per cost level: the one fitted at the cost ratio nearest the
+    observation's acts (each a ``PolicyAgent`` reading observation v2)."""
+
+    name = "maskable-ppo"
+    observation_version = "v2"
+
+    def __init__(self, policies: Mapping[float, Any]) -> None:
+        if not policies:
+            raise ValueError("give at least one policy (one per cost level)")
+        self.policies = dict(policies)
+
+    def reset(self, seed: int | None = None) -> None:
+        for policy in self.policies.values():
+            policy.reset(seed)
+
+    def act(self, observation: np.ndarray) -> int:
+        ratio = feature(observation, "cost_ratio")
+        nearest = min(self.policies, key=lambda r: abs(r - ratio))
+        action, _ = self.policies[nearest].predict(observation, deterministic=True)
+        return int(np.asarray(action).item())
+
+    def __repr__(self) -> str:
+        return f"LevelPolicies(levels={sorted(self.policies)})"
+
+
+def packaged_policies(entry: Mapping[str, Any]) -> LevelPolicies:
+    """The packaged per-level policies of ``entry`` (``levels``: name -> cost ratio; the
+    zips and settings JSON in this package's ``folder``), loaded without unpickling
+    (``agents.policy.load_policy``; needs the ``rl`` extra)."""
+    from agents.policy import load_policy
+
+    folder = resources.files("agents").joinpath(entry["folder"])
+    return LevelPolicies({float(ratio): load_policy(str(folder.joinpath(f"mppo_{level}.zip")))
+                          for level, ratio in entry["levels"].items()})
+
+
 @cache
 def packaged_params() -> dict[str, Any]:
     """The fitted parameters shipped with the package (JSON, no pickle)."""
@@ -147,8 +187,8 @@ def packaged_params() -> dict[str, Any]:
 
 
 def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
-    """A fresh agent of ``family`` (``split-rule``, ``imitation``, or ``allocator``: the
-    family the packaged file names best) with the packaged parameters."""
+    """A fresh agent of ``family`` (``split-rule``, ``imitation``, ``maskable-ppo``, or
+    ``allocator``: the family the packaged file names best) with the packaged parameters."""
     params = packaged_params()
     if family == "allocator":
         family = params["allocator"]
@@ -156,6 +196,8 @@ def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
         raise ValueError(f"no packaged parameters for {family!r}: use one of "
                          f"{', '.join(params['families'])} or 'allocator'")
     entry = params["families"][family]
+    if family == "maskable-ppo":
+        return packaged_policies(entry)
     if family == "split-rule":
         return SplitRule(entry["models"], entry["splits"], entry["probe"], entry["margin"])
     return ImitationPolicy(entry["models"])
@@ -165,8 +207,9 @@ def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
 ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "split-rule": lambda env: packaged_agent("split-rule"),
     "imitation": lambda env: packaged_agent("imitation"),
+    "maskable-ppo": lambda env: packaged_agent("maskable-ppo"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 
-__all__ = ["ALLOCATION_AGENTS", "PARAMS_FILE", "ImitationPolicy", "SplitRule", "packaged_agent",
-           "packaged_params"]
+__all__ = ["ALLOCATION_AGENTS", "PARAMS_FILE", "ImitationPolicy", "LevelPolicies", "SplitRule",
+           "packaged_agent", "packaged_params", "packaged_policies"]

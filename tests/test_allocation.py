@@ -81,7 +81,9 @@ def test_packaged_parameters_are_json_and_make_every_family() -> None:
     text = resources.files("agents").joinpath("allocation_params.json").read_text()
     params = json.loads(text)
     assert params == packaged_params() and params["allocator"] in params["families"]
-    for family in ("split-rule", "imitation", "allocator"):
+    for family in (*params["families"], "allocator"):
+        if family == "maskable-ppo" or params["allocator"] == "maskable-ppo" == family:
+            pytest.importorskip("torch")
         agent = make_agent(family)
         assert agent.observation_version == "v2"
         assert type(agent) is type(packaged_agent(family))
@@ -94,12 +96,16 @@ def test_allocation_agents_replay_on_the_lattice_as_they_run_live(small_xy, cost
     lattice = build_lattice(dataset, 0, Settings(**costs))
     env = BudgetAllocationEnv(dataset, observation="v2", **costs)
     eager = [model(r, [[-8.0], [0.0]], [0.0, 0.0]) for r in (0.25, 0.5, 0.75)]
+    if "maskable-ppo" in packaged_params()["families"]:
+        pytest.importorskip("sb3_contrib")
     makers = {"allocator": lambda: make_agent("allocator"),
               "split-rule": lambda: make_agent("split-rule"),
               "imitation": lambda: make_agent("imitation"),
               "eager split": lambda: SplitRule(eager, [0, 14]),
               "tau imitation": lambda: ImitationPolicy(
                   [model(r, [[-10.0]], [1.0]) for r in (0.25, 0.5, 0.75)])}
+    if "maskable-ppo" in packaged_params()["families"]:
+        makers["maskable-ppo"] = lambda: make_agent("maskable-ppo")
     for name, make in makers.items():
         records = agents.run_episode(env, make(), 0)
         played = tuple(AL if r["action"] == "AL" else LR for r in records)
@@ -167,6 +173,27 @@ def test_split_rule_fit_recovers_a_linear_cost_curve() -> None:
     assert coef[0, 0] * 1.0 / params["models"][0]["scale"][0] == pytest.approx(2.0, rel=1e-4)
     rule = SplitRule(params["models"], params["splits"], params["probe"])
     assert rule.choose(observation(tau=0.2)) == 0 and rule.choose(observation(tau=0.8)) == 1
+
+
+def test_level_policies_act_with_the_policy_of_the_nearest_cost_ratio() -> None:
+    from agents.allocation import LevelPolicies
+
+    class Constant:
+        def __init__(self, action: int) -> None:
+            self.action, self.seeds = action, []
+
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            return np.array(self.action), state
+
+        def reset(self, seed=None) -> None:
+            self.seeds.append(seed)
+
+    al, lr = Constant(AL), Constant(LR)
+    agent = LevelPolicies({0.5: lr, 0.75: al})
+    assert agent.act(observation(cost_ratio=0.5)) == LR
+    assert agent.act(observation(cost_ratio=0.8)) == AL
+    agent.reset(3)
+    assert al.seeds == lr.seeds == [3]
 
 
 def test_allocator_replays_as_it_plays_on_a_benchmark_at_cfn10() -> None:

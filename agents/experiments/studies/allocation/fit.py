@@ -21,6 +21,7 @@ import pandas as pd
 
 from agents.allocation import ImitationPolicy
 from agents.base import RuleAgent
+from agents.experiments.studies.allocation.cells import PROBES as PROBE_ACTIONS
 from ballad_env.episode import AL, LR
 from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS, V2_FEATURES
 from ballad_env.replay.lattice import Lattice
@@ -93,8 +94,6 @@ def fit_split_rule(records: pd.DataFrame, features: Sequence[str] = SPLIT_FEATUR
     return {"models": models, "splits": chosen, "probe": list(PROBE_ACTIONS[probe]),
             "margin": float(margin)}
 
-
-PROBE_ACTIONS = {"none": (), "al": (AL,)}
 
 
 def _model(level: str, features: Sequence[str], center: np.ndarray, scale: np.ndarray,

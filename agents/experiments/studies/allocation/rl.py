@@ -11,6 +11,7 @@ observation).
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,8 @@ from ballad_env.replay.lattice import Lattice
 
 #: The algorithm and its budget's defaults (SB3's default hyperparameters otherwise).
 ALGO, N_ENVS, SEED = "maskable_ppo", 64, 0
+#: The package folder (in ``agents``) the policies ship in.
+POLICY_FOLDER = "allocation_policies"
 
 
 def policy_path(out: Path, level: str) -> Path:
@@ -56,6 +59,24 @@ def train_policies(out: Path, datasets: Sequence[str], steps: int,
     return seconds
 
 
+def policy_entry(steps: int) -> dict[str, Any]:
+    """The packaged file's entry of the family (``agents.allocation.packaged_policies``)."""
+    from agents.experiments.studies.allocation.fit import LEVEL_RATIO
+
+    return {"levels": {level: LEVEL_RATIO[level] for level in COST_LEVELS},
+            "folder": POLICY_FOLDER, "algo": ALGO, "steps_per_level": int(steps),
+            "n_envs": N_ENVS, "seed": SEED, "reward": "round_cost"}
+
+
+def ship_policies(out: Path, folder: Path) -> None:
+    """Copy each level's saved model and settings JSON into the package's ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for level in COST_LEVELS:
+        model = policy_path(out, level)
+        for source in (model, model.with_suffix(".json")):
+            shutil.copyfile(source, folder / source.name)
+
+
 def policy_costs(out: Path, lattices: Sequence[tuple[str, Lattice]]) -> np.ndarray:
     """Mean cost of each lattice's level policy replayed on it."""
     from agents.registry import make_agent
@@ -76,4 +97,5 @@ def add_policy_column(out: Path, tables: Mapping[str, Any], lattices: Mapping[st
         table[name] = policy_costs(out, lattices[side])
 
 
-__all__ = ["ALGO", "add_policy_column", "policy_costs", "policy_path", "train_policies"]
+__all__ = ["ALGO", "POLICY_FOLDER", "add_policy_column", "policy_costs", "policy_entry",
+           "policy_path", "ship_policies", "train_policies"]
