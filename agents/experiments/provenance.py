@@ -44,7 +44,8 @@ def package_versions() -> dict[str, str]:
 
 #: Modules that only present results (tables, figures, reports): editing them never
 #: invalidates stored results.
-PRESENTATION_MODULES = frozenset({"plots.py", "tables.py", "paper.py", "bench.py"})
+PRESENTATION_MODULES = frozenset({"plots.py", "tables.py", "paper.py", "bench.py",
+                                  "label_free.py"})
 
 
 def source_fingerprint() -> str:
