@@ -10,6 +10,7 @@ from agents.experiments.studies.crossed.label_free import (
     applies,
     label_free_table,
     per_dataset,
+    tuned_table,
     verdict,
 )
 
@@ -58,3 +59,19 @@ def test_the_verdicts_rules() -> None:
     assert verdict({**row, "AL, rejex": 0.06}) == "necessary"
     assert verdict({**row, "AL, rejex": float("nan")}) == "–"
     assert applies(["confidence", "rejex"]) and not applies(["confidence", "two-sided"])
+
+
+def test_the_tuned_table_pairs_data_sets() -> None:
+    """RejEx-tuned's All-in-AL at 0.05 (A) and 0.35 (b), +0.02 at seed 1 (seed means 0.06,
+    0.36): against RejEx's 0.08 and 0.31 it wins on A (-0.02) and loses on b (+0.05): 1/2,
+    median 0.015."""
+    frame = tidy()
+    extra = frame[(frame.rejector == "rejex") & (frame.strategy == "all-in-al")].assign(
+        rejector="rejex-tuned")
+    extra["mean_cost"] = extra.dataset.map({"A": 0.05, "adbench/b": 0.35}) + 0.02 * extra.seed
+    table = tuned_table(pd.concat([frame, extra])).set_index("strategy")
+    assert table.loc["all-in-al", "rejex-tuned"] == pytest.approx(0.21)
+    assert table.loc["all-in-al", "tuned < rejex"] == "1/2"
+    assert table.loc["all-in-al", "median tuned - rejex"] == pytest.approx(0.015)
+    assert table.loc["all-in-al", "tuned < confidence"] == "0/0"  # no All-in-AL with it
+    assert table.loc["optimal", "confidence"] == pytest.approx((0.09 + 0.16) / 2)

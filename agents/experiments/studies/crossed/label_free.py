@@ -117,6 +117,34 @@ def label_free_table(tidy: pd.DataFrame, props: Mapping[str, tuple[str, float, i
                                        "rejex wins", "verdict"])
 
 
+#: The rejectors :func:`tuned_table` compares, and the strategies it compares them on.
+TUNED_REJECTORS = ("confidence", "rejex", "rejex-tuned")
+TUNED_STRATEGIES = ("all-in-al", "all-in-lr", "ballad", "sadal", "optimal")
+
+
+def tuned_table(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Does tuning T on the labels pay? Per ``BY`` and strategy: the mean cost (data sets
+    weigh equally, seeds averaged first) with each of :data:`TUNED_REJECTORS`, and, over
+    the data sets, how often RejEx-tuned costs less than RejEx with T = 32 and than BALLAD's
+    rejector (``tuned < rejex``, ``tuned < confidence``: won / compared) with the median of
+    the paired differences (tuned minus the other; below 0, tuned is cheaper)."""
+    posed = tidy[(tidy.status == POSED) & tidy.rejector.isin(TUNED_REJECTORS)
+                 & tidy.strategy.isin(TUNED_STRATEGIES)]
+    means = posed.groupby([*BY, "strategy", "dataset", "rejector"], sort=False
+                          ).mean_cost.mean().unstack("rejector")
+    rows = []
+    for keys, group in means.groupby(level=[*BY, "strategy"], sort=False):
+        row = dict(zip([*BY, "strategy"], keys, strict=True))
+        row.update({r: group[r].mean() if r in group else np.nan for r in TUNED_REJECTORS})
+        for other in ("rejex", "confidence"):
+            if {"rejex-tuned", other} <= set(group.columns):
+                diff = (group["rejex-tuned"] - group[other]).dropna()
+                row[f"tuned < {other}"] = f"{int(np.sum(diff < 0))}/{diff.size}"
+                row[f"median tuned - {other}"] = float(diff.median())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def draw(tidy: pd.DataFrame, props: Mapping[str, tuple[str, float, int]], path: Path
          ) -> Path:
     """Per cost level, each data set's gain of label-free rejection: All-in-LR with BALLAD's
@@ -156,16 +184,18 @@ def draw(tidy: pd.DataFrame, props: Mapping[str, tuple[str, float, int]], path: 
 
 def write_label_free(tidy: pd.DataFrame, names: list[str], data_dir: str | None,
                      docs: Path, prefix: str) -> pd.DataFrame:
-    """The table (``<docs>/tables/<prefix>_label_free``) and the figure
+    """The tables (``<docs>/tables/<prefix>_label_free``, ``<prefix>_tuned``) and the figure
     (``<docs>/figures/<prefix>_label_free.png``)."""
     props = properties(names, data_dir)
     table = label_free_table(tidy, props)
     write_table(table, Path(docs) / "tables", f"{prefix}_label_free", index=False,
+                missing="–", csv_float_format="%.6g")
+    write_table(tuned_table(tidy), Path(docs) / "tables", f"{prefix}_tuned", index=False,
                 missing="–", csv_float_format="%.6g")
     if not table.empty:
         draw(tidy, props, Path(docs) / "figures" / f"{prefix}_label_free.png")
     return table
 
 
-__all__ = ["BY", "COLUMNS", "SLICES", "applies", "draw", "label_free_table", "per_dataset",
-           "properties", "verdict", "write_label_free"]
+__all__ = ["BY", "COLUMNS", "SLICES", "TUNED_REJECTORS", "TUNED_STRATEGIES", "applies", "draw", "label_free_table", "per_dataset",
+           "properties", "tuned_table", "verdict", "write_label_free"]
