@@ -197,5 +197,6 @@ def write_label_free(tidy: pd.DataFrame, names: list[str], data_dir: str | None,
     return table
 
 
-__all__ = ["BY", "COLUMNS", "SLICES", "TUNED_REJECTORS", "TUNED_STRATEGIES", "applies", "draw", "label_free_table", "per_dataset",
-           "properties", "tuned_table", "verdict", "write_label_free"]
+__all__ = ["BY", "COLUMNS", "SLICES", "TUNED_REJECTORS", "TUNED_STRATEGIES", "applies", "draw",
+           "label_free_table", "per_dataset", "properties", "tuned_table", "verdict",
+           "write_label_free"]
