@@ -63,7 +63,7 @@ class Snapshot:
     threshold_left: float  # the rejection band's ends in P (confidence: 0.5 -/+ tau / 2)
     threshold_right: float
     #: RejEx's expected test rejection rate and its bounds on the rate and the cost per test
-    #: example (``ballad_env.rejex``); -1 for a rejector without them
+    #: example (``ballad_env.rejection.rejex``); -1 for a rejector without them
     rejex_expected_rejection: float
     rejex_rejection_bound: float
     rejex_cost_bound: float

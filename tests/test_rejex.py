@@ -1,4 +1,4 @@
-"""RejEx as a rejector (ballad_env.rejex; ``Settings(rejector="rejex")`` and
+"""RejEx as a rejector (ballad_env.rejection.rejex; ``Settings(rejector="rejex")`` and
 ``"rejex-tuned"``): ExCeeD's confidence on hand-computed cases and against pyod, the rule,
 the paper's expected rejection rate and bounds (hand-computed, and holding where the paper
 proves them), and the episode, lattice, replay and vector env that carry it."""
@@ -18,9 +18,9 @@ import ballad_env
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
 from ballad_env.cost import Costs
 from ballad_env.episode import Episode
-from ballad_env.rejection import labeled_cost, rejection_probability
-from ballad_env.rejectors import NO_FIGURE, REJECTORS, RejExRejector, TunedRejExRejector
-from ballad_env.rejex import (
+from ballad_env.rejection import NO_FIGURE, REJECTORS, RejExRejector, TunedRejExRejector
+from ballad_env.rejection.confidence import labeled_cost, rejection_probability
+from ballad_env.rejection.rejex import (
     TUNED_T,
     RejExBand,
     band_ends,
@@ -311,7 +311,7 @@ def test_the_vector_replay_env_equals_single_replay_envs(tmp_path, small_xy) -> 
     from test_replay_vector import play_both, same
 
     from agents.experiments.lattice_build import build_store
-    from ballad_env.replay import BudgetAllocationReplayEnv
+    from ballad_env.replay.env import BudgetAllocationReplayEnv
 
     data = load_dataset(small_xy)
     settings = Settings(prior="knn", rejector="rejex-tuned")

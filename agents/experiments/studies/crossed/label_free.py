@@ -1,6 +1,6 @@
 """Does rejection without labels make the LR labels worthless? (CROSSED.md, issue 29)
 
-With RejEx (``rejector="rejex"``, ``ballad_env.rejex``) the detector rejects without any
+With RejEx (``rejector="rejex"``, ``ballad_env.rejection.rejex``) the detector rejects without any
 label, so every label can go to AL; with BALLAD's rejector (``"confidence"``) the rejection
 threshold needs labels. This table sets the two side by side per cost level and per slice
 of the data sets (where they come from, their contamination gamma, their size n), on means
@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.crossed.analysis import dataset_group
 from agents.experiments.studies.crossed.factors import POSED
-from agents.experiments.tables import write_table
 from ballad_env.data import load_dataset
 
 #: (strategy, rejector) -> the table's column.
