@@ -196,6 +196,17 @@ def test_settings_and_clear_errors() -> None:
         Settings(rejector="rejex-tuned", tau_without_val="validation")
 
 
+def test_the_command_line_takes_the_rejector_and_its_t() -> None:
+    import argparse
+
+    from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser)
+    args = parser.parse_args(["--rejector", "rejex-tuned", "--rejex-T", "8"])
+    assert settings_from_args(args) == (Settings(rejector="rejex-tuned", rejex_T=8.0),)
+
+
 def test_rejex_ignores_labels_and_tuned_picks_the_cheapest_t() -> None:
     """``rejex``'s fit reads D's probabilities only: any labels give the same band.
     ``rejex-tuned`` prices each T on the labeled members and keeps the cheapest (ties: the
