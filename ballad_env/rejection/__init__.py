@@ -308,6 +308,14 @@ def check_rejector_settings(settings: Settings) -> None:
         check(settings)
 
 
+#: The info keys of ``rejector_figures``: RejEx's expected test rejection rate and its
+#: bounds on the rate and the cost per test example.
+REJECTOR_FIGURES = ("rejex_expected_rejection", "rejex_rejection_bound", "rejex_cost_bound")
+#: A rejector figure of a rule without it: -1, never a rate or a cost (not NaN, which
+#: gymnasium's checker cannot tell equal to itself in two identical infos).
+NO_FIGURE = -1.0
+
+
 def rejector_figures(rule: Rejection) -> dict[str, float]:
     """A rule's own info figures (RejEx's expected rejection rate and bounds), ``NO_FIGURE``
     for a rule that has none."""
@@ -315,16 +323,6 @@ def rejector_figures(rule: Rejection) -> dict[str, float]:
     return {name: float(figures.get(name, NO_FIGURE)) for name in REJECTOR_FIGURES}
 
 
-#: A rejector figure of a rule without it: -1, never a rate or a cost (not NaN, which
-#: gymnasium's checker cannot tell equal to itself in two identical infos).
-NO_FIGURE = -1.0
-
-
-#: The info keys of ``rejector_figures``.
-REJECTOR_FIGURES = ("rejex_expected_rejection", "rejex_rejection_bound", "rejex_cost_bound")
-
-
 __all__ = ["NO_FIGURE", "REJECTORS", "REJECTOR_FIGURES", "ConfidenceBand", "ConfidenceRejector",
            "RejExRejector", "Rejection", "Rejector", "TrainingRejector", "TunedRejExRejector",
-           "TwoSidedRejector",
-           "check_rejector_settings", "make_rejector", "rejector_figures"]
+           "TwoSidedRejector", "check_rejector_settings", "make_rejector", "rejector_figures"]
