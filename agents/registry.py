@@ -5,9 +5,9 @@ registered pattern (``register_agent_pattern(r"lr-first-(\\d+)", factory)``), so
 agents with a parameter in the name (``lr-first-25``, any percent) needs one entry.
 
 One style of registration: each agent module declares its agents in a table of names and
-factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``BANDIT_AGENTS``,
-``SADAL_AGENTS``, and ``BANDIT_PATTERNS``), and this module registers those tables; any
-other agent is registered with ``register_agent`` or ``register_agent_pattern``. A saved
+factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``ALLOCATION_AGENTS``,
+``BANDIT_AGENTS``, ``SADAL_AGENTS``, and ``BANDIT_PATTERNS``), and this module registers those
+tables; any other agent is registered with ``register_agent`` or ``register_agent_pattern``. A saved
 policy is loaded by ``agents.policy``, imported only when a ``.zip`` is asked for (it needs
 torch); ``agents.policy`` does not import this module.
 """
@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agents.allocation import ALLOCATION_AGENTS
 from agents.allocators import ALLOCATOR_AGENTS
 from agents.bandits import BANDIT_AGENTS, BANDIT_PATTERNS
 from agents.base import Agent, AgentFactory
@@ -76,7 +77,8 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
 
 def _register_built_in() -> None:
     """Register the agents of this package, in the order ``agent_names`` lists them."""
-    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, BANDIT_AGENTS, SADAL_AGENTS):
+    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, ALLOCATION_AGENTS, BANDIT_AGENTS,
+                  SADAL_AGENTS):
         for name, factory in table.items():
             register_agent(name, factory)
     for pattern, example, family in BANDIT_PATTERNS:

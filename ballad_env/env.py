@@ -71,6 +71,11 @@ class BudgetAllocationEnv(gym.Env):
     | | | sample of V), over the largest unit cost |
     | 19 | val_sample_se | its standard error, over the largest unit cost |
 
+    ``observation="v2"`` appends 13 more to v1, ``Box(0, 1, (33,))``: the unit costs, the
+    budget and label-free traits of the data and the detector (size, dimension, gamma, the
+    start detector's flagged share and confidence, how far AL moved it), each scaled to a
+    range that means the same on every data set (``observation.feature_table("v2")``).
+
     ## Rewards
     A signal of ``ballad_env.rewards.REWARD_SIGNALS`` (``docs/method.md``, Rewards): the
     chosen side's change signal, ``reward="entropy"`` (default) or ``"cosine"``; for
@@ -132,7 +137,7 @@ class BudgetAllocationEnv(gym.Env):
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
     | | | or ``"ansi"`` (one line of text) |
-    | observation | ``"v0"`` | observation version: ``"v0"`` (above) or ``"v1"`` |
+    | observation | ``"v0"`` | observation version: ``"v0"`` (above), ``"v1"`` or ``"v2"`` |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
     | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
 
@@ -141,6 +146,8 @@ class BudgetAllocationEnv(gym.Env):
     * v0 with ``observation="v1"``: the observation appends ``val_sample_cost`` and
       ``val_sample_se``; the episode, rewards and ``info`` are unchanged (an argument, not
       a new id, so that gymnasium does not call v0 out of date).
+    * v0 with ``observation="v2"``: v1's observation and 13 features of the costs, the budget,
+      the data and the detector; the episode, rewards and ``info`` are unchanged.
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
@@ -234,7 +241,7 @@ class BudgetAllocationEnv(gym.Env):
         return self._snapshot
 
     def use_observation(self, version: str) -> None:
-        """Observe in ``version`` (``"v0"``, ``"v1"``) from now on (the episode is not
+        """Observe in ``version`` (``"v0"``, ``"v1"``, ``"v2"``) from now on (the episode is not
         touched; ``encode(env.snapshot(), version)`` is the current observation in it)."""
         #: Feature names of the observation, in order.
         self.feature_names = check_version(version)

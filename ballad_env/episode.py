@@ -64,6 +64,7 @@ from ballad_env.snapshot import (
     RECORD_FIELDS,
     STATE_FIGURES,
     Snapshot,
+    detector_traits,
 )
 
 
@@ -138,6 +139,8 @@ class Episode:
         self.last_queried = np.empty(0, dtype=np.intp)
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
+        self.p_train_start = self.p_train
+        self.prior_traits = detector_traits(self.p_train)
         if self.rejector.reads_training:  # a label-free rule is in force from the start
             self.rejection = self._reads_training().label_free(self.p_train,
                                                                self.contamination, self.costs)
@@ -245,6 +248,7 @@ class Episode:
         test = self.evaluate_test()
         mask = self.action_mask()
         sample_cost, sample_se = self.validation_sample_cost()
+        flagged, confidence = detector_traits(self.p_train)
         return Snapshot(
             dataset=self.dataset.name, round=self.rounds_done, n_rounds=self.budget.n_rounds,
             n_al=self.n_al, n_lr=self.n_lr, previous=self.previous,
@@ -260,7 +264,13 @@ class Episode:
             n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
             n_train=self.train_labels.size, n_val=self.val_labels.size,
             n_anomalies_found=self.anomalies_found(), contamination=self.contamination,
-            max_cost=self.costs.max_cost, al_available=bool(mask[AL]),
+            max_cost=self.costs.max_cost, c_fp=self.costs.c_fp, c_fn=self.costs.c_fn,
+            c_r=self.costs.c_r, n_features=self.dataset.n_features,
+            per_round=self.budget.per_round, prior_flagged=self.prior_traits[0],
+            prior_confidence=self.prior_traits[1], flagged_train=flagged,
+            confidence_train=confidence,
+            train_shift=float(np.mean(np.abs(self.p_train - self.p_train_start))),
+            al_available=bool(mask[AL]),
             lr_available=bool(mask[LR]),
             latest={side: None if values is None else dict(values)
                     for side, values in self.latest.items()})

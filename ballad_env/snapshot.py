@@ -26,6 +26,14 @@ def action_name(action: int | None) -> str:
     return ACTION_NAMES[action] if action is not None else ""
 
 
+def detector_traits(p_train: np.ndarray) -> tuple[float, float]:
+    """Label-free traits of a detector's anomaly probabilities on D: the share it flags
+    (p > 0.5) and its mean confidence, mean |2p - 1| (0: every p is 0.5; 1: every p is 0
+    or 1). Both in [0, 1] on every data set."""
+    p = np.asarray(p_train, dtype=float)
+    return float(np.mean(p > 0.5)), float(np.mean(np.abs(2.0 * p - 1.0)))
+
+
 def side_record(side: int, signals: dict[str, float] | None, shown: str) -> dict[str, Any]:
     """One side's entries of ``Snapshot.record``: its latest side signals (0 before its
     first round), the ``shown`` one again as ``reward_<side>``, and whether it is measured."""
@@ -78,6 +86,18 @@ class Snapshot:
     n_anomalies_found: int
     contamination: float
     max_cost: float  # the largest unit cost, to scale costs into [0, 1]
+    c_fp: float  # the unit costs in force (a false positive, a false negative, a rejection)
+    c_fn: float
+    c_r: float
+    n_features: int  # the data's dimension
+    per_round: int  # labels bought per round
+    # Label-free traits of the detector on D (``ballad_env.observation.detector_traits``):
+    # at the start (the prior's detector, before any label) and now (after i AL rounds).
+    prior_flagged: float  # share of D with anomaly probability > 0.5, at the start
+    prior_confidence: float  # mean |2p - 1| over D, at the start
+    flagged_train: float  # share of D with anomaly probability > 0.5, now
+    confidence_train: float  # mean |2p - 1| over D, now
+    train_shift: float  # mean |p_now - p_start| over D: how far AL has moved the detector
     al_available: bool
     lr_available: bool
     latest: dict[int, dict[str, float] | None]  # each side's latest side signals
@@ -141,4 +161,5 @@ FIGURE_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.ty
 
 
 __all__ = ["ACTION_NAMES", "AL", "FIGURE_TYPES", "LR", "PATH_FIELDS", "RECORD_FIELDS",
-           "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name", "side_record"]
+           "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name", "detector_traits",
+           "side_record"]

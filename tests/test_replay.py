@@ -308,7 +308,7 @@ def test_every_transition_equals_the_live_code_path(store) -> None:
             assert len(cell.transitions) > 2 * lattice.n_rounds
 
 
-@pytest.mark.parametrize("version", ["v0", "v1"])
+@pytest.mark.parametrize("version", ["v0", "v1", "v2"])
 def test_state_parts_made_at_load_equal_each_states_snapshot(store, version) -> None:
     """The vectorised passes at load (every state's observation, record values and mask on
     no path) equal ``encode`` and ``Snapshot.info`` of each state's snapshot: values, dtypes

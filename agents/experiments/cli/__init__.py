@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sadal-published": ("sadal_published", "study: SADAL's published code and Settings.sadal()"),
     "lattice-study": ("lattice_study", "study: allocation rules against the best allocation"),
     "allocator-study": ("allocator_study", "study: allocators on the validation-sample cost"),
+    "allocation-study": ("allocation_study", "study: the allocator fitted across data sets "
+                         "and costs"),
     "crossed-study": ("crossed_study", "study: BALLAD's and SADAL's parts crossed on the lattice"),
     "policy-study": ("policy_study", "study: learned policies on held-out data sets"),
     "policy-scale": ("policy_scale", "study: policies trained on the replay store"),

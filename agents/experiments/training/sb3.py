@@ -39,6 +39,7 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
 from tqdm.auto import tqdm
 
 import ballad_env
+from agents.experiments.allocation_split import refuse_reserved
 from agents.experiments.stores.results import writable_folder
 from agents.experiments.training.envs import (
     MONITOR_KEYWORDS,
@@ -117,6 +118,7 @@ class TrainConfig:
             raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
         if not self.datasets:
             raise ValueError("datasets: give at least one data set")
+        refuse_reserved(self.datasets, "training")
         if self.vec_env == "vector" and self.replay_store is None:
             raise ValueError("vec_env='vector' steps the replay environment: give "
                              "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
