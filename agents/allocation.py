@@ -254,7 +254,6 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "maskable-ppo": lambda env: packaged_agent("maskable-ppo"),
     "split-rule-2": lambda env: packaged_agent("split-rule-2"),
     "imitation-2": lambda env: packaged_agent("imitation-2"),
-    "maskable-ppo-confident": lambda env: packaged_agent("maskable-ppo-confident"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 

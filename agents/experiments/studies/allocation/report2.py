@@ -11,6 +11,7 @@ cells. Nothing chosen here reads a held-out or reserved data set.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +47,13 @@ class Round2:
     timing: dict[str, float] = field(default_factory=dict)
 
 
-def run_round2(out: Path, rl_steps: int = 300_000,
+def run_round2(out: Path, rl_steps: int = 0,
                log: Callable[[str], None] = print) -> Round2:
-    """The second round (module docstring); the RL folds are trained where missing."""
-    split, timing = load_split(), {}
+    """The second round (module docstring). With ``rl_steps`` > 0 the RL family's folds are
+    trained where missing (15 runs of ``rl_steps`` steps) and cross-validated, greedy (the
+    current allocator's score, the bar) and with the fallback threshold; with 0 they are
+    left out, and no candidate can be shown to beat the current allocator."""
+    split, timing: dict[str, float] = load_split(), {}
     train, train_lat = cell_records(out, *side_cells(split, "train"))
     log(f"{len(train)} training cells read")
     cv = {"split-rule": _cached(Path(out) / "cv2_split_rule.csv", True, timing,
@@ -59,63 +63,90 @@ def run_round2(out: Path, rl_steps: int = 300_000,
                                "imitation cross validation (CPU s)",
                                lambda: R.select_imitation2(train, train_lat))}
     log("fitted families cross-validated")
-    names = side_cells(split, "train")[0]
-    rl_cv.train_folds(out, names, rl_steps)
-    timing["maskable-ppo fold training (CPU s, 5 folds x 3 levels)"] = rl_cv.cv_seconds(
-        out, N_FOLDS)
-    thresholds = _cached(Path(out) / "cv2_maskable_ppo.csv", True, timing,
-                         "maskable-ppo fold replays (CPU s)",
-                         lambda: rl_cv.threshold_table(train, rl_cv.fold_costs(out, train_lat)))
-    cv[CURRENT] = thresholds[thresholds.threshold == 0.5]
-    cv["maskable-ppo-confident"] = thresholds
-    log("maskable-ppo cross-validated")
-    summary = R.summary(cv)
     entries = {"split-rule": R.split_rule_entry(train, cv["split-rule"].iloc[0]),
-               "imitation": R.fit_imitation2(train_lat, cv["imitation"].iloc[0]),
-               "maskable-ppo-confident": {
-                   "family": CURRENT,
-                   "threshold": float(cv["maskable-ppo-confident"].iloc[0].threshold)}}
+               "imitation": R.fit_imitation2(train_lat, cv["imitation"].iloc[0])}
+    if rl_steps:
+        rl_cv.train_folds(out, side_cells(split, "train")[0], rl_steps)
+        timing["maskable-ppo fold training (CPU s, 5 folds x 3 levels)"] = \
+            rl_cv.cv_seconds(out, N_FOLDS)
+        thresholds = _cached(Path(out) / "cv2_maskable_ppo.csv", True, timing,
+                             "maskable-ppo fold replays (CPU s)",
+                             lambda: rl_cv.threshold_table(train, rl_cv.fold_costs(
+                                 out, train_lat)))
+        cv[CURRENT] = thresholds[thresholds.threshold == 0.5]
+        cv["maskable-ppo-confident"] = thresholds
+        entries["maskable-ppo-confident"] = {
+            "family": CURRENT, "threshold": float(thresholds.iloc[0].threshold)}
+        log("maskable-ppo cross-validated")
     for family, entry in entries.items():
         entry["candidate"] = {k: _plain(v) for k, v in cv[family].iloc[0].items()}
-    allocator = choose(summary)
+    summary = R.summary(cv)
     held, held_lat = cell_records(out, *side_cells(split, "held_out"))
     held_costs = replay_table(held_lat, candidate_agents(entries), held)
     log("held-out cells replayed once")
-    return Round2(cv, summary, entries, allocator, held_costs, timing)
+    return Round2(cv, summary, entries, choose(summary), held_costs, timing)
 
 
 def choose(summary: pd.DataFrame) -> str:
     """The candidate with the largest cross-validated smallest share, if it beats the
-    current allocator's; else the current allocator's family."""
+    current allocator's; else (or where the current allocator was not cross-validated)
+    the current allocator's family."""
+    if CURRENT not in set(summary.candidate):
+        return CURRENT
     best = summary.iloc[0]
     bar = float(summary.loc[summary.candidate == CURRENT, "cv min"].iloc[0])
     return str(best.candidate) if float(best["cv min"]) > bar else CURRENT
 
 
 def candidate_agents(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Factories of every candidate (fresh agents), by column name."""
+    """Factories of every candidate (fresh agents), by column name; the current allocator
+    beside them."""
     rule, imitation = entries["split-rule"], entries["imitation"]
-    threshold = float(entries["maskable-ppo-confident"]["threshold"])
-    return {
+    makers: dict[str, Any] = {
         CURRENT: lambda: packaged_agent(CURRENT),
         NAMES["split-rule"]: lambda: SplitRule(rule["models"], rule["splits"], rule["probe"],
                                                rule["margin"]),
         NAMES["imitation"]: lambda: ImitationPolicy(imitation["models"],
-                                                    imitation["threshold"]),
-        NAMES["maskable-ppo-confident"]: lambda: ConfidentPolicy(packaged_agent(CURRENT),
-                                                                 threshold)}
+                                                    imitation["threshold"])}
+    if "maskable-ppo-confident" in entries:
+        threshold = float(entries["maskable-ppo-confident"]["threshold"])
+        makers[NAMES["maskable-ppo-confident"]] = lambda: ConfidentPolicy(
+            packaged_agent(CURRENT), threshold)
+    return makers
+
+
+def update_params(path: Path, r2: Round2) -> None:
+    """Add the second round's fitted candidates to the packaged file (``split-rule-2``,
+    ``imitation-2``, ``maskable-ppo-confident`` where cross-validated) and set its
+    ``allocator`` to the round's choice; the first round's entries stay as they were."""
+    params = json.loads(path.read_text())
+    for family, entry in r2.entries.items():
+        params["families"][NAMES[family]] = entry
+    params["allocator"] = NAMES.get(r2.allocator, r2.allocator)
+    params["round2_chosen_by"] = ROUND2_RULE
+    path.write_text(json.dumps(params, indent=1) + "\n")
+
+
+#: How the second round keeps or replaces the allocator.
+ROUND2_RULE = ("second round: each candidate's settings and the choice among them by "
+               "5-fold cross validation over the training data sets (largest smallest share "
+               "of the room over the three cost levels); the allocator changes only to a "
+               "candidate whose cross-validated score beats the current allocator's, computed "
+               "the same way; no held-out or reserved data set")
 
 
 def shares_table(r2: Round2) -> pd.DataFrame:
     """Per candidate: its cross-validated shares (training) and held-out shares per level."""
     rows = []
-    for _, row in r2.summary.iterrows():
-        column = NAMES.get(str(row.candidate), str(row.candidate))
+    summary = r2.summary.set_index("candidate")
+    for family in dict.fromkeys([*summary.index, CURRENT]):
+        column = NAMES.get(family, family)
+        row = summary.loc[family] if family in summary.index else pd.Series(dtype=float)
         held = level_shares(r2.held, column)
         rows.append({"candidate": column, "shipped": column == NAMES.get(r2.allocator,
                                                                         r2.allocator),
-                     **{f"cv {lv}": row[f"cv {lv}"] for lv in COST_LEVELS},
-                     "cv min": row["cv min"],
+                     **{f"cv {lv}": row.get(f"cv {lv}", float("nan")) for lv in COST_LEVELS},
+                     "cv min": row.get("cv min", float("nan")),
                      **{f"held {lv}": held[lv] for lv in COST_LEVELS},
                      "held min": min(held.values())})
     return pd.DataFrame(rows)
@@ -153,5 +184,5 @@ def _plain(value: Any) -> Any:
 
 
 
-__all__ = ["CURRENT", "NAMES", "Round2", "candidate_agents", "choose", "run_round2",
-           "shares_table", "top_table", "write_round2_tables"]
+__all__ = ["CURRENT", "NAMES", "ROUND2_RULE", "Round2", "candidate_agents", "choose",
+           "run_round2", "shares_table", "top_table", "update_params", "write_round2_tables"]

@@ -10,8 +10,9 @@ once on the held-out cells.
 - ``split-rule``: feature groups (all, without the data set's traits, the start
   detector's or the probe's traits alone) and much stronger ridge penalties and margins.
 - ``imitation``: feature sets (all, without the data set's traits, without the prior's
-  too, v1's features alone), L2 penalties up to 1000, behaviour cloning or DAgger, and a
-  fallback threshold (AL only where the model's probability of AL exceeds it).
+  too, v1's features alone), L2 penalties up to 1000, behaviour cloning (the first round's
+  cross validation ranked DAgger below it at the same penalty), and a fallback threshold
+  (AL only where the model's probability of AL exceeds it).
 - ``maskable-ppo``: the first round's recipe cross-validated (``rl_cv``), greedy and with
   the fallback threshold.
 """
