@@ -40,7 +40,7 @@ class Fixed:
     observation_version = "v2"
 
     def __init__(self, p_al: float) -> None:
-        self.p_al, self.seeds = p_al, []
+        self.p_al, self.seeds = p_al, list[int | None]()
 
     def action_probabilities(self, obs):
         return np.array([[self.p_al, 1.0 - self.p_al]])

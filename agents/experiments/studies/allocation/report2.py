@@ -53,7 +53,7 @@ def run_round2(out: Path, rl_steps: int = 0,
     trained where missing (15 runs of ``rl_steps`` steps) and cross-validated, greedy (the
     current allocator's score, the bar) and with the fallback threshold; with 0 they are
     left out, and no candidate can be shown to beat the current allocator."""
-    split, timing: dict[str, float] = load_split(), {}
+    split, timing = load_split(), dict[str, float]()
     train, train_lat = cell_records(out, *side_cells(split, "train"))
     log(f"{len(train)} training cells read")
     cv = {"split-rule": _cached(Path(out) / "cv2_split_rule.csv", True, timing,
