@@ -117,3 +117,16 @@ def test_new_agents_replay_on_the_lattice_as_they_run_live(small_xy, costs) -> N
         records = agents.run_episode(env, make_agent(name), 0)
         played = tuple(AL if r["action"] == "AL" else LR for r in records)
         assert lattice.replay(make_agent(name)) == played, name
+
+
+def test_threshold_table_scores_each_column_by_hand() -> None:
+    from agents.experiments.studies.allocation.rl_cv import threshold_table
+
+    records = pd.DataFrame({"level": ["default", "cfp10"], "dataset": ["a", "a"],
+                            "seed": [0, 0], "all-in-lr": [1.0, 2.0], "optimal": [0.0, 1.0]})
+    costs = pd.DataFrame({"greedy": [0.5, 2.5], "t0.9": [0.8, 1.8]})
+    table = threshold_table(records, costs)
+    # greedy: default (1 - 0.5) / 1 = 0.5, cfp10 (2 - 2.5) / 1 = -0.5; t0.9: 0.2 and 0.2
+    assert table.threshold.iloc[0] == 0.9 and np.isnan(table.threshold.iloc[1])
+    assert table["cv min"].tolist() == pytest.approx([0.2, -0.5])
+    assert table["cv default"].tolist() == pytest.approx([0.2, 0.5])

@@ -73,10 +73,11 @@ def run_round2(out: Path, rl_steps: int = 0,
                              "maskable-ppo fold replays (CPU s)",
                              lambda: rl_cv.threshold_table(train, rl_cv.fold_costs(
                                  out, train_lat)))
-        cv[CURRENT] = thresholds[thresholds.threshold == 0.5]
-        cv["maskable-ppo-confident"] = thresholds
+        cv[CURRENT] = thresholds[thresholds.threshold.isna()]
+        cv["maskable-ppo-confident"] = thresholds[thresholds.threshold.notna()]
         entries["maskable-ppo-confident"] = {
-            "family": CURRENT, "threshold": float(thresholds.iloc[0].threshold)}
+            "family": CURRENT,
+            "threshold": float(cv["maskable-ppo-confident"].iloc[0].threshold)}
         log("maskable-ppo cross-validated")
     for family, entry in entries.items():
         entry["candidate"] = {k: _plain(v) for k, v in cv[family].iloc[0].items()}

@@ -48,8 +48,9 @@ def train_folds(out: Path, names: Sequence[str], steps: int,
 
 def fold_costs(out: Path, lattices: Sequence[tuple[str, Lattice]],
                thresholds: Sequence[float] = THRESHOLDS) -> pd.DataFrame:
-    """Per lattice (in order) the mean cost of its fold's level policy played with each
-    fallback threshold (column ``t<threshold>``; ``t0.5`` is the greedy policy)."""
+    """Per lattice (in order) the mean cost of its fold's level policy played greedily
+    (column ``greedy``: the policy itself, as the allocator plays) and with each fallback
+    threshold (column ``t<threshold>``)."""
     from agents.allocation import ConfidentPolicy
     from agents.registry import make_agent
 
@@ -61,18 +62,20 @@ def fold_costs(out: Path, lattices: Sequence[tuple[str, Lattice]],
         key = (fold_of[lat.dataset], level)
         if key not in policies:
             policies[key] = make_agent(str(rl.policy_path(fold_folder(out, key[0]), level)))
-        rows.append({f"t{t:g}": lat.mean_cost(lat.replay(ConfidentPolicy(policies[key], t)))
-                     for t in thresholds})
+        rows.append({"greedy": lat.mean_cost(lat.replay(policies[key])),
+                     **{f"t{t:g}": lat.mean_cost(lat.replay(ConfidentPolicy(policies[key], t)))
+                        for t in thresholds}})
     return pd.DataFrame(rows)
 
 
 def threshold_table(records: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
-    """Cross-validated shares per level of each threshold's column (``records`` in the
-    lattices' order), best first by the smallest share over the levels."""
+    """Cross-validated shares per level of each column of :func:`fold_costs` (``records``
+    in the lattices' order), best first by the smallest share over the levels; the greedy
+    column has threshold NaN."""
     rows = []
     for column in costs:
         shares = level_shares(records.assign(agent=costs[column].to_numpy()))
-        rows.append({"threshold": float(column[1:]),
+        rows.append({"threshold": float(column[1:]) if column != "greedy" else float("nan"),
                      **{f"cv {k}": v for k, v in shares.items()},
                      "cv min": min(shares.values())})
     return pd.DataFrame(rows).sort_values("cv min", ascending=False, kind="stable")
