@@ -252,8 +252,6 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "split-rule": lambda env: packaged_agent("split-rule"),
     "imitation": lambda env: packaged_agent("imitation"),
     "maskable-ppo": lambda env: packaged_agent("maskable-ppo"),
-    "split-rule-2": lambda env: packaged_agent("split-rule-2"),
-    "imitation-2": lambda env: packaged_agent("imitation-2"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 

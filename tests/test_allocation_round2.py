@@ -130,3 +130,22 @@ def test_threshold_table_scores_each_column_by_hand() -> None:
     assert table.threshold.iloc[0] == 0.9 and np.isnan(table.threshold.iloc[1])
     assert table["cv min"].tolist() == pytest.approx([0.2, -0.5])
     assert table["cv default"].tolist() == pytest.approx([0.2, 0.5])
+
+
+def test_update_params_names_a_first_round_family_when_the_fit_is_the_same(tmp_path) -> None:
+    import json
+
+    from agents.experiments.studies.allocation.report2 import Round2, update_params
+
+    entry = {"models": [1], "splits": [0, 2], "probe": [], "margin": 0.005}
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps({"allocator": CURRENT, "families": {"split-rule": entry}}))
+    r2 = Round2(cv={}, summary=pd.DataFrame(), entries={"split-rule": dict(entry)},
+                allocator="split-rule", held=pd.DataFrame())
+    assert update_params(path, r2) == "split-rule"
+    assert json.loads(path.read_text())["families"] == {"split-rule": entry}
+    r2.entries["split-rule"]["margin"] = 0.01  # a different fit: a new name
+    assert update_params(path, r2) == "split-rule-2"
+    assert json.loads(path.read_text())["allocator"] == "split-rule-2"
+    r2.allocator = CURRENT
+    assert update_params(path, r2) == CURRENT

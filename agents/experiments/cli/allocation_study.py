@@ -70,8 +70,7 @@ def round2(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.write_params:
-        update_params(PARAMS, r2)
-        print(PARAMS)
+        print(f"{PARAMS}: allocator = {update_params(PARAMS, r2)}")
     docs = REPO / "docs" if args.update_docs else args.out
     for path in write_round2_tables(r2, docs / "tables"):
         print(path)

@@ -116,16 +116,27 @@ def candidate_agents(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     return makers
 
 
-def update_params(path: Path, r2: Round2) -> None:
-    """Add the second round's fitted candidates to the packaged file (``split-rule-2``,
-    ``imitation-2``, ``maskable-ppo-confident`` where cross-validated) and set its
-    ``allocator`` to the round's choice; the first round's entries stay as they were."""
+def update_params(path: Path, r2: Round2) -> str:
+    """Point the packaged file's ``allocator`` at the round's choice and return its name.
+    A chosen candidate whose fitted entry equals a first-round family's is that family (no
+    second name for the same agent); a new one is added under its ``NAMES`` name. The
+    other candidates are reported, not packaged."""
     params = json.loads(path.read_text())
-    for family, entry in r2.entries.items():
-        params["families"][NAMES[family]] = entry
-    params["allocator"] = NAMES.get(r2.allocator, r2.allocator)
+    name = r2.allocator
+    if name != CURRENT:
+        entry = json.loads(json.dumps(r2.entries[name]))
+        same = params["families"].get(name, {})
+        if any(entry.get(k) != same.get(k) for k in PACKAGED_KEYS):
+            name = NAMES[name]
+            params["families"][name] = entry
+    params["allocator"] = name
     params["round2_chosen_by"] = ROUND2_RULE
     path.write_text(json.dumps(params, indent=1) + "\n")
+    return name
+
+
+#: The keys that make two packaged entries the same agent.
+PACKAGED_KEYS = ("models", "splits", "probe", "margin", "threshold", "family")
 
 
 #: How the second round keeps or replaces the allocator.
@@ -185,5 +196,6 @@ def _plain(value: Any) -> Any:
 
 
 
-__all__ = ["CURRENT", "NAMES", "ROUND2_RULE", "Round2", "candidate_agents", "choose",
-           "run_round2", "shares_table", "top_table", "update_params", "write_round2_tables"]
+__all__ = ["CURRENT", "NAMES", "PACKAGED_KEYS", "ROUND2_RULE", "Round2", "candidate_agents",
+           "choose", "run_round2", "shares_table", "top_table", "update_params",
+           "write_round2_tables"]
