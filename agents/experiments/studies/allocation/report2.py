@@ -45,6 +45,8 @@ class Round2:
     allocator: str
     held: pd.DataFrame
     timing: dict[str, float] = field(default_factory=dict)
+    #: The name the chosen candidate is packaged under (``update_params``), once written.
+    packaged: str = ""
 
 
 def run_round2(out: Path, rl_steps: int = 0,
@@ -130,8 +132,9 @@ def update_params(path: Path, r2: Round2) -> str:
             name = NAMES[name]
             params["families"][name] = entry
     params["allocator"] = name
-    params["round2_chosen_by"] = ROUND2_RULE
+    params["allocator_chosen_by"] = ROUND2_RULE
     path.write_text(json.dumps(params, indent=1) + "\n")
+    r2.packaged = name
     return name
 
 
@@ -155,8 +158,10 @@ def shares_table(r2: Round2) -> pd.DataFrame:
         column = NAMES.get(family, family)
         row = summary.loc[family] if family in summary.index else pd.Series(dtype=float)
         held = level_shares(r2.held, column)
-        rows.append({"candidate": column, "shipped": column == NAMES.get(r2.allocator,
-                                                                        r2.allocator),
+        chosen = family == r2.allocator
+        rows.append({"candidate": column, "chosen by cv": chosen,
+                     "packaged as allocator": (r2.packaged or "(not written)") if chosen
+                     else "",
                      **{f"cv {lv}": row.get(f"cv {lv}", float("nan")) for lv in COST_LEVELS},
                      "cv min": row.get("cv min", float("nan")),
                      **{f"held {lv}": held[lv] for lv in COST_LEVELS},
