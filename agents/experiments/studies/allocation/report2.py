@@ -26,7 +26,7 @@ from agents.experiments.studies.allocation import rl_cv
 from agents.experiments.studies.allocation import round2 as R
 from agents.experiments.studies.allocation.analysis import N_FOLDS, level_shares, replay_table
 from agents.experiments.studies.allocation.cells import COST_LEVELS, cell_records, side_cells
-from agents.experiments.studies.allocation.report import _cached, per_dataset_table
+from agents.experiments.studies.allocation.report import cached_frame, per_dataset_table
 
 #: The current allocator's family (its CV is the bar a new candidate must beat).
 CURRENT = "maskable-ppo"
@@ -58,10 +58,10 @@ def run_round2(out: Path, rl_steps: int = 0,
     split, timing = load_split(), dict[str, float]()
     train, train_lat = cell_records(out, *side_cells(split, "train"))
     log(f"{len(train)} training cells read")
-    cv = {"split-rule": _cached(Path(out) / "cv2_split_rule.csv", True, timing,
+    cv = {"split-rule": cached_frame(Path(out) / "cv2_split_rule.csv", True, timing,
                                 "split-rule cross validation (CPU s)",
                                 lambda: R.select_split_rule2(train)),
-          "imitation": _cached(Path(out) / "cv2_imitation.csv", True, timing,
+          "imitation": cached_frame(Path(out) / "cv2_imitation.csv", True, timing,
                                "imitation cross validation (CPU s)",
                                lambda: R.select_imitation2(train, train_lat))}
     log("fitted families cross-validated")
@@ -71,7 +71,7 @@ def run_round2(out: Path, rl_steps: int = 0,
         rl_cv.train_folds(out, side_cells(split, "train")[0], rl_steps)
         timing["maskable-ppo fold training (CPU s, 5 folds x 3 levels)"] = \
             rl_cv.cv_seconds(out, N_FOLDS)
-        thresholds = _cached(Path(out) / "cv2_maskable_ppo.csv", True, timing,
+        thresholds = cached_frame(Path(out) / "cv2_maskable_ppo.csv", True, timing,
                              "maskable-ppo fold replays (CPU s)",
                              lambda: rl_cv.threshold_table(train, rl_cv.fold_costs(
                                  out, train_lat)))
