@@ -31,12 +31,12 @@ from agents.experiments.policy_runs import plot_training_curves, train_and_plot
 from agents.experiments.store import RunError
 from agents.experiments.training import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
-
-#: ``--trainer``: stable-baselines3, or the batched trainer (``batched_training``).
-TRAINERS = ("sb3", "batched")
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+
+#: ``--trainer``: stable-baselines3, or the batched trainer (``batched_training``).
+TRAINERS = ("sb3", "batched")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
