@@ -1,4 +1,4 @@
-"""The batched trainer (agents.experiments.batched_training, ppo_batches): SB3's PPO loss
+"""The batched trainer (agents.experiments.training.batched, ppo_batches): SB3's PPO loss
 pieces by hand, the run folder of the SB3 path, and a policy that is an ordinary SB3 agent
 (the safe loader, the live environment, compare's grid and evaluate_policy)."""
 
@@ -17,13 +17,13 @@ from stable_baselines3.common.evaluation import evaluate_policy
 
 import ballad_env
 from agents.evaluation import run_episode
-from agents.experiments.batched_training import store_settings, train_batched
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store
-from agents.experiments.policy_runs import read_monitor
-from agents.experiments.ppo_batches import PPOHyperparameters, Rollout, gae, policy_outputs
 from agents.experiments.run import run_grid
+from agents.experiments.training.batched import store_settings, train_batched
+from agents.experiments.training.policy_runs import read_monitor
+from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae, policy_outputs
 from agents.policy import load_policy
 from agents.registry import make_agent
 from ballad_env.env import BudgetAllocationEnv

@@ -1,5 +1,6 @@
-"""Replay episodes as Minari datasets (agents.experiments.minari_datasets, ballad-env minari):
-recorded, loaded back equal to the episodes played, and the environment recovered."""
+"""Replay episodes as Minari datasets (agents.experiments.stores.minari_datasets and
+ballad-env minari): recorded, loaded back equal to the episodes played, the environment
+recovered."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from conftest import write_data_files
 import ballad_env
 from agents.experiments.cli.minari_data import main as minari_main
 from agents.experiments.lattice_build import build_store
-from agents.experiments.minari_datasets import INFO_KEYS, record_dataset
-from ballad_env.lattice_store import LatticeStore
+from agents.experiments.stores.minari_datasets import INFO_KEYS, record_dataset
+from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 minari = pytest.importorskip("minari")

@@ -21,10 +21,10 @@ import os
 import sys
 
 from agents.experiments.cli import HelpFormatter
-from ballad_env.lattice_store import StoreError
 from ballad_env.observation import OBSERVATIONS
+from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.minari_path is not None:
         os.environ["MINARI_DATASETS_PATH"] = str(args.minari_path)
-    from agents.experiments.minari_datasets import minari_folder, record_dataset
+    from agents.experiments.stores.minari_datasets import minari_folder, record_dataset
 
     settings = settings_from_args(args)[0]
     chosen = None if settings == settings_from_args(parse_args(

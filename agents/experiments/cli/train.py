@@ -15,7 +15,7 @@ Example::
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
 from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
 ``--trainer batched --replay-store DIR`` trains PPO or MaskablePPO on N replay episodes at
-once, batched in torch (``batched_training.train_batched``; ``docs/training.md``): the same
+once, batched in torch (``training.batched.train_batched``; ``docs/training.md``): the same
 run folder and an SB3 model, several times faster than the SB3 path.
 """
 
@@ -27,15 +27,15 @@ import sys
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
-from agents.experiments.policy_runs import plot_training_curves, train_and_plot
-from agents.experiments.store import RunError
-from agents.experiments.training import VEC_ENVS, TrainConfig
+from agents.experiments.stores.results import RunError
+from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
+from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
-#: ``--trainer``: stable-baselines3, or the batched trainer (``batched_training``).
+#: ``--trainer``: stable-baselines3, or the batched trainer (``training.batched``).
 TRAINERS = ("sb3", "batched")
 
 
@@ -124,7 +124,7 @@ BATCHED_OPTIONS = {"learning_rate": "learning_rate", "discount": "gamma", "n_ste
 def train_batched_from_args(args: argparse.Namespace) -> int:
     """``--trainer batched``: the batched trainer with the SB3 path's options where they
     apply (hyperparameters only where given on the command line)."""
-    from agents.experiments.batched_training import train_batched
+    from agents.experiments.training.batched import train_batched
 
     if args.replay_store is None:
         raise ValueError("--trainer batched trains on the replay environment: give "
