@@ -44,6 +44,12 @@ data sets with the numpy and the torch kernel backend and counts the rounds whos
     .venv/bin/python scripts/bench.py --full-size cover.npz smtp.npz --backends numpy torch
     .venv/bin/python scripts/bench.py --compare-backends --data-dir ../shared/benchmarks
 
+``--training --replay-store DIR`` times training on the store: the torch thread count
+(1 or 2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the
+batched trainer's PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times SB3's steps
+a second), each run in a fresh process, with where each run's time went
+(``agents.experiments.studies.training_bench``; ``docs/training.md``).
+
 The vector measuring lives in ``agents.experiments.studies.vector_bench``.
 """
 
@@ -79,6 +85,7 @@ from agents.experiments.studies.bench import (
 )
 from agents.experiments.studies.bench_full import FULL_AGENTS
 from agents.experiments.studies.policy_scale import ScalePlan
+from agents.experiments.studies.training_bench import TRAINING_SIZES
 from agents.experiments.studies.vector_bench import (
     VECTOR_SIZES,
     measure_vector,
@@ -141,6 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
     vector.add_argument("--ppo-steps", type=int, default=0,
                         help="also train PPO this many steps on both paths (0: skip)")
+    training = parser.add_argument_group("training (with --replay-store)")
+    training.add_argument("--training", action="store_true",
+                          help="time SB3 PPO against the batched trainer on the store")
+    training.add_argument("--train-sizes", type=int, nargs="+", default=list(TRAINING_SIZES),
+                          help="environments N of the batched runs")
+    training.add_argument("--train-steps", type=int, default=307_200,
+                          help="steps of each batched run")
+    training.add_argument("--sb3-steps", type=int, default=102_400,
+                          help="steps of each SB3 run")
+    training.add_argument("--train-repeats", type=int, default=1,
+                          help="rounds of every run (the median is shown)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -265,8 +283,30 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def run_training(args: argparse.Namespace) -> int:
+    """SB3 PPO against the batched trainer on the store (``training_bench``)."""
+    if args.replay_store is None:
+        print("error: --training needs --replay-store DIR (a store built with "
+              "scripts/build_lattices.py)", file=sys.stderr)
+        return 2
+    from agents.experiments.studies.training_bench import measure_training, training_report
+    from agents.experiments.training.batched import store_settings
+
+    try:
+        settings = store_settings(args.replay_store, None, "cost")
+        result = measure_training(args.replay_store, settings, args.train_sizes,
+                                  args.train_steps, args.sb3_steps, args.train_repeats)
+    except (StoreError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(training_report(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.training:
+        return run_training(args)
     settings = Settings(prior=args.prior)
     if args.full_size:
         from agents.experiments.studies.bench_full import run_full_size
