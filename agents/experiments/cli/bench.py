@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="steps of each SB3 run")
     training.add_argument("--train-repeats", type=int, default=1,
                           help="rounds of every run (the median is shown)")
+    training.add_argument("--quality-runs", default=None, metavar="DIR",
+                          help="instead: replay the greedy policies of the runs under DIR "
+                               "(<group>-s<seed>) on --eval-store, beside All-in-LR and the "
+                               "hindsight optimum, and draw their learning curves")
+    training.add_argument("--eval-store", default=None, help="the store --quality-runs plays")
+    training.add_argument("--curves", default="training_curves.png",
+                          help="where --quality-runs draws the learning curves (two files: "
+                               "-timesteps and -seconds before the suffix)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -283,8 +291,37 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def run_quality(args: argparse.Namespace) -> int:
+    """The runs' greedy policies on the evaluation store, and their learning curves."""
+    from agents.experiments.studies.training_bench import (
+        quality_report,
+        quality_table,
+        run_groups,
+    )
+    from agents.experiments.training.batched import store_settings
+    from agents.experiments.training.policy_runs import plot_training_curves, read_monitor
+
+    if args.eval_store is None:
+        print("error: --quality-runs needs --eval-store DIR", file=sys.stderr)
+        return 2
+    groups = run_groups(args.quality_runs)
+    settings = store_settings(args.eval_store, None, "cost")
+    cells = len(BudgetAllocationReplayEnv(args.eval_store, settings=settings).cells)
+    print(quality_report(quality_table(groups, args.eval_store, settings), cells))
+    # A batched run's monitor row is the mean of a rollout's ~1,000 episodes: smooth SB3's
+    # one-episode rows over as many.
+    windows = {g: 1 if "episodes" in read_monitor(runs[0]) else 1024
+               for g, runs in groups.items()}
+    for x in ("timesteps", "seconds"):
+        path = Path(args.curves).with_stem(f"{Path(args.curves).stem}-{x}")
+        print(f"curves: {plot_training_curves(groups, path, windows=windows, x=x)}")
+    return 0
+
+
 def run_training(args: argparse.Namespace) -> int:
     """SB3 PPO against the batched trainer on the store (``training_bench``)."""
+    if args.quality_runs is not None:
+        return run_quality(args)
     if args.replay_store is None:
         print("error: --training needs --replay-store DIR (a store built with "
               "scripts/build_lattices.py)", file=sys.stderr)
@@ -305,7 +342,7 @@ def run_training(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.training:
+    if args.training or args.quality_runs is not None:
         return run_training(args)
     settings = Settings(prior=args.prior)
     if args.full_size:

@@ -164,5 +164,66 @@ def training_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SPEEDUP_GOAL", "TRAINING_SIZES", "measure_training", "time_batched", "time_sb3",
-           "time_threads", "training_report"]
+
+
+# --------------------------------------------------------------------------- learning quality
+def quality_table(groups: dict[str, list[Path]], eval_store: str | Path,
+                  settings: Settings) -> list[dict[str, Any]]:
+    """Each group's greedy policies (one per training seed) replayed on every cell of the
+    evaluation store (``Lattice.replay``), beside All-in-LR, All-in-AL and the hindsight
+    optima: per group, the mean final test cost of each policy (then their mean and range)
+    and the mean training seconds."""
+    import numpy as np
+
+    from agents.experiments.studies.policy_scale import cell_paths
+    from agents.registry import make_agent
+    from ballad_env.replay.store import LatticeStore
+
+    store = LatticeStore(eval_store)
+    agents = {"all-in-lr": make_agent("all-in-lr"), "all-in-al": make_agent("all-in-al")}
+    for label, runs in groups.items():
+        agents.update({f"{label}#{k}": make_agent(str(run / f"{run.name}.zip"))
+                       for k, run in enumerate(runs)})
+    finals: dict[str, list[float]] = {}
+    for dataset, seed in store.cells(settings):
+        lattice = store.load(dataset, seed, settings)
+        for name, path in cell_paths(lattice, agents).items():
+            finals.setdefault(name, []).append(float(lattice.costs_along(path)[-1]))
+    yardsticks = ("optimal-final", "optimal", "oracle", "all-in-lr", "all-in-al")
+    rows: list[dict[str, Any]] = [{"policy": name, "final_cost": float(np.mean(finals[name])),
+                                   "range": None, "seconds": None} for name in yardsticks]
+    for label, runs in groups.items():
+        means = [float(np.mean(finals[f"{label}#{k}"])) for k in range(len(runs))]
+        seconds = [json.loads((run / f"{run.name}.json").read_text())["train_seconds"]
+                   for run in runs]
+        rows.append({"policy": label, "final_cost": float(np.mean(means)),
+                     "range": (min(means), max(means)), "seconds": float(np.mean(seconds))})
+    return rows
+
+
+def run_groups(folder: str | Path) -> dict[str, list[Path]]:
+    """The run folders under ``folder`` that hold a model, grouped by name less the training
+    seed (``<group>-s<seed>``), in name order."""
+    import re
+
+    groups: dict[str, list[Path]] = {}
+    for run in sorted(Path(folder).iterdir()):
+        match = re.fullmatch(r"(?P<group>.+)-s\d+", run.name)
+        if match and (run / f"{run.name}.zip").is_file():
+            groups.setdefault(match["group"], []).append(run)
+    return groups
+
+
+def quality_report(rows: list[dict[str, Any]], cells: int) -> str:
+    """``quality_table``'s rows as text."""
+    lines = [f"mean final test cost of the greedy policies on {cells} evaluation cells",
+             f"{'policy':<34} {'final cost':>10} {'range (seeds)':>17} {'train s':>8}"]
+    for r in rows:
+        span = f"{r['range'][0]:.4f}-{r['range'][1]:.4f}" if r["range"] else ""
+        seconds = f"{r['seconds']:.0f}" if r["seconds"] is not None else ""
+        lines.append(f"{r['policy']:<34} {r['final_cost']:>10.4f} {span:>17} {seconds:>8}")
+    return "\n".join(lines)
+
+
+__all__ = ["SPEEDUP_GOAL", "TRAINING_SIZES", "measure_training", "quality_report", "run_groups",
+           "quality_table", "time_batched", "time_sb3", "time_threads", "training_report"]
