@@ -183,3 +183,17 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
     assert (tmp_path / "cli" / "curve.png").is_file()
     assert train_main(["--trainer", "batched", "--output-dir", str(tmp_path)]) == 2
     assert "give --replay-store" in capsys.readouterr().err
+
+
+def test_the_learning_check_replays_a_groups_policies(run, store) -> None:
+    """``bench --quality-runs``: a group's greedy policies replayed on every cell, beside
+    the yardsticks; no path beats the hindsight optimum of the final cost."""
+    from agents.experiments.studies.training_bench import quality_table, run_groups
+
+    assert run_groups(run.parent) == {run.name.rsplit("-s", 1)[0]: [run]}
+    rows = {r["policy"]: r for r in quality_table({"g": [run]}, store, SETTINGS)}
+    assert set(rows) == {"optimal-final", "optimal", "oracle", "all-in-lr", "all-in-al", "g"}
+    best = rows["optimal-final"]["final_cost"]
+    assert all(r["final_cost"] >= best - 1e-12 for r in rows.values())
+    assert rows["g"]["range"][0] == rows["g"]["range"][1] == rows["g"]["final_cost"]
+    assert rows["g"]["seconds"] > 0

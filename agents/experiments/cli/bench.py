@@ -331,7 +331,9 @@ def run_training(args: argparse.Namespace) -> int:
 
     try:
         settings = store_settings(args.replay_store, None, "cost")
-        result = measure_training(args.replay_store, settings, args.train_sizes,
+        plan = ScalePlan(train_store=Path(args.replay_store), split_file=Path())
+        study = (plan.n_envs, plan.n_steps, plan.batch_size, plan.learning_rate)
+        result = measure_training(args.replay_store, settings, study, args.train_sizes,
                                   args.train_steps, args.sb3_steps, args.train_repeats)
     except (StoreError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

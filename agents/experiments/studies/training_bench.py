@@ -5,12 +5,15 @@
 * the torch thread count: the forward pass and one training step (forward, backward, Adam)
   of the 64-64 MLP pair at N rows, with 1 and 2 intra-op threads, each in a fresh process;
 * end-to-end training steps a second on the store: SB3 PPO at the policy study's sizes
-  (16 environments x 64 steps, minibatch 256, 4 epochs: ``policy_scale.ScalePlan``) and
+  (16 environments x 64 steps, minibatch 256, 4 epochs: ``policy_scale.ScalePlan``'s,
+  which the command line passes as ``study_ppo``) and
   at the batched trainer's sizes (N x 15 steps, minibatch 1,024, 4 epochs), against the
   batched trainer's PPO and MaskablePPO at each N; each run in a fresh process, the
   median of the repeats, and the ratio to the first SB3 row;
 * where each run's time went: the batched trainer's own split (environment steps, the rest
-  of the rollouts, updates) and cProfile's for SB3 (``vector_bench.time_ppo``).
+  of the rollouts, updates) and cProfile's for SB3 (``timing.time_ppo``);
+* the learning check: the greedy policies of training runs replayed on an evaluation
+  store beside All-in-LR and the hindsight optima (:func:`quality_table`).
 
 Speed targets live here and in ``docs/training.md``, never in a timed test.
 """
@@ -26,15 +29,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.experiments.studies.policy_scale import ScalePlan
-from agents.experiments.studies.vector_bench import PPO_PARTS, time_ppo
-from agents.experiments.timing import in_fresh_process
+from agents.experiments.timing import PPO_PARTS, in_fresh_process, time_ppo
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
 
 #: The goal on a CPU: ten times SB3 PPO's steps a second (the study's sizes).
 SPEEDUP_GOAL = 10.0
 TRAINING_SIZES = (1024, 4096)
+
 
 
 def time_threads(threads: int, n_rows: int, repeats: int = 30) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def time_batched(store: str, algo: str, n_envs: int, steps: int,
 
 def time_sb3(store: str, datasets: Sequence[str], n_envs: int, n_steps: int, batch_size: int,
              learning_rate: float, steps: int, settings: Settings) -> dict[str, Any]:
-    """One SB3 PPO run on the vector replay environment (``vector_bench.time_ppo``)."""
+    """One SB3 PPO run on the vector replay environment (``timing.time_ppo``)."""
     row = time_ppo(store, datasets, "vector", steps, n_envs=n_envs, n_steps=n_steps,
                    settings=settings, batch_size=batch_size, n_epochs=4,
                    learning_rate=learning_rate)
@@ -103,17 +105,18 @@ def time_sb3(store: str, datasets: Sequence[str], n_envs: int, n_steps: int, bat
             "load": row["load"][0]}
 
 
-def measure_training(store: str, settings: Settings, sizes: Sequence[int] = TRAINING_SIZES,
-                     steps: int = 307_200, sb3_steps: int = 102_400, repeats: int = 1,
+def measure_training(store: str, settings: Settings, study_ppo: tuple[int, int, int, float],
+                     sizes: Sequence[int] = TRAINING_SIZES, steps: int = 307_200,
+                     sb3_steps: int = 102_400, repeats: int = 1,
                      thread_sizes: Sequence[int] = TRAINING_SIZES) -> dict[str, Any]:
     """Everything the report prints: thread timings, then ``repeats`` rounds of every
-    training run (each in a fresh process, the rounds interleaved)."""
+    training run (each in a fresh process, the rounds interleaved). ``study_ppo``: SB3
+    PPO's environments, steps per environment per update, minibatch and learning rate at
+    the policy study's sizes (the first row, the baseline)."""
     threads = [in_fresh_process(time_threads, t, n) for n in thread_sizes for t in (1, 2)]
     datasets = sorted({d for d, _ in BudgetAllocationReplayEnv(store, settings=settings).cells})
-    plan = ScalePlan(train_store=Path(store), split_file=Path())
     runs: list[tuple[str, Any, tuple[Any, ...]]] = [
-        ("sb3-study", time_sb3, (store, datasets, plan.n_envs, plan.n_steps, plan.batch_size,
-                                 plan.learning_rate, sb3_steps, settings))]
+        ("sb3-study", time_sb3, (store, datasets, *study_ppo, sb3_steps, settings))]
     for n in sizes:
         runs.append((f"sb3-{n}", time_sb3, (store, datasets, n, 15, 1024, 1e-3,
                                              max(sb3_steps, 15 * n), settings)))
@@ -175,7 +178,7 @@ def quality_table(groups: dict[str, list[Path]], eval_store: str | Path,
     and the mean training seconds."""
     import numpy as np
 
-    from agents.experiments.studies.policy_scale import cell_paths
+    from agents.experiments.lattice_paths import reference_paths
     from agents.registry import make_agent
     from ballad_env.replay.store import LatticeStore
 
@@ -187,7 +190,9 @@ def quality_table(groups: dict[str, list[Path]], eval_store: str | Path,
     finals: dict[str, list[float]] = {}
     for dataset, seed in store.cells(settings):
         lattice = store.load(dataset, seed, settings)
-        for name, path in cell_paths(lattice, agents).items():
+        paths = {name: path for name, (_, path) in reference_paths(lattice).items()}
+        paths.update({name: lattice.replay(agent) for name, agent in agents.items()})
+        for name, path in paths.items():
             finals.setdefault(name, []).append(float(lattice.costs_along(path)[-1]))
     yardsticks = ("optimal-final", "optimal", "oracle", "all-in-lr", "all-in-al")
     rows: list[dict[str, Any]] = [{"policy": name, "final_cost": float(np.mean(finals[name])),
