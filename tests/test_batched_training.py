@@ -197,3 +197,12 @@ def test_the_learning_check_replays_a_groups_policies(run, store) -> None:
     assert all(r["final_cost"] >= best - 1e-12 for r in rows.values())
     assert rows["g"]["range"][0] == rows["g"]["range"][1] == rows["g"]["final_cost"]
     assert rows["g"]["seconds"] > 0
+
+
+def test_the_training_bench_needs_a_store(capsys) -> None:
+    from agents.experiments.cli.bench import main as bench_main
+
+    assert bench_main(["--training"]) == 2
+    assert "--training needs --replay-store" in capsys.readouterr().err
+    assert bench_main(["--quality-runs", "."]) == 2
+    assert "--quality-runs needs --eval-store" in capsys.readouterr().err

@@ -140,7 +140,9 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
                             n_envs=args.n_envs or 1024, total_timesteps=args.total_timesteps,
                             seed=args.seed, threads=args.torch_threads, hyperparameters=hyper,
                             eval_freq=args.eval_freq, output_dir=args.output_dir,
-                            run_name=args.run_name, eval_seed=args.eval_seed)
+                            run_name=args.run_name, eval_seed=args.eval_seed,
+                            **({"eval_episodes": args.eval_episodes}
+                               if args.eval_episodes != defaults.eval_episodes else {}))
     record = json.loads((run_dir / f"{run_dir.name}.json").read_text())
     curve = plot_training_curves({run_dir.name: [run_dir]}, run_dir / "curve.png",
                                  title=run_dir.name)
