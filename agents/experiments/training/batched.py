@@ -116,6 +116,11 @@ def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
         torch.manual_seed(seed)
         model._setup_model()
     model.rollout_buffer = None  # the trainer keeps its own (T, N) tensors
+    # SB3's Adam (eps 1e-5), fused: one kernel per step instead of ~10 per parameter (52
+    # against 198 us a step on this machine); its state loads into SB3's own Adam.
+    policy = model.policy
+    policy.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5,
+                                        fused=True)
     return model
 
 
