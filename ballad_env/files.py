@@ -32,12 +32,13 @@ LOCK_TIMEOUT_S = 120.0
 #: this many seconds (a writer on another machine sharing the folder is never a local pid).
 STALE_AFTER_S = 60.0
 #: Names of temporary files: ``.NAME.PID.HEX.tmp`` (and ``.NAME.PID.tmp``), the probe's
-#: ``.write-test-PID-HEX``, plus the lattice and store names of earlier versions
-#: (``.seed4.tmp123.npz``, ``.store.json.tmp123``).
+#: ``.write-test-PID-HEX``, plus the lattice, store and download names of earlier versions
+#: (``.seed4.tmp123.npz``, ``.store.json.tmp123``, ``.10_cover.npz.part123``).
 TEMPORARY_NAMES = (re.compile(r"^\..+?\.(?P<pid>\d+)(\.[0-9a-f]{8})?\.tmp$"),
                    re.compile(r"^\.write-test-(?P<pid>\d+)-[0-9a-f]{8}$"),
                    re.compile(r"^\.seed\d+\.tmp(?P<pid>\d+)\.npz$"),
-                   re.compile(r"^\.store\.json\.tmp(?P<pid>\d+)$"))
+                   re.compile(r"^\.store\.json\.tmp(?P<pid>\d+)$"),
+                   re.compile(r"^\..+\.part(?P<pid>\d+)$"))
 #: Bytes the writability probe writes and syncs (a full disk often still creates empty files).
 PROBE_BYTES = 4096
 
