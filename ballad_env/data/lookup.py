@@ -39,6 +39,9 @@ def _check_file(path: Path) -> Path:
             f"{path}: unsupported file extension {path.suffix!r}; "
             f"expected one of {list(DATA_SUFFIXES)}"
         )
+    if path.exists() and not path.is_file():  # a FIFO would block its reader for ever
+        raise ValueError(f"data file {str(path)!r} is not a regular file (a folder, FIFO or "
+                         "device): give the path of the file itself")
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} does not exist")
     return path
