@@ -10,6 +10,8 @@ their registries, so options registered by a user are accepted too.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -429,6 +431,26 @@ class Settings:
             combos = [{**combo, name: value} for combo in combos for value in values]
         base = base or cls()
         return tuple(dict.fromkeys(base.replace(**combo) for combo in combos))
+
+
+_DATACLASS_INIT = Settings.__init__
+
+
+@functools.wraps(_DATACLASS_INIT)
+def _checked_init(self: Settings, *args: Any, **kwargs: Any) -> None:
+    """The dataclass's ``__init__``, with an unknown option named (and the likeliest one
+    meant) and every option listed, as ``gym.make`` does, instead of Python's bare error."""
+    names = [f.name for f in fields(Settings)]
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        hints = [f"{u!r} (did you mean {close[0]!r}?)" if (
+            close := difflib.get_close_matches(u, names, n=1)) else repr(u) for u in unknown]
+        raise TypeError(f"Settings: unknown option(s) {', '.join(hints)}; the options are "
+                        f"{', '.join(names)}")
+    _DATACLASS_INIT(self, *args, **kwargs)
+
+
+Settings.__init__ = _checked_init  # type: ignore[method-assign]
 
 
 #: Options with a fixed set of values (the others' values come from registries).

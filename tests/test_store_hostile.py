@@ -142,7 +142,9 @@ def test_adbench_names_never_share_a_file_with_a_users_file(tmp_path) -> None:
 
 def test_a_grid_whose_cells_would_collide_is_refused() -> None:
     with pytest.raises(ValueError, match=r"'Foo' and 'foo'.*one file"):
-        Grid((_dataset("Foo"), _dataset("foo")), (0,), (AGENT,))
+        Grid((_dataset("Foo"), _dataset("foo")), (0,), (AGENT,)).resolve()
+    with pytest.raises(ValueError, match=r"'Foo' and 'foo'.*one file"):
+        Grid(("a", "b"), (0,), (AGENT,), keys=("Foo", "foo"))  # keyed: checked at once
 
 
 def test_lattice_store_paths_are_injective_and_listed_back(tmp_path) -> None:

@@ -119,7 +119,7 @@ class Grid:
             repeated = sorted({str(v) for v, n in Counter(values).items() if n > 1})
             if repeated:
                 raise ValueError(f"{axis} repeated in the grid: {', '.join(repeated)}")
-            if axis != "seed":
+            if axis != "seed" and (axis != "data set" or self.keys):  # keys: once resolved
                 _refuse_collisions(axis, [str(v) for v in values])
         if any(s < 0 for s in self.seeds):
             raise ValueError("seeds must be non-negative integers")

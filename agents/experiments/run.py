@@ -20,7 +20,7 @@ import copy
 import functools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -144,8 +144,12 @@ def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) 
     setting, snapshot = cell.setting, env.snapshot()
     costs = Costs.for_contamination(snapshot.contamination, setting.c_fp, setting.c_fn,
                                     setting.c_r, setting.cost_metric)
+    values = {**{f.name: getattr(setting, f.name) for f in fields(Settings)},
+              **setting.to_dict(), "kernel_pairs": setting.kernel_pairs_for(snapshot.n_train)}
+    # every option, those at their default too (to_dict leaves quiet ones out), so that
+    # ``df[df.rejector == "confidence"]`` finds the rows; None only where nothing is set
     options = {("reward_type" if name == "reward" else name): value
-               for name, value in setting.to_dict().items() if name != "name"}
+               for name, value in values.items() if name != "name"}
     constants = {
         "dataset": cell.dataset, "setting": setting.name, "agent": agent_label(cell.agent),
         "seed": cell.seed, "contamination": snapshot.contamination, **options,
