@@ -9,7 +9,7 @@ import numpy as np
 from agents.base import AL, LR, AgentFactory
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import Episode
-from ballad_env.replay import BudgetAllocationReplayEnv
+from ballad_env.replay.env import BudgetAllocationReplayEnv
 
 
 class OracleAgent:

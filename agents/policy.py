@@ -1,7 +1,7 @@
 """A learned allocation policy: a saved SB3 / sb3-contrib model acting through the agent protocol.
 
 ``load_policy("results/policies/run/run.zip", env)`` reads the model and the settings JSON
-saved next to it (``run.json``, written by :func:`agents.experiments.training.train`) and
+saved next to it (``run.json``, written by :func:`agents.experiments.training.sb3.train`) and
 returns a :class:`PolicyAgent` named after the file stem. A checkpoint or the run's
 ``eval/best_model.zip`` takes its run's JSON (``agents.policy_files``). The experiment runner
 resolves an agent spec ending in ``.zip`` through this function, so a learned policy is

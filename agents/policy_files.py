@@ -1,7 +1,7 @@
 """A saved policy's files, read without loading the model (so without torch): its settings
 JSON, the name it goes by in results, and a fingerprint of its content.
 
-``agents.experiments.training.train`` writes a run to ``<out>/<run>/``: the final model
+``agents.experiments.training.sb3.train`` writes a run to ``<out>/<run>/``: the final model
 ``<run>.zip`` with its settings ``<run>.json`` beside it, checkpoints under
 ``checkpoints/`` and the best evaluated model as ``eval/best_model.zip``. A checkpoint or
 the best model has no JSON of its own: it takes its run's.

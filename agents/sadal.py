@@ -12,7 +12,7 @@ pseudo-rewards, and takes AL on ties; ``sadal`` starts from the pseudo-rewards (
 on later choices, halved every round of their side), forces nothing, and takes LR on ties.
 The rewards it reads are the observation's (``entropy``: BALLAD's one-term entropy change);
 SADAL's own signals (the binary entropy of the anomaly and two-sided rejection
-probabilities, ``ballad_env.two_sided.entropy_change``) reach it once the two-sided
+probabilities, ``ballad_env.rejection.two_sided.entropy_change``) reach it once the two-sided
 rejector is part of the environment.
 """
 

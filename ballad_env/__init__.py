@@ -17,14 +17,14 @@ from ballad_env.protocol import BudgetWarning
 from ballad_env.settings import Settings
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
-#: The same problem replayed from stored lattices (``ballad_env.replay``), for fast training.
+#: The same problem replayed from stored lattices (``ballad_env.replay.env``), for fast training.
 REPLAY_ENV_ID = "ballad_env/BudgetAllocationReplay-v0"
 
 # One id: gymnasium would call v0 deprecated if a "-v1" id existed. The observation's version
 # is an argument instead: gymnasium.make(ENV_ID, observation="v1").
 register(id=ENV_ID, entry_point="ballad_env.env:BudgetAllocationEnv")
-register(id=REPLAY_ENV_ID, entry_point="ballad_env.replay:BudgetAllocationReplayEnv",
-         vector_entry_point="ballad_env.replay_vector:ReplayVectorEnv")
+register(id=REPLAY_ENV_ID, entry_point="ballad_env.replay.env:BudgetAllocationReplayEnv",
+         vector_entry_point="ballad_env.replay.vector:ReplayVectorEnv")
 
 try:
     __version__ = metadata.version("ballad-env")

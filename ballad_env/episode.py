@@ -1,7 +1,7 @@
 """One repetition of the BALLAD protocol as a plain state machine (no Gymnasium).
 
 An ``Episode`` owns the split, the detector, the labels bought so far, the rejection
-rule in force (``rejection``: the settings' rejector's, ``ballad_env.rejectors``) and each
+rule in force (``rejection``: the settings' rejector's, ``ballad_env.rejection``) and each
 side's stored output for the rewards. ``step(AL)`` buys b training
 labels, ``step(LR)`` buys b validation labels. Label-free work (split, scaling, prior,
 eta, prior probabilities of V and T: an :class:`EpisodeStart`) happens once in
@@ -48,8 +48,12 @@ from ballad_env.queries import (
     query_generators,
     select_with,
 )
-from ballad_env.rejection import labeled_cost, labeled_example_costs, mean_and_standard_error
-from ballad_env.rejectors import Rejection, make_rejector
+from ballad_env.rejection import Rejection, make_rejector
+from ballad_env.rejection.confidence import (
+    labeled_cost,
+    labeled_example_costs,
+    mean_and_standard_error,
+)
 from ballad_env.rewards import SideOutput
 from ballad_env.settings import Settings
 from ballad_env.snapshot import (

@@ -16,8 +16,9 @@ import numpy as np
 from ballad_env.compute import RESET_CACHE
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO
 from ballad_env.detectors import DETECTORS, DetectorStart, EpisodeScores
+from ballad_env.detectors.ssdo.episode import SSDO_DETECTOR
+from ballad_env.detectors.ssdo.model import SSDO
 from ballad_env.protocol import (
     Budget,
     Split,
@@ -26,7 +27,6 @@ from ballad_env.protocol import (
     warn_if_test_lacks_anomalies,
 )
 from ballad_env.settings import Settings
-from ballad_env.ssdo_detector import SSDO_DETECTOR
 
 #: The splits drawn by scikit-learn from an integer seed (``authors_split_seed``), not from
 #: the episode's split stream: the seed is part of the reset cache's key.

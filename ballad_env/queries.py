@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from ballad_env.registry import Registry
-from ballad_env.rejection import confidence
+from ballad_env.rejection.confidence import confidence
 
 
 class QueryStrategy(Protocol):

@@ -58,7 +58,7 @@ def rgb_array(episode: Episode, history: Sequence[Snapshot] = ()) -> np.ndarray:
 
 def lattice_rgb_array(cost: np.ndarray, history: Sequence[Snapshot], total_labels: int
                       ) -> np.ndarray:
-    """One frame of a replayed episode (``ballad_env.replay``), the size of :func:`rgb_array`'s.
+    """One frame of a replayed episode (``ballad_env.replay.env``), the size of :func:`rgb_array`'s.
 
     Left: the test cost of every state (i AL, j LR rounds) of the lattice, the path so far
     drawn on it. Right: as :func:`rgb_array` (``history``: the snapshots from the reset on).

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ballad_env.registry import Registry
-from ballad_env.two_sided import binary_entropy
+from ballad_env.rejection.two_sided import binary_entropy
 
 #: ``"log2"``: H = -p log2 p on both sides (the paper); ``"authors"``: the published code's
 #: mix, natural log on the LR side and in the initial AL output, log2 in later AL outputs.

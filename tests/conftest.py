@@ -61,7 +61,7 @@ def two_round_grid(n_labels: int) -> dict[str, np.ndarray]:
     """The per-state grid of a hand-made two-round lattice (every ``STATE_FIELDS`` entry 0
     but these), n_labels training and validation examples. Test costs [i, j]: (0,0) 0.5,
     (0,1) 0.3, (1,0) 0.2, (0,2) 0.0, (1,1) 0.9, (2,0) 0.8."""
-    from ballad_env.lattice import STATE_FIELDS
+    from ballad_env.replay.lattice import STATE_FIELDS
 
     nan = np.nan
     cost = np.array([[0.5, 0.3, 0.0], [0.2, 0.9, nan], [0.8, nan, nan]])

@@ -38,7 +38,6 @@ from agents.experiments.studies.allocators import (
 )
 from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
 from ballad_env.cost import Costs
-from ballad_env.lattice import STATE_FIELDS, Lattice, build_lattice
 from ballad_env.observation import (
     ALL_FEATURE_INDEX,
     OBSERVATION_FEATURES,
@@ -46,7 +45,8 @@ from ballad_env.observation import (
     encode,
     feature_table,
 )
-from ballad_env.rejection import confidence, example_costs, mean_and_standard_error
+from ballad_env.rejection.confidence import confidence, example_costs, mean_and_standard_error
+from ballad_env.replay.lattice import STATE_FIELDS, Lattice, build_lattice
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES
 
 SHORT = {"budget_fraction": 0.3, "round_fraction": 0.05}  # 6 rounds

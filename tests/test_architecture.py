@@ -221,3 +221,19 @@ def test_study_to_study_and_private_imports_would_be_caught(tmp_path: Path) -> N
                    "subprocess.Popen([sys.executable, str(SCRIPT)])\n"
                    "subprocess.run(['git', 'status'])\n")
     assert starts_a_script(bad) == [3]
+
+
+def test_the_source_hash_exclusions_name_existing_modules() -> None:
+    """The modules left out of the lattices' and the results' source hashes exist: a move
+    that forgot them would silently put them back into the hash."""
+    from agents.experiments.stores.provenance import PRESENTATION_MODULES
+    from ballad_env.replay.store import NOT_IN_LATTICES
+
+    missing = sorted(p for p in NOT_IN_LATTICES | PRESENTATION_MODULES if not (ROOT / p).is_file())
+    assert not missing, f"excluded from a source hash but not found: {missing}"
+
+
+def test_the_environment_has_few_top_level_modules() -> None:
+    """ballad_env is grouped by concept: the episode core at the top, the rest in subpackages."""
+    top = sorted(p.name for p in (ROOT / "ballad_env").glob("*.py"))
+    assert len(top) <= 16, top

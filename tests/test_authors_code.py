@@ -21,13 +21,13 @@ from agents.experiments.studies.authors_code import (
 )
 from ballad_env.cost import Costs, evaluate
 from ballad_env.data import Dataset
-from ballad_env.detector import SSDO, squash, squash_threshold
+from ballad_env.detectors.ssdo.model import SSDO, squash, squash_threshold
 from ballad_env.episode import AL, LR, Episode
 from ballad_env.protocol import authors_class_split_sizes, authors_split_indices, split_sizes
-from ballad_env.rejection import ThresholdSearch, empirical_cost, place_tau
+from ballad_env.rejection.confidence import ThresholdSearch, empirical_cost, place_tau
 from ballad_env.rewards import SideOutput, entropy
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
 # ----------------------------------------------------------------------------- cost metric

@@ -25,7 +25,7 @@ import pytest
 from ballad_env.cost import evaluate
 from ballad_env.data import Dataset
 from ballad_env.episode import AL, LR, Episode, RoundResult
-from ballad_env.rejection import confidence, empirical_cost
+from ballad_env.rejection.confidence import confidence, empirical_cost
 from ballad_env.settings import Settings
 
 FIXTURE = Path(__file__).parent / "data" / "authors_code_trajectory.json"

@@ -17,10 +17,10 @@ import ballad_env
 from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store
 from agents.experiments.run import run_grid
-from agents.experiments.store import SETTING_COLUMNS
+from agents.experiments.stores.results import SETTING_COLUMNS
 from ballad_env import BudgetAllocationEnv, BudgetWarning
 from ballad_env.data import Dataset, DataWarning, load_dataset
-from ballad_env.lattice_store import StoreError
+from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
 
 

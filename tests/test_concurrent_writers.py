@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-import agents.experiments.store as result_store
+import agents.experiments.stores.results as result_store
 from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store
-from agents.experiments.provenance import fingerprint
 from agents.experiments.run import run_grid
-from agents.experiments.store import load_results
+from agents.experiments.stores.provenance import fingerprint
+from agents.experiments.stores.results import load_results
 from ballad_env.data import Dataset
-from ballad_env.lattice import build_lattice
-from ballad_env.lattice_store import LatticeStore, load_lattice
+from ballad_env.replay.lattice import build_lattice
+from ballad_env.replay.store import LatticeStore, load_lattice
 from ballad_env.settings import Settings
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),

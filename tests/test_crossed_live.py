@@ -18,7 +18,7 @@ from agents.experiments.studies import crossed as study
 from agents.registry import make_agent
 from ballad_env.data import load_dataset
 from ballad_env.env import BudgetAllocationEnv
-from ballad_env.lattice import build_lattice
+from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
 
 SHORT = Settings(budget_fraction=0.1)  # 5 rounds of 2%

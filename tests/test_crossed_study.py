@@ -14,7 +14,7 @@ from conftest import crossed_hand_paths
 from agents.experiments.cli import crossed_study as cli
 from agents.experiments.lattice_paths import BEST_FIXED, best_fixed_per_cell
 from agents.experiments.studies import crossed as study
-from ballad_env.lattice import build_lattice
+from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
 
 OURS = {"detector": ["ssdo"], "rejector": ["confidence"], "queries": ["ours"],

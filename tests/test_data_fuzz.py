@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.experiments.corruption import (
+from agents.experiments.stores.corruption import (
     DATA_FORMATS,
     check_damages,
     damages,

@@ -1,4 +1,5 @@
-"""Tests for ballad_env.detector: squashing, kernel, SSDO posterior and priors (SPEC §2)."""
+"""Tests for ballad_env.detectors.ssdo.model: squashing, kernel, SSDO posterior and priors (SPEC
+§2)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ballad_env.detector import (
+from ballad_env.detectors.ssdo.model import (
     SSDO,
     PointScores,
     kernel_sums,

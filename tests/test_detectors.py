@@ -15,10 +15,10 @@ import ballad_env
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
 from ballad_env.compute import RESET_CACHE
 from ballad_env.detectors import DETECTORS
+from ballad_env.detectors.ssif.episode import SSIFScores, detector_seed
+from ballad_env.detectors.ssif.forest import SemiSupervisedIsolationForest, semi_supervised_labels
 from ballad_env.episode import Episode
 from ballad_env.protocol import STREAMS, spawn_streams
-from ballad_env.ssif import SemiSupervisedIsolationForest, semi_supervised_labels
-from ballad_env.ssif_detector import SSIFScores, detector_seed
 
 #: A small forest and five rounds: SSIF's fits are the slow part of these tests.
 SSIF = Settings(detector="ssif", ssif_trees=8, budget_fraction=0.1)
@@ -45,7 +45,7 @@ def test_registry_names_and_a_clear_error() -> None:
 def test_the_command_line_takes_the_detector_and_its_option() -> None:
     import argparse
 
-    from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+    from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
     parser = argparse.ArgumentParser()
     add_settings_arguments(parser)

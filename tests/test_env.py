@@ -26,7 +26,12 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import ballad_env
 from ballad_env import AL, ENV_ID, FEATURE_INDEX, LR, OBSERVATION_FEATURES
 from ballad_env.data import DATA_DIR_ENV
-from ballad_env.rejection import DEFAULT_TAU, ThresholdSearch, confidence, search_interval
+from ballad_env.rejection.confidence import (
+    DEFAULT_TAU,
+    ThresholdSearch,
+    confidence,
+    search_interval,
+)
 
 #: Every environment id registered under the package's namespace (Minigrid's pattern).
 # The live environments (the replay environment, built from a lattice store, has its own

@@ -29,7 +29,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.tables import common_episodes, reward_differences, seeds_text
+from agents.experiments.reports.tables import common_episodes, reward_differences, seeds_text
 from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
@@ -203,8 +203,8 @@ def test_mismatched_grid_or_versions_is_a_clear_error(reference, tmp_path: Path)
     manifest["versions"]["numpy"] = "0.0.1"
     manifest["versions"]["ballad-env source"] = "an older edit"
     (output / "run.json").write_text(json.dumps(manifest))
-    with pytest.raises(RunError, match="versions.ballad-env source(.|\n)*versions.numpy: "
-                                       "stored '0.0.1'"):
+    with pytest.raises(RunError, match="versions.ballad-env source(.|\n)*module moved or "
+                       "renamed(.|\n)*versions.numpy: stored '0.0.1'"):
         run_grid(GRID, output, n_jobs=1, progress=False)
 
 
@@ -323,7 +323,7 @@ def test_per_round_table_shares_and_reward_differences() -> None:
 
 def test_two_arrays_in_a_grid_or_a_store_keep_distinct_names(tmp_path: Path) -> None:
     from agents.experiments.lattice_build import build_store
-    from ballad_env.lattice_store import LatticeStore
+    from ballad_env.replay.store import LatticeStore
 
     first, second = DATASETS[0], DATASETS[1]
     arrays = [(first.X, first.y), (second.X, second.y)]

@@ -13,13 +13,13 @@ import ballad_env
 from agents import make_agent
 from agents.bandits import LRFirst
 from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
-from ballad_env.detector import PRIORS
+from ballad_env.detectors.ssdo.model import PRIORS
 from ballad_env.episode import RECORD_FIELDS, STATE_FIGURES
-from ballad_env.lattice import build_lattice
 from ballad_env.observation import OBSERVATION_FEATURES, encode
 from ballad_env.queries import AL_QUERIES, LR_QUERIES
 from ballad_env.registry import Registry
-from ballad_env.rejection import THRESHOLD_SEARCHES, confidence, search_interval
+from ballad_env.rejection.confidence import THRESHOLD_SEARCHES, confidence, search_interval
+from ballad_env.replay.lattice import build_lattice
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
 
 SHORT = {"prior": "knn", "budget_fraction": 0.1}  # 5 rounds
@@ -185,7 +185,7 @@ def test_one_meaning_per_name(small_xy) -> None:
     episode = Episode(load_dataset(small_xy), 0, Settings(**SHORT))
     assert not hasattr(episode, "gamma") and episode.contamination == 0.1
     assert "budget_used" in OBSERVATION_FEATURES  # rounds / rounds in the budget
-    from agents.experiments.store import COLUMNS
+    from agents.experiments.stores.results import COLUMNS
 
     assert "budget_used" not in COLUMNS and "spent_fraction" in COLUMNS
 

@@ -2,7 +2,7 @@
 a full disk is said in words and leaves no partial file, and a killed writer's temporary
 files are cleared at the next start.
 
-The fuzz tests damage a seeded sample of each file kind (``agents.experiments.corruption``);
+The fuzz tests damage a seeded sample of each file kind (``agents.experiments.stores.corruption``);
 ``scripts/robustness_sweep.py --files`` damages every byte of each.
 """
 
@@ -22,7 +22,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments.corruption import (
+from agents.experiments.grid import Grid
+from agents.experiments.lattice_build import build_store
+from agents.experiments.run import run_grid
+from agents.experiments.stores.corruption import (
     Damage,
     check_damages,
     damages,
@@ -31,13 +34,10 @@ from agents.experiments.corruption import (
     result_kinds,
     sample_data,
 )
-from agents.experiments.grid import Grid
-from agents.experiments.lattice_build import build_store
-from agents.experiments.run import run_grid
-from agents.experiments.store import ResultStore, RunError, load_results, writable_folder
+from agents.experiments.stores.results import ResultStore, RunError, load_results, writable_folder
 from ballad_env import files
-from ballad_env.lattice import build_lattice
-from ballad_env.lattice_store import LatticeStore, StoreError, load_lattice, save_lattice
+from ballad_env.replay.lattice import build_lattice
+from ballad_env.replay.store import LatticeStore, StoreError, load_lattice, save_lattice
 from ballad_env.settings import Settings
 
 SETTING = Settings(prior="knn", budget_fraction=0.1)  # 5 rounds

@@ -72,7 +72,7 @@ def test_scripts_default_to_the_bundled_data_not_a_folder_beside_the_clone() -> 
 def test_training_curve_of_a_run_shorter_than_one_episode(tmp_path: Path) -> None:
     """``train_policy.py --total-timesteps 14`` saved the model, then crashed plotting an
     empty monitor file (IndexError)."""
-    from agents.experiments.policy_runs import plot_training_curves
+    from agents.experiments.training.policy_runs import plot_training_curves
 
     monitor = tmp_path / "run" / "monitor"
     monitor.mkdir(parents=True)
@@ -101,7 +101,7 @@ def test_train_policy_help_shows_defaults(capsys: pytest.CaptureFixture[str]) ->
 def test_progress_bar_shows_the_latest_episodes() -> None:
     """The bar's figures stayed those of the first episodes (they were refreshed only when
     the step count was a multiple of 15, before SB3 added the episode that just ended)."""
-    from agents.experiments.training import TqdmProgress
+    from agents.experiments.training.sb3 import TqdmProgress
 
     bar = TqdmProgress(total=40)
     buffer: deque = deque(maxlen=100)
@@ -179,7 +179,7 @@ _SCRIPT = "import runpy, sys; sys.argv = ['{0}', '--help']; runpy.run_path('scri
     (("pandas",), "import agents.experiments", "experiments"),
     (("pandas",), _SCRIPT.format("compare_agents.py"), "experiments"),
     (("pandas",), _SCRIPT.format("authors_code_check.py"), "experiments"),
-    (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training", "rl"),
+    (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training.sb3", "rl"),
     (("torch",), _SCRIPT.format("train_policy.py"), "rl"),
 ])
 def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:
@@ -214,7 +214,7 @@ def test_license_is_an_spdx_string() -> None:
 
 def test_lattice_store_lists_cells_of_adbench_names(tmp_path: Path) -> None:
     """``adbench/cover`` is stored under ``adbench/cover/``; the store lost such cells."""
-    from ballad_env.lattice_store import LatticeStore
+    from ballad_env.replay.store import LatticeStore
     from ballad_env.settings import Settings
 
     store = LatticeStore(tmp_path, create=True)

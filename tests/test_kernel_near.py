@@ -1,4 +1,5 @@
-"""Kernel sums over the near pairs (``kernel_pairs="near"``, ``ballad_env.kernel_near``):
+"""Kernel sums over the near pairs (``kernel_pairs="near"``,
+``ballad_env.detectors.ssdo.kernel_near``):
 the leaves, a hand-computed case, equality to the dense sums on random data, the option's
 default and its errors, and the benchmark default left as it was.
 
@@ -14,11 +15,17 @@ import numpy as np
 import pytest
 
 from ballad_env.data import Dataset, validate_xy
+from ballad_env.detectors.ssdo.episode import SSDO_DETECTOR, prior_seed
+from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN, KernelRows, kernel_sums
+from ballad_env.detectors.ssdo.kernel_near import (
+    NearRows,
+    box_gaps,
+    leaf_boxes,
+    median_order,
+    near_exponent,
+)
 from ballad_env.env import BudgetAllocationEnv
-from ballad_env.kernel import EXACT_MAX_TRAIN, KernelRows, kernel_sums
-from ballad_env.kernel_near import NearRows, box_gaps, leaf_boxes, median_order, near_exponent
 from ballad_env.settings import Settings
-from ballad_env.ssdo_detector import SSDO_DETECTOR, prior_seed
 
 
 def relative_gap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:

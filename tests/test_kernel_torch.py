@@ -20,10 +20,10 @@ from sklearn.neighbors import NearestNeighbors
 
 from agents.experiments.studies.bench_full import compare_backends
 from ballad_env.data import Dataset, DataWarning, validate_xy
+from ballad_env.detectors.ssdo.kernel import KernelRows, kernel_width
 from ballad_env.episode import Episode
-from ballad_env.kernel import KernelRows, kernel_width
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed (the torch extra)")
@@ -94,7 +94,7 @@ def test_torch_float32_clips_only_what_float32_cannot_hold() -> None:
 # ----------------------------------------------------------------------- eta
 @needs_torch
 def test_torch_neighbour_search_finds_scikit_learns_neighbours() -> None:
-    from ballad_env.kernel_torch import nearest_candidates
+    from ballad_env.detectors.ssdo.kernel_torch import nearest_candidates
 
     rng = np.random.default_rng(1)
     X = rng.random((2500, 5))
@@ -108,7 +108,7 @@ def test_torch_neighbour_search_finds_scikit_learns_neighbours() -> None:
 @needs_torch
 def test_sampled_eta_is_the_same_with_either_backend_and_duplicates(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from ballad_env import kernel_torch
+    from ballad_env.detectors.ssdo import kernel_torch
 
     rng = np.random.default_rng(2)
     X = rng.random((3000, 3)).round(2)  # many exact duplicates and near-ties
@@ -171,7 +171,7 @@ def test_torch_backend_without_torch_names_the_extra(monkeypatch: pytest.MonkeyP
                         lambda name, *a: None if name == "torch" else real(name, *a))
     with pytest.raises(ValueError, match=r"pip install 'ballad-env\[torch\]'"):
         Settings(kernel_backend="torch")
-    from ballad_env import kernel_torch
+    from ballad_env.detectors.ssdo import kernel_torch
 
     real_import = builtins.__import__
 
@@ -188,7 +188,7 @@ def test_torch_backend_without_torch_names_the_extra(monkeypatch: pytest.MonkeyP
 
 @needs_torch
 def test_an_unknown_device_is_a_clear_error() -> None:
-    from ballad_env.kernel_torch import resolve_device
+    from ballad_env.detectors.ssdo.kernel_torch import resolve_device
 
     assert resolve_device("cpu") == "cpu"
     with pytest.raises(ValueError, match="not a torch device"):

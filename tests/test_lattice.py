@@ -1,4 +1,5 @@
-"""Tests of the state lattice (ballad_env.lattice): equal to stepping, optimal, and exact replay."""
+"""Tests of the state lattice (ballad_env.replay.lattice): equal to stepping, optimal, and exact
+replay."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from conftest import two_round_grid
 
 import agents
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
-from ballad_env.lattice import (
+from ballad_env.replay.lattice import (
     STATE_FIELDS,
     Lattice,
     build_lattice,

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments import provenance
-from agents.experiments.store import ResultStore, RunError
+from agents.experiments.stores import provenance
+from agents.experiments.stores.results import ResultStore, RunError
 from agents.experiments.studies import lattice as study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lattice_study.py"

@@ -339,7 +339,7 @@ def test_killed_runner_leaves_no_worker_processes(tmp_path: Path) -> None:
 def retrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """A policy trained twice under one run name (evaluations and checkpoints on), with a
     run of the grid on the first one in between."""
-    from agents.experiments.training import TrainConfig, train
+    from agents.experiments.training.sb3 import TrainConfig, train
 
     out = tmp_path_factory.mktemp("policies")
     results = tmp_path_factory.mktemp("results") / "run"
@@ -375,8 +375,8 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
-    from agents.experiments.policy_runs import prepare_rounds
     from agents.experiments.studies import policies as policy_study
+    from agents.experiments.training.policy_runs import prepare_rounds
 
     model = tmp_path / "ppo-cost-train2-s0.zip"
     model.write_bytes(b"the first policy")

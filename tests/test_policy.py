@@ -15,8 +15,8 @@ import pytest
 
 from agents import run_episode
 from agents.base import mask_from_observation
-from agents.experiments.policy_runs import read_monitor
-from agents.experiments.training import TrainConfig, ValidActionWrapper, train
+from agents.experiments.training.policy_runs import read_monitor
+from agents.experiments.training.sb3 import TrainConfig, ValidActionWrapper, train
 from agents.policy import ALGORITHMS, PolicyAgent, is_policy_path, load_policy
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv
 from ballad_env.data import Dataset, load_dataset

@@ -14,8 +14,8 @@ import pytest
 from conftest import load_script, write_data_files
 
 from agents import make_agent, run_episode
-from agents.experiments import policy_runs as shared
 from agents.experiments.studies import policies as study
+from agents.experiments.training import policy_runs as shared
 from ballad_env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -334,7 +334,7 @@ def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
 def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
     """Runs train in the executor (here in this process); one that fails is named, its
     traceback kept in its log, and nothing is raised."""
-    from agents.experiments.training import TrainConfig
+    from agents.experiments.training.sb3 import TrainConfig
 
     config = TrainConfig(datasets=("no-such-data-set",), output_dir=str(tmp_path / "p"),
                          run_name="bad", progress_bar=False)

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from agents.experiments.lattice_build import build_store
-from agents.experiments.store import RunError
+from agents.experiments.stores.results import RunError
 from ballad_env import AL, LR, Settings, load_dataset
 from ballad_env.episode import Episode
-from ballad_env.lattice import build_lattice
 from ballad_env.queries import (
     AL_QUERIES,
     LR_QUERIES,
@@ -18,6 +17,7 @@ from ballad_env.queries import (
     UncertaintyArgsort,
     query_generators,
 )
+from ballad_env.replay.lattice import build_lattice
 
 #: The published code's queries without its shared stream (path independent).
 OWN_STREAMS = {"al_strategy": "uncertainty-argsort", "lr_strategy": "per-round", "prior": "knn"}

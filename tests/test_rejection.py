@@ -1,4 +1,5 @@
-"""Tests for ballad_env.rejection: confidence, rejection probability, cost and tau search."""
+"""Tests for ballad_env.rejection.confidence: confidence, rejection probability, cost and tau
+search."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from ballad_env.cost import Costs
-from ballad_env.rejection import (
+from ballad_env.rejection.confidence import (
     DEFAULT_TAU,
     ThresholdSearch,
     confidence,

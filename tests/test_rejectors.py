@@ -1,4 +1,4 @@
-"""Rejectors as an extension point (ballad_env.rejectors): BALLAD's confidence threshold and
+"""Rejectors as an extension point (ballad_env.rejection): BALLAD's confidence threshold and
 SADAL's two thresholds behind one interface, in the live environment, the lattice and the
 replay env; SADAL's binary entropy reward and threshold-distance queries in the episode."""
 
@@ -18,18 +18,18 @@ import ballad_env
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
 from ballad_env.cost import Costs
 from ballad_env.episode import Episode
-from ballad_env.lattice import build_lattice, check_lattice_settings
 from ballad_env.queries import QueryContext
-from ballad_env.rejection import ThresholdSearch, confidence, rejection_probability
-from ballad_env.rejectors import (
+from ballad_env.rejection import (
     REJECTORS,
     ConfidenceBand,
     ConfidenceRejector,
     TwoSidedRejector,
 )
+from ballad_env.rejection.confidence import ThresholdSearch, confidence, rejection_probability
+from ballad_env.rejection.two_sided import TwoSidedThresholds, binary_entropy, side_cost
+from ballad_env.replay.lattice import build_lattice, check_lattice_settings
 from ballad_env.rewards import SideOutput
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
-from ballad_env.two_sided import TwoSidedThresholds, binary_entropy, side_cost
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 TWO_SIDED = Settings(rejector="two-sided")
 #: Two rounds of six labels on the tiny set (|D| = |V| = 25, |T| = 12), c_r inside the

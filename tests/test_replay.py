@@ -1,4 +1,4 @@
-"""The replay environment (ballad_env.replay) and lattice stores (ballad_env.lattice_store,
+"""The replay environment (ballad_env.replay.env) and lattice stores (ballad_env.replay.store,
 agents.experiments.lattice_build): equal to the live environment, step for step."""
 
 from __future__ import annotations
@@ -20,10 +20,17 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import agents
 import ballad_env
 from agents.experiments.lattice_build import build_store, build_summary, store_table
-from agents.experiments.store import RunError
+from agents.experiments.stores.results import RunError
 from ballad_env import AL, LR, BudgetAllocationEnv, Settings, load_dataset
-from ballad_env.lattice import Lattice, build_lattice
-from ballad_env.lattice_store import (
+from ballad_env.observation import FEATURE_INDEX, encode
+from ballad_env.replay.env import (
+    START,
+    BudgetAllocationReplayEnv,
+    CellReplay,
+    state_observations,
+)
+from ballad_env.replay.lattice import Lattice, build_lattice
+from ballad_env.replay.store import (
     LatticeStore,
     StoreError,
     load_lattice,
@@ -32,15 +39,8 @@ from ballad_env.lattice_store import (
     setting_key,
     unpack_arrays,
 )
-from ballad_env.observation import FEATURE_INDEX, encode
-from ballad_env.replay import (
-    START,
-    BudgetAllocationReplayEnv,
-    CellReplay,
-    state_observations,
-)
+from ballad_env.replay.transitions import _slot
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostDecrease
-from ballad_env.transitions import _slot
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
 SEEDS = (0, 1, 2)
@@ -365,7 +365,7 @@ def test_path_features_are_written_through_slices_when_evenly_spaced() -> None:
 
 
 def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
-    from ballad_env import replay
+    from ballad_env.replay import env as replay
 
     monkeypatch.setattr(replay, "_CELLS", replay.OrderedDict())
     env = BudgetAllocationReplayEnv(store, prior="knn")
@@ -382,7 +382,7 @@ def test_cells_kept_are_bounded_by_bytes(store, monkeypatch) -> None:
 def test_the_bound_on_cells_kept_sees_their_growth(store, monkeypatch) -> None:
     """Loads count the cells kept only when an upper bound may pass the limit; the bound
     grows with every state and transition made, so a cell that grew is dropped in time."""
-    from ballad_env import replay
+    from ballad_env.replay import env as replay
 
     monkeypatch.setattr(replay, "_CELLS", replay.OrderedDict())
     monkeypatch.setattr(replay, "_KEPT", replay._KeptBytes())
@@ -530,8 +530,8 @@ def test_benchmarks_random_sequences_and_agents_equal_the_live_environment(
 @pytest.mark.slow
 def test_training_on_the_replay_store(store, tmp_path) -> None:
     """PPO trains on the replay environment; its episodes are stored cells of seeds 0-1."""
-    from agents.experiments.policy_runs import read_monitor
-    from agents.experiments.training import TrainConfig, train
+    from agents.experiments.training.policy_runs import read_monitor
+    from agents.experiments.training.sb3 import TrainConfig, train
 
     settings = Settings(reward="cost", prior="knn")
     config = TrainConfig(datasets=("arrays",), settings=settings, total_timesteps=120,
@@ -587,7 +587,7 @@ def test_replay_store_summary_gives_the_median_and_range_of_runs() -> None:
 def test_the_stored_form_of_settings_is_made_once_and_for_unhashable_priors_too() -> None:
     from pyod.models.hbos import HBOS
 
-    from ballad_env.lattice_store import lattice_settings
+    from ballad_env.replay.store import lattice_settings
 
     knn = lattice_settings(Settings(prior="knn", reward="cost"))
     assert knn is lattice_settings(Settings(prior="knn", reward="cost"))  # made once

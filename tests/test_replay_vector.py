@@ -1,4 +1,4 @@
-"""The natively vectorised replay environment (ballad_env.replay_vector): equal to N single
+"""The natively vectorised replay environment (ballad_env.replay.vector): equal to N single
 replay environments under gymnasium's SyncVectorEnv, step for step, in both autoreset modes."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from gymnasium.vector.utils import batch_space
 import ballad_env
 from agents.experiments.lattice_build import build_store
 from ballad_env import Settings
-from ballad_env.replay import BudgetAllocationReplayEnv
-from ballad_env.replay_vector import INFO_KEYS, ReplayVectorEnv
-from ballad_env.replay_vector_tables import DRAW_BLOCK, CellDraws, lr_paths
+from ballad_env.replay.env import BudgetAllocationReplayEnv
+from ballad_env.replay.vector import INFO_KEYS, ReplayVectorEnv
+from ballad_env.replay.vector_tables import DRAW_BLOCK, CellDraws, lr_paths
 
 REPLAY_ID = ballad_env.REPLAY_ENV_ID
 SEEDS = (0, 1, 2)

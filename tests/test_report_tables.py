@@ -1,5 +1,5 @@
 """The reports include their generated tables through markers, and no report's table may
-differ from its file in docs/tables (agents.experiments.report_tables)."""
+differ from its file in docs/tables (agents.experiments.reports.generated)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from agents.experiments.cli.reports import main
-from agents.experiments.report_tables import (
+from agents.experiments.reports.generated import (
     blocks,
     fill,
     generated_table,
     reports,
     stale,
 )
-from agents.experiments.tables import write_table
+from agents.experiments.reports.tables import write_table
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = ["POLICIES.md", "REPRODUCTION.md", "ALLOCATORS.md", "LATTICE.md"]

@@ -31,8 +31,8 @@ from agents.experiments.studies.sadal.published import SSIF_SOURCES
 from agents.sadal import sadal_choice
 from ballad_env.data import Dataset
 from ballad_env.episode import AL, LR, Episode
+from ballad_env.rejection.two_sided import TWO_SIDED_SEARCHES, SideProblem
 from ballad_env.settings import Settings
-from ballad_env.two_sided import TWO_SIDED_SEARCHES, SideProblem
 
 FIXTURE = Path(__file__).parent / "data" / "sadal_published_trajectory.json"
 STRATEGIES = ("sadal", "AL", "LR")

@@ -16,7 +16,7 @@ from ballad_env.data import Dataset
 from ballad_env.episode import Episode
 from ballad_env.protocol import Budget, sadal_split_indices, sadal_split_sizes, split_sizes
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import c_r_value
+from ballad_env.settings.cli import c_r_value
 
 
 def _labels(n_normal: int, n_anomaly: int, seed: int = 0) -> np.ndarray:

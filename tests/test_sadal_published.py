@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from agents.experiments.cli.sadal_published import main
-from agents.experiments.episode_store import PublishedCodeError
+from agents.experiments.stores.episodes import PublishedCodeError
 from agents.experiments.studies.sadal.published import (
     check_sadal,
     fixture_data,

@@ -14,8 +14,8 @@ import pytest
 from conftest import write_data_files
 
 from agents.experiments.cli.sadal_published import main
-from agents.experiments.episode_store import episode_cell, grow_store
-from agents.experiments.store import ResultStore
+from agents.experiments.stores.episodes import episode_cell, grow_store
+from agents.experiments.stores.results import ResultStore
 from agents.experiments.studies.sadal.agreement import PRESET_TABLE
 from agents.experiments.studies.sadal.variant import (
     compare_rounds,
@@ -25,7 +25,7 @@ from agents.experiments.studies.sadal.variant import (
     variant_table,
 )
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import setting_from_text
+from ballad_env.settings.cli import setting_from_text
 
 EXACT = ["--set", "threshold_search=exact", "--set", "ssif-trees=10"]  # 10 trees: fast
 TABLE = "preset_ssif_trees=10+threshold_search=exact"

@@ -19,11 +19,11 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_info
 
-import ballad_env.kernel as kernel_module
+import ballad_env.detectors.ssdo.kernel as kernel_module
 from agents import make_agent, run_episode
 from agents.experiments import Grid, run_grid
 from agents.experiments import run as runner
-from agents.experiments.training import SeedPool, TrainConfig
+from agents.experiments.training.sb3 import SeedPool, TrainConfig
 from ballad_env import ENV_ID
 from ballad_env.compute import (
     RESET_CACHE,
@@ -34,7 +34,7 @@ from ballad_env.compute import (
     thread_limit,
 )
 from ballad_env.data import Dataset, DataWarning, load_dataset, validate_xy
-from ballad_env.detector import (
+from ballad_env.detectors.ssdo.model import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
     KernelRows,
@@ -45,7 +45,7 @@ from ballad_env.detector import (
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR, Episode
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = [LR, AL, AL, LR, AL, LR, AL, AL, LR, AL, LR, LR, AL, AL, LR]

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from ballad_env import BudgetAllocationEnv, Settings
-from ballad_env.settings_cli import add_settings_arguments, c_r_value, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, c_r_value, settings_from_args
 
 
 def test_defaults_are_the_papers_protocol() -> None:

@@ -1,4 +1,5 @@
-"""Tests for ballad_env.ssif and ballad_env.ssif_split: SADAL's semi-supervised isolation forest.
+"""Tests for ballad_env.detectors.ssif.forest and ballad_env.detectors.ssif.split: SADAL's
+semi-supervised isolation forest.
 
 Hand-computed cases for every formula, a degenerate forest whose probabilities follow by hand,
 behavioural checks, and the published code's probabilities on a tiny set (fixture).
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ballad_env.ssif import (
+from ballad_env.detectors.ssif.forest import (
     IsolationTree,
     SemiSupervisedIsolationForest,
     c_factor,
@@ -20,8 +21,8 @@ from ballad_env.ssif import (
     leaf_value,
     semi_supervised_labels,
 )
-from ballad_env.ssif_grow import ForestGrower
-from ballad_env.ssif_split import (
+from ballad_env.detectors.ssif.grow import ForestGrower
+from ballad_env.detectors.ssif.split import (
     SplitDistributions,
     candidate_axis,
     labeled_component,
@@ -308,7 +309,7 @@ def test_repeats_the_per_node_implementation(case: str) -> None:
 
 def test_the_unlabeled_component_in_chunks_of_points_is_the_same(monkeypatch) -> None:
     """Large batches are computed a few candidate points at a time: the same floats."""
-    import ballad_env.ssif_split as split
+    import ballad_env.detectors.ssif.split as split
 
     rng = np.random.default_rng(8)
     values, valid = rng.random((30, 3, 2)), rng.random((30, 3)) < 0.8

@@ -12,10 +12,10 @@ import pytest
 from agents.experiments.lattice_build import sharing_order
 from ballad_env import AL, LR, Settings, load_dataset
 from ballad_env.compute import RESET_CACHE
+from ballad_env.detectors.ssif.episode import FIT_MEMO, FIT_MEMO_MB, FittedForest
+from ballad_env.detectors.ssif.forest import semi_supervised_labels
 from ballad_env.episode import Episode
-from ballad_env.lattice import build_lattice
-from ballad_env.ssif import semi_supervised_labels
-from ballad_env.ssif_detector import FIT_MEMO, FIT_MEMO_MB, FittedForest
+from ballad_env.replay.lattice import build_lattice
 
 #: A small forest and five rounds: SSIF's fits are the slow part of these tests.
 SSIF = Settings(detector="ssif", ssif_trees=8, budget_fraction=0.1)

@@ -22,9 +22,9 @@ from conftest import make_xy
 from agents.experiments.grid import Cell, Grid
 from agents.experiments.lattice_build import build_store, prepare_store
 from agents.experiments.run import run_grid
-from agents.experiments.store import ResultStore, RunError, TableCell, load_results
+from agents.experiments.stores.results import ResultStore, RunError, TableCell, load_results
 from ballad_env.data import Dataset, load_dataset
-from ballad_env.lattice_store import MANIFEST_FILE, LatticeStore, StoreError
+from ballad_env.replay.store import MANIFEST_FILE, LatticeStore, StoreError
 from ballad_env.settings import Settings
 
 AGENT = "all-in-lr"

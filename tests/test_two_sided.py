@@ -1,4 +1,5 @@
-"""Tests for ballad_env.two_sided: SADAL's two thresholds, their costs and searches, its soft
+"""Tests for ballad_env.rejection.two_sided: SADAL's two thresholds, their costs and searches, its
+soft
 rejection and its entropy reward, each with a case computed by hand."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from ballad_env.cost import Costs
-from ballad_env.two_sided import (
+from ballad_env.rejection.two_sided import (
     TWO_SIDED_SEARCHES,
     TwoSidedThresholds,
     binary_entropy,

@@ -13,14 +13,14 @@ import pytest
 
 from ballad_env import Settings, load_dataset
 from ballad_env.cost import Costs
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
-from ballad_env.two_sided import (
+from ballad_env.rejection.two_sided import (
     TIE_RULES,
     TWO_SIDED_SEARCHES,
     SideProblem,
     fit_two_sided,
     side_problem,
 )
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 # The ten labeled validation probabilities of test_two_sided.py.
 P = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.55, 0.6, 0.7, 0.8, 0.9])

@@ -1,5 +1,5 @@
 """stable-baselines3 on the natively vectorised replay environment
-(agents.experiments.vec_adapter): the same episodes as DummyVecEnv, and PPO and MaskablePPO
+(agents.experiments.training.vec_adapter): the same episodes as DummyVecEnv, and PPO and MaskablePPO
 train on it."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import ballad_env
 from agents.experiments.lattice_build import build_store
-from agents.experiments.training import ValidActionWrapper
-from agents.experiments.vec_adapter import ReplaySB3VecEnv, make_replay_vec_env, valid
+from agents.experiments.training.sb3 import ValidActionWrapper
+from agents.experiments.training.vec_adapter import ReplaySB3VecEnv, make_replay_vec_env, valid
 from ballad_env import Settings
-from ballad_env.replay import BudgetAllocationReplayEnv
-from ballad_env.replay_vector import ReplayVectorEnv
+from ballad_env.replay.env import BudgetAllocationReplayEnv
+from ballad_env.replay.vector import ReplayVectorEnv
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,8 @@ def test_maskable_ppo_reads_the_masks_and_both_algorithms_train(store) -> None:
 def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
     """``TrainConfig(vec_env="vector")``: the run's monitor file holds its episodes, each a
     stored cell of the seeds kept."""
-    from agents.experiments.policy_runs import read_monitor
-    from agents.experiments.training import TrainConfig, train
+    from agents.experiments.training.policy_runs import read_monitor
+    from agents.experiments.training.sb3 import TrainConfig, train
 
     config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,
                          settings=Settings(reward="cost", prior="knn"), n_envs=2,

@@ -17,14 +17,20 @@ try:
         dataset_names,
         seed_range,
     )
-    from agents.experiments.run import prepare_run, run_grid
-    from agents.experiments.store import COLUMNS, KEY_COLUMNS, ResultStore, RunError, load_results
-    from agents.experiments.tables import (
+    from agents.experiments.reports.tables import (
         action_shares,
         markdown_table,
         per_round_table,
         summary_table,
         win_counts,
+    )
+    from agents.experiments.run import prepare_run, run_grid
+    from agents.experiments.stores.results import (
+        COLUMNS,
+        KEY_COLUMNS,
+        ResultStore,
+        RunError,
+        load_results,
     )
 except ModuleNotFoundError as err:  # pandas & co. come with the 'experiments' extra
     raise missing_extra(err, "agents.experiments") from err

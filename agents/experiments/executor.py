@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
-from agents.experiments.store import RunError
+from agents.experiments.stores.results import RunError
 
 T = TypeVar("T")
 R = TypeVar("R")

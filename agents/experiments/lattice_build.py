@@ -1,4 +1,4 @@
-"""Build a lattice store (``ballad_env.lattice_store``): data sets x seeds x settings.
+"""Build a lattice store (``ballad_env.replay.store``): data sets x seeds x settings.
 
 The cells of one (data set, seed) are built together, in one process, so every setting
 with the same prior shares the label-free reset (``ballad_env.compute``'s reset cache);
@@ -22,14 +22,14 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.executor import execute, progress_bar, worker_limits
-from agents.experiments.provenance import fingerprint, package_versions
 from agents.experiments.run import load_data
-from agents.experiments.store import RunError, writable_folder
+from agents.experiments.stores.provenance import fingerprint, package_versions
+from agents.experiments.stores.results import RunError, writable_folder
 from ballad_env.data import Dataset, dataset_name
 from ballad_env.env import named_arrays
 from ballad_env.files import colliding, remove_stale_temporaries
-from ballad_env.lattice import build_lattice, check_lattice_settings
-from ballad_env.lattice_store import (
+from ballad_env.replay.lattice import build_lattice, check_lattice_settings
+from ballad_env.replay.store import (
     LatticeStore,
     StoreError,
     lattice_settings,
@@ -42,7 +42,7 @@ from ballad_env.settings import Settings
 #: The columns of :func:`store_table`: one row per stored cell.
 CELL_COLUMNS = ("setting", "dataset", "seed", "n_rounds", "build_seconds", "bytes")
 #: Options that shape neither the label-free reset nor, under most strategies, the labels
-#: bought on D: settings that differ only in these share SSIF's fits (``ssif_detector``).
+#: bought on D: settings that differ only in these share SSIF's fits (``detectors.ssif.episode``).
 SHARING_OPTIONS = frozenset({"rejector", "c_fp", "c_fn", "c_r", "cost_metric", "reward"})
 
 

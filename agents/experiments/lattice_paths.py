@@ -1,6 +1,6 @@
 """Yardstick paths through a lattice and their scores: what every lattice study compares with.
 
-On one lattice (``ballad_env.lattice``) the hindsight-optimal allocation, the one-step
+On one lattice (``ballad_env.replay.lattice``) the hindsight-optimal allocation, the one-step
 oracle and every fixed split ("m LR rounds, then AL") are paths like an agent's replay.
 :func:`reference_paths` gives them, :func:`episode_row` scores any path the same way
 (mean and final test cost, the moves it got right, its AL rounds; :func:`path_row` the
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ballad_env.episode import AL, LR
-from ballad_env.lattice import Lattice, path_string
+from ballad_env.replay.lattice import Lattice, path_string
 
 #: The name of the per-cell best fixed split's row (:func:`best_fixed_per_cell`).
 BEST_FIXED = "best-fixed-per-cell"

@@ -29,8 +29,8 @@ import pandas as pd
 from agents.evaluation import run_episode
 from agents.experiments.executor import execute, progress_bar, worker_limits
 from agents.experiments.grid import Cell, Grid, agent_label, check_agent
-from agents.experiments.provenance import fingerprint, package_versions
-from agents.experiments.store import (
+from agents.experiments.stores.provenance import fingerprint, package_versions
+from agents.experiments.stores.results import (
     COLUMNS,
     FORMAT_VERSION,
     ResultStore,

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
-from agents.experiments.store import RunError
+from agents.experiments.reports.tables import write_table
+from agents.experiments.stores.results import RunError
 from agents.experiments.studies.allocators import (
     COST_SETTINGS,
     PRIORS,
@@ -36,7 +37,6 @@ from agents.experiments.studies.allocators import (
     report_tables,
     trait_table,
 )
-from agents.experiments.tables import write_table
 from ballad_env.data.bundled import BUNDLED_DIR
 
 REPO = Path(__file__).resolve().parents[3]

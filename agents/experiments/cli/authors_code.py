@@ -28,7 +28,8 @@ from pathlib import Path
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import DATASETS_HELP, dataset_names
-from agents.experiments.store import RUN_FILE
+from agents.experiments.reports.tables import seeds_text, write_table
+from agents.experiments.stores.results import RUN_FILE
 from agents.experiments.studies.authors_code import (
     AGENTS,
     ablation_episodes,
@@ -48,9 +49,8 @@ from agents.experiments.studies.published_code import (
     run_published,
     stored_stream_seed,
 )
-from agents.experiments.tables import seeds_text, write_table
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import query_seed_value
+from ballad_env.settings.cli import query_seed_value
 
 DOCS_TABLES = Path(__file__).resolve().parents[3] / "docs" / "tables"
 

@@ -87,11 +87,11 @@ from agents.experiments.studies.vector_bench import (
     vector_report,
 )
 from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process
-from ballad_env.kernel import EXACT_MAX_TRAIN
-from ballad_env.lattice_store import StoreError
-from ballad_env.replay import BudgetAllocationReplayEnv
+from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
+from ballad_env.replay.env import BudgetAllocationReplayEnv
+from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, kernel_pairs_value
+from ballad_env.settings.cli import add_settings_arguments, kernel_pairs_value
 
 
 def build_parser() -> argparse.ArgumentParser:

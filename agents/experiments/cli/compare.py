@@ -30,7 +30,7 @@ from agents.experiments import (
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import DATASETS_HELP
 from agents.policy_files import add_trust_pickle_argument
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
 def build_parser() -> argparse.ArgumentParser:

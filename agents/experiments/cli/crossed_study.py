@@ -26,7 +26,7 @@ from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import DATASETS_HELP, check_agent, dataset_names
-from agents.experiments.store import RunError, writable_folder
+from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.studies.crossed import (
     AGENTS,
     FACTORS,
@@ -36,8 +36,8 @@ from agents.experiments.studies.crossed import (
     write_report,
 )
 from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.lattice_store import StoreError
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.replay.store import StoreError
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.grid import check_agent
-from agents.experiments.store import RunError, writable_folder
+from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.studies.lattice import (
     STUDY_AGENTS,
     StudyOptions,
@@ -35,7 +35,7 @@ from agents.experiments.studies.lattice import (
 )
 from ballad_env.data import dataset_name
 from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.settings_cli import add_settings_arguments
+from ballad_env.settings.cli import add_settings_arguments
 
 REPO = Path(__file__).resolve().parents[3]
 

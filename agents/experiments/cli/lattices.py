@@ -1,7 +1,7 @@
 """Build a lattice store for the replay environment (``ballad_env/BudgetAllocationReplay-v0``).
 
 One compressed file per (data set, seed, setting): every state (i AL, j LR rounds) of that
-episode and the rewards of every move (``ballad_env.lattice``). Local worker processes
+episode and the rewards of every move (``ballad_env.replay.lattice``). Local worker processes
 (``--n-jobs``) or a Dask cluster (``--scheduler``); resumable: a rerun builds only the
 missing cells, and refuses a store of other environment code, package versions or data,
 or a stored file it cannot read, naming it. Prints the build time and size per cell, and
@@ -21,11 +21,11 @@ from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
 from agents.experiments.lattice_build import build_store, build_summary
-from agents.experiments.store import RunError
-from agents.experiments.tables import write_table
+from agents.experiments.reports.tables import write_table
+from agents.experiments.stores.results import RunError
 from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.lattice_store import StoreError
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.replay.store import StoreError
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -35,7 +35,7 @@ from agents.experiments.studies.paper import (
     run_experiments,
 )
 from ballad_env.data import dataset_name
-from ballad_env.settings_cli import add_settings_arguments
+from ballad_env.settings.cli import add_settings_arguments
 
 REPO = Path(__file__).resolve().parents[3]
 

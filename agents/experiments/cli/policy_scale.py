@@ -33,12 +33,12 @@ import sys
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
-from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError
-from agents.experiments.store import RunError
+from agents.experiments.stores.results import RunError
 from agents.experiments.studies import policy_scale as scale
+from agents.experiments.training.policy_runs import STUDY_OPTIONS, StudyError
 from agents.policy_files import add_trust_pickle_argument
-from ballad_env.lattice_store import StoreError
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.replay.store import StoreError
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
 

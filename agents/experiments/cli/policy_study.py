@@ -34,13 +34,13 @@ import sys
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
-from agents.experiments.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
-from agents.experiments.store import RunError, writable_folder
+from agents.experiments.reports.tables import markdown_table
+from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.studies import policies as study
-from agents.experiments.tables import markdown_table
+from agents.experiments.training.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 ROOT = Path(__file__).resolve().parents[3]
 

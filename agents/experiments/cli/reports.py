@@ -1,5 +1,5 @@
 """Fill the reports' ``<!-- table: docs/tables/<file>.md -->`` blocks from the generated
-tables; ``--check`` lists the stale blocks instead (``agents.experiments.report_tables``).
+tables; ``--check`` lists the stale blocks instead (``agents.experiments.reports.generated``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter
-from agents.experiments.report_tables import fill, repo_root, reports, stale
+from agents.experiments.reports.generated import fill, repo_root, reports, stale
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,7 +58,7 @@ def _max_rows(text: str) -> int:
 
 def sweep_files(args: argparse.Namespace) -> int:
     """Damage each file kind; print how each ended and the failures. 1 if any failed."""
-    from agents.experiments.corruption import fuzz_files
+    from agents.experiments.stores.corruption import fuzz_files
 
     failed = 0
     with tempfile.TemporaryDirectory() as folder:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments.cli import HelpFormatter
-from agents.experiments.episode_store import PublishedCodeError
+from agents.experiments.stores.episodes import PublishedCodeError
 from agents.experiments.studies.sadal.agreement import (
     agreement_episodes,
     agreement_summary,
@@ -51,7 +51,7 @@ from agents.experiments.studies.sadal.variant import (
     variant_summary,
     variant_table,
 )
-from ballad_env.settings_cli import setting_from_text
+from ballad_env.settings.cli import setting_from_text
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter, add_execution_arguments
-from agents.experiments.policy_runs import train_and_plot
-from agents.experiments.store import RunError
-from agents.experiments.training import VEC_ENVS, TrainConfig
+from agents.experiments.stores.results import RunError
+from agents.experiments.training.policy_runs import train_and_plot
+from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import add_settings_arguments, settings_from_args
+from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

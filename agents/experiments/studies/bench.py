@@ -34,7 +34,7 @@ from agents.experiments.timing import (
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
 from ballad_env.data import Dataset
-from ballad_env.detector import PointScores
+from ballad_env.detectors.ssdo.model import PointScores
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -46,12 +46,13 @@ PHASES = (
     ("reset (whole)", ("ballad_env/env.py",), "reset"),
     ("reset: split and scale", ("ballad_env/protocol.py",), "split_and_scale"),
     ("reset: fit the prior", ("pyod/models/iforest.py", "pyod/models/knn.py"), "fit"),
-    ("reset: kernel width eta", ("ballad_env/kernel.py",), "kernel_width"),
-    ("reset: prior scores of V and T", ("ballad_env/detector.py",), "prior_probability"),
+    ("reset: kernel width eta", ("ballad_env/detectors/ssdo/kernel.py",), "kernel_width"),
+    ("reset: prior scores of V and T", ("ballad_env/detectors/ssdo/model.py",),
+     "prior_probability"),
     ("steps (whole)", ("ballad_env/env.py",), "step"),
-    ("AL: kernel sums for new labels", ("ballad_env/kernel.py",), "kernel_sums"),
-    ("AL: kernel sums (fast path)", ("ballad_env/kernel.py",), "sums"),
-    ("threshold search", ("ballad_env/rejection.py",), "__call__"),
+    ("AL: kernel sums for new labels", ("ballad_env/detectors/ssdo/kernel.py",), "kernel_sums"),
+    ("AL: kernel sums (fast path)", ("ballad_env/detectors/ssdo/kernel.py",), "sums"),
+    ("threshold search", ("ballad_env/rejection/confidence.py",), "__call__"),
     ("rewards", ("ballad_env/rewards.py",), "rewards"),
     ("test evaluation (cost, ROC AUC)", ("ballad_env/cost.py",), "evaluate"),
     ("observation", ("ballad_env/observation.py",), "encode"),

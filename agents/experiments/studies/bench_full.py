@@ -34,7 +34,7 @@ from agents.evaluation import run_episode
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
 from ballad_env.data import load_dataset
-from ballad_env.detector import PointScores
+from ballad_env.detectors.ssdo.model import PointScores
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 
@@ -44,10 +44,11 @@ FULL_TARGET_S = 60.0
 #: Phases of a reset, as (label, module path suffix, function name) for ``reset_phases``.
 RESET_PHASES = (
     ("split and scale", "ballad_env/protocol.py", "split_and_scale"),
-    ("prior: fit and score D", "ballad_env/detector.py", "_fit_prior"),
-    ("eta", "ballad_env/kernel.py", "kernel_width"),
-    ("kernel rows (and their copy to the device)", "ballad_env/kernel.py", "__init__"),
-    ("prior: score V and T", "ballad_env/detector.py", "prior_probability"),
+    ("prior: fit and score D", "ballad_env/detectors/ssdo/model.py", "_fit_prior"),
+    ("eta", "ballad_env/detectors/ssdo/kernel.py", "kernel_width"),
+    ("kernel rows (and their copy to the device)", "ballad_env/detectors/ssdo/kernel.py",
+     "__init__"),
+    ("prior: score V and T", "ballad_env/detectors/ssdo/model.py", "prior_probability"),
 )
 
 

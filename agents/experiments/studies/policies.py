@@ -29,7 +29,10 @@ import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.executor import execute, progress_bar
-from agents.experiments.policy_runs import (
+from agents.experiments.reports.tables import write_table
+from agents.experiments.run import play_agents
+from agents.experiments.stores.results import writable_folder
+from agents.experiments.training.policy_runs import (
     RULES,
     StudyError,
     by_training_seed,
@@ -51,9 +54,6 @@ from agents.experiments.policy_runs import (
     training_times,
     write_episode,
 )
-from agents.experiments.run import play_agents
-from agents.experiments.store import writable_folder
-from agents.experiments.tables import write_table
 from agents.policy_files import policy_fingerprint
 from agents.registry import is_policy_path, make_agent
 from ballad_env.env import BudgetAllocationEnv
@@ -61,7 +61,7 @@ from ballad_env.episode import RECORD_FIELDS
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
-    from agents.experiments.training import TrainConfig
+    from agents.experiments.training.sb3 import TrainConfig
 
 SPLIT_SEED = 2023  # the paper's year; fixed before any policy was trained
 N_BLOCKS = 6
@@ -127,7 +127,7 @@ class TrainPlan:
 def train_configs(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path
                   ) -> dict[str, TrainConfig]:
     """One training run per (algorithm, reward, seed), keyed by run name."""
-    from agents.experiments.training import TrainConfig
+    from agents.experiments.training.sb3 import TrainConfig
 
     train = tuple(json.loads(Path(split_file).read_text())["train"])
     configs = {}

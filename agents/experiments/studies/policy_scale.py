@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.policy_runs import (
+from agents.experiments.reports.tables import write_table
+from agents.experiments.stores.results import writable_folder
+from agents.experiments.training.policy_runs import (
     StudyError,
     by_training_seed,
     episode_table,
@@ -43,16 +45,14 @@ from agents.experiments.policy_runs import (
     training_times,
     write_episode,
 )
-from agents.experiments.store import writable_folder
-from agents.experiments.tables import write_table
 from agents.registry import make_agent
 from ballad_env.episode import ACTION_NAMES
-from ballad_env.lattice import Lattice
-from ballad_env.lattice_store import LatticeStore
+from ballad_env.replay.lattice import Lattice
+from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
-    from agents.experiments.training import TrainConfig
+    from agents.experiments.training.sb3 import TrainConfig
 
 #: The rule agents replayed next to the policies, and the lattice yardsticks: the one-step
 #: oracle and the hindsight optima of the mean cost over rounds and of the final cost (the
@@ -93,7 +93,7 @@ def train_configs(plan: ScalePlan, study: Path) -> dict[str, TrainConfig]:
     """One training run per (algorithm, reward, observation, seed) on the replay store,
     seed-major (every group's seed 0 first); the run's group (its name without the seed)
     is ``<algo>-<reward>-<observation>``."""
-    from agents.experiments.training import TrainConfig
+    from agents.experiments.training.sb3 import TrainConfig
 
     sets = tuple(training_sets(plan.split_file))
     configs = {}

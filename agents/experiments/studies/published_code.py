@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.episode_store import (
+from agents.experiments.executor import execute, progress_bar
+from agents.experiments.stores.episodes import (
     TABLE,
     PublishedCodeError,
     episode_cell,
@@ -46,8 +47,7 @@ from agents.experiments.episode_store import (
     missing_packages,
     stored_episodes,
 )
-from agents.experiments.executor import execute, progress_bar
-from agents.experiments.store import ResultStore
+from agents.experiments.stores.results import ResultStore
 from ballad_env.data import load_dataset
 from ballad_env.protocol import AUTHORS_ASIDE, AUTHORS_TEST, Budget, Split
 

@@ -26,8 +26,8 @@ import numpy as np
 
 import ballad_env
 from agents.experiments.timing import random_play
-from ballad_env.replay import BudgetAllocationReplayEnv
-from ballad_env.replay_vector import INFO_KEYS, ReplayVectorEnv
+from ballad_env.replay.env import BudgetAllocationReplayEnv
+from ballad_env.replay.vector import INFO_KEYS, ReplayVectorEnv
 from ballad_env.settings import Settings
 
 #: The info keys SyncVectorEnv gets: all but ``queried``, which it cannot stack when the
@@ -41,7 +41,7 @@ VECTOR_SIZES = (1, 64, 1024)
 def play_vector(env: Any, n_steps: int, rng: np.random.Generator, masks: Any) -> float:
     """Seconds to take about ``n_steps`` environment steps (whole vector steps) of random
     valid actions in a vector environment; ``masks()`` gives its (N, 2) action masks."""
-    from agents.experiments.vec_adapter import valid  # with SB3: the 'rl' extra
+    from agents.experiments.training.vec_adapter import valid  # with SB3: the 'rl' extra
 
     n = env.num_envs
     coins = rng.integers(2, size=(64, n))
@@ -68,7 +68,7 @@ def measure_vector(store: str | os.PathLike, settings: Settings,
     ``short_steps`` a run, the others ``steps``. ``SyncVectorEnv``'s wrapper lives with the
     training code (the 'rl' extra), so it is imported here: the rest of ``scripts/bench.py``
     runs on the core install and the experiments extra."""
-    from agents.experiments.training_envs import KeepInfo
+    from agents.experiments.training.envs import KeepInfo
 
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []
@@ -138,8 +138,8 @@ def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
     from stable_baselines3 import PPO
     from stable_baselines3.common.logger import Logger
 
-    from agents.experiments.training import TrainConfig, algorithm_kwargs, make_vec_env
-    from agents.experiments.vec_adapter import make_replay_vec_env
+    from agents.experiments.training.sb3 import TrainConfig, algorithm_kwargs, make_vec_env
+    from agents.experiments.training.vec_adapter import make_replay_vec_env
 
     config = TrainConfig(algo="ppo", datasets=tuple(datasets),
                          settings=settings or Settings(reward="cost"), n_envs=n_envs,

@@ -1,6 +1,6 @@
 """The allocator study (ALLOCATORS.md): can a deployable rule beat buying validation labels?
 
-Every allocator is replayed on stored lattices (``ballad_env.lattice``): one per data set,
+Every allocator is replayed on stored lattices (``ballad_env.replay.lattice``): one per data set,
 seed, prior and cost setting, built once into a lattice store under ``<out>/lattices``
 (refused, with an error naming the file, once the environment's code changes). Agents are
 scored by their mean test cost over rounds, their regret against the hindsight-optimal

@@ -24,7 +24,7 @@ from agents.experiments.studies.allocators.cells import (
     iter_lattices,
 )
 from ballad_env.episode import AL
-from ballad_env.lattice import Lattice
+from ballad_env.replay.lattice import Lattice
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = TRAIT_L2,

@@ -23,12 +23,12 @@ from agents.allocators import (
 from agents.base import Agent, RuleAgent, feature
 from agents.experiments.executor import execute, worker_limits
 from agents.experiments.lattice_build import build_store
-from agents.experiments.provenance import package_versions
-from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell
+from agents.experiments.stores.provenance import package_versions
+from agents.experiments.stores.results import FORMAT_VERSION, ResultStore, TableCell
 from agents.registry import make_agent
 from ballad_env.episode import AL, LR
-from ballad_env.lattice import SIGNAL_MODES, SIGNALS, Lattice
-from ballad_env.lattice_store import LatticeStore
+from ballad_env.replay.lattice import SIGNAL_MODES, SIGNALS, Lattice
+from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 #: Settings of the study besides the prior, by the tag used in paths and in the tables'
@@ -51,7 +51,7 @@ def study_settings(costs: str, prior: str) -> Settings:
 
 # ---------------------------------------------------------------------------- lattice store
 def lattice_store(root: Path) -> LatticeStore:
-    """The study's lattices: a lattice store (``ballad_env.lattice_store``) under ``root``,
+    """The study's lattices: a lattice store (``ballad_env.replay.store``) under ``root``,
     so lattices from other environment code are refused, not reused."""
     return LatticeStore(Path(root) / "lattices", create=True)
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.lattice_paths import BEST_FIXED, best_fixed_per_cell
+from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.crossed.cells import CELL, StudyOptions, stored_paths
 from agents.experiments.studies.crossed.factors import (
     FACTOR_NAMES,
@@ -34,7 +35,6 @@ from agents.experiments.studies.crossed.factors import (
     split_posable,
 )
 from agents.experiments.studies.crossed.live import live_combinations, stored_live
-from agents.experiments.tables import write_table
 from ballad_env.data.adbench import PREFIX as ADBENCH_PREFIX
 
 #: The strategies of the tables, in their order: the rules, then the yardsticks.

@@ -20,8 +20,8 @@ import pandas as pd
 from agents.experiments.executor import execute, progress_bar, worker_limits
 from agents.experiments.lattice_build import build_store
 from agents.experiments.lattice_paths import episode_row, reference_paths
-from agents.experiments.provenance import package_versions
-from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell
+from agents.experiments.stores.provenance import package_versions
+from agents.experiments.stores.results import FORMAT_VERSION, ResultStore, TableCell
 from agents.experiments.studies.crossed.factors import (
     FACTOR_NAMES,
     FACTORS,
@@ -30,7 +30,7 @@ from agents.experiments.studies.crossed.factors import (
     split_posable,
 )
 from ballad_env.data import dataset_name
-from ballad_env.lattice_store import LatticeStore
+from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 #: The allocation rules replayed on every lattice (registered agent names): the two

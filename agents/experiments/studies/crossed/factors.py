@@ -3,7 +3,7 @@ combination is one episode setting (or a reason why the lattice cannot pose it).
 
 A new level is one entry in :data:`FACTORS` (its options, merged into ``Settings``); a new
 factor is one more key. Combinations whose labels depend on the order of the rounds (the
-lattice's own check, ``ballad_env.lattice.check_lattice_settings``), or whose options
+lattice's own check, ``ballad_env.replay.lattice.check_lattice_settings``), or whose options
 ``Settings`` rejects (an option not built yet), are kept with the reason, so every table
 says what was not posed and why.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ballad_env.lattice import check_lattice_settings
+from ballad_env.replay.lattice import check_lattice_settings
 from ballad_env.settings import Settings
 
 #: factor -> level -> the Settings options of that level (the first level: our default).

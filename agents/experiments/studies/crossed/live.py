@@ -26,7 +26,7 @@ from agents.experiments.executor import worker_limits
 from agents.experiments.lattice_build import sharing_order
 from agents.experiments.lattice_paths import fixed_split_name, path_row
 from agents.experiments.run import load_data, play_agents
-from agents.experiments.store import ResultStore, TableCell
+from agents.experiments.stores.results import ResultStore, TableCell
 from agents.experiments.studies.crossed.cells import (
     StudyOptions,
     cell_done,

@@ -1,6 +1,6 @@
 """The lattice study (LATTICE.md): how far are allocation rules from the best allocation?
 
-For every data set, seed and prior, one lattice (``ballad_env.lattice``) gives the test
+For every data set, seed and prior, one lattice (``ballad_env.replay.lattice``) gives the test
 cost of every state (i AL, j LR rounds). Agents are replayed on it (exact for agents that
 read only observations; a few cells are re-run through the real environment to show it),
 and scored against the hindsight-optimal path, the fixed LR-then-AL splits and the

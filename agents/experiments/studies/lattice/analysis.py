@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.lattice_paths import best_fixed_per_cell
-from agents.experiments.store import ResultStore, RunError
+from agents.experiments.reports.tables import write_table
+from agents.experiments.stores.results import ResultStore, RunError
 from agents.experiments.studies.lattice.cells import (
     CELL_KEYS,
     CROSSCHECK,
@@ -22,7 +23,6 @@ from agents.experiments.studies.lattice.cells import (
     stored_agents,
     table_cell,
 )
-from agents.experiments.tables import write_table
 
 
 # ---------------------------------------------------------------------------- collect
@@ -274,7 +274,7 @@ def draw_lattice(ax: Any, states: pd.DataFrame, episodes: pd.DataFrame, dataset:
     """One lattice's test costs (j across, i up) with three paths drawn from (0, 0)."""
     from matplotlib import patheffects
 
-    from ballad_env.lattice import parse_path
+    from ballad_env.replay.lattice import parse_path
 
     cell = states[(states.dataset == dataset) & (states.prior == prior) & (states.seed == seed)]
     image = ax.imshow(lattice_grid(cell), origin="lower", cmap="viridis")

@@ -18,8 +18,8 @@ import pandas as pd
 
 from agents.experiments.executor import execute, worker_limits
 from agents.experiments.lattice_paths import episode_row, reference_paths
-from agents.experiments.provenance import package_versions, source_fingerprint
-from agents.experiments.store import FORMAT_VERSION, ResultStore, TableCell
+from agents.experiments.stores.provenance import package_versions, source_fingerprint
+from agents.experiments.stores.results import FORMAT_VERSION, ResultStore, TableCell
 
 STUDY_AGENTS = ("ballad", "ballad-cosine", "all-in-al", "all-in-lr", "random", "discounted",
                 "ucb1", "epsilon-greedy", "sliding-window", "val-cost-greedy", "half",
@@ -106,7 +106,7 @@ def run_cell(task: tuple[Path, CellKey, tuple[str, ...]], single_thread: bool = 
     ``task`` is (data folder, cell, agents); one BLAS thread, in a worker or not."""
     from agents.registry import make_agent
     from ballad_env.data import load_dataset
-    from ballad_env.lattice import SIGNAL_MODES, SIGNALS, build_lattice
+    from ballad_env.replay.lattice import SIGNAL_MODES, SIGNALS, build_lattice
     from ballad_env.settings import Settings
 
     data_dir, cell, agent_names = task
@@ -140,7 +140,7 @@ def crosscheck_cell(task: tuple[Path, CellKey, tuple[str, ...]], single_thread: 
     from agents.registry import make_agent
     from ballad_env.data import load_dataset
     from ballad_env.env import BudgetAllocationEnv
-    from ballad_env.lattice import build_lattice, parse_path
+    from ballad_env.replay.lattice import build_lattice, parse_path
     from ballad_env.settings import Settings
 
     data_dir, cell, agent_names = task

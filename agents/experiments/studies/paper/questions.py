@@ -12,10 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from agents.experiments import plots
-from agents.experiments.store import writable_folder
-from agents.experiments.studies.paper.runs import BALLADS, PAPER, Q1_AGENTS, Key
-from agents.experiments.tables import (
+from agents.experiments.reports import plots
+from agents.experiments.reports.tables import (
     action_shares,
     fresh_rewards,
     operating_points,
@@ -27,6 +25,8 @@ from agents.experiments.tables import (
     win_counts,
     write_table,
 )
+from agents.experiments.stores.results import writable_folder
+from agents.experiments.studies.paper.runs import BALLADS, PAPER, Q1_AGENTS, Key
 
 
 # ---------------------------------------------------------------------------------- output

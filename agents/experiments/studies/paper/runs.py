@@ -16,7 +16,7 @@ import pandas as pd
 
 from agents.experiments.grid import PAPER_AGENTS, Grid, seed_range
 from agents.experiments.run import run_grid
-from agents.experiments.store import load_results
+from agents.experiments.stores.results import load_results
 from ballad_env.settings import Settings
 
 Q1_AGENTS = PAPER_AGENTS

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.episode_store import episode_cell, stored_episodes
-from agents.experiments.store import ResultStore, TableCell
+from agents.experiments.stores.episodes import episode_cell, stored_episodes
+from agents.experiments.stores.results import ResultStore, TableCell
 from agents.experiments.studies.sadal.published import PUBLISHED_STRATEGIES
 from agents.sadal import sadal_choice
 from ballad_env.data import Dataset, load_dataset

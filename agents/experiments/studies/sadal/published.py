@@ -16,7 +16,7 @@ seed=seed)`` then draws D and V itself, which must equal ``split="sadal"``'s (ch
 published code sees the raw features (it does not scale; ours scales on D, which SSIF does
 not notice). Labels are -1/1, as ``SADAL.py`` needs.
 
-Episodes run through the harness's executor into a ``ResultStore`` (``episode_store``'s
+Episodes run through the harness's executor into a ``ResultStore`` (``stores.episodes``'s
 tables: one per episode, a row per round: action, labels bought, thresholds,
 search seed, test cost and shares, rewards, the fix applied), written as each finishes; a
 rerun skips the episodes the store holds.
@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.episode_store import (
+from agents.experiments.executor import execute, progress_bar
+from agents.experiments.stores.episodes import (
     PublishedCodeError,
     episode_cell,
     episode_order,
@@ -48,12 +49,11 @@ from agents.experiments.episode_store import (
     missing_packages,
     stored_episodes,
 )
-from agents.experiments.executor import execute, progress_bar
 from ballad_env.cost import Costs
 from ballad_env.data import load_dataset
 from ballad_env.data.download import file_hashes
 from ballad_env.protocol import sadal_holdout, sadal_split_indices
-from ballad_env.two_sided import fit_two_sided
+from ballad_env.rejection.two_sided import fit_two_sided
 
 #: The strategies: SADAL's choice, or one branch forced in every round.
 STRATEGIES = ("sadal", "AL", "LR")
@@ -139,7 +139,7 @@ def _one_core(published: type) -> type:
 
 
 def _fast_ssif() -> type:
-    from ballad_env.ssif import SemiSupervisedIsolationForest
+    from ballad_env.detectors.ssif.forest import SemiSupervisedIsolationForest
 
     class FastSSIF:
         """The published ``SSIF()``'s interface and defaults (contamination 0.1, seed 9)."""

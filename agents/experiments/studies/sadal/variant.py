@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.episode_store import episode_cell, stored_episodes
-from agents.experiments.store import ResultStore
+from agents.experiments.stores.episodes import episode_cell, stored_episodes
+from agents.experiments.stores.results import ResultStore
 from agents.experiments.studies.sadal.agreement import PRESET_TABLE, run_preset
 from agents.experiments.studies.sadal.published import PUBLISHED_STRATEGIES
 from ballad_env.settings import Settings
-from ballad_env.settings_cli import option_text
+from ballad_env.settings.cli import option_text
 
 #: Columns of ``variant_episodes``.
 EPISODE_COLUMNS = ["dataset", "seed", "agent", "rounds", "published", "variant",

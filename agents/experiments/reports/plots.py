@@ -1,0 +1,169 @@
+"""Figures of tidy harness results; they read stored tables and never rerun an experiment.
+
+Every function takes the tidy table (``agents.experiments.load_results``) or the output
+folder it lives in, and writes one image with matplotlib's Agg backend (no display needed).
+The x axis of the per-round figures is ``spent_fraction``: labels bought as a share of |D|.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeAlias
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from agents.experiments.reports.tables import reward_difference_stats, reward_differences  # noqa: E402
+from agents.experiments.stores.results import load_results  # noqa: E402
+
+Results: TypeAlias = pd.DataFrame | str | os.PathLike
+
+#: Fixed colours so an agent looks the same in every figure.
+AGENT_COLORS = {"ballad": "tab:blue", "ballad-cosine": "tab:purple", "all-in-al": "tab:orange",
+                "all-in-lr": "tab:green", "random": "tab:gray", "oracle": "black"}
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def _table(results: Results) -> pd.DataFrame:
+    """The tidy table itself, or the one stored in an output folder."""
+    return results if isinstance(results, pd.DataFrame) else load_results(results)
+
+
+def _select(table: pd.DataFrame, column: str, values: Sequence[str] | None) -> list[str]:
+    """``values`` in the given order (all present values, in table order, when ``None``)."""
+    present = list(dict.fromkeys(table[column]))
+    if values is None:
+        return present
+    missing = [v for v in values if v not in present]
+    if missing:
+        raise ValueError(f"no results for {column} {missing}; present: {present}")
+    return list(values)
+
+
+def _color(agent: str, index: int) -> str:
+    return AGENT_COLORS.get(agent, f"C{(index + 5) % 10}")
+
+
+def _save(fig: plt.Figure, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _curves(table: pd.DataFrame, metric: str) -> pd.Series:
+    """Mean ``metric`` per (setting, agent, labels spent) over seeds, then over data sets."""
+    per_dataset = table.groupby(["setting", "agent", "spent_fraction", "dataset"])[metric].mean()
+    return per_dataset.groupby(level=["setting", "agent", "spent_fraction"]).mean()
+
+
+def _draw(ax: plt.Axes, table: pd.DataFrame, agents: list[str], settings: list[str],
+          metric: str, labels: bool) -> None:
+    curves = _curves(table, metric)
+    for i, agent in enumerate(agents):
+        for j, setting in enumerate(settings):
+            if (setting, agent) not in curves.index.droplevel("spent_fraction"):
+                continue
+            curve = curves.loc[(setting, agent)]
+            label = agent if len(settings) == 1 else f"{agent} ({setting})"
+            ax.plot(100 * curve.index, curve.to_numpy(), LINESTYLES[j % len(LINESTYLES)],
+                    color=_color(agent, i), marker="o", markersize=2.5, linewidth=1.3,
+                    label=label if labels else None)
+
+
+def cost_per_round(results: Results, path: str | os.PathLike, *,
+                   agents: Sequence[str] | None = None, settings: Sequence[str] | None = None,
+                   datasets: Sequence[str] | None = None, metric: str = "test_cost",
+                   ncols: int = 6, title: str | None = None) -> Path:
+    """One panel per data set: mean ``metric`` over seeds per round (the paper's Figure 1).
+
+    Colour tells the agent, line style the setting, so one figure can also compare settings
+    (e.g. the exact and the bayes threshold search).
+    """
+    table = _table(results)
+    agents = _select(table, "agent", agents)
+    settings = _select(table, "setting", settings)
+    datasets = _select(table, "dataset", datasets)
+    table = table[table["agent"].isin(agents) & table["setting"].isin(settings)]
+    ncols = min(ncols, len(datasets))
+    nrows = math.ceil(len(datasets) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.7 * ncols, 2.2 * nrows + 0.6),
+                             squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(datasets):
+            ax.axis("off")
+            continue
+        name = datasets[k]
+        _draw(ax, table[table["dataset"] == name], agents, settings, metric, labels=k == 0)
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+        if k % ncols == 0:
+            ax.set_ylabel(metric.replace("_", " "), fontsize=8)
+        if k // ncols == nrows - 1:
+            ax.set_xlabel("labels (% of D)", fontsize=8)
+    fig.legend(loc="upper center", ncol=min(6, len(agents) * len(settings)), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, 1.0))
+    if title:
+        fig.suptitle(title, y=1.04, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return _save(fig, path)
+
+
+def mean_cost_per_round(results: Results, path: str | os.PathLike, *,
+                        agents: Sequence[str] | None = None,
+                        settings: Sequence[str] | None = None, metric: str = "test_cost",
+                        title: str | None = None) -> Path:
+    """One panel per setting: ``metric`` per round averaged over data sets (seeds first)."""
+    table = _table(results)
+    agents = _select(table, "agent", agents)
+    settings = _select(table, "setting", settings)
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.2),
+                             squeeze=False, sharey=False)
+    for j, (ax, setting) in enumerate(zip(axes.flat, settings, strict=True)):
+        block = table[(table["setting"] == setting) & table["agent"].isin(agents)]
+        _draw(ax, block, agents, [setting], metric, labels=j == 0)
+        ax.set_title(setting, fontsize=10)
+        ax.set_xlabel("labels (% of D)")
+        ax.set_ylabel(f"mean {metric.replace('_', ' ')} over data sets")
+    fig.legend(loc="upper center", ncol=len(agents), frameon=False, bbox_to_anchor=(0.5, 1.02))
+    if title:
+        fig.suptitle(title, y=1.09)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return _save(fig, path)
+
+
+def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
+                                setting: str, agent: str = "ballad", reward: str = "entropy",
+                                bins: int = 80) -> Path:
+    """Histogram of AL minus LR ``reward`` over all of ``agent``'s measured rounds (Q3)."""
+    table = _table(results)
+    differences = reward_differences(table[table["setting"] == setting], agent, reward)
+    if differences.empty:
+        raise ValueError(f"no {agent} rounds with both rewards measured in setting {setting}")
+    stats = reward_difference_stats(differences).loc[setting]
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    values = differences["difference"].to_numpy()
+    ax.hist(values, bins=bins, color="tab:blue", alpha=0.75)
+    ax.axvline(stats["median"], color="black", linestyle="--", linewidth=1,
+               label=f"median {stats['median']:.4f}")
+    ax.axvline(0.0, color="gray", linewidth=0.6)
+    ax.set_yscale("log" if np.ptp(np.histogram(values, bins=bins)[0]) > 200 else "linear")
+    ax.set_xlabel(f"{reward} reward: AL - LR")
+    ax.set_ylabel("rounds")
+    ax.set_title(f"{agent}, {setting}: std AL {stats['std_al']:.3f}, std LR {stats['std_lr']:.3f}"
+                 f" ({int(stats['rounds'])} rounds)", fontsize=9)
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+__all__ = ["AGENT_COLORS", "cost_per_round", "mean_cost_per_round",
+           "reward_difference_histogram"]

@@ -1,0 +1,133 @@
+"""The environments a training run steps: one monitored environment per worker, drawing its
+data set per episode from a list (and its seed from a pool), or the vector replay
+environment; and the wrappers they share (a valid-action fallback, a slim ``info``, a seed
+pool). :mod:`agents.experiments.training.sb3` runs them; its names re-export these.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+try:
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
+    from agents.extras import missing_extra
+
+    raise missing_extra(err, "policy training") from err
+
+from agents.experiments.training.vec_adapter import make_replay_vec_env
+from ballad_env.env import BudgetAllocationEnv
+from ballad_env.replay.env import BudgetAllocationReplayEnv
+from ballad_env.settings import Settings
+
+if TYPE_CHECKING:
+    from agents.experiments.training.sb3 import TrainConfig
+
+#: Written by Monitor at each episode's end: the final test cost, and which data set it was.
+MONITOR_KEYWORDS = ("test_cost", "dataset")
+
+
+class ValidActionWrapper(gym.ActionWrapper):
+    """Replace an action whose label pool is exhausted by the other one (the rule agents'
+    fallback), so algorithms without masks never crash the episode on an invalid choice.
+    """
+
+    def action(self, action: Any) -> int:
+        chosen = int(np.asarray(action).item())
+        mask = self.env.get_wrapper_attr("action_masks")()
+        return chosen if mask[chosen] or not mask.any() else 1 - chosen
+
+
+class KeepInfo(gym.Wrapper):
+    """Keep only the ``info`` keys training reads (``MONITOR_KEYWORDS``): SB3's DummyVecEnv
+    deep-copies every worker's info at every step, which on the replay environment took
+    ~40% of a PPO run's time with the full ``info``."""
+
+    def __init__(self, env: gym.Env, keys: Sequence[str] = MONITOR_KEYWORDS) -> None:
+        super().__init__(env)
+        self.keys = tuple(keys)
+
+    def _slim(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {k: info[k] for k in self.keys if k in info}
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._slim(info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self._slim(info)
+
+
+class SeedPool(gym.Wrapper):
+    """Resets without a seed draw one from 0..n-1 (with a generator seeded by the first seeded
+    reset), so a worker replays n repetitions of the protocol and their label-free resets
+    come from the reset cache. A reset with a seed passes it on unchanged."""
+
+    def __init__(self, env: gym.Env, n: int) -> None:
+        super().__init__(env)
+        self.n = n
+        self.rng = np.random.default_rng()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        else:
+            seed = int(self.rng.integers(self.n))
+        return self.env.reset(seed=seed, options=options)
+
+
+def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
+              monitor_file: str | None = None, episode_seeds: int = 0,
+              replay_store: str | None = None, observation: str = "v0") -> gym.Env:
+    """One monitored training environment drawing its data set per episode from ``datasets``
+    (and its seed from ``episode_seeds`` seeds when that is positive, ``SeedPool``); with
+    ``replay_store``, the replay environment drawing among the store's cells of them."""
+    env: gym.Env
+    if replay_store is not None:
+        seeds = range(episode_seeds) if episode_seeds > 0 else None
+        env = BudgetAllocationReplayEnv(replay_store, datasets=list(datasets), seeds=seeds,
+                                        settings=settings, observation=observation)
+    else:
+        env = BudgetAllocationEnv(list(datasets), data_dir=data_dir, settings=settings,
+                                  observation=observation)
+        if episode_seeds > 0:
+            env = SeedPool(env, episode_seeds)
+    return Monitor(KeepInfo(ValidActionWrapper(env)), filename=monitor_file,
+                   info_keywords=MONITOR_KEYWORDS)
+
+
+def env_factory(config: TrainConfig, rank: int, monitor_dir: Path | None
+                ) -> Callable[[], gym.Env]:
+    """A picklable constructor of worker ``rank``'s environment (for SubprocVecEnv)."""
+    monitor_file = str(monitor_dir / str(rank)) if monitor_dir is not None else None
+    return functools.partial(build_env, config.datasets, config.data_dir, config.settings,
+                             monitor_file, config.episode_seeds, config.replay_store,
+                             config.observation)
+
+
+def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
+                 n_envs: int | None = None) -> VecEnv:
+    """``n_envs`` workers (subprocesses, in-process, or one vector replay environment); SB3
+    seeds worker i with seed + i."""
+    n = config.n_envs if n_envs is None else n_envs
+    if monitor_dir is not None:
+        monitor_dir.mkdir(parents=True, exist_ok=True)
+    if config.vec_env == "vector" and config.replay_store is not None:
+        seeds = range(config.episode_seeds) if config.episode_seeds > 0 else None
+        return make_replay_vec_env(
+            n, config.replay_store, datasets=list(config.datasets), seeds=seeds,
+            settings=config.settings, observation=config.observation,
+            monitor_file=None if monitor_dir is None else str(monitor_dir / "vector"))
+    fns = [env_factory(config, rank, monitor_dir) for rank in range(n)]
+    if config.vec_env == "subproc" and n > 1:
+        return SubprocVecEnv(fns)
+    return DummyVecEnv(fns)
