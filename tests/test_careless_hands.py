@@ -113,3 +113,18 @@ def test_gymnasium_sync_vector_env_over_data_sets_of_two_widths(two_widths: Path
                 assert len(bought) in (0, 2, 3) and (row[len(bought):] == -1).all()
     finally:
         envs.close()
+
+
+def test_data_listing_marks_an_invalid_file_with_its_reason(tmp_path: Path, capsys) -> None:
+    from agents.experiments.cli import main as cli
+
+    X, y = make_xy(n=60, n_anomalies=6, d=2, seed=0)
+    np.savez(tmp_path / "good.npz", X=X, y=y)
+    (tmp_path / "bad.csv").write_text("a,b,label\n1,x,0\n")
+    status = cli(["data", "--data-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert status == 1 and "bad" in out.err
+    rows = {line.split("|")[1].strip(): line for line in out.out.splitlines()
+            if line.startswith("| `")}
+    assert "| 60 | 2 |" in rows["`good`"]
+    assert "invalid: ValueError" in rows["`bad`"] and "non-numeric value 'x'" in rows["`bad`"]

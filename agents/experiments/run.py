@@ -43,6 +43,7 @@ from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
+from ballad_env.plugins import load_plugins
 from ballad_env.settings import Settings
 
 
@@ -220,7 +221,7 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
 
 def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
              n_jobs: int = -1, scheduler: str | None = None, progress: bool = True,
-             trust_pickle: bool = False) -> pd.DataFrame:
+             trust_pickle: bool = False, plugins: Sequence[str] = ()) -> pd.DataFrame:
     """Play every cell of ``grid`` not yet in ``output``, writing each as it finishes.
 
     Parameters
@@ -247,6 +248,10 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         Load saved policies with stable-baselines3's full loader, which runs any code
         stored in the file; by default they load without running code from it
         (``agents.policy.load_policy``).
+    plugins : sequence of str
+        Modules whose import registers the user's agents, priors, detectors, ... by name
+        (``ballad_env.plugins``): imported here and in every worker before its first cell,
+        as ``--import MODULE`` does on the command line.
 
     Returns
     -------
@@ -254,6 +259,7 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         The tidy table of the whole grid (``COLUMNS``): cells in the grid's order (setting,
         data set, agent, seed), then rounds; the same whatever the scheduling.
     """
+    load_plugins(plugins)
     grid = grid.resolve(data_dir)
     manifest, loaded = prepare_run(grid, data_dir, trust_pickle=trust_pickle)
     store = ResultStore(output)

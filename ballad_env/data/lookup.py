@@ -219,6 +219,9 @@ class DatasetInfo:
     contamination: float
     cached: bool
     location: str
+    #: Why a file of the data folder cannot be loaded ("" when it can); its n, d and
+    #: contamination are then 0, 0 and NaN.
+    problem: str = ""
 
 
 def _builtin_infos() -> list[DatasetInfo]:
@@ -233,8 +236,13 @@ def _builtin_infos() -> list[DatasetInfo]:
 def _folder_infos(directory: Path) -> list[DatasetInfo]:
     infos = []
     for name in folder_names(directory):
-        path = folder_file(directory, name)
-        ds = _load_file(path, name) if path is not None else None
+        try:
+            path = folder_file(directory, name)
+            ds = _load_file(path, name) if path is not None else None
+        except (ValueError, OSError) as err:  # listed with its reason, not a traceback
+            infos.append(DatasetInfo(name, "folder", 0, 0, float("nan"), True,
+                                     str(directory), f"{type(err).__name__}: {err}"))
+            continue
         if ds is not None:
             infos.append(DatasetInfo(name, "folder", ds.n_samples, ds.n_features,
                                      round(ds.contamination, 4), True, str(path)))

@@ -51,7 +51,8 @@ MANIFEST_FILE = "store.json"
 #: Environment modules that never change a lattice (paths under the package's parent folder):
 #: editing them keeps stores valid.
 NOT_IN_LATTICES = frozenset({
-    "ballad_env/render.py", "ballad_env/files.py", "ballad_env/settings/cli.py",
+    "ballad_env/render.py", "ballad_env/files.py", "ballad_env/plugins.py",
+    "ballad_env/settings/cli.py",
     "ballad_env/replay/env.py", "ballad_env/replay/transitions.py",
     "ballad_env/replay/store.py", "ballad_env/replay/vector.py",
     "ballad_env/replay/vector_tables.py"})

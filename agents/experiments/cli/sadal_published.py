@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, n_jobs_value
 from agents.experiments.stores.episodes import PublishedCodeError
 from agents.experiments.studies.sadal.agreement import (
     agreement_episodes,
@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fast-ssif", action="store_true",
                         help="our SSIF on RandomState(9) (the published forests exactly, "
                              "much faster) in place of the published ssif.SSIF")
-    parser.add_argument("--n-jobs", type=int, default=1, help="episodes: worker processes")
+    parser.add_argument("--n-jobs", type=n_jobs_value, default=1,
+                        help="episodes: worker processes")
     parser.add_argument("--output", default="results/sadal_published",
                         help="episodes: results folder")
     parser.add_argument("--set", action="append", type=setting_from_text, default=[],

@@ -23,7 +23,12 @@ import json
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    add_plugin_argument,
+    import_plugins,
+)
 from agents.experiments.stores.results import RunError
 from agents.experiments.training.policy_runs import train_and_plot
 from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
@@ -81,6 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a lattice store (scripts/build_lattices.py): train on the replay "
                         "environment, from the stored cells of --datasets")
     add_execution_arguments(p, progress=True)
+    add_plugin_argument(p)
     add_settings_arguments(p, defaults=Settings(reward="cost"))
     return p.parse_args(argv)
 
@@ -107,6 +113,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def main(argv: list[str] | None = None) -> int:
     """Train, plot the curves and say where everything went; a bad option returns 2."""
+    import_plugins(argv)
     try:
         config = config_from_args(parse_args(argv))
         result, curve = train_and_plot(config)
