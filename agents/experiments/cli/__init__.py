@@ -18,6 +18,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from agents.extras import EXTRA_OF, missing_extra
 from ballad_env.plugins import PluginError, load_entry_points, load_plugins
 
 #: subcommand -> (module of its ``main``, what it does)
@@ -125,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
     except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] in EXTRA_OF:  # an extra this job needs: named once
+            print(f"error: {missing_extra(err, f'`ballad-env {name}`')}", file=sys.stderr)
+            return 2
         if not (err.name or "").startswith("agents.experiments.studies"):
             raise
         print(f"error: `ballad-env {name}` runs a study, and the studies come with the source "
