@@ -538,7 +538,7 @@ def test_training_on_the_replay_store(store, tmp_path) -> None:
                          n_envs=2, vec_env="dummy", n_steps=30, batch_size=30, seed=2,
                          episode_seeds=2, replay_store=store, output_dir=str(tmp_path),
                          progress_bar=False)
-    assert config.name == "ppo-cost-arrays-knn-replay-s2"
+    assert config.name == "ppo-cost-arrays-knn-replay-s2-120steps"
     result = train(config)
     saved = json.loads(result.settings_path.read_text())
     assert TrainConfig(**saved["config"]) == config
