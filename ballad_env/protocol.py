@@ -266,7 +266,7 @@ class Budget:
                 f"{100 * spent:.3g}% of |D|, not {100 * budget_fraction:.3g}%. Choose a "
                 "round_fraction that "
                 f"divides the budget, such as {budget_fraction / max(1, n_rounds):.4g}.",
-                BudgetWarning, stacklevel=4)
+                BudgetWarning, stacklevel=5)  # past Settings.__init__'s check
 
     def warn_if_rounded_up(self, n_train: int, round_fraction: float, name: str = "data"
                            ) -> None:
