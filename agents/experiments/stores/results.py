@@ -176,7 +176,8 @@ class ResultStore:
             if stored is not None:
                 problems = _manifest_differences(stored, manifest)
                 if problems:
-                    raise RunError(f"{self.root} holds a different run, so its results cannot "
+                    raise RunError(f"{self.root} holds a different run ({self.run_file}), "
+                                   "so its results cannot "
                                    "be mixed with this one:\n  " + "\n  ".join(problems) +
                                    "\nA run can grow (more data sets, seeds, agents or "
                                    "settings) but not change: use another --output, or delete "
