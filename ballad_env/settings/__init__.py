@@ -10,8 +10,6 @@ their registries, so options registered by a user are accepted too.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -36,7 +34,7 @@ from ballad_env.rejection.confidence import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejection.two_sided import TIE_RULES
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 from ballad_env.settings.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
-from ballad_env.settings.values import finite_number, number_text, whole_number
+from ballad_env.settings.values import finite_number, named_options, number_text, whole_number
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -76,6 +74,7 @@ def _option(default: Any, help: str, short: str | None = None, quiet: bool = Fal
     return field(default=default, metadata={"help": help, "short": short, "quiet": quiet})
 
 
+@named_options
 @dataclass(frozen=True)
 class Settings:
     """Everything an episode's outcome depends on besides the data set and the seed."""
@@ -431,26 +430,6 @@ class Settings:
             combos = [{**combo, name: value} for combo in combos for value in values]
         base = base or cls()
         return tuple(dict.fromkeys(base.replace(**combo) for combo in combos))
-
-
-_DATACLASS_INIT = Settings.__init__
-
-
-@functools.wraps(_DATACLASS_INIT)
-def _checked_init(self: Settings, *args: Any, **kwargs: Any) -> None:
-    """The dataclass's ``__init__``, with an unknown option named (and the likeliest one
-    meant) and every option listed, as ``gym.make`` does, instead of Python's bare error."""
-    names = [f.name for f in fields(Settings)]
-    unknown = sorted(set(kwargs) - set(names))
-    if unknown:
-        hints = [f"{u!r} (did you mean {close[0]!r}?)" if (
-            close := difflib.get_close_matches(u, names, n=1)) else repr(u) for u in unknown]
-        raise TypeError(f"Settings: unknown option(s) {', '.join(hints)}; the options are "
-                        f"{', '.join(names)}")
-    _DATACLASS_INIT(self, *args, **kwargs)
-
-
-Settings.__init__ = _checked_init  # type: ignore[method-assign]
 
 
 #: Options with a fixed set of values (the others' values come from registries).
