@@ -41,7 +41,7 @@ def test_endless_body_stops_at_the_registered_size(
         load_dataset("adbench/Alpha")
     assert "adbench/Alpha" in str(info.value)
     size = len(fixture_registry["1_Alpha.npz"])
-    assert server.sent[ALPHA] < size + 8 * (1 << 20)  # stopped at once, not at 64 MB
+    assert server.sent.get(ALPHA, 0) < size + 8 * (1 << 20)  # stopped, not at 64 MB
     assert _leftovers(tmp_path) == []
 
 
@@ -50,7 +50,7 @@ def test_a_larger_content_length_is_refused_before_reading(
     server.modes[ALPHA] = "huge"
     with pytest.raises(DownloadError, match=r"announces 10000000000000 bytes"):
         load_dataset("adbench/Alpha")
-    assert server.sent[ALPHA] < 8 * (1 << 20)
+    assert server.sent.get(ALPHA, 0) < 8 * (1 << 20)  # the client hung up first
     assert _leftovers(tmp_path) == []
 
 
