@@ -66,6 +66,18 @@ def test_a_trickle_hits_the_total_deadline(
     assert _leftovers(tmp_path) == []
 
 
+def test_the_deadline_can_be_set_by_the_environment(
+        server: _Server, fixture_registry: dict[str, bytes], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    server.modes[ALPHA] = "trickle"
+    monkeypatch.setenv(download_module.DEADLINE_ENV, "0.25")
+    with pytest.raises(DownloadError, match=r"total deadline of 0.25 s"):
+        load_dataset("adbench/Alpha")
+    monkeypatch.setenv(download_module.DEADLINE_ENV, "soon")
+    with pytest.raises(ValueError, match=r"BALLAD_DOWNLOAD_DEADLINE is 'soon'"):
+        load_dataset("adbench/Alpha")
+
+
 def test_the_deadline_is_an_option_and_the_socket_timeout_is_named_apart(
         server: _Server, fixture_registry: dict[str, bytes], tmp_path: Path) -> None:
     server.modes[ALPHA] = "trickle"

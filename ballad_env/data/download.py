@@ -36,8 +36,10 @@ from ballad_env.files import remove_stale_temporaries, temporary_path
 
 #: Seconds without progress (one socket read) before a download is abandoned.
 TIMEOUT_S = 60.0
-#: Seconds a whole download may take, whatever the server does (a trickle of bytes included).
+#: Seconds a whole download may take, whatever the server does (a trickle of bytes included);
+#: ``$BALLAD_DOWNLOAD_DEADLINE`` (seconds) or ``download(deadline=...)`` sets another.
 DEADLINE_S = 3600.0
+DEADLINE_ENV = "BALLAD_DOWNLOAD_DEADLINE"
 #: Schemes a download (and a redirect) may use.
 SCHEMES = ("http", "https", "file")
 _CHUNK = 1 << 20
@@ -176,6 +178,21 @@ def _progress_bar(total: int | None, url: str) -> Any:
     return tqdm(total=total, unit="B", unit_scale=True, desc=url.rsplit("/", 1)[-1])
 
 
+def _configured_deadline() -> float:
+    """``$BALLAD_DOWNLOAD_DEADLINE`` (positive seconds) if set, else :data:`DEADLINE_S`."""
+    text = os.environ.get(DEADLINE_ENV)
+    if not text:
+        return DEADLINE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"${DEADLINE_ENV} is {text!r}: give the seconds a download may take, "
+                         "a positive number (unset: one hour)")
+    return value
+
+
 def _part_path(dest: Path) -> Path:
     """This call's temporary name beside ``dest``: ``.NAME.PID.HEX.tmp``, random per call (so
     threads never share one, and no one can plant a link at it in advance), and of the form
@@ -210,7 +227,8 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
     timeout : float, optional
         Seconds without progress before giving up (default :data:`TIMEOUT_S`).
     deadline : float, optional
-        Seconds the whole download may take (default :data:`DEADLINE_S`).
+        Seconds the whole download may take (default ``$BALLAD_DOWNLOAD_DEADLINE``, else
+        :data:`DEADLINE_S`, one hour).
     max_bytes : int, optional
         Most bytes to accept when ``expected`` has no ``size`` (a registered size is the
         limit when there is one): a longer body is stopped there, a longer announced
@@ -229,7 +247,7 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
         raise ValueError(f"{what}: refusing to download {url} without a registered hash")
     check_scheme(url, what)
     most = int(expected["size"]) if expected.get("size") is not None else max_bytes
-    limits = (timeout or TIMEOUT_S, deadline or DEADLINE_S, most)
+    limits = (timeout or TIMEOUT_S, deadline or _configured_deadline(), most)
     dest.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries([dest.parent])
     tmp = _part_path(dest)
@@ -280,5 +298,5 @@ def _fetch_into(url: str, handle: Any, limits: tuple[float, float, int | None],
             + by_hand) from err
 
 
-__all__ = ["DEADLINE_S", "SCHEMES", "TIMEOUT_S", "DownloadError", "IntegrityError",
+__all__ = ["DEADLINE_ENV", "DEADLINE_S", "SCHEMES", "TIMEOUT_S", "DownloadError", "IntegrityError",
            "check_scheme", "download", "file_hashes", "mismatches", "verify"]
