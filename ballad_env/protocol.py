@@ -277,8 +277,8 @@ class Budget:
         warnings.warn(
             f"{name}: a round of {100 * round_fraction:.3g}% of |D| = {n_train} is "
             f"{round_fraction * n_train:.3g} labels, rounded up to 1: {self.n_rounds} rounds buy "
-            f"{self.total} labels ({100 * self.total / max(n_train, 1):.2g}% of D), not the "
-            f"{100 * self.n_rounds * round_fraction:.2g}% asked for. Use a round_fraction of at "
+            f"{self.total} labels ({100 * self.total / max(n_train, 1):.1f}% of D), not the "
+            f"{100 * self.n_rounds * round_fraction:.1f}% asked for. Use a round_fraction of at "
             f"least {0.5 / max(n_train, 1):.2g} on this data set (half a label a round).",
             BudgetWarning, stacklevel=4)
 
