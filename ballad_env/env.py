@@ -55,16 +55,21 @@ class BudgetAllocationEnv(gym.Env):
     | 4-5 | al_measured, lr_measured | whether each side has a reward yet |
     | 6 | budget_used | rounds taken / rounds in the budget |
     | 7-8 | labeled_train, labeled_val | labeled fractions of D and V |
-    | 9 | anomalies_found | anomalies labeled / gamma (|D| + |V|), clipped to 1 |
+    | 9 | anomalies_found | anomalies labeled / (gamma x the size of D and V), clipped to 1 |
     | 10 | contamination | gamma |
     | 11-13 | tau, val_rejection, val_cost | threshold, share of V rejected, scaled cost estimate |
     | 14-15 | prev_al, prev_lr | the previous action, one-hot (both 0 at the start) |
     | 16-17 | al_available, lr_available | the action mask |
 
     ``observation="v1"`` (``gymnasium.make(ENV_ID, observation="v1")``) appends two features,
-    ``Box(0, 1, (20,))``: 18 ``val_sample_cost`` and 19 ``val_sample_se``, the cost on the
-    labeled validation examples only (a uniform sample of V) and its standard error,
-    both over the largest unit cost (``observation.feature_table("v1")``).
+    ``Box(0, 1, (20,))`` (``observation.feature_table("v1")``):
+
+    | index | name | meaning |
+    |---|---|---|
+    | 0-17 | as v0 | |
+    | 18 | val_sample_cost | the cost on the labeled validation examples only (a uniform |
+    | | | sample of V), over the largest unit cost |
+    | 19 | val_sample_se | its standard error, over the largest unit cost |
 
     ## Rewards
     A signal of ``ballad_env.rewards.REWARD_SIGNALS`` (``docs/method.md``, Rewards): the
