@@ -100,6 +100,11 @@ class BudgetAllocationEnv(gym.Env):
     | tau, val_cost | the rejection threshold and the validation cost that set it |
     | threshold_left, threshold_right | the rejection band's ends in P: the two-sided |
     | | rejector's thresholds, or 0.5 -/+ tau / 2 (tau: the band's width) |
+    | rejex_expected_rejection, | RejEx's (``rejector="rejex"``/``"rejex-tuned"``) expected |
+    | rejex_rejection_bound, | test rejection rate, its bound on that rate (holding with |
+    | rejex_cost_bound | probability 0.95) and on the expected cost per test example; |
+    | | -1 for other rejectors. RejEx reads no label: with ``"rejex"`` the labels an LR |
+    | | round buys set nothing and only estimate the cost (val_cost, ``val_sample_cost``) |
     | n_labeled_train, n_labeled_val, n_anomalies_found | labels bought in D and V, |
     | | anomalies among them |
     | queried | indices (into D for AL, V for LR) the round just labeled |

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from ballad_env.queries import (
     query_generators,
     select_with,
 )
-from ballad_env.rejection import Rejection, make_rejector
+from ballad_env.rejection import Rejection, TrainingRejector, make_rejector, rejector_figures
 from ballad_env.rejection.confidence import (
     labeled_cost,
     labeled_example_costs,
@@ -138,8 +138,10 @@ class Episode:
         self.last_queried = np.empty(0, dtype=np.intp)
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
-        initial = self._outputs(self.rejector.initial(self.contamination), initial=True,
-                                p=self.start.p_initial)
+        if self.rejector.reads_training:  # a label-free rule is in force from the start
+            self.rejection = self._reads_training().label_free(self.p_train,
+                                                               self.contamination, self.costs)
+        initial = self._outputs(self._initial_rule(), initial=True, p=self.start.p_initial)
         self.stored: dict[int, SideOutput] = {AL: initial[AL], LR: initial[LR]}
         self.latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
 
@@ -252,6 +254,7 @@ class Episode:
             test_cost_class_conditional=test.cost_class_conditional, tau=self.tau,
             threshold_left=self.rejection.thresholds[0],
             threshold_right=self.rejection.thresholds[1],
+            **rejector_figures(self.rejection),
             val_cost=self.validation_cost(), val_rejection=self.validation_rejection_rate(),
             val_sample_cost=sample_cost, val_sample_se=sample_se,
             n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
@@ -327,9 +330,31 @@ class Episode:
         fitted = self.n_lr or (self.rounds_done and self.settings.tau_without_val == "validation")
         return QueryContext(thresholds=self.rejection.thresholds if fitted else None)
 
+    def _initial_rule(self) -> Rejection:
+        """The rule of the LR side's initial output: the rejector's ``initial``, or, for a
+        rejector that reads D's probabilities, its label-free rule on the initial detector's
+        (``start.p_initial``, D's then V's, if another detector's; else the rule in force)."""
+        if not self.rejector.reads_training:
+            return self.rejector.initial(self.contamination)
+        if self.start.p_initial is None:
+            return self.rejection
+        n_train = len(self.split.y_train)
+        return self._reads_training().label_free(self.start.p_initial[:n_train],
+                                                 self.contamination, self.costs)
+
+    def _reads_training(self) -> TrainingRejector:
+        """The rejector, as one that reads D's probabilities (``reads_training``)."""
+        return cast(TrainingRejector, self.rejector)
+
     def _refresh_threshold(self) -> None:
-        """Re-fit the rejection rule on the labels that set it (``threshold_pool``)."""
+        """Re-fit the rejection rule on the labels that set it (``threshold_pool``), and on
+        D's probabilities for a rejector that reads them."""
         p, labeled, y = self.threshold_pool()
+        if self.rejector.reads_training:
+            self.rejection = self._reads_training().fit(
+                p, labeled, y, self.costs, self._search_seed(), train=self.p_train,
+                contamination=self.contamination)
+            return
         self.rejection = self.rejector.fit(p, labeled, y, self.costs, self._search_seed())
 
     def _search_seed(self) -> int:

@@ -62,6 +62,11 @@ class Snapshot:
     tau: float  # the rejector's figure (confidence: tau; two-sided: right - left)
     threshold_left: float  # the rejection band's ends in P (confidence: 0.5 -/+ tau / 2)
     threshold_right: float
+    #: RejEx's expected test rejection rate and its bounds on the rate and the cost per test
+    #: example (``ballad_env.rejection.rejex``); -1 for a rejector without them
+    rejex_expected_rejection: float
+    rejex_rejection_bound: float
+    rejex_cost_bound: float
     val_cost: float  # M(tau) on the labels that set tau
     val_rejection: float  # share of all of V rejected
     val_sample_cost: float  # cost on the labeled V examples only: unbiased, a uniform sample
@@ -100,7 +105,10 @@ class Snapshot:
             **side_record(AL, self.latest[AL], shown_signal),
             **side_record(LR, self.latest[LR], shown_signal),
             "tau": self.tau, "threshold_left": self.threshold_left,
-            "threshold_right": self.threshold_right, "val_cost": self.val_cost,
+            "threshold_right": self.threshold_right,
+            "rejex_expected_rejection": self.rejex_expected_rejection,
+            "rejex_rejection_bound": self.rejex_rejection_bound,
+            "rejex_cost_bound": self.rejex_cost_bound, "val_cost": self.val_cost,
             "n_labeled_train": self.n_labeled_train, "n_labeled_val": self.n_labeled_val,
             "n_anomalies_found": self.n_anomalies_found,
         }
@@ -123,6 +131,7 @@ RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejec
                  "reward_al", "reward_lr",
                  *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
                  "al_measured", "lr_measured", "tau", "threshold_left", "threshold_right",
+                 "rejex_expected_rejection", "rejex_rejection_bound", "rejex_cost_bound",
                  "val_cost", "n_labeled_train", "n_labeled_val", "n_anomalies_found")
 
 #: The Python type of each state figure in a ``Snapshot`` (what ``bool``, ``int`` or
