@@ -5,9 +5,9 @@ registered pattern (``register_agent_pattern(r"lr-first-(\\d+)", factory)``), so
 agents with a parameter in the name (``lr-first-25``, any percent) needs one entry.
 
 One style of registration: each agent module declares its agents in a table of names and
-factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``BANDIT_AGENTS``,
-``SADAL_AGENTS``, and ``BANDIT_PATTERNS``), and this module registers those tables; any
-other agent is registered with ``register_agent`` or ``register_agent_pattern``. A saved
+factories (``RULE_AGENTS``, ``ORACLE_AGENTS``, ``ALLOCATOR_AGENTS``, ``ALLOCATION_AGENTS``,
+``BANDIT_AGENTS``, ``SADAL_AGENTS``, and ``BANDIT_PATTERNS``), and this module registers those
+tables; any other agent is registered with ``register_agent`` or ``register_agent_pattern``. A saved
 policy is loaded by ``agents.policy``, imported only when a ``.zip`` is asked for (it needs
 torch); ``agents.policy`` does not import this module.
 """
@@ -18,9 +18,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agents.allocation import ALLOCATION_AGENTS
 from agents.allocators import ALLOCATOR_AGENTS
 from agents.bandits import BANDIT_AGENTS, BANDIT_PATTERNS
 from agents.base import Agent, AgentFactory
+from agents.extras import missing_extra
 from agents.oracle import ORACLE_AGENTS
 from agents.policy_files import is_policy_path
 from agents.rules import RULE_AGENTS
@@ -60,8 +62,10 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
     loads it with stable-baselines3's full loader, which runs any code stored in the file
     (``agents.policy.load_policy``); by default no code from the file runs."""
     if is_policy_path(name):
-        from agents.policy import load_policy  # needs the 'rl' extra (torch)
-
+        try:
+            from agents.policy import load_policy  # needs the 'rl' extra (torch)
+        except ModuleNotFoundError as err:
+            raise missing_extra(err, f"loading the saved policy {name}") from err
         return load_policy(name, env, trust_pickle=trust_pickle)
     if name in AGENTS:
         return AGENTS[name](env)
@@ -76,7 +80,8 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
 
 def _register_built_in() -> None:
     """Register the agents of this package, in the order ``agent_names`` lists them."""
-    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, BANDIT_AGENTS, SADAL_AGENTS):
+    for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, ALLOCATION_AGENTS, BANDIT_AGENTS,
+                  SADAL_AGENTS):
         for name, factory in table.items():
             register_agent(name, factory)
     for pattern, example, family in BANDIT_PATTERNS:

@@ -55,16 +55,26 @@ class BudgetAllocationEnv(gym.Env):
     | 4-5 | al_measured, lr_measured | whether each side has a reward yet |
     | 6 | budget_used | rounds taken / rounds in the budget |
     | 7-8 | labeled_train, labeled_val | labeled fractions of D and V |
-    | 9 | anomalies_found | anomalies labeled / gamma (|D| + |V|), clipped to 1 |
+    | 9 | anomalies_found | anomalies labeled / (gamma x the size of D and V), clipped to 1 |
     | 10 | contamination | gamma |
     | 11-13 | tau, val_rejection, val_cost | threshold, share of V rejected, scaled cost estimate |
     | 14-15 | prev_al, prev_lr | the previous action, one-hot (both 0 at the start) |
     | 16-17 | al_available, lr_available | the action mask |
 
     ``observation="v1"`` (``gymnasium.make(ENV_ID, observation="v1")``) appends two features,
-    ``Box(0, 1, (20,))``: 18 ``val_sample_cost`` and 19 ``val_sample_se``, the cost on the
-    labeled validation examples only (a uniform sample of V) and its standard error,
-    both over the largest unit cost (``observation.feature_table("v1")``).
+    ``Box(0, 1, (20,))`` (``observation.feature_table("v1")``):
+
+    | index | name | meaning |
+    |---|---|---|
+    | 0-17 | as v0 | |
+    | 18 | val_sample_cost | the cost on the labeled validation examples only (a uniform |
+    | | | sample of V), over the largest unit cost |
+    | 19 | val_sample_se | its standard error, over the largest unit cost |
+
+    ``observation="v2"`` appends 13 more to v1, ``Box(0, 1, (33,))``: the unit costs, the
+    budget and label-free traits of the data and the detector (size, dimension, gamma, the
+    start detector's flagged share and confidence, how far AL moved it), each scaled to a
+    range that means the same on every data set (``observation.feature_table("v2")``).
 
     ## Rewards
     A signal of ``ballad_env.rewards.REWARD_SIGNALS`` (``docs/method.md``, Rewards): the
@@ -95,6 +105,11 @@ class BudgetAllocationEnv(gym.Env):
     | tau, val_cost | the rejection threshold and the validation cost that set it |
     | threshold_left, threshold_right | the rejection band's ends in P: the two-sided |
     | | rejector's thresholds, or 0.5 -/+ tau / 2 (tau: the band's width) |
+    | rejex_expected_rejection, | RejEx's (``rejector="rejex"``/``"rejex-tuned"``) expected |
+    | rejex_rejection_bound, | test rejection rate, its bound on that rate (holding with |
+    | rejex_cost_bound | probability 0.95) and on the expected cost per test example; |
+    | | -1 for other rejectors. RejEx reads no label: with ``"rejex"`` the labels an LR |
+    | | round buys set nothing and only estimate the cost (val_cost, ``val_sample_cost``) |
     | n_labeled_train, n_labeled_val, n_anomalies_found | labels bought in D and V, |
     | | anomalies among them |
     | queried | indices (into D for AL, V for LR) the round just labeled |
@@ -122,7 +137,7 @@ class BudgetAllocationEnv(gym.Env):
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
     | | | or ``"ansi"`` (one line of text) |
-    | observation | ``"v0"`` | observation version: ``"v0"`` (above) or ``"v1"`` |
+    | observation | ``"v0"`` | observation version: ``"v0"`` (above), ``"v1"`` or ``"v2"`` |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
     | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
 
@@ -131,6 +146,8 @@ class BudgetAllocationEnv(gym.Env):
     * v0 with ``observation="v1"``: the observation appends ``val_sample_cost`` and
       ``val_sample_se``; the episode, rewards and ``info`` are unchanged (an argument, not
       a new id, so that gymnasium does not call v0 out of date).
+    * v0 with ``observation="v2"``: v1's observation and 13 features of the costs, the budget,
+      the data and the detector; the episode, rewards and ``info`` are unchanged.
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
@@ -224,7 +241,7 @@ class BudgetAllocationEnv(gym.Env):
         return self._snapshot
 
     def use_observation(self, version: str) -> None:
-        """Observe in ``version`` (``"v0"``, ``"v1"``) from now on (the episode is not
+        """Observe in ``version`` (``"v0"``, ``"v1"``, ``"v2"``) from now on (the episode is not
         touched; ``encode(env.snapshot(), version)`` is the current observation in it)."""
         #: Feature names of the observation, in order.
         self.feature_names = check_version(version)

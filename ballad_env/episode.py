@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from ballad_env.queries import (
     query_generators,
     select_with,
 )
-from ballad_env.rejection import Rejection, make_rejector
+from ballad_env.rejection import Rejection, TrainingRejector, make_rejector, rejector_figures
 from ballad_env.rejection.confidence import (
     labeled_cost,
     labeled_example_costs,
@@ -64,6 +64,7 @@ from ballad_env.snapshot import (
     RECORD_FIELDS,
     STATE_FIGURES,
     Snapshot,
+    detector_traits,
 )
 
 
@@ -138,8 +139,12 @@ class Episode:
         self.last_queried = np.empty(0, dtype=np.intp)
         self._evaluation: tuple[tuple[int, int], Evaluation] | None = None
         self._refresh_probabilities()
-        initial = self._outputs(self.rejector.initial(self.contamination), initial=True,
-                                p=self.start.p_initial)
+        self.p_train_start = self.p_train
+        self.prior_traits = detector_traits(self.p_train)
+        if self.rejector.reads_training:  # a label-free rule is in force from the start
+            self.rejection = self._reads_training().label_free(self.p_train,
+                                                               self.contamination, self.costs)
+        initial = self._outputs(self._initial_rule(), initial=True, p=self.start.p_initial)
         self.stored: dict[int, SideOutput] = {AL: initial[AL], LR: initial[LR]}
         self.latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
 
@@ -243,6 +248,7 @@ class Episode:
         test = self.evaluate_test()
         mask = self.action_mask()
         sample_cost, sample_se = self.validation_sample_cost()
+        flagged, confidence = detector_traits(self.p_train)
         return Snapshot(
             dataset=self.dataset.name, round=self.rounds_done, n_rounds=self.budget.n_rounds,
             n_al=self.n_al, n_lr=self.n_lr, previous=self.previous,
@@ -252,12 +258,19 @@ class Episode:
             test_cost_class_conditional=test.cost_class_conditional, tau=self.tau,
             threshold_left=self.rejection.thresholds[0],
             threshold_right=self.rejection.thresholds[1],
+            **rejector_figures(self.rejection),
             val_cost=self.validation_cost(), val_rejection=self.validation_rejection_rate(),
             val_sample_cost=sample_cost, val_sample_se=sample_se,
             n_labeled_train=self.train_labels.count, n_labeled_val=self.val_labels.count,
             n_train=self.train_labels.size, n_val=self.val_labels.size,
             n_anomalies_found=self.anomalies_found(), contamination=self.contamination,
-            max_cost=self.costs.max_cost, al_available=bool(mask[AL]),
+            max_cost=self.costs.max_cost, c_fp=self.costs.c_fp, c_fn=self.costs.c_fn,
+            c_r=self.costs.c_r, n_features=self.dataset.n_features,
+            per_round=self.budget.per_round, prior_flagged=self.prior_traits[0],
+            prior_confidence=self.prior_traits[1], flagged_train=flagged,
+            confidence_train=confidence,
+            train_shift=float(np.mean(np.abs(self.p_train - self.p_train_start))),
+            al_available=bool(mask[AL]),
             lr_available=bool(mask[LR]),
             latest={side: None if values is None else dict(values)
                     for side, values in self.latest.items()})
@@ -327,9 +340,31 @@ class Episode:
         fitted = self.n_lr or (self.rounds_done and self.settings.tau_without_val == "validation")
         return QueryContext(thresholds=self.rejection.thresholds if fitted else None)
 
+    def _initial_rule(self) -> Rejection:
+        """The rule of the LR side's initial output: the rejector's ``initial``, or, for a
+        rejector that reads D's probabilities, its label-free rule on the initial detector's
+        (``start.p_initial``, D's then V's, if another detector's; else the rule in force)."""
+        if not self.rejector.reads_training:
+            return self.rejector.initial(self.contamination)
+        if self.start.p_initial is None:
+            return self.rejection
+        n_train = len(self.split.y_train)
+        return self._reads_training().label_free(self.start.p_initial[:n_train],
+                                                 self.contamination, self.costs)
+
+    def _reads_training(self) -> TrainingRejector:
+        """The rejector, as one that reads D's probabilities (``reads_training``)."""
+        return cast(TrainingRejector, self.rejector)
+
     def _refresh_threshold(self) -> None:
-        """Re-fit the rejection rule on the labels that set it (``threshold_pool``)."""
+        """Re-fit the rejection rule on the labels that set it (``threshold_pool``), and on
+        D's probabilities for a rejector that reads them."""
         p, labeled, y = self.threshold_pool()
+        if self.rejector.reads_training:
+            self.rejection = self._reads_training().fit(
+                p, labeled, y, self.costs, self._search_seed(), train=self.p_train,
+                contamination=self.contamination)
+            return
         self.rejection = self.rejector.fit(p, labeled, y, self.costs, self._search_seed())
 
     def _search_seed(self) -> int:

@@ -7,7 +7,9 @@ the state (i AL rounds, j LR rounds); the others on the path to it.
 Observations are versioned (``OBSERVATIONS``): ``"v0"`` is the environment's original
 observation, unchanged (saved policies depend on it); ``"v1"`` appends ``V1_FEATURES``
 (the cost on the labeled validation sample and its standard error), so every v0 feature
-keeps its index. ``encode(snapshot, version)`` builds either.
+keeps its index; ``"v2"`` appends ``V2_FEATURES`` to v1 (the costs, the budget and label-free
+traits of the data and the detector, for allocators meant to carry across data sets and
+cost levels). ``encode(snapshot, version)`` builds any of them.
 """
 
 from __future__ import annotations
@@ -51,11 +53,32 @@ V1_FEATURE_HELP = {
     "val_sample_se": "standard error of val_sample_cost, over the largest unit cost",
 }
 V1_FEATURES = tuple(V1_FEATURE_HELP)
+#: Features v2 appends to v1, with their meaning: the costs and the budget, and label-free
+#: traits of the data set and of the detector, each scaled to a range that means the same on
+#: every data set (also fixed by the state (i, j), so a lattice holds them).
+V2_FEATURE_HELP = {
+    "cost_fp": "c_fp over the largest unit cost",
+    "cost_fn": "c_fn over the largest unit cost",
+    "cost_r": "c_r over the largest unit cost",
+    "cost_ratio": "(log10(c_fn / c_fp) + 2) / 4: 0.5 at equal costs, 0.75 at c_fn = 10 c_fp",
+    "log_size": "log10(rows of D and V) / 6",
+    "log_dimension": "log10(features) / 4",
+    "log_contamination": "(log10(gamma) + 4) / 4",
+    "budget_share": "labels in the whole budget / rows of D",
+    "prior_flagged": "share of D the label-free start detector flags (p > 0.5), f, against "
+                     "gamma: f / (f + gamma), 0.5 when it flags gamma",
+    "prior_confidence": "mean |2p - 1| over D of the label-free start detector",
+    "flagged_ratio": "prior_flagged's figure for the detector now",
+    "confidence_train": "prior_confidence's figure for the detector now",
+    "train_shift": "mean |p now - p at the start| over D: how far AL rounds moved the detector",
+}
+V2_FEATURES = tuple(V2_FEATURE_HELP)
 #: Feature names of each observation version, in order.
 OBSERVATIONS: dict[str, tuple[str, ...]] = {
-    "v0": OBSERVATION_FEATURES, "v1": (*OBSERVATION_FEATURES, *V1_FEATURES)}
+    "v0": OBSERVATION_FEATURES, "v1": (*OBSERVATION_FEATURES, *V1_FEATURES),
+    "v2": (*OBSERVATION_FEATURES, *V1_FEATURES, *V2_FEATURES)}
 #: Index of every feature of any version (a version's features are a prefix of the next's).
-ALL_FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATIONS["v1"])}
+ALL_FEATURE_INDEX = {name: i for i, name in enumerate(OBSERVATIONS["v2"])}
 
 
 def check_version(version: str) -> tuple[str, ...]:
@@ -95,6 +118,31 @@ def v1_features(snapshot: Snapshot | Any) -> dict[str, Any]:
             "val_sample_se": _at_most_one(snapshot.val_sample_se / snapshot.max_cost)}
 
 
+def v2_features(snapshot: Snapshot | Any) -> dict[str, Any]:
+    """The features v2 appends (``V2_FEATURE_HELP``), each in [0, 1] (clipped by ``encode``);
+    elementwise on arrays too, as ``state_features``."""
+    s = snapshot
+    return {
+        "cost_fp": s.c_fp / s.max_cost, "cost_fn": s.c_fn / s.max_cost,
+        "cost_r": s.c_r / s.max_cost,
+        "cost_ratio": (np.log10(s.c_fn / s.c_fp) + 2.0) / 4.0,
+        "log_size": np.log10(s.n_train + s.n_val) / 6.0,
+        "log_dimension": np.log10(s.n_features) / 4.0,
+        "log_contamination": (np.log10(np.maximum(s.contamination, 1e-12)) + 4.0) / 4.0,
+        "budget_share": s.n_rounds * s.per_round / s.n_train,
+        "prior_flagged": _against(s.prior_flagged, s.contamination),
+        "prior_confidence": s.prior_confidence,
+        "flagged_ratio": _against(s.flagged_train, s.contamination),
+        "confidence_train": s.confidence_train,
+        "train_shift": s.train_shift,
+    }
+
+
+def _against(share: Any, contamination: Any) -> Any:
+    """``share / (share + gamma)``: 0.5 where a detector flags gamma of D (0 if both are 0)."""
+    return share / np.maximum(share + contamination, 1e-12)
+
+
 def side_features(side: int, signals: dict[str, Any] | None) -> dict[str, Any]:
     """One side's features: its latest side signals (0 until measured) and whether it is
     measured. ``signals`` may hold arrays (a lattice's reward tables): elementwise."""
@@ -127,6 +175,8 @@ def encode(snapshot: Snapshot, version: str = "v0") -> np.ndarray:
     values: dict[str, float] = dict(state_features(snapshot))
     if version != "v0":
         values.update(v1_features(snapshot))
+    if version not in ("v0", "v1"):
+        values.update(v2_features(snapshot))
     for side in (AL, LR):
         values.update(side_features(side, snapshot.latest[side]))
     values["prev_al"] = snapshot.previous == AL
@@ -144,7 +194,7 @@ def observation_space(version: str = "v0") -> spaces.Box:
 def feature_table(version: str = "v0") -> str:
     """The features of ``version`` as a Markdown table (index, name, meaning)."""
     names = check_version(version)
-    meaning = {**STATE_FEATURE_HELP, **V1_FEATURE_HELP,
+    meaning = {**STATE_FEATURE_HELP, **V1_FEATURE_HELP, **V2_FEATURE_HELP,
                "al_measured": "1 once an AL round has been taken",
                "lr_measured": "1 once an LR round has been taken",
                "prev_al": "previous action was AL", "prev_lr": "previous action was LR"}
@@ -156,5 +206,6 @@ def feature_table(version: str = "v0") -> str:
 
 
 __all__ = ["ALL_FEATURE_INDEX", "FEATURE_INDEX", "OBSERVATIONS", "OBSERVATION_FEATURES",
-           "STATE_FEATURES", "V1_FEATURES", "check_version", "encode", "feature_table",
-           "observation_space", "side_features", "state_features", "v1_features"]
+           "STATE_FEATURES", "V1_FEATURES", "V2_FEATURES", "check_version", "encode",
+           "feature_table", "observation_space", "side_features", "state_features",
+           "v1_features", "v2_features"]

@@ -26,6 +26,14 @@ def action_name(action: int | None) -> str:
     return ACTION_NAMES[action] if action is not None else ""
 
 
+def detector_traits(p_train: np.ndarray) -> tuple[float, float]:
+    """Label-free traits of a detector's anomaly probabilities on D: the share it flags
+    (p > 0.5) and its mean confidence, mean |2p - 1| (0: every p is 0.5; 1: every p is 0
+    or 1). Both in [0, 1] on every data set."""
+    p = np.asarray(p_train, dtype=float)
+    return float(np.mean(p > 0.5)), float(np.mean(np.abs(2.0 * p - 1.0)))
+
+
 def side_record(side: int, signals: dict[str, float] | None, shown: str) -> dict[str, Any]:
     """One side's entries of ``Snapshot.record``: its latest side signals (0 before its
     first round), the ``shown`` one again as ``reward_<side>``, and whether it is measured."""
@@ -62,6 +70,11 @@ class Snapshot:
     tau: float  # the rejector's figure (confidence: tau; two-sided: right - left)
     threshold_left: float  # the rejection band's ends in P (confidence: 0.5 -/+ tau / 2)
     threshold_right: float
+    #: RejEx's expected test rejection rate and its bounds on the rate and the cost per test
+    #: example (``ballad_env.rejection.rejex``); -1 for a rejector without them
+    rejex_expected_rejection: float
+    rejex_rejection_bound: float
+    rejex_cost_bound: float
     val_cost: float  # M(tau) on the labels that set tau
     val_rejection: float  # share of all of V rejected
     val_sample_cost: float  # cost on the labeled V examples only: unbiased, a uniform sample
@@ -73,6 +86,18 @@ class Snapshot:
     n_anomalies_found: int
     contamination: float
     max_cost: float  # the largest unit cost, to scale costs into [0, 1]
+    c_fp: float  # the unit costs in force (a false positive, a false negative, a rejection)
+    c_fn: float
+    c_r: float
+    n_features: int  # the data's dimension
+    per_round: int  # labels bought per round
+    # Label-free traits of the detector on D (``ballad_env.observation.detector_traits``):
+    # at the start (the prior's detector, before any label) and now (after i AL rounds).
+    prior_flagged: float  # share of D with anomaly probability > 0.5, at the start
+    prior_confidence: float  # mean |2p - 1| over D, at the start
+    flagged_train: float  # share of D with anomaly probability > 0.5, now
+    confidence_train: float  # mean |2p - 1| over D, now
+    train_shift: float  # mean |p_now - p_start| over D: how far AL has moved the detector
     al_available: bool
     lr_available: bool
     latest: dict[int, dict[str, float] | None]  # each side's latest side signals
@@ -100,7 +125,10 @@ class Snapshot:
             **side_record(AL, self.latest[AL], shown_signal),
             **side_record(LR, self.latest[LR], shown_signal),
             "tau": self.tau, "threshold_left": self.threshold_left,
-            "threshold_right": self.threshold_right, "val_cost": self.val_cost,
+            "threshold_right": self.threshold_right,
+            "rejex_expected_rejection": self.rejex_expected_rejection,
+            "rejex_rejection_bound": self.rejex_rejection_bound,
+            "rejex_cost_bound": self.rejex_cost_bound, "val_cost": self.val_cost,
             "n_labeled_train": self.n_labeled_train, "n_labeled_val": self.n_labeled_val,
             "n_anomalies_found": self.n_anomalies_found,
         }
@@ -123,6 +151,7 @@ RECORD_FIELDS = ("dataset", "round", "action", "test_cost", "fpr", "fnr", "rejec
                  "reward_al", "reward_lr",
                  *(f"{name}_{side}" for name in SIDE_SIGNAL_NAMES for side in ("al", "lr")),
                  "al_measured", "lr_measured", "tau", "threshold_left", "threshold_right",
+                 "rejex_expected_rejection", "rejex_rejection_bound", "rejex_cost_bound",
                  "val_cost", "n_labeled_train", "n_labeled_val", "n_anomalies_found")
 
 #: The Python type of each state figure in a ``Snapshot`` (what ``bool``, ``int`` or
@@ -132,4 +161,5 @@ FIGURE_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.ty
 
 
 __all__ = ["ACTION_NAMES", "AL", "FIGURE_TYPES", "LR", "PATH_FIELDS", "RECORD_FIELDS",
-           "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name", "side_record"]
+           "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name", "detector_traits",
+           "side_record"]

@@ -70,7 +70,8 @@ def two_round_grid(n_labels: int) -> dict[str, np.ndarray]:
     grid["test_cost"] = cost
     grid["round"] = np.where(np.isnan(cost), nan, i + j)
     for name, value in (("n_rounds", 2), ("n_train", n_labels), ("n_val", n_labels),
-                        ("max_cost", 1.0), ("contamination", 0.1)):
+                        ("max_cost", 1.0), ("contamination", 0.1), ("c_fp", 1.0),
+                        ("c_fn", 1.0), ("c_r", 0.1), ("n_features", 2), ("per_round", 1)):
         grid[name] = np.where(np.isnan(cost), nan, value)
     return grid
 

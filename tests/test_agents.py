@@ -26,6 +26,7 @@ from agents import (
     run_episode,
 )
 from ballad_env import AL, ENV_ID, FEATURE_INDEX, LR, OBSERVATION_FEATURES
+from ballad_env.observation import OBSERVATIONS, encode
 
 SHORT = {"budget_fraction": 0.06, "round_fraction": 0.02}
 N_FEATURES = len(OBSERVATION_FEATURES)
@@ -175,11 +176,14 @@ def test_make_agent_for_every_registered_name(make_env) -> None:
     names = agent_names()
     assert {"ballad", "ballad-cosine", "all-in-al", "all-in-lr", "random", "oracle"} <= set(names)
     env = make_env(**SHORT)
-    obs, _ = env.reset(seed=0)
+    env.reset(seed=0)
+    # each agent observes in the version it declares, as the runner and the replay give it
+    observed = {v: encode(env.unwrapped.snapshot(), v) for v in OBSERVATIONS}
     for name in names:
         agent = make_agent(name, env)
         assert isinstance(agent, Agent), name
         agent.reset(0)
+        obs = observed[getattr(agent, "observation_version", "v0")]
         assert act(agent, obs) in (AL, LR), name
     expected = {"ballad": BalladAgent, "ballad-cosine": BalladAgent, "all-in-al": AllInAL,
                 "all-in-lr": AllInLR, "random": RandomAgent, "oracle": OracleAgent}

@@ -136,7 +136,7 @@ def test_environment_observes_in_the_version_asked(small_xy) -> None:
         env.snapshot().val_sample_cost / env.snapshot().max_cost)
     assert BudgetAllocationEnv(small_xy, **SHORT).reset(seed=0)[0].shape == (18,)
     with pytest.raises(ValueError, match="unknown observation version"):
-        BudgetAllocationEnv(small_xy, observation="v2")
+        BudgetAllocationEnv(small_xy, observation="v9")
 
 
 def test_a_v1_feature_read_from_a_v0_observation_is_a_clear_error() -> None:

@@ -28,6 +28,14 @@ Built in:
   tau is the band's width right - left (for the confidence band that is tau itself).
   Before any label (0.5, 0.5): only P = 0.5 exactly. The LR side starts, as SADAL's code,
   from BALLAD's one-threshold form with tau = the data's contamination.
+* ``"rejex"`` (Perini and Davis's RejEx, ``rejection.rejex``): no label needed. It rejects
+  an example iff ExCeeD's stability of its prediction, from its rank among the detector's
+  training probabilities and the contamination, is at most 1 - 2 exp(-T) (``rejex_T``,
+  default 32). Its ``fit`` ignores the labels: an LR round still buys V's labels, which then
+  only estimate the cost (``val_cost``, ``val_sample_cost``). It reads D's probabilities
+  (``reads_training``), so the rule is in force from the start and follows each AL round.
+* ``"rejex-tuned"``: the same rule with T chosen among ``rejex.TUNED_T`` by the cost on the
+  threshold pool's labeled members (ties: the smallest T); ``rejex_T`` before any label.
 
 The search seed is a function of the state (i, j) (the ``"threshold"`` stream), so the
 rejection after i AL and j LR rounds does not depend on their order; with
@@ -52,6 +60,7 @@ from ballad_env.rejection.confidence import (
     confidence,
     rejection_probability,
 )
+from ballad_env.rejection.rejex import RejExBand, tuned_band
 from ballad_env.rejection.two_sided import (
     TWO_SIDED_SEARCHES,
     TwoSidedThresholds,
@@ -105,6 +114,9 @@ class Rejector(Protocol):
 
     #: Whether the search seed is drawn from ``query_rng="authors"``'s shared stream.
     draws_from_shared_stream: bool
+    #: Whether the rule reads D's probabilities (then the episode calls ``label_free`` for
+    #: the rules before any label and passes ``train`` to ``fit``).
+    reads_training: bool
 
     def start(self) -> Rejection:
         """The rule before any label."""
@@ -119,11 +131,25 @@ class Rejector(Protocol):
         the pool (read where labeled); ``seed``: the search's."""
 
 
+class TrainingRejector(Rejector, Protocol):
+    """A rejector whose rule reads D's probabilities (``reads_training``): a rule before any
+    label (``label_free``) and ``fit`` given D's probabilities and the contamination."""
+
+    def label_free(self, train: np.ndarray, contamination: float, costs: Costs) -> Rejection:
+        """The rule from D's probabilities ``train`` alone."""
+
+    def fit(self, p: np.ndarray, labeled: np.ndarray, y: np.ndarray, costs: Costs,
+            seed: int, train: np.ndarray | None = None, contamination: float = 0.0
+            ) -> Rejection:
+        """The rule fitted on a pool (as ``Rejector.fit``) and on D's probabilities."""
+
+
 class ConfidenceRejector:
     """``"confidence"``: BALLAD's one threshold, found by ``ThresholdSearch`` on the labeled
     members only (the settings' ``threshold_search``, ``bayes_calls``, ``tau_position``)."""
 
     draws_from_shared_stream = False
+    reads_training = False
 
     def __init__(self, settings: Settings) -> None:
         self.search = ThresholdSearch(settings.threshold_search, settings.bayes_calls,
@@ -163,6 +189,7 @@ class TwoSidedRejector:
     exact one landing among tied thresholds by ``two_sided_tie``."""
 
     draws_from_shared_stream = True
+    reads_training = False
 
     def __init__(self, settings: Settings) -> None:
         self.check_settings(settings)
@@ -199,10 +226,72 @@ class TwoSidedRejector:
         return fit_two_sided(p, labeled, y, costs, self.search, seed, self.tie)
 
 
+class RejExRejector:
+    """``"rejex"``: RejEx's rule with T = ``rejex_T`` on D's probabilities; no label read."""
+
+    draws_from_shared_stream = False
+    reads_training = True
+
+    def __init__(self, settings: Settings) -> None:
+        self.check_settings(settings)
+        self.t = settings.rejex_T
+
+    @classmethod
+    def check_settings(cls, settings: Settings) -> None:
+        """The other rejectors' search options do not apply: a clear error naming them."""
+        for name, default in (("threshold_search", "exact"), ("tau_position", "as-found"),
+                              ("two_sided_tie", "fewest")):
+            if getattr(settings, name) != default:
+                raise ValueError(f"{name}={getattr(settings, name)!r} tunes another "
+                                 f"rejector's threshold search; rejector="
+                                 f"{settings.rejector!r} searches no threshold: leave {name} "
+                                 f"at {default!r}")
+        if settings.tau_without_val == "validation":
+            raise ValueError("tau_without_val='validation' fits the two-sided rejector on V "
+                             f"without labels; rejector={settings.rejector!r} needs no label: "
+                             "use 'train-labels' or 'zero'")
+
+    def start(self) -> ConfidenceBand:
+        return ConfidenceBand(0.0)  # replaced by ``label_free`` once D's probabilities exist
+
+    def initial(self, contamination: float) -> ConfidenceBand:
+        return ConfidenceBand(DEFAULT_TAU)  # replaced by ``label_free`` on the initial detector
+
+    def label_free(self, train: np.ndarray, contamination: float, costs: Costs) -> RejExBand:
+        """The rule before any label: RejEx with T = ``rejex_T``."""
+        return RejExBand.fit(train, contamination, self.t, costs)
+
+    def fit(self, p: np.ndarray, labeled: np.ndarray, y: np.ndarray, costs: Costs,
+            seed: int, train: np.ndarray | None = None, contamination: float = 0.0
+            ) -> RejExBand:
+        """The rule on D's probabilities ``train``; the pool's labels are not read."""
+        return RejExBand.fit(_needs(train), contamination, self.t, costs)
+
+
+class TunedRejExRejector(RejExRejector):
+    """``"rejex-tuned"``: RejEx with T among ``rejex.TUNED_T`` that costs least on the pool's
+    labeled members (``rejex.tuned_band``); ``rejex_T`` while it has none."""
+
+    def fit(self, p: np.ndarray, labeled: np.ndarray, y: np.ndarray, costs: Costs,
+            seed: int, train: np.ndarray | None = None, contamination: float = 0.0
+            ) -> RejExBand:
+        return tuned_band(_needs(train), contamination, costs, np.asarray(p)[labeled],
+                          np.asarray(y)[labeled], self.t)
+
+
+def _needs(train: np.ndarray | None) -> np.ndarray:
+    """D's probabilities, which a rejector that reads them cannot fit without."""
+    if train is None:
+        raise ValueError("a RejEx rejector fits on D's probabilities: pass train=")
+    return train
+
+
 #: name -> the rejector's class (made per episode from the settings).
 REJECTORS: Registry[type] = Registry("rejector")
 REJECTORS.register("confidence", ConfidenceRejector)
 REJECTORS.register("two-sided", TwoSidedRejector)
+REJECTORS.register("rejex", RejExRejector)
+REJECTORS.register("rejex-tuned", TunedRejExRejector)
 
 
 def make_rejector(settings: Settings) -> Rejector:
@@ -219,5 +308,21 @@ def check_rejector_settings(settings: Settings) -> None:
         check(settings)
 
 
-__all__ = ["REJECTORS", "ConfidenceBand", "ConfidenceRejector", "Rejection", "Rejector",
-           "TwoSidedRejector", "check_rejector_settings", "make_rejector"]
+#: The info keys of ``rejector_figures``: RejEx's expected test rejection rate and its
+#: bounds on the rate and the cost per test example.
+REJECTOR_FIGURES = ("rejex_expected_rejection", "rejex_rejection_bound", "rejex_cost_bound")
+#: A rejector figure of a rule without it: -1, never a rate or a cost (not NaN, which
+#: gymnasium's checker cannot tell equal to itself in two identical infos).
+NO_FIGURE = -1.0
+
+
+def rejector_figures(rule: Rejection) -> dict[str, float]:
+    """A rule's own info figures (RejEx's expected rejection rate and bounds), ``NO_FIGURE``
+    for a rule that has none."""
+    figures = getattr(rule, "figures", None) or {}
+    return {name: float(figures.get(name, NO_FIGURE)) for name in REJECTOR_FIGURES}
+
+
+__all__ = ["NO_FIGURE", "REJECTORS", "REJECTOR_FIGURES", "ConfidenceBand", "ConfidenceRejector",
+           "RejExRejector", "Rejection", "Rejector", "TrainingRejector", "TunedRejExRejector",
+           "TwoSidedRejector", "check_rejector_settings", "make_rejector", "rejector_figures"]

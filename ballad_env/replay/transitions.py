@@ -35,6 +35,7 @@ from ballad_env.observation import (
     side_features,
     state_features,
     v1_features,
+    v2_features,
 )
 from ballad_env.replay.lattice import Lattice
 from ballad_env.rewards import SIDE_SIGNAL_NAMES, CostSignal, SideSignal
@@ -81,12 +82,12 @@ _Record = dict[str, Any]
 
 def state_observations(lattice: Lattice, version: str = "v0") -> np.ndarray:
     """[i, j, feature]: every state's observation on no path (no side measured, no previous
-    action), in one vectorised pass: ``observation.state_features`` and ``v1_features`` on
-    the lattice's grid, elementwise (NaN where unreachable), so every feature equals
-    ``encode``'s to the bit."""
+    action), in one vectorised pass: ``observation.state_features``, ``v1_features`` and
+    ``v2_features`` on the lattice's grid, elementwise (NaN where unreachable), so every
+    feature equals ``encode``'s to the bit."""
     grid = SimpleNamespace(**lattice.grid)
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN at unreachable states
-        features = {**state_features(grid), **v1_features(grid)}
+        features = {**state_features(grid), **v1_features(grid), **v2_features(grid)}
     names = check_version(version)
     missing = set(names) - set(features) - set(PATH_FEATURES)
     if missing:

@@ -34,7 +34,7 @@ from ballad_env.rejection.confidence import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejection.two_sided import TIE_RULES
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 from ballad_env.settings.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
-from ballad_env.settings.values import finite_number, number_text, whole_number
+from ballad_env.settings.values import finite_number, named_options, number_text, whole_number
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -58,7 +58,7 @@ TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
 InitialFit = Literal["train", "train-val"]
 DetectorName = Literal["ssdo", "ssif"]
-RejectorName = Literal["confidence", "two-sided"]
+RejectorName = Literal["confidence", "two-sided", "rejex", "rejex-tuned"]
 TwoSidedTie = Literal["fewest", "middle", "most"]
 EntropyTerms = Literal["one", "binary"]
 SSIFSeed = Literal["episode", "authors"]
@@ -74,6 +74,7 @@ def _option(default: Any, help: str, short: str | None = None, quiet: bool = Fal
     return field(default=default, metadata={"help": help, "short": short, "quiet": quiet})
 
 
+@named_options
 @dataclass(frozen=True)
 class Settings:
     """Everything an episode's outcome depends on besides the data set and the seed."""
@@ -195,9 +196,14 @@ class Settings:
         quiet=True)
     rejector: RejectorName = _option(
         "confidence", "the rejector: confidence (BALLAD's one threshold tau on 2|P - 0.5|; "
-        "the paper) or two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
-        "right; threshold_search exact or authors-bayes) or another registered name "
-        "(ballad_env.rejection.REJECTORS)", "rej", quiet=True)
+        "the paper), two-sided (SADAL's left and right thresholds, reject iff left <= P <= "
+        "right; threshold_search exact or authors-bayes), rejex (RejEx: reject iff ExCeeD's "
+        "stability <= 1 - 2 exp(-rejex_T); no label read, so LR labels only estimate the "
+        "cost), rejex-tuned (RejEx with T chosen on the labels that set the rejection) or "
+        "another registered name (ballad_env.rejection.REJECTORS)", "rej", quiet=True)
+    rejex_T: float = _option(
+        32.0, "RejEx's tolerance T (rejector rejex; rejex-tuned's before any label): reject "
+        "iff the stability is at most 1 - 2 exp(-T)", "rejT", quiet=True)
     two_sided_tie: TwoSidedTie = _option(
         "fewest", "where the two-sided rejector's exact search lands among each side's "
         "thresholds of least cost: fewest (rejects fewest), middle or most (rejects most, "
@@ -236,6 +242,7 @@ class Settings:
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: use one of "
                                  f"{', '.join(choices)}")
+        self._check_rejex()
         check_rejector_settings(self)
         if self.threshold_search not in CALL_SEARCHES or self.rejector == "two-sided":
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
@@ -271,6 +278,18 @@ class Settings:
             raise ValueError("kernel_backend='torch' needs PyTorch, which is not installed: "
                              "pip install 'ballad-env[torch]' (or pip install torch), or use "
                              "kernel_backend='numpy'")
+
+    def _check_rejex(self) -> None:
+        """``rejex_T``: a positive number, and set only for a RejEx rejector."""
+        value = finite_number("rejex_T", self.rejex_T)
+        if not value > 0:
+            raise ValueError(f"rejex_T must be a positive number (RejEx's tolerance T), got "
+                             f"{self.rejex_T!r}")
+        self._set("rejex_T", value)
+        if value != 32.0 and not str(self.rejector).startswith("rejex"):
+            raise ValueError(f"rejex_T={value:g} is RejEx's tolerance; rejector="
+                             f"{self.rejector!r} has none: use rejector='rejex' or "
+                             "'rejex-tuned', or leave rejex_T at 32")
 
     def _check_ssif(self) -> None:
         """SSIF's options (unused, so at their defaults, with another detector)."""

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments import dataset_names
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, n_jobs_value
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.bench import (
     EPISODE_TARGET_S,
@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--q1", action="store_true",
                         help="also time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
     parser.add_argument("--q1-seeds", type=int, default=10, help="seeds of the --q1 grid")
-    parser.add_argument("--n-jobs", type=int, default=-1, help="worker processes for --q1")
+    parser.add_argument("--n-jobs", type=n_jobs_value, default=-1,
+                        help="worker processes for --q1")
     replay = parser.add_argument_group("replay environment")
     replay.add_argument("--replay", action="store_true",
                         help="compare the replay environment's steps/s with the live one's "

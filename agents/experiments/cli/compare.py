@@ -27,8 +27,14 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    add_plugin_argument,
+    import_plugins,
+)
 from agents.experiments.grid import DATASETS_HELP
+from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
@@ -51,11 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_arguments(parser, several=True)
     run = parser.add_argument_group("execution and output")
     add_execution_arguments(run, n_jobs=-1, scheduler=True, progress=True)
+    add_plugin_argument(parser)
     run.add_argument("--output", default="results/run",
                      help="results folder; the same folder again resumes the run, or grows it "
                           "(more data sets, seeds, agents or settings)")
     run.add_argument("--per-round", action="store_true",
                      help="also print mean cost per round (rows) and agent (columns)")
+    run.add_argument("--plot", nargs="?", const="", default=None, metavar="PNG",
+                     help="also draw the cost by round with a band of one standard error over "
+                          "seeds (default file: <output>/cost_by_round.png)")
     return parser
 
 
@@ -69,15 +79,18 @@ def build_grid(args: argparse.Namespace) -> Grid:
                 tuple(args.agents), settings_from_args(args))
 
 
-def report(results: Any, output: Path, per_round: bool) -> None:
-    """Print (and save as CSV) the summary table, the win counts and optionally the rounds."""
-    summary = summary_table(results)
+def report(results: Any, output: Path, per_round: bool, plot: str | None = None) -> None:
+    """Print (and save as CSV) the summary table with each agent's standard error over seeds,
+    the win counts, optionally the rounds; with ``plot`` (a path, or ``""`` for
+    ``<output>/cost_by_round.png``) draw the cost by round with error bands."""
+    summary = with_standard_errors(summary_table(results), standard_errors(results))
     summary.to_csv(output / "summary.csv")
     import pandas as pd  # here, so that agents.experiments names a missing extra first
 
     with pd.option_context("display.width", 200, "display.max_columns", 50,
                            "display.float_format", "{:.4f}".format):
-        print("\nMean test cost per data set (over seeds and rounds); lowest wins")
+        print("\nMean test cost per data set (over seeds and rounds; se: standard error over "
+              "seeds); lowest wins")
         print(summary.to_string())
         if "winner" in summary:
             print("\nData sets won per agent")
@@ -87,11 +100,17 @@ def report(results: Any, output: Path, per_round: bool) -> None:
             rounds.to_csv(output / "per_round.csv")
             print("\nMean test cost per round (data sets weigh equally)")
             print(rounds.to_string())
+    if plot is not None:
+        from agents.experiments.reports.plots import cost_by_round_with_errors
+
+        figure = cost_by_round_with_errors(results, plot or output / "cost_by_round.png")
+        print(f"\nCost by round (mean ± standard error over seeds): {figure}")
     print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
           "agents.experiments.load_results); summary: summary.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
+    import_plugins(argv)
     args = parse_args(argv)
     try:
         grid = build_grid(args)
@@ -105,6 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: finished cells are kept in {args.output}; run the same command "
               "again to resume", file=sys.stderr)
         return 130
-    report(results, Path(args.output), args.per_round)
+    report(results, Path(args.output), args.per_round, args.plot)
     return 0
 

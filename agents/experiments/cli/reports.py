@@ -1,5 +1,10 @@
 """Fill the reports' ``<!-- table: docs/tables/<file>.md -->`` blocks from the generated
 tables; ``--check`` lists the stale blocks instead (``agents.experiments.reports.generated``).
+
+``--figures`` also redraws the landing page's figure, which allocation wins where
+(``docs/figures/crossed_winners.png``, ``agents.experiments.reports.winners``), and writes
+its table ``docs/tables/crossed_winners.csv`` from the crossed study's committed table;
+with ``--check`` it says instead whether that table is current.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter
 from agents.experiments.reports.generated import fill, repo_root, reports, stale
+from agents.experiments.reports.winners import stale_answer, write_answer
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,17 +31,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="where the markers' paths start (default: the repository)")
     parser.add_argument("--check", action="store_true",
                         help="change nothing; list the blocks that differ, exit 1 if any")
+    parser.add_argument("--figures", action="store_true",
+                        help="also redraw the landing page's figure (which allocation wins "
+                        "where) and its table from the crossed study's table")
     args = parser.parse_args(argv)
     root = args.root if args.root is not None else repo_root(Path.cwd())
     paths = args.reports or list(reports(root))
     if args.check:
-        differences = [d for path in paths for d in stale(path, root)]
+        differences: list[object] = [d for path in paths for d in stale(path, root)]
+        if args.figures:
+            differences += stale_answer(root)
         for difference in differences:
             print(difference)
         return 1 if differences else 0
     for path in paths:
         for table in fill(path, root):
             print(f"{path}: filled {table}")
+    if args.figures:
+        for written in write_answer(root):
+            print(f"wrote {written}")
     return 0
 
 

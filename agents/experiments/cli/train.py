@@ -3,9 +3,10 @@
 Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
 ``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
 statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
-carries the algorithm, reward, data sets and seed; training again under a run name replaces
-that run's folder. Compare the result with ``agents.policy.load_policy(path)`` or by giving
-the ``.zip`` path to the experiment runner; checkpoints and ``eval/best_model.zip`` work too.
+carries the algorithm, reward, data sets, seed and steps; training again under the name of a
+finished run is refused unless ``--overwrite``. Compare the result with
+``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to the experiment runner;
+checkpoints and ``eval/best_model.zip`` work too.
 
 Example::
 
@@ -26,7 +27,12 @@ import json
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    add_plugin_argument,
+    import_plugins,
+)
 from agents.experiments.stores.results import RunError
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
 from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
@@ -83,6 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="save a checkpoint every this many steps (0: never)")
     p.add_argument("--output-dir", default="results/policies", help="where runs are written")
     p.add_argument("--run-name", default=None, help="override the derived run name")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a finished run of the same name (refused otherwise)")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--episode-seeds", type=int, default=0,
                    help="0: a fresh seed per training episode; N: draw it from 0..N-1, so "
@@ -91,6 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a lattice store (scripts/build_lattices.py): train on the replay "
                         "environment, from the stored cells of --datasets")
     add_execution_arguments(p, progress=True)
+    add_plugin_argument(p)
     add_settings_arguments(p, defaults=Settings(reward="cost"))
     return p.parse_args(argv)
 
@@ -110,7 +119,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         observation=args.observation, eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
         checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
-        run_name=args.run_name, torch_threads=args.torch_threads,
+        run_name=args.run_name, torch_threads=args.torch_threads, overwrite=args.overwrite,
         episode_seeds=args.episode_seeds, replay_store=args.replay_store,
         progress_bar=not args.no_progress)
 
@@ -156,6 +165,7 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Train, plot the curves and say where everything went; a bad option returns 2."""
+    import_plugins(argv)
     try:
         args = parse_args(argv)
         if args.trainer == "batched":

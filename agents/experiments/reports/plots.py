@@ -140,6 +140,42 @@ def mean_cost_per_round(results: Results, path: str | os.PathLike, *,
     return _save(fig, path)
 
 
+def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
+                              agents: Sequence[str] | None = None,
+                              settings: Sequence[str] | None = None,
+                              metric: str = "test_cost", title: str | None = None) -> Path:
+    """One panel per setting: ``metric`` per round, averaged over data sets within each seed,
+    then over seeds, with a band of one standard error over seeds (``ballad-env compare
+    --plot``). The band is the seeds' spread (splits, priors, queries); with one seed there
+    is none."""
+    table = _table(results)
+    agents = _select(table, "agent", agents)
+    settings = _select(table, "setting", settings)
+    per_seed = (table.groupby(["setting", "agent", "spent_fraction", "seed"])[metric].mean()
+                .groupby(level=["setting", "agent", "spent_fraction"]))
+    mean, error = per_seed.mean(), per_seed.std(ddof=1) / np.sqrt(per_seed.count())
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.4 * len(settings), 3.3),
+                             squeeze=False)
+    for j, (ax, setting) in enumerate(zip(axes.flat, settings, strict=True)):
+        for i, agent in enumerate(agents):
+            if (setting, agent) not in mean.index.droplevel("spent_fraction"):
+                continue
+            m, e = mean.loc[(setting, agent)], error.loc[(setting, agent)].fillna(0.0)
+            x = 100 * m.index.to_numpy()
+            ax.plot(x, m.to_numpy(), color=_color(agent, i), marker="o", markersize=2.5,
+                    linewidth=1.3, label=agent if j == 0 else None)
+            ax.fill_between(x, (m - e).to_numpy(), (m + e).to_numpy(), color=_color(agent, i),
+                            alpha=0.2, linewidth=0)
+        ax.set_title(setting, fontsize=9)
+        ax.set_xlabel("labels (% of D)")
+        ax.set_ylabel(f"{metric.replace('_', ' ')} (mean ± s.e. over seeds)")
+    fig.legend(loc="upper center", ncol=len(agents), frameon=False, bbox_to_anchor=(0.5, 1.02))
+    if title:
+        fig.suptitle(title, y=1.09)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return _save(fig, path)
+
+
 def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
                                 setting: str, agent: str = "ballad", reward: str = "entropy",
                                 bins: int = 80) -> Path:
@@ -165,5 +201,5 @@ def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
     return _save(fig, path)
 
 
-__all__ = ["AGENT_COLORS", "cost_per_round", "mean_cost_per_round",
+__all__ = ["AGENT_COLORS", "cost_by_round_with_errors", "cost_per_round", "mean_cost_per_round",
            "reward_difference_histogram"]

@@ -79,6 +79,35 @@ def summary_table(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFr
     return table
 
 
+def standard_errors(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFrame:
+    """The standard error of each mean of :func:`summary_table` (same rows, one column per
+    agent): over seeds within a data set, ``std(seed means, ddof=1) / sqrt(seeds)`` (NaN with
+    one seed); for a setting's ``mean`` row, the error of the mean of independent data-set
+    means, ``sqrt(sum of squared errors) / data sets``. It measures the spread of the seeds
+    (splits, priors, queries), not how the data sets differ."""
+    agents = _agent_order(results)
+    seed_means = (results.groupby(["setting", "dataset", "seed", "agent"], sort=False)[metric]
+                  .mean().unstack("agent")[agents])
+    grouped = seed_means.groupby(level=["setting", "dataset"], sort=False)
+    errors = grouped.std(ddof=1) / np.sqrt(grouped.count())
+    pieces = []
+    for setting, block in errors.groupby(level="setting", sort=False):
+        block = block.droplevel("setting")
+        block.loc["mean"] = np.sqrt((block ** 2).sum(min_count=1)) / len(block)
+        pieces.append(pd.concat({setting: block}, names=["setting"]))
+    table = pd.concat(pieces)
+    table.index.names = ["setting", "dataset"]
+    return table
+
+
+def with_standard_errors(summary: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with each agent's column followed by its standard error, ``<agent> se``."""
+    table = summary.copy()
+    for agent in errors.columns:
+        table.insert(table.columns.get_loc(agent) + 1, f"{agent} se", errors[agent])
+    return table
+
+
 def _seeds_won(seed_means: pd.DataFrame, key: tuple[str, str], winner: str) -> str:
     """'k/n': seeds in which ``winner`` had the strictly lowest mean (blank for the mean row)."""
     setting, dataset = key
@@ -210,4 +239,5 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
 
 __all__ = ["action_shares", "common_episodes", "fresh_rewards", "markdown_table",
            "operating_points", "per_round_table", "relative_gain", "reward_difference_stats",
-           "reward_differences", "seeds_text", "summary_table", "win_counts", "write_table"]
+           "reward_differences", "seeds_text", "standard_errors", "summary_table", "win_counts",
+           "with_standard_errors", "write_table"]

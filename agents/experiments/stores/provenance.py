@@ -51,7 +51,8 @@ def package_versions() -> dict[str, str]:
 PRESENTATION_MODULES = frozenset({
     "agents/experiments/reports/plots.py", "agents/experiments/reports/tables.py",
     "agents/experiments/cli/paper.py", "agents/experiments/cli/bench.py",
-    "agents/experiments/studies/bench.py"})
+    "agents/experiments/studies/bench.py",
+    "agents/experiments/studies/crossed/label_free.py"})
 
 
 def source_fingerprint() -> str:

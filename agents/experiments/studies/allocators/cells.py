@@ -21,6 +21,7 @@ from agents.allocators import (
     TraitSwitch,
 )
 from agents.base import Agent, RuleAgent, feature
+from agents.experiments.allocation_split import refuse_reserved
 from agents.experiments.executor import execute, worker_limits
 from agents.experiments.lattice_build import build_store
 from agents.experiments.stores.provenance import package_versions
@@ -60,7 +61,9 @@ def build_lattices(root: Path, datasets: Sequence[str], seeds: Iterable[int],
                    priors: Sequence[str] = PRIORS, costs: Sequence[str] = ("default",),
                    data_dir: str | None = None, progress: bool = False) -> int:
     """Build every missing lattice (cost tag x prior x data set x seed) into the study's
-    store (``lattice_build.build_store``: resumable); returns the number built."""
+    store (``lattice_build.build_store``: resumable); returns the number built. The
+    reserved data sets of ``docs/allocation_split.json`` are refused by name."""
+    refuse_reserved(datasets, "the allocator study")
     store = lattice_store(root)
     settings = [study_settings(tag, prior) for tag in costs for prior in priors]
     before = sum(len(store.cells(s)) for s in settings)

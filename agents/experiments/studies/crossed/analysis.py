@@ -302,7 +302,10 @@ def write_report(options: StudyOptions, docs: Path, prefix: str = "crossed"
     (``<docs>/figures/<prefix>_regret.png``), from the stored cells alone; the tidy table,
     one row per combination, data set, seed and strategy, goes beside the stores
     (``<out>/tables/<prefix>_tidy.csv``: megabytes, not a report's). A ``prefix`` of its
-    own keeps a slice's tables apart from another's."""
+    own keeps a slice's tables apart from another's. With BALLAD's rejector and RejEx both
+    crossed, also the label-free comparison (``label_free``: ``<prefix>_label_free``)."""
+    from agents.experiments.studies.crossed.label_free import applies, write_label_free
+
     tables = report_tables(options)
     for name, table in tables.items():
         folder = Path(options.out if name == "tidy" else docs) / "tables"
@@ -310,6 +313,9 @@ def write_report(options: StudyOptions, docs: Path, prefix: str = "crossed"
                     csv_float_format="%.6g", markdown=name != "tidy")
     if (tables["tidy"].status == POSED).any():
         draw_regrets(tables["tidy"], Path(docs) / "figures" / f"{prefix}_regret.png")
+        if applies(options.levels["rejector"]):
+            tables["label_free"] = write_label_free(tables["tidy"], options.names(),
+                                                    options.data_dir, docs, prefix)
     return tables
 
 

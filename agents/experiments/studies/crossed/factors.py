@@ -23,10 +23,13 @@ from ballad_env.settings import Settings
 #: rounds) and its rejection cost (c_r = min(c_fp (1 - gamma), c_fn gamma)).
 #: ``two-sided-most``: the two-sided rejector whose exact search takes, among equally cheap
 #: thresholds, those that reject most (``docs/sadal.md``, "two_sided_tie").
+#: ``rejex``: RejEx (T = 32), which reads no label; ``rejex-tuned``: its T chosen on the
+#: labels that set the rejection (``ballad_env.rejection.rejex``).
 FACTORS: dict[str, dict[str, dict[str, Any]]] = {
     "detector": {"ssdo": {}, "ssif": {"detector": "ssif"}},
     "rejector": {"confidence": {}, "two-sided": {"rejector": "two-sided"},
-                 "two-sided-most": {"rejector": "two-sided", "two_sided_tie": "most"}},
+                 "two-sided-most": {"rejector": "two-sided", "two_sided_tie": "most"},
+                 "rejex": {"rejector": "rejex"}, "rejex-tuned": {"rejector": "rejex-tuned"}},
     "queries": {"ours": {},
                 "sadal": {"al_strategy": "threshold-distance",
                           "lr_strategy": "stratified-probability"},

@@ -1,0 +1,61 @@
+"""The allocation split (docs/allocation_split.json) and the refusal of reserved data sets."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.experiments.allocation_split import (
+    GROUPS,
+    NEAR_RESERVED,
+    RESERVED,
+    base_name,
+    draw_split,
+    load_split,
+    played_names,
+    refuse_reserved,
+    reserved_in,
+)
+
+
+def test_committed_split_is_the_seeded_draw():
+    assert load_split() == draw_split()
+
+
+def test_split_sides_are_disjoint_groups_and_hold_no_reserved_set():
+    split = load_split()
+    train, held = set(split["train"]), set(split["held_out"])
+    assert not train & held
+    assert train | held | set(split["left_out"]) == set(GROUPS)
+    assert not train & set(NEAR_RESERVED)  # sharing data with a reserved set: never fitted
+    assert sorted(split["reserved"]) == sorted(RESERVED) and len(RESERVED) == 16
+    members = [m for g in GROUPS.values() for m in g]
+    assert not reserved_in(members)
+    assert len(members) == len(set(members))  # a data set belongs to one group
+    # one group per block held out (plus the near-reserved ones the paper needs)
+    for block in split["blocks"]:
+        assert len(set(block) & held) == 1
+
+
+def test_played_names_sample_the_large_files_by_name():
+    names = played_names(["KDDCup99", "cover"])
+    assert names == ["KDDCup99", "adbench/http@20000", "adbench/smtp@20000",
+                     "adbench/cover@20000"]
+
+
+@pytest.mark.parametrize("name", ["adbench/breastw", "Ionosphere", "adbench/ionosphere@100",
+                                  "adbench/satimage-2@50:3", "/data/yeast.npz", "WINE"])
+def test_reserved_names_are_refused_in_any_spelling(name):
+    assert base_name(name) in {r.lower() for r in RESERVED}
+    with pytest.raises(ValueError, match="reserved data set"):
+        refuse_reserved(["Pima", name], "training")
+
+
+def test_trainer_and_allocator_study_refuse_reserved_sets(tmp_path):
+    from agents.experiments.studies.allocators.cells import build_lattices
+    from agents.experiments.training.sb3 import TrainConfig
+
+    with pytest.raises(ValueError, match="training refuses the reserved data set"):
+        TrainConfig(datasets=("Pima", "adbench/cardio"))
+    with pytest.raises(ValueError, match="allocator study refuses"):
+        build_lattices(tmp_path, ["adbench/musk@500"], [0])
+    refuse_reserved(["Pima", "adbench/Cardiotocography", "adbench/satellite"], "x")  # passes
