@@ -208,4 +208,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "FastTanh", "PPOHyperparameters", "Rollout", "gae", "policy_outputs", "ppo_update"]
+__all__ = ["HUGE_NEG", "FastTanh", "PPOHyperparameters", "Rollout", "gae", "policy_outputs",
+           "ppo_update"]
