@@ -102,6 +102,7 @@ def test_the_run_folder_is_the_sb3_paths(run) -> None:
     per rollout that read_monitor counts, the progress log and the evaluations."""
     record = json.loads((run / f"{run.name}.json").read_text())
     assert record["algo"] == "maskable_ppo" and record["trainer"] == "batched"
+    assert run.name == "batched-maskable_ppo-cost-large-knn-replay-s0-240steps"
     assert record["num_timesteps"] == 240 and record["train_seconds"] > 0
     assert Settings.from_dict(record["config"]["settings"]) == SETTINGS
     assert record["observation_features"] == list(OBSERVATIONS["v0"])
@@ -185,12 +186,14 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
     assert "give --replay-store" in capsys.readouterr().err
 
 
-def test_the_learning_check_replays_a_groups_policies(run, store) -> None:
+def test_the_learning_check_replays_a_groups_policies(store, tmp_path) -> None:
     """``bench --quality-runs``: a group's greedy policies replayed on every cell, beside
     the yardsticks; no path beats the hindsight optimum of the final cost."""
     from agents.experiments.studies.training_bench import quality_table, run_groups
 
-    assert run_groups(run.parent) == {run.name.rsplit("-s", 1)[0]: [run]}
+    run = train_batched(store, n_envs=4, total_timesteps=60, hyperparameters=TINY,
+                        output_dir=tmp_path, run_name="g-s0")
+    assert run_groups(tmp_path) == {"g": [run]}
     rows = {r["policy"]: r for r in quality_table({"g": [run]}, store, SETTINGS)}
     assert set(rows) == {"optimal-final", "optimal", "oracle", "all-in-lr", "all-in-al", "g"}
     best = rows["optimal-final"]["final_cost"]

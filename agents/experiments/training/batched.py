@@ -281,7 +281,7 @@ def _run(algo: str, store: str | Path, settings: Settings, datasets: Sequence[st
         {d for d, _ in BudgetAllocationReplayEnv(store, seeds=seeds, settings=settings).cells})
     config = TrainConfig(algo=algo, datasets=tuple(names), settings=settings,
                          observation=observation, replay_store=str(store), seed=seed,
-                         output_dir=str(output_dir))
+                         total_timesteps=total_timesteps, output_dir=str(output_dir))
     name = run_name or f"{TRAINER}-{config.name}"
     return BatchedRun(TRAINER, algo, str(store), names, None if seeds is None else list(seeds),
                       settings.to_dict(), observation, n_envs, total_timesteps, seed, device,
