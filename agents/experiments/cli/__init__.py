@@ -24,7 +24,8 @@ from ballad_env.plugins import PluginError, load_entry_points, load_plugins
 #: subcommand -> (module of its ``main``, what it does)
 COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "compare agents over data sets x seeds x settings (tidy results)"),
-    "train": ("train", "train a stable-baselines3 allocation policy"),
+    "train": ("train", "train an allocation policy (stable-baselines3, or batched on the replay)"),
+    "minari": ("minari_data", "record replay episodes of a policy as a Minari dataset"),
     "lattices": ("lattices", "build a lattice store for the replay environment"),
     "data": ("data", "list data sets: built-in ones and the files of a data folder"),
     "reports": ("reports", "fill the reports' tables from docs/tables (--check: list stale)"),
