@@ -63,7 +63,12 @@ class HistoryAgent(EpisodeStateAgent):
             self.history = {AL: [], LR: []}
         for side, name in ((AL, "al"), (LR, "lr")):
             if feature(observation, f"prev_{name}") > 0.5:
-                self.history[side].append(feature(observation, f"{self.reward}_{name}"))
+                self.history[side].append(self.reward_of(observation, name))
+
+    def reward_of(self, observation: np.ndarray, name: str) -> float:
+        """The previous round's reward of side ``name`` (``"al"``, ``"lr"``): the
+        observation's (a subclass may read it elsewhere)."""
+        return feature(observation, f"{self.reward}_{name}")
 
     def choose(self, observation: np.ndarray) -> int:
         """The action once both sides have a reward."""

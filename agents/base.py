@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,6 +35,40 @@ class Agent(Protocol):
 
 #: Builds an agent for the environment it will act in (most ignore it; the oracle binds to it).
 AgentFactory = Callable[[Any], Agent]
+
+
+def show_info(agent: Any, info: Mapping[str, Any]) -> None:
+    """Give ``agent`` the ``info`` that came with its next observation, if it takes it (an
+    optional ``observe_info(info)``): a rule that compares rewards then decides on their
+    float64 values, not on the observation's float32 copies, which a near-tie can flip
+    (``run_episode`` and ``Lattice.replay`` call it before every ``predict``)."""
+    observe = getattr(agent, "observe_info", None)
+    if observe is not None:
+        observe(info)
+
+
+class ExactRewards:
+    """The float64 side rewards of the latest ``info`` (``observe_info``), each read once:
+    :meth:`exact` gives the reward of a side if the info of this observation holds it,
+    else the observation's value. Mixed into the rules that compare rewards."""
+
+    _info: Mapping[str, Any] | None = None
+
+    def observe_info(self, info: Mapping[str, Any]) -> None:
+        """Keep ``info`` for the next decision (it came with the next observation)."""
+        self._info = info
+
+    def exact(self, observation: np.ndarray, name: str) -> float:
+        """Feature ``name`` (a side's reward, ``entropy_al``) at float64 from the kept info,
+        else from the observation."""
+        info = self._info
+        if info is not None and isinstance(info.get(name), float | np.floating):
+            return float(info[name])
+        return feature(observation, name)
+
+    def forget_info(self) -> None:
+        """Drop the kept info (it belongs to one observation)."""
+        self._info = None
 
 
 class RuleAgent:
@@ -92,4 +126,5 @@ def feature(obs: np.ndarray, name: str) -> float:
     return float(obs[index])
 
 
-__all__ = ["AL", "LR", "Agent", "RuleAgent", "feature", "mask_from_observation"]
+__all__ = ["AL", "LR", "Agent", "ExactRewards", "RuleAgent", "feature", "mask_from_observation",
+           "show_info"]

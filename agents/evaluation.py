@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.base import show_info
 from ballad_env.episode import RECORD_FIELDS
 
 
@@ -29,6 +30,7 @@ def run_episode(env: Any, agent: Any, seed: int, *, include_start: bool = False,
     """
     obs, info = env.reset(seed=seed)
     agent.reset(seed)
+    show_info(agent, info)
     records = [episode_record(info, reward=np.nan)] if include_start else []
     state: Any = None
     episode_start = np.ones((1,), dtype=bool)
@@ -38,6 +40,7 @@ def run_episode(env: Any, agent: Any, seed: int, *, include_start: bool = False,
                                       deterministic=deterministic)
         action = int(np.asarray(choice).item())
         obs, reward, terminated, truncated, info = env.step(action)
+        show_info(agent, info)
         done = bool(terminated or truncated)
         episode_start = np.array([done])
         records.append(episode_record(info, reward))

@@ -10,7 +10,8 @@ from __future__ import annotations
 #: The extra that installs each optional top-level module.
 EXTRA_OF = {"pandas": "experiments", "pyarrow": "experiments", "joblib": "experiments",
             "dask": "experiments", "distributed": "experiments", "torch": "rl",
-            "stable_baselines3": "rl", "sb3_contrib": "rl"}
+            "stable_baselines3": "rl", "sb3_contrib": "rl", "rl_zoo3": "zoo",
+             "minari": "minari"}
 
 
 def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:

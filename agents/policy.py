@@ -127,6 +127,45 @@ def observation_version(features: Sequence[str], name: str = "the policy") -> st
                      f"({ {v: list(n) for v, n in OBSERVATIONS.items()} }): retrain it")
 
 
+#: The most steps between DQN updates a settings JSON may name (it sizes nothing, but a
+#: number of 10^11 is no setting anyone trained with).
+MAX_TRAIN_FREQ = 10**7
+
+
+def read_settings(json_file: Path) -> dict[str, Any]:
+    """A saved policy's settings JSON, its types and ranges checked: an object whose ``algo``
+    is a known algorithm, whose ``observation_features`` (if any) are names, whose
+    ``algorithm_kwargs`` and ``config`` (if any) are objects, and whose DQN ``train_freq``
+    (if any) is a whole number in [1, :data:`MAX_TRAIN_FREQ`]. Anything else is a
+    :class:`PolicyFileError` naming the file."""
+    def refuse(problem: str) -> PolicyFileError:
+        return PolicyFileError(f"{json_file}: {problem}; a policy's settings JSON is written "
+                               "by scripts/train_policy.py and needs at least "
+                               '{"algo": "ppo"|"a2c"|"dqn"|"maskable_ppo"}')
+
+    try:
+        settings = json.loads(json_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise refuse(f"not valid JSON ({type(err).__name__}: {err})") from None
+    if not isinstance(settings, dict):
+        raise refuse(f"not a JSON object but a {type(settings).__name__}")
+    algo = settings.get("algo")
+    if not isinstance(algo, str) or algo not in ALGORITHM_CLASSES:
+        raise refuse(f"unknown algo {algo!r}; use one of {tuple(ALGORITHM_CLASSES)}")
+    features = settings.get("observation_features", [])
+    if not (isinstance(features, list) and all(isinstance(f, str) for f in features)):
+        raise refuse(f"its observation_features {features!r} are not a list of names")
+    for key in ("algorithm_kwargs", "config"):
+        if settings.get(key) is not None and not isinstance(settings[key], dict):
+            raise refuse(f"its {key} {settings[key]!r} is not a JSON object")
+    train_freq = (settings.get("algorithm_kwargs") or {}).get("train_freq")
+    if train_freq is not None and not (isinstance(train_freq, int) and not isinstance(
+            train_freq, bool) and 1 <= train_freq <= MAX_TRAIN_FREQ):
+        raise refuse(f"its algorithm_kwargs train_freq {train_freq!r} is not a whole number "
+                     f"in [1, {MAX_TRAIN_FREQ}]")
+    return settings
+
+
 def load_policy(path: str | Path, env: Any = None, *, trust_pickle: bool = False
                 ) -> PolicyAgent:
     """Load a saved model and its settings JSON as an agent named after the file stem
@@ -145,12 +184,8 @@ def load_policy(path: str | Path, env: Any = None, *, trust_pickle: bool = False
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved model at {path}")
-    json_file = settings_path(path)
-    settings = json.loads(json_file.read_text())
-    algo = settings.get("algo")
-    if algo not in ALGORITHM_CLASSES:
-        raise ValueError(f"{json_file}: unknown algo {algo!r}; use one of "
-                         f"{tuple(ALGORITHM_CLASSES)}")
+    settings = read_settings(settings_path(path))
+    algo = settings["algo"]
     features = settings.get("observation_features", list(OBSERVATION_FEATURES))
     version = observation_version(features, path.name)
     if trust_pickle:
@@ -166,4 +201,4 @@ def load_policy(path: str | Path, env: Any = None, *, trust_pickle: bool = False
 
 
 __all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "PolicyFileError", "is_policy_path",
-           "load_policy", "observation_version", "settings_path"]
+           "load_policy", "observation_version", "read_settings", "settings_path"]

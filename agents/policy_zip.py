@@ -31,6 +31,12 @@ DATA, WEIGHTS, OPTIMIZER = "data", "policy.pth", "policy.optimizer.pth"
 #: activation function, a custom class) is only stored pickled and is refused.
 PLAIN_POLICY_KWARGS = frozenset({"net_arch", "ortho_init", "normalize_images",
                                  "share_features_extractor", "log_std_init", "optimizer_kwargs"})
+#: The most bytes each member may inflate to (a policy of the project's sizes holds tens of
+#: kB of JSON and a few MB of weights); a larger declared size is refused before reading.
+MEMBER_CEILINGS = {DATA: 16 << 20, WEIGHTS: 512 << 20, OPTIMIZER: 1 << 30}
+#: Plain numbers that size the buffers an algorithm allocates when it is built: each must be
+#: a whole number in [1, limit] (10^11 steps would ask numpy for terabytes).
+SIZE_LIMITS = {"n_steps": 10**7, "n_envs": 10**4, "buffer_size": 10**7, "batch_size": 10**7}
 #: The opt-in, as the refusal names it.
 OPT_IN = ("if you trust whoever made this file, load it with trust_pickle=True "
           "(--trust-pickle on the command line), which runs any code stored in it")
@@ -64,6 +70,18 @@ def _is_serialized(value: Any) -> bool:
     return isinstance(value, dict) and ":serialized:" in value
 
 
+def _read_member(path: Path, archive: zipfile.ZipFile, member: str) -> bytes:
+    """A member's bytes, refused by name when it declares more than its ceiling
+    (:data:`MEMBER_CEILINGS`); zipfile never inflates a member past its declared size (a
+    member that inflates further fails its CRC), so the declared size bounds the memory."""
+    declared, ceiling = archive.getinfo(member).file_size, MEMBER_CEILINGS[member]
+    if declared > ceiling:
+        raise _refuse(path, f"its {member!r} member inflates to {declared} bytes, more than "
+                            f"the {ceiling} bytes a policy's {member} may hold (a zip bomb?)")
+    with archive.open(member) as handle:
+        return handle.read(ceiling + 1)
+
+
 def read_archive(path: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
     """The zip's ``data`` as plain JSON (nothing deserialised), the weights' bytes and the
     optimizer state's bytes (``None`` when absent)."""
@@ -74,9 +92,9 @@ def read_archive(path: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
             if missing:
                 raise _refuse(path, f"the archive has no {' and no '.join(missing)} member "
                                     "(not a stable-baselines3 model?)")
-            data = json.loads(archive.read(DATA))
-            weights = archive.read(WEIGHTS)
-            optimizer = archive.read(OPTIMIZER) if OPTIMIZER in names else None
+            data = json.loads(_read_member(path, archive, DATA))
+            weights = _read_member(path, archive, WEIGHTS)
+            optimizer = _read_member(path, archive, OPTIMIZER) if OPTIMIZER in names else None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError,
             zlib.error) as err:
         if isinstance(err, PolicyFileError):
@@ -146,14 +164,50 @@ def _plain_number(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float)
 
 
-def copy_plain_attributes(model: Any, data: dict[str, Any]) -> None:
+def copy_plain_attributes(path: Path, model: Any, data: dict[str, Any]) -> None:
     """Set the algorithm's numeric settings saved as plain JSON (gamma, exploration rates,
     step counts, ...) on the fresh model, as SB3's loader does; only attributes the fresh
-    model has with a number (or None), so no entry can put anything else there."""
+    model has with a number (or None), so no entry can put anything else there, and the
+    buffer sizes only as whole numbers within :data:`SIZE_LIMITS`."""
     for key, value in data.items():
         if (not key.startswith("__") and _plain_number(value) and hasattr(model, key)
                 and _plain_number(getattr(model, key))):
+            limit = SIZE_LIMITS.get(key)
+            if limit is not None and not (isinstance(value, int) and not isinstance(value, bool)
+                                          and 1 <= value <= limit):
+                raise _refuse(path, f"its {key} is {value}, which must be a whole number in "
+                                    f"[1, {limit}]")
             setattr(model, key, value)
+
+
+def _layer_lists(path: Path, net_arch: Any) -> list[list[int]]:
+    """The hidden layers of each branch ``net_arch`` declares (a list of sizes, or a dict of
+    them by branch), refused unless every size is a positive whole number."""
+    branches = list(net_arch.values()) if isinstance(net_arch, dict) else [net_arch]
+    for layers in branches:
+        if not (isinstance(layers, list) and all(
+                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in layers)):
+            raise _refuse(path, f"its policy_kwargs declare net_arch {net_arch!r}, which is "
+                                "not lists of positive layer sizes")
+    return branches
+
+
+def check_network_size(path: Path, kwargs: dict[str, Any], state: Any, n_inputs: int) -> None:
+    """Refuse a declared network the weights cannot fill, before it is built: every layer of
+    ``net_arch`` is in the rebuilt policy, so its weights and biases (from ``n_inputs``
+    features on) are at most the saved tensors' elements. A file declaring a network of
+    10^8 parameters beside weights of 10^4 would otherwise allocate gigabytes first."""
+    if "net_arch" not in kwargs:
+        return
+    held = sum(int(t.numel()) for t in state.values() if isinstance(t, torch.Tensor)) \
+        if isinstance(state, dict) else 0
+    declared = 0
+    for layers in _layer_lists(path, kwargs["net_arch"]):
+        sizes = [n_inputs, *layers]
+        declared += sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
+    if declared > held:
+        raise _refuse(path, f"its policy_kwargs declare net_arch {kwargs['net_arch']}, at "
+                            f"least {declared} parameters, but its weights hold {held}")
 
 
 def _load_tensors(path: Path, blob: bytes, member: str) -> Any:
@@ -180,11 +234,13 @@ def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
     policy_class = algorithm.policy_aliases["MlpPolicy"]
     check_policy_class(path, data, policy_class)
     kwargs = policy_kwargs(path, data)
+    state = _load_tensors(path, weights, WEIGHTS)
+    check_network_size(path, kwargs, state, int(obs_space.shape[0]))
     model = algorithm("MlpPolicy", env=None, device="cpu", policy_kwargs=kwargs,
                       _init_setup_model=False)
     check_policy_kwargs(path, data, model.policy_kwargs)
     model.n_envs = 1  # SB3's loader takes it from the file (plain JSON) too
-    copy_plain_attributes(model, data)
+    copy_plain_attributes(path, model, data)
     train_freq = (recorded or {}).get("train_freq")
     if hasattr(model, "train_freq") and isinstance(train_freq, int):
         model.train_freq = train_freq
@@ -195,7 +251,6 @@ def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
         raise _refuse(path, f"the {algorithm.__name__} MlpPolicy cannot be rebuilt from "
                             f"arguments {kwargs} and the plain settings of the file "
                             f"({type(err).__name__}: {err})") from err
-    state = _load_tensors(path, weights, WEIGHTS)
     try:
         model.policy.load_state_dict(state, strict=True)
         if optimizer is not None:
@@ -210,5 +265,5 @@ def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
     return model
 
 
-__all__ = ["OPT_IN", "PLAIN_POLICY_KWARGS", "PolicyFileError", "load_model_safely",
-           "read_archive"]
+__all__ = ["MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS", "SIZE_LIMITS", "PolicyFileError",
+           "load_model_safely", "read_archive"]

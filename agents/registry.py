@@ -22,6 +22,7 @@ from agents.allocation import ALLOCATION_AGENTS
 from agents.allocators import ALLOCATOR_AGENTS
 from agents.bandits import BANDIT_AGENTS, BANDIT_PATTERNS
 from agents.base import Agent, AgentFactory
+from agents.extras import missing_extra
 from agents.oracle import ORACLE_AGENTS
 from agents.policy_files import is_policy_path
 from agents.rules import RULE_AGENTS
@@ -61,8 +62,10 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
     loads it with stable-baselines3's full loader, which runs any code stored in the file
     (``agents.policy.load_policy``); by default no code from the file runs."""
     if is_policy_path(name):
-        from agents.policy import load_policy  # needs the 'rl' extra (torch)
-
+        try:
+            from agents.policy import load_policy  # needs the 'rl' extra (torch)
+        except ModuleNotFoundError as err:
+            raise missing_extra(err, f"loading the saved policy {name}") from err
         return load_policy(name, env, trust_pickle=trust_pickle)
     if name in AGENTS:
         return AGENTS[name](env)

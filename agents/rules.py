@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import AL, LR, AgentFactory, RuleAgent, feature
+from agents.base import AL, LR, AgentFactory, ExactRewards, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
 
-class BalladAgent(RuleAgent):
+class BalladAgent(ExactRewards, RuleAgent):
     """BALLAD: LR first, then AL (the initialisation), then the side with the larger latest
-    reward; ties go to AL.
+    reward; ties go to AL. The rewards compared are the float64 ones of ``info`` when the
+    caller shows it (``agents.base.show_info``; the published code compares float64), else
+    the observation's float32 copies, whose rounding can turn a near-tie into a tie.
 
     Parameters
     ----------
@@ -32,9 +34,14 @@ class BalladAgent(RuleAgent):
             return LR
         if feature(observation, "al_measured") < 0.5:
             return AL
-        al = feature(observation, f"{self.reward}_al")
-        lr = feature(observation, f"{self.reward}_lr")
+        al = self.exact(observation, f"{self.reward}_al")
+        lr = self.exact(observation, f"{self.reward}_lr")
+        self.forget_info()
         return AL if al >= lr else LR
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget any info kept from an earlier episode."""
+        self.forget_info()
 
     def __repr__(self) -> str:
         return f"BalladAgent(reward={self.reward!r})"

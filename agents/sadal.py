@@ -10,7 +10,8 @@ How it differs from the ``discounted`` agent (``agents.bandits.DiscountedGreedy`
 sums the same way: ``discounted`` forces LR then AL in its first two rounds and has no
 pseudo-rewards, and takes AL on ties; ``sadal`` starts from the pseudo-rewards (which weigh
 on later choices, halved every round of their side), forces nothing, and takes LR on ties.
-The rewards it reads are the observation's (``entropy``: BALLAD's one-term entropy change);
+The rewards it reads are the side rewards (``entropy``: BALLAD's one-term entropy change),
+at float64 from ``info`` when the caller shows it (``agents.base.show_info``);
 SADAL's own signals (the binary entropy of the anomaly and two-sided rejection
 probabilities, ``ballad_env.rejection.two_sided.entropy_change``) reach it once the two-sided
 rejector is part of the environment.
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from agents.bandits import HistoryAgent
-from agents.base import AL, LR, AgentFactory
+from agents.base import AL, LR, AgentFactory, ExactRewards
 
 #: SADAL's pseudo-rewards before any round: (AL, LR).
 INITIAL_REWARDS = (0.99, 1.0)
@@ -45,8 +46,10 @@ def sadal_choice(al_rewards: Sequence[float], lr_rewards: Sequence[float],
     return AL if al > lr else LR
 
 
-class SadalAgent(HistoryAgent):
-    """SADAL's rule on the observation's rewards (``reward``: ``"entropy"`` or ``"cosine"``)."""
+class SadalAgent(ExactRewards, HistoryAgent):
+    """SADAL's rule on the side rewards (``reward``: ``"entropy"`` or ``"cosine"``): the
+    float64 ones of ``info`` when the caller shows it (``agents.base.show_info``; the
+    published code sums float64), else the observation's float32 copies."""
 
     name = "sadal"
 
@@ -59,7 +62,17 @@ class SadalAgent(HistoryAgent):
 
     def act(self, observation: np.ndarray) -> int:
         self.observe(observation)
+        self.forget_info()
         return sadal_choice(self.history[AL], self.history[LR], self.discount, self.initial)
+
+    def reward_of(self, observation: np.ndarray, name: str) -> float:
+        """The previous round's reward of side ``name``, at float64 from the info."""
+        return self.exact(observation, f"{self.reward}_{name}")
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the reward histories and any info kept."""
+        self.forget_info()
+        super().reset(seed)
 
     def __repr__(self) -> str:
         return (f"SadalAgent(discount={self.discount}, initial={self.initial}, "

@@ -35,12 +35,15 @@ SEEDED_SPLITS = ("authors", "sadal")
 
 def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
     """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid,
-    a ``DataWarning`` if the test set gets no anomaly."""
+    a ``DataWarning`` if a set gets no anomaly, a ``BudgetWarning`` if rounds of less than
+    half a label are rounded up to one."""
     costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
                                     settings.c_r, settings.cost_metric)
     n_train, n_val, _ = split_sizes(dataset.y, settings.split)
     budget = settings.budget(n_train, n_val)
     budget.check(n_train, n_val, dataset.name)
+    if settings.budget_rule == "paper":
+        budget.warn_if_rounded_up(n_train, settings.round_fraction, dataset.name)
     warn_if_test_lacks_anomalies(dataset.y, dataset.name)
     return costs, budget
 

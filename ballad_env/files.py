@@ -15,14 +15,17 @@ environment's fingerprint (``lattice_store.NOT_IN_LATTICES``).
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import IO
 
 from filelock import FileLock, Timeout
 
@@ -32,14 +35,82 @@ LOCK_TIMEOUT_S = 120.0
 #: this many seconds (a writer on another machine sharing the folder is never a local pid).
 STALE_AFTER_S = 60.0
 #: Names of temporary files: ``.NAME.PID.HEX.tmp`` (and ``.NAME.PID.tmp``), the probe's
-#: ``.write-test-PID-HEX``, plus the lattice and store names of earlier versions
-#: (``.seed4.tmp123.npz``, ``.store.json.tmp123``).
+#: ``.write-test-PID-HEX``, plus the lattice, store and download names of earlier versions
+#: (``.seed4.tmp123.npz``, ``.store.json.tmp123``, ``.10_cover.npz.part123``).
 TEMPORARY_NAMES = (re.compile(r"^\..+?\.(?P<pid>\d+)(\.[0-9a-f]{8})?\.tmp$"),
                    re.compile(r"^\.write-test-(?P<pid>\d+)-[0-9a-f]{8}$"),
                    re.compile(r"^\.seed\d+\.tmp(?P<pid>\d+)\.npz$"),
-                   re.compile(r"^\.store\.json\.tmp(?P<pid>\d+)$"))
+                   re.compile(r"^\.store\.json\.tmp(?P<pid>\d+)$"),
+                   re.compile(r"^\..+\.part(?P<pid>\d+)$"))
 #: Bytes the writability probe writes and syncs (a full disk often still creates empty files).
 PROBE_BYTES = 4096
+
+
+#: Characters a file name keeps as they are; any other run of characters becomes one ``_``.
+_UNSAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
+#: Hex digits of the hash an altered name carries (40 bits).
+NAME_HASH_DIGITS = 10
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one component of a file name, injectively: a name of safe characters
+    (letters, digits, ``. = + -`` and single inner ``_``; not ``.`` or ``..``) is kept as it
+    is; any other is its sanitised form plus ``~`` and a short hash of the exact name
+    (``"a b"`` -> ``"a_b~<hash>"``), so ``a b`` and ``a_b``, or ``adbench/cover`` and
+    ``adbench_cover``, never share a file. A kept name has no ``~``, so it never equals an
+    altered one; no result has ``__`` (the separator of a cell's parts) or a ``/``."""
+    cleaned = _UNSAFE.sub("_", text)
+    if cleaned == text and text not in ("", ".", "..") and "__" not in text \
+            and not text.startswith("_") and not text.endswith("_"):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{cleaned.strip('_')}~{digest[:NAME_HASH_DIGITS]}"
+
+
+def colliding(names: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs of ``names`` whose :func:`safe_name` is one file on a case-insensitive file
+    system (macOS's, Windows's): ``("Foo", "foo")``; each pair once, in the order given."""
+    seen: dict[str, str] = {}
+    pairs = []
+    for name in names:
+        folded = safe_name(name).casefold()
+        if folded in seen and seen[folded] != name:
+            pairs.append((seen[folded], name))
+        seen.setdefault(folded, name)
+    return pairs
+
+
+def open_regular(path: str | os.PathLike, what: str = "file") -> IO[bytes]:
+    """``path`` opened for reading only if it is a regular file: a FIFO, a device or a folder
+    is refused with an ``OSError`` saying so, without blocking (a FIFO's ``open`` waits for a
+    writer for ever). The file is opened non-blocking, checked, then read normally."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{what} {path} is not a regular file (a "
+                          f"{_kind(mode)}): replace it with the file, or remove it")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The UTF-8 text of ``path``, a regular file (:func:`open_regular`)."""
+    with open_regular(path, what) as handle:
+        return handle.read().decode("utf-8")
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "folder"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return "special file"
 
 
 def manifest_lock(manifest: str | os.PathLike, what: str | None = None
@@ -185,6 +256,7 @@ def _free(path: Path) -> str:
     return f"{free:.1f} TB"
 
 
-__all__ = ["LOCK_TIMEOUT_S", "PROBE_BYTES", "STALE_AFTER_S", "atomic_write", "is_disk_full",
-           "manifest_lock", "probe_writable", "remove_stale_temporaries",
-           "temporary_path", "write_failure"]
+__all__ = ["LOCK_TIMEOUT_S", "NAME_HASH_DIGITS", "PROBE_BYTES", "STALE_AFTER_S", "atomic_write",
+           "colliding", "is_disk_full", "manifest_lock", "open_regular", "probe_writable",
+           "read_regular_text", "remove_stale_temporaries", "safe_name", "temporary_path",
+           "write_failure"]

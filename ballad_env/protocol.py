@@ -94,11 +94,18 @@ def split_sizes(y: np.ndarray, method: str = "stratified") -> tuple[int, int, in
 
 
 def warn_if_test_lacks_anomalies(y: np.ndarray, name: str = "data") -> None:
-    """Warn (``DataWarning``) when the split leaves the test set T without an anomaly (2 or 4
-    anomalies in all): its FNR is then 0 and its ROC AUC NaN for every agent."""
+    """Warn (``DataWarning``) when the split leaves a set without an anomaly: T (2 or 4
+    anomalies in all: its FNR is then 0 and its ROC AUC NaN for every agent), or D and V
+    (1 anomaly: no label can show the detector an anomaly, and T's FNR is 1 throughout)."""
     n_anomalies = int(np.sum(y == 1))
     n_train, n_val, n_test = class_split_sizes(n_anomalies)
-    if n_test == 0:
+    if n_anomalies and n_train == 0 and n_val == 0:
+        warnings.warn(
+            f"{name}: D and V get no anomaly ({n_anomalies} anomaly split 40/40/20 per class: "
+            f"0 to D, 0 to V, {n_test} to T), so no label bought can be an anomaly and the "
+            "test FNR is 1 for every agent. Use data with 3, or 5 or more, anomalies.",
+            DataWarning, stacklevel=3)
+    elif n_test == 0:
         warnings.warn(
             f"{name}: the test set gets no anomaly ({n_anomalies} anomalies split 40/40/20 "
             f"per class: {n_train} to D, {n_val} to V, 0 to T), so every agent's test FNR is 0 "
@@ -259,7 +266,21 @@ class Budget:
                 f"{100 * spent:.3g}% of |D|, not {100 * budget_fraction:.3g}%. Choose a "
                 "round_fraction that "
                 f"divides the budget, such as {budget_fraction / max(1, n_rounds):.4g}.",
-                BudgetWarning, stacklevel=4)
+                BudgetWarning, stacklevel=5)  # past Settings.__init__'s check
+
+    def warn_if_rounded_up(self, n_train: int, round_fraction: float, name: str = "data"
+                           ) -> None:
+        """Warn (``BudgetWarning``) when a round of ``round_fraction`` |D| is less than half a
+        label and is rounded up to one: the episodes then buy more than the budget says."""
+        if np.floor(round_fraction * n_train + 0.5) >= 1:
+            return
+        warnings.warn(
+            f"{name}: a round of {100 * round_fraction:.3g}% of |D| = {n_train} is "
+            f"{round_fraction * n_train:.3g} labels, rounded up to 1: {self.n_rounds} rounds buy "
+            f"{self.total} labels ({100 * self.total / max(n_train, 1):.1f}% of D), not the "
+            f"{100 * self.n_rounds * round_fraction:.1f}% asked for. Use a round_fraction of at "
+            f"least {0.5 / max(n_train, 1):.2g} on this data set (half a label a round).",
+            BudgetWarning, stacklevel=4)
 
     @property
     def total(self) -> int:

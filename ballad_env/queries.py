@@ -172,19 +172,48 @@ class ThresholdDistanceAuthors(ThresholdDistance):
     (ties in its order), keeping unlabeled examples not rejected by the previous round, the
     first ``size`` of them. Quirk: its rejected flag is ``np.where(..)[0]``, the flag of pool
     member 0 alone: if member 0 was rejected, no example qualifies and the round buys no
-    label (an empty selection); else every unlabeled example qualifies. First round: as
-    ``ThresholdDistance`` (the published code crashes there)."""
+    label (an empty selection); else every unlabeled example qualifies.
+
+    First round (no thresholds yet): no label. The published code crashes there (it has no
+    ranking yet); its data flow says what the round would buy: round 1's rejected list is
+    ``[]``, whose ``np.where(..)[0]`` makes every example ineligible, so none. With this fix
+    the preset's All-in-AL equals the published code in every round of 6 held-out
+    episodes (``docs/sadal.md``). ``threshold-distance-authors-ranked`` is the earlier fix
+    (rank by 2 |P - 0.5|, nothing rejected, ``size`` labels)."""
 
     def select(self, probability: np.ndarray, unlabeled: np.ndarray, size: int,
                context: QueryContext | None = None) -> np.ndarray:
-        left, right = _thresholds(context)
         p = np.asarray(probability, dtype=np.float64)
-        if context and context.thresholds and left <= p[0] <= right:
+        if context is None or context.thresholds is None:
+            return self.first_round(p, unlabeled, size)
+        left, right = context.thresholds
+        if left <= p[0] <= right:
             return np.zeros(0, dtype=np.intp)
+        return self._ranked(p, unlabeled, size, left, right)
+
+    def first_round(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
+                    ) -> np.ndarray:
+        """Round 1's labels: none (the published code's empty rejected list)."""
+        return np.zeros(0, dtype=np.intp)
+
+    @staticmethod
+    def _ranked(p: np.ndarray, unlabeled: np.ndarray, size: int, left: float, right: float
+                ) -> np.ndarray:
+        """The first ``size`` unlabeled examples of the argsort of the distance."""
         order = np.argsort(threshold_distance(p, left, right))
         is_unlabeled = np.zeros(p.size, dtype=bool)
         is_unlabeled[unlabeled] = True
         return order[is_unlabeled[order]][:size]
+
+
+class ThresholdDistanceAuthorsRanked(ThresholdDistanceAuthors):
+    """``threshold-distance-authors`` with the earlier round-1 fix: rank the pool by
+    2 |P - 0.5| (the distance to 0.5), nothing rejected, and buy ``size`` labels (what
+    ``ballad-env sadal-published --al-first-round rank`` does to the published code)."""
+
+    def first_round(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
+                    ) -> np.ndarray:
+        return self._ranked(probability, unlabeled, size, 0.5, 0.5)
 
 
 def _thresholds(context: QueryContext | None) -> tuple[float, float]:
@@ -227,6 +256,7 @@ LR_QUERIES.register("random", RandomOrder)
 LR_QUERIES.register("per-round", RandomSampling)
 AL_QUERIES.register("threshold-distance", ThresholdDistance)
 AL_QUERIES.register("threshold-distance-authors", ThresholdDistanceAuthors)
+AL_QUERIES.register("threshold-distance-authors-ranked", ThresholdDistanceAuthorsRanked)
 LR_QUERIES.register("stratified-probability", StratifiedProbability)
 
 #: Where the query strategies' random numbers come from (``Settings.query_rng``).

@@ -14,6 +14,7 @@ import io
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,34 +51,84 @@ def _npz_bytes(seed: int) -> bytes:
 
 
 class _Server:
-    """Files by URL path; ``truncate`` paths announce their full length and send half."""
+    """Files by URL path; ``truncate`` paths announce their full length and send half.
+
+    ``modes`` play a hostile server on a path: ``"endless"`` (no length, 64 MB of zeros),
+    ``"huge"`` (announces 10^13 bytes), ``"trickle"`` (one byte every 0.05 s), ``"stall"``
+    (headers, then nothing for 3 s), ``"slow"`` (0.2 s before the body); ``redirects`` answer
+    302 to another address; ``sent`` counts the body bytes each path got out.
+    """
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.truncate: set[str] = set()
+        self.modes: dict[str, str] = {}
+        self.redirects: dict[str, str] = {}
+        self.sent: dict[str, int] = {}
         self.requests: list[str] = []
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - the http.server API
                 owner.requests.append(self.path)
+                if self.path in owner.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", owner.redirects.pop(self.path))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = owner.files.get(self.path)
                 if body is None:
                     self.send_error(404)
                     return
+                mode = owner.modes.get(self.path)
                 self.send_response(200)
+                if mode in ("endless", "huge"):
+                    self._endless(mode)
+                    return
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                if self.path in owner.truncate:
+                if mode in ("trickle", "stall"):
+                    self._trickle(body, mode)
+                elif self.path in owner.truncate:
                     self.wfile.write(body[: len(body) // 2])
                     self.close_connection = True
                 else:
+                    if mode == "slow":
+                        time.sleep(0.2)
                     self.wfile.write(body)
+
+            def _endless(self, mode: str) -> None:
+                if mode == "huge":
+                    self.send_header("Content-Length", str(10**13))
+                self.end_headers()
+                self.close_connection = True
+                owner.sent[self.path] = 0
+                try:
+                    for _ in range(1024):  # 64 MB in all, unless the client hangs up
+                        self.wfile.write(b"\0" * 65536)
+                        owner.sent[self.path] += 65536
+                except OSError:
+                    return
+
+            def _trickle(self, body: bytes, mode: str) -> None:
+                self.close_connection = True
+                try:
+                    if mode == "stall":
+                        time.sleep(3.0)
+                        return
+                    for index in range(min(len(body), 100)):
+                        self.wfile.write(body[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                except OSError:
+                    return
 
             def log_message(self, *args: Any) -> None:  # keep the test output quiet
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
         self.httpd.timeout = 5
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 

@@ -178,7 +178,7 @@ _SCRIPT = "import runpy, sys; sys.argv = ['{0}', '--help']; runpy.run_path('scri
 
 
 @pytest.mark.parametrize(("blocked", "code", "extra"), [
-    (("pandas",), "import agents.experiments", "experiments"),
+    (("pandas",), "from agents.experiments import run_grid", "experiments"),
     (("pandas",), _SCRIPT.format("compare_agents.py"), "experiments"),
     (("pandas",), _SCRIPT.format("authors_code_check.py"), "experiments"),
     (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training.sb3", "rl"),
@@ -191,6 +191,38 @@ def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: st
                           timeout=120, cwd=ROOT)
     assert done.returncode != 0
     assert f"pip install 'ballad-env[{extra}]'" in done.stderr
+
+
+_BASE_INSTALL = ("pandas", "pyarrow", "dask", "distributed", "torch", "stable_baselines3",
+                 "sb3_contrib")
+_COMMAND = ("from ballad_env.__main__ import main; sys.argv = ['ballad-env', *{args!r}]; "
+            "sys.exit(main())")
+
+
+@pytest.mark.parametrize(("args", "status"), [(["--help"], 0), (["data"], 0),
+                                              (["compare", "--datasets", "toy"], 2)])
+def test_the_command_on_a_base_install(args: list[str], status: int) -> None:
+    """Without the extras, ``--help`` and ``data`` work; a job that needs one names it once
+    (it said "the experiments extra" twice and exited 2 for ``--help`` too)."""
+    code = _BLOCK.format(blocked=set(_BASE_INSTALL), code=_COMMAND.format(args=args))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == status, done.stderr[-2000:]
+    if status:
+        assert done.stderr.count("pip install 'ballad-env[experiments]'") == 1, done.stderr
+        assert "Traceback" not in done.stderr
+    else:
+        assert "Traceback" not in done.stderr and done.stdout
+
+
+def test_a_saved_policy_without_the_rl_extra_names_it() -> None:
+    code = _BLOCK.format(blocked=set(_BASE_INSTALL),
+                         code="from agents import make_agent; make_agent('run.zip')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode != 0
+    assert "loading the saved policy run.zip needs torch" in done.stderr
+    assert done.stderr.count("pip install 'ballad-env[rl]'") == 1
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

@@ -344,12 +344,13 @@ def retrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     out = tmp_path_factory.mktemp("policies")
     results = tmp_path_factory.mktemp("results") / "run"
 
-    def train_once(seed: int) -> Path:
+    def train_once(seed: int) -> Path:  # the second time replaces the first (overwrite)
         config = TrainConfig(algo="ppo", datasets=("toy",), settings=Settings(prior="knn",
                              reward="cost", budget_fraction=0.1), total_timesteps=40,
                              n_envs=1, vec_env="dummy", n_steps=20, batch_size=20, seed=seed,
                              eval_freq=20, eval_episodes=1, checkpoint_freq=20,
-                             output_dir=str(out), run_name="retrained", progress_bar=False)
+                             output_dir=str(out), run_name="retrained", progress_bar=False,
+                             overwrite=seed > 0)
         return train(config).model_path
 
     model = train_once(0)

@@ -212,7 +212,7 @@ def test_train_policy_script_smoke(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    run = tmp_path / f"maskable_ppo-val_cost-toy-{PRIOR}_cfn10-s4"
+    run = tmp_path / f"maskable_ppo-val_cost-toy-{PRIOR}_cfn10-s4-60steps"
     for name in (f"{run.name}.zip", f"{run.name}.json",
                  "curve.png", "monitor/0.monitor.csv", "monitor/1.monitor.csv",
                  "eval/evaluations.csv", "logs/progress.csv"):
@@ -299,9 +299,26 @@ def test_cost_rewards_match_a_hand_computation(reward):
 
 def test_run_names_tell_settings_apart() -> None:
     """Runs under other settings never share a folder; default runs keep their short name."""
-    assert TrainConfig(datasets=("toy",)).name == "ppo-cost-toy-s0"
-    assert TrainConfig(algo="dqn", datasets=("a", "b"), seed=2,
-                       settings=Settings(reward="val_cost")).name == "dqn-val_cost-2sets-s2"
+    assert TrainConfig(datasets=("toy",)).name == "ppo-cost-toy-s0-3000steps"
+    assert TrainConfig(algo="dqn", datasets=("a", "b"), seed=2, settings=Settings(
+        reward="val_cost")).name == "dqn-val_cost-2sets-s2-3000steps"
     costly = TrainConfig(datasets=("toy",), settings=Settings(reward="cost", c_fn=10))
-    assert costly.name == "ppo-cost-toy-iforest_cfn10-s0"
+    assert costly.name == "ppo-cost-toy-iforest_cfn10-s0-3000steps"
     assert costly.run_dir != TrainConfig(datasets=("toy",)).run_dir
+    assert TrainConfig(datasets=("toy",), total_timesteps=60).name == "ppo-cost-toy-s0-60steps"
+
+
+def test_training_again_refuses_to_replace_a_finished_run(tmp_path, capsys):
+    """A second ``ballad-env train`` under a finished run's name silently replaced it."""
+    from agents.experiments.cli.train import main as train_main
+
+    options = ["--algo", "ppo", "--datasets", "toy", "--prior", PRIOR, "--total-timesteps",
+               "30", "--n-steps", "15", "--batch-size", "15", "--n-envs", "1", "--vec-env",
+               "dummy", "--output-dir", str(tmp_path), "--no-progress"]
+    assert train_main(options) == 0
+    model = tmp_path / "ppo-cost-toy-knn-s0-30steps" / "ppo-cost-toy-knn-s0-30steps.zip"
+    before = model.read_bytes()
+    assert train_main(options) == 2
+    assert "is a finished run of this name" in capsys.readouterr().err
+    assert model.read_bytes() == before
+    assert train_main([*options, "--overwrite"]) == 0 and model.is_file()

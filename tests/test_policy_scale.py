@@ -69,7 +69,7 @@ def test_training_options_reach_the_algorithms() -> None:
         TrainConfig(observation="v9")
     with pytest.raises(ValueError, match="must be positive"):
         TrainConfig(n_epochs=0)
-    assert TrainConfig(observation="v1").name.endswith("-v1-s0")
+    assert TrainConfig(observation="v1").name.endswith("-v1-s0-3000steps")
 
 
 def test_keep_info_keeps_only_what_training_reads(small_xy) -> None:

@@ -129,8 +129,25 @@ def test_the_preset_repeats_the_published_rounds(recorded: dict[str, Any], strat
                                                  replayed: _RecordedThresholds) -> None:
     """Every round's action, labels, thresholds, test cost and reward, with the recorded
     thresholds replayed (each side's search called with the recorded seed)."""
-    ours = _play(recorded, strategy, Settings.sadal(threshold_search="recorded"), replayed)
+    settings = Settings.sadal(threshold_search="recorded")
+    if "al-first-round" in recorded[strategy][0]["fix"]:  # recorded with the earlier fix
+        settings = settings.replace(al_strategy="threshold-distance-authors-ranked")
+    ours = _play(recorded, strategy, settings, replayed)
     _check(ours, recorded[strategy])
+
+
+def test_the_presets_all_in_al_buys_nothing_in_round_1(recorded: dict[str, Any],
+                                                       replayed: _RecordedThresholds) -> None:
+    """The published code's round-1 rejected list is ``[]``, which leaves no example
+    eligible: the preset's faithful fix buys none (the earlier fix, kept as
+    ``threshold-distance-authors-ranked``, buys b by 2 |P - 0.5|); SADAL's own episode and
+    All-in-LR never rank in round 1, so they are unchanged (above)."""
+    assert Settings.sadal().al_strategy == "threshold-distance-authors"
+    ours = _play(recorded, "AL", Settings.sadal(threshold_search="recorded"), replayed)
+    assert ours[0]["queried"] == [] and recorded["AL"][0]["new_train"] != []
+    ranked = _play(recorded, "AL", Settings.sadal(
+        threshold_search="recorded", al_strategy="threshold-distance-authors-ranked"), replayed)
+    assert ranked[0]["queried"] == sorted(recorded["AL"][0]["new_train"])
 
 
 @pytest.mark.slow

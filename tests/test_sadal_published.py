@@ -79,3 +79,49 @@ def test_rounds_agree_from_the_first_until_one_differs() -> None:
     assert summary["episodes"] == 2 and summary["all_rounds_agree"] == 1
     assert summary["relative_difference"] == pytest.approx(0.215 / 0.2 - 1)  # 0.075
     assert bool(summary["within"])
+
+
+class _FakeSADAL:
+    """The published ``SADAL``'s surface the runner's recording subclass overrides: it
+    records the ``rejected`` argument each round receives."""
+
+    def __init__(self) -> None:
+        self.ALrewards, self.LRrewards = np.zeros(3), np.zeros(3)
+        self.nroundAL = self.nroundLR = 0
+        self.seen: list[object] = []
+
+    def check_reward(self) -> str:
+        return "AL"
+
+    def run_allocation_round(self, Xtrain, ytrain, Xval, yval, budget, rejected=()):
+        self.seen.append(rejected)
+        return None, (0.4, 0.6)
+
+
+class _FakeSSIF:
+    def fit(self, X, y):
+        return self
+
+    def predict_proba(self, X):
+        return np.column_stack([np.full(len(X), 0.7), np.full(len(X), 0.3)])
+
+
+@pytest.mark.parametrize(("fix", "passed", "label"), [
+    ("none", [], "al-first-round"), ("rank", np.int64(0), "al-first-round-rank")])
+def test_the_runners_round_1_fix_keeps_the_empty_rejected_list(fix, passed, label) -> None:
+    """A forced AL round 1: the faithful fix keeps the published ``rejected=[]`` (no example
+    eligible: no label); ``--al-first-round rank`` passes "none rejected" instead."""
+    import types
+
+    from agents.experiments.studies.sadal import published
+
+    recorded = published._recording(types.SimpleNamespace(SADAL=_FakeSADAL, SSIF=_FakeSSIF))
+    model = recorded()
+    model.forced, model.rounds, model.al_first_round = "AL", [], fix
+    model.check_reward()
+    X, y = np.zeros((4, 2)), np.array([-1, -1, 1, -1])
+    model.run_allocation_round(X, y.copy(), X, y.copy(), 1, [])
+    assert type(model.seen[0]) is type(passed) and np.array_equal(model.seen[0], passed)
+    assert model.rounds[0]["fix"] == label
+    with pytest.raises(ValueError, match="unknown al_first_round"):
+        published.play_sadal(types.SimpleNamespace(), X, y, 0.1, 0, "AL", al_first_round="x")

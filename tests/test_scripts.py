@@ -158,7 +158,7 @@ def test_train_policy_takes_a_replay_store(tmp_path: Path) -> None:
     config = script.config_from_args(script.parse_args(
         ["--datasets", "WBC", "--replay-store", str(tmp_path), "--episode-seeds", "5"]))
     assert (config.replay_store, config.episode_seeds) == (str(tmp_path), 5)
-    assert config.name == "ppo-cost-WBC-replay-s0"
+    assert config.name == "ppo-cost-WBC-replay-s0-3000steps"
 
 
 @pytest.mark.slow

@@ -4,11 +4,31 @@ summary tables, figures and policy training.
 It sits on top of ``ballad_env`` (the environment) and ``agents`` (the allocators); nothing
 below imports it. The studies (``agents.experiments.studies``) are its clients, and the
 command line (``agents.experiments.cli``, ``ballad-env``) sits on top of both.
+
+The names below are imported when first used (PEP 562), so the package itself, and with it
+the ``ballad-env`` command's ``--help`` and ``data`` job, works on a base install; using one
+without the 'experiments' extra (pandas & co.) is an error naming the extra.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from agents.extras import missing_extra
 
-try:
+#: Each public name -> the module that defines it.
+_SOURCES = {
+    **dict.fromkeys(("Cell", "Grid", "agent_label", "check_agent", "dataset_names",
+                     "seed_range"), "agents.experiments.grid"),
+    **dict.fromkeys(("action_shares", "markdown_table", "per_round_table", "summary_table",
+                     "win_counts"), "agents.experiments.reports.tables"),
+    **dict.fromkeys(("prepare_run", "run_grid"), "agents.experiments.run"),
+    **dict.fromkeys(("COLUMNS", "KEY_COLUMNS", "ResultStore", "RunError", "load_results"),
+                    "agents.experiments.stores.results"),
+}
+
+if TYPE_CHECKING:
     from agents.experiments.grid import (
         Cell,
         Grid,
@@ -32,8 +52,20 @@ try:
         RunError,
         load_results,
     )
-except ModuleNotFoundError as err:  # pandas & co. come with the 'experiments' extra
-    raise missing_extra(err, "agents.experiments") from err
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use; a missing extra named."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'agents.experiments' has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(source), name)
+    except ModuleNotFoundError as err:  # pandas & co. come with the 'experiments' extra
+        raise missing_extra(err, "agents.experiments") from err
+    globals()[name] = value
+    return value
+
 
 __all__ = ["COLUMNS", "KEY_COLUMNS", "Cell", "Grid", "ResultStore", "RunError", "action_shares",
            "agent_label", "check_agent", "dataset_names", "load_results", "markdown_table",

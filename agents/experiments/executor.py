@@ -13,6 +13,11 @@ hold first. A runner killed with SIGKILL, or with SIGTERM (Python's default
 handler exits without any cleanup), would leave them computing results nobody reads. The
 harness makes its local pools with :func:`local_parallel`: each worker watches its parent
 from its first moment and exits as soon as the parent is gone.
+
+Plugins reach the workers: every task sent to a worker (local or Dask) first loads the
+plugin entry points and imports the plugin modules this process imported by name
+(``ballad_env.plugins``), so a user's agent or prior registered there is known wherever
+its cells run.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from agents.experiments.stores.results import RunError
+from ballad_env.plugins import load_plugins, plugin_modules
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,6 +80,19 @@ def worker_limits(single_thread: bool) -> Any:
     return nullcontext()
 
 
+@dataclass(frozen=True)
+class WithPlugins(Generic[T, R]):
+    """``work`` behind the plugins: called in a worker, it first loads the entry points and
+    imports ``modules`` (once per process), then runs ``work(task, single_thread)``."""
+
+    work: Callable[[T, bool], R]
+    modules: tuple[str, ...]
+
+    def __call__(self, task: T, single_thread: bool) -> R:
+        load_plugins(self.modules)
+        return self.work(task, single_thread)
+
+
 def execute(tasks: Iterable[T], work: Callable[[T, bool], R], n_jobs: int = 1,
             scheduler: str | None = None) -> Iterator[R]:
     """Yield ``work(task, single_thread)`` of each task as it finishes: in this process
@@ -87,7 +107,8 @@ def execute(tasks: Iterable[T], work: Callable[[T, bool], R], n_jobs: int = 1,
         return
     from joblib import Parallel, delayed, parallel_config
 
-    jobs = (delayed(work)(task, True) for task in tasks)
+    plugged = WithPlugins(work, plugin_modules())
+    jobs = (delayed(plugged)(task, True) for task in tasks)
     if scheduler is None:  # local workers that exit with this process, even on SIGKILL
         yield from local_parallel(n_jobs, return_as="generator_unordered")(jobs)
         return
@@ -128,5 +149,5 @@ def progress_bar(total: int, done: int = 0, enabled: bool = True, unit: str = "c
                 dynamic_ncols=True, smoothing=0.1)
 
 
-__all__ = ["POLL_SECONDS", "SCHEDULER_TIMEOUT", "connect", "execute", "exit_with_parent",
-           "local_parallel", "progress_bar", "worker_limits"]
+__all__ = ["POLL_SECONDS", "SCHEDULER_TIMEOUT", "WithPlugins", "connect", "execute",
+           "exit_with_parent", "local_parallel", "progress_bar", "worker_limits"]

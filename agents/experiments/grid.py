@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +22,8 @@ from ballad_env.data.adbench import adbench_names
 from ballad_env.data.bundled import bundled_names
 from ballad_env.data.folder import folder_names, resolve_data_dir
 from ballad_env.env import named_arrays
+from ballad_env.files import colliding, safe_name
 from ballad_env.settings import Settings
-
-_SAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
-
 
 # ---------------------------------------------------------------------------------- agents
 #: The paper's three allocators (its Q1): BALLAD and the two one-sided baselines.
@@ -80,9 +78,10 @@ class Cell:
 
     @property
     def filename(self) -> str:
-        """The cell's file name under ``cells/``."""
+        """The cell's file name under ``cells/``: its parts, each made a safe file name
+        injectively (``ballad_env.files.safe_name``), joined by ``__``."""
         parts = [self.setting.name, self.dataset, agent_label(self.agent), f"seed{self.seed}"]
-        return "__".join(_SAFE.sub("_", part) for part in parts) + ".parquet"
+        return "__".join(safe_name(part) for part in parts) + ".parquet"
 
 
 @dataclass(frozen=True)
@@ -117,9 +116,11 @@ class Grid:
         for axis, values in (("data set", self.dataset_names), ("seed", self.seeds),
                              ("agent", [agent_label(a) for a in self.agents]),
                              ("setting", [s.name for s in self.settings])):
-            repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+            repeated = sorted({str(v) for v, n in Counter(values).items() if n > 1})
             if repeated:
                 raise ValueError(f"{axis} repeated in the grid: {', '.join(repeated)}")
+            if axis != "seed" and (axis != "data set" or self.keys):  # keys: once resolved
+                _refuse_collisions(axis, [str(v) for v in values])
         if any(s < 0 for s in self.seeds):
             raise ValueError("seeds must be non-negative integers")
 
@@ -154,6 +155,16 @@ class Grid:
         """The grid as JSON-able values, for run.json."""
         return {"datasets": list(self.dataset_names), "seeds": list(self.seeds),
                 "agents": list(self.agents), "settings": [s.to_dict() for s in self.settings]}
+
+
+def _refuse_collisions(axis: str, names: Sequence[str]) -> None:
+    """A ``ValueError`` if two names of one axis would write one cell file (they differ only
+    in case, and a case-insensitive file system keeps one file for both)."""
+    pairs = colliding(names)
+    if pairs:
+        raise ValueError("; ".join(f"{axis}s {a!r} and {b!r}" for a, b in pairs) +
+                         " would write one file per cell on a case-insensitive file system "
+                         "(macOS, Windows), so one's results would be lost: rename one")
 
 
 def seed_range(n: int) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ from agents.experiments.stores.provenance import fingerprint, package_versions
 from agents.experiments.stores.results import RunError, writable_folder
 from ballad_env.data import Dataset, dataset_name
 from ballad_env.env import named_arrays
-from ballad_env.files import remove_stale_temporaries
+from ballad_env.files import colliding, remove_stale_temporaries
 from ballad_env.replay.lattice import build_lattice, check_lattice_settings
 from ballad_env.replay.store import (
     LatticeStore,
@@ -178,6 +178,11 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     directory = None if data_dir is None else str(data_dir)
     datasets = named_arrays(datasets)  # several (X, y): arrays-0, arrays-1, ...
     names = [dataset_name(d, directory) for d in datasets]
+    pairs = colliding(names)
+    if pairs:
+        raise RunError("; ".join(f"data sets {a!r} and {b!r}" for a, b in pairs) + " would "
+                       "share one folder of the store on a case-insensitive file system "
+                       "(macOS, Windows): rename one")
     loaded = {name: load_data(source, directory) for name, source in zip(names, datasets,
                                                                       strict=True)}
     unique = list({setting_key(s): lattice_settings(s) for s in settings}.values())

@@ -20,7 +20,7 @@ import copy
 import functools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
+from ballad_env.plugins import load_plugins
 from ballad_env.settings import Settings
 
 
@@ -144,8 +145,12 @@ def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) 
     setting, snapshot = cell.setting, env.snapshot()
     costs = Costs.for_contamination(snapshot.contamination, setting.c_fp, setting.c_fn,
                                     setting.c_r, setting.cost_metric)
+    values = {**{f.name: getattr(setting, f.name) for f in fields(Settings)},
+              **setting.to_dict(), "kernel_pairs": setting.kernel_pairs_for(snapshot.n_train)}
+    # every option, those at their default too (to_dict leaves quiet ones out), so that
+    # ``df[df.rejector == "confidence"]`` finds the rows; None only where nothing is set
     options = {("reward_type" if name == "reward" else name): value
-               for name, value in setting.to_dict().items() if name != "name"}
+               for name, value in values.items() if name != "name"}
     constants = {
         "dataset": cell.dataset, "setting": setting.name, "agent": agent_label(cell.agent),
         "seed": cell.seed, "contamination": snapshot.contamination, **options,
@@ -216,7 +221,7 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
 
 def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
              n_jobs: int = -1, scheduler: str | None = None, progress: bool = True,
-             trust_pickle: bool = False) -> pd.DataFrame:
+             trust_pickle: bool = False, plugins: Sequence[str] = ()) -> pd.DataFrame:
     """Play every cell of ``grid`` not yet in ``output``, writing each as it finishes.
 
     Parameters
@@ -243,6 +248,10 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         Load saved policies with stable-baselines3's full loader, which runs any code
         stored in the file; by default they load without running code from it
         (``agents.policy.load_policy``).
+    plugins : sequence of str
+        Modules whose import registers the user's agents, priors, detectors, ... by name
+        (``ballad_env.plugins``): imported here and in every worker before its first cell,
+        as ``--import MODULE`` does on the command line.
 
     Returns
     -------
@@ -250,6 +259,7 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
         The tidy table of the whole grid (``COLUMNS``): cells in the grid's order (setting,
         data set, agent, seed), then rounds; the same whatever the scheduling.
     """
+    load_plugins(plugins)
     grid = grid.resolve(data_dir)
     manifest, loaded = prepare_run(grid, data_dir, trust_pickle=trust_pickle)
     store = ResultStore(output)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ballad_env.data.download import download, verify
+from ballad_env.data.download import check_scheme, download, verify
 
 DATA_HOME_ENV = "BALLAD_DATA_HOME"
 MIRROR_ENV = "BALLAD_DATA_MIRROR"
@@ -88,6 +88,7 @@ def source_url(row: dict[str, Any]) -> str:
     if mirror:
         if "://" not in mirror:  # a local folder
             return (Path(mirror).expanduser().resolve() / row["file"]).as_uri()
+        check_scheme(mirror, f"${MIRROR_ENV}")
         return f"{mirror.rstrip('/')}/{row['file']}"
     reg = registry()
     return URL_TEMPLATE.format(commit=reg["commit"], folder=reg["folder"], file=row["file"])
@@ -96,6 +97,14 @@ def source_url(row: dict[str, Any]) -> str:
 def hashes(row: dict[str, Any]) -> dict[str, Any]:
     """The registered size and hashes of an entry (those it has)."""
     return {key: row.get(key) for key in ("size", "sha256", "git_blob_sha1")}
+
+
+def max_bytes(row: dict[str, Any]) -> int:
+    """The most bytes a download of ``row`` may take: its registered size, else (the four
+    files registered by git blob id alone) twice its arrays' float64 size plus 1 MB."""
+    if row.get("size") is not None:
+        return int(row["size"])
+    return 2 * 8 * int(row["n"]) * (int(row["d"]) + 1) + (1 << 20)
 
 
 def is_cached(name: str) -> bool:
@@ -117,10 +126,11 @@ def fetch(name: str, *, progress: bool = True) -> Path:
     path = cache_path(row)
     label = PREFIX + row["name"]
     if not path.is_file():
-        download(source_url(row), path, hashes(row), label, progress=progress)
+        download(source_url(row), path, hashes(row), label, max_bytes=max_bytes(row),
+                 progress=progress)
     return verify(path, hashes(row), label)
 
 
 __all__ = ["DATA_HOME_ENV", "MIRROR_ENV", "PREFIX", "URL_TEMPLATE", "adbench_names",
            "cache_path", "data_home", "entry", "fetch", "is_adbench_name", "is_cached",
-           "registry", "source_url"]
+           "max_bytes", "registry", "source_url"]

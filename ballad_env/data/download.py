@@ -20,17 +20,33 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from http.client import HTTPException
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-#: Seconds without progress before a download is abandoned.
+from ballad_env.files import remove_stale_temporaries, temporary_path
+
+#: Seconds without progress (one socket read) before a download is abandoned.
 TIMEOUT_S = 60.0
+#: Seconds a whole download may take, whatever the server does (a trickle of bytes included);
+#: ``$BALLAD_DOWNLOAD_DEADLINE`` (seconds) or ``download(deadline=...)`` sets another.
+DEADLINE_S = 3600.0
+DEADLINE_ENV = "BALLAD_DOWNLOAD_DEADLINE"
+#: Schemes a download (and a redirect) may use.
+SCHEMES = ("http", "https", "file")
 _CHUNK = 1 << 20
+#: Held around the final check-and-rename, so threads of one process that download one file
+#: together keep the first verified copy (between processes ``os.replace`` is atomic, and
+#: every copy that reaches it is verified).
+_RENAME = threading.Lock()
 _USER_AGENT = "ballad-env verified data download (python urllib)"
 
 
@@ -40,6 +56,10 @@ class DownloadError(OSError):
 
 class IntegrityError(ValueError):
     """A file on disk that does not match its registered hash (changed after download)."""
+
+
+class _Refused(Exception):
+    """Why a transfer was stopped before it ended (the message goes into ``DownloadError``)."""
 
 
 def file_hashes(path: Path) -> dict[str, Any]:
@@ -72,18 +92,75 @@ def verify(path: Path, expected: Mapping[str, Any], what: str) -> Path:
     return path
 
 
-def _stream(url: str, handle: Any, timeout: float, progress: bool) -> tuple[int, int | None]:
-    """Copy ``url`` into ``handle``; return (bytes received, bytes announced or None)."""
+def check_scheme(url: str, where: str) -> None:
+    """A ``ValueError`` naming ``where`` unless ``url`` is http(s) or file (no ftp, no data)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in SCHEMES:
+        raise ValueError(f"{where}: {url!r} uses {scheme or 'no'}:// which is not supported; "
+                         "use an http://, https:// or file:// address, or a local folder")
+
+
+class _SafeRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to another http(s) address (urllib alone would follow ftp)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> Any:
+        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise _Refused(f"the server answered with a redirect to {newurl}, which is not an "
+                           "http(s) address")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SafeRedirects)
+
+
+def _set_read_timeout(response: Any, seconds: float) -> None:
+    """Bound the next socket read of an HTTP response to ``seconds`` (a file has no socket)."""
+    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+    if isinstance(sock, socket.socket):
+        sock.settimeout(max(seconds, 1e-3))
+
+
+def _stream(url: str, handle: Any, limits: tuple[float, float, int | None], progress: bool
+            ) -> tuple[int, int | None]:
+    """Copy ``url`` into ``handle``; return (bytes received, bytes announced or None).
+
+    ``limits`` is (seconds per read, seconds in all, most bytes or None). A server that
+    announces or sends more than the most bytes, or is still sending at the deadline, is
+    stopped with :class:`_Refused` saying which limit it hit.
+    """
+    timeout, deadline, most = limits
+    end = time.monotonic() + deadline
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+    with _OPENER.open(request, timeout=min(timeout, deadline)) as response:
         length = response.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else None
+        if most is not None and total is not None and total > most:
+            raise _Refused(f"the server announces {total} bytes, more than its registered "
+                           f"size of {most} bytes")
         received = 0
         bar = _progress_bar(total, url) if progress else None
+        read = getattr(response, "read1", response.read)  # what has arrived, not 1 MB
         try:
-            while chunk := response.read(_CHUNK):
-                handle.write(chunk)
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise _Refused(f"the download passed its total deadline of {deadline:g} s "
+                                   f"({received} bytes received)")
+                _set_read_timeout(response, min(timeout, left))
+                try:
+                    chunk = read(_CHUNK)
+                except TimeoutError:
+                    if end - time.monotonic() <= 0:
+                        continue  # the deadline, said above
+                    raise _Refused(f"the server sent no data for {timeout:g} s") from None
+                if not chunk:
+                    break
                 received += len(chunk)
+                if most is not None and received > most:
+                    raise _Refused(f"the server sent more than its registered size of {most} "
+                                   "bytes (stopped there)")
+                handle.write(chunk)
                 if bar is not None:
                     bar.update(len(chunk))
         finally:
@@ -101,51 +178,90 @@ def _progress_bar(total: int | None, url: str) -> Any:
     return tqdm(total=total, unit="B", unit_scale=True, desc=url.rsplit("/", 1)[-1])
 
 
+def _configured_deadline() -> float:
+    """``$BALLAD_DOWNLOAD_DEADLINE`` (positive seconds) if set, else :data:`DEADLINE_S`."""
+    text = os.environ.get(DEADLINE_ENV)
+    if not text:
+        return DEADLINE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"${DEADLINE_ENV} is {text!r}: give the seconds a download may take, "
+                         "a positive number (unset: one hour)")
+    return value
+
+
+def _part_path(dest: Path) -> Path:
+    """This call's temporary name beside ``dest``: ``.NAME.PID.HEX.tmp``, random per call (so
+    threads never share one, and no one can plant a link at it in advance), and of the form
+    :func:`~ballad_env.files.remove_stale_temporaries` clears after a kill."""
+    return temporary_path(dest)
+
+
+def _open_exclusive(path: Path) -> Any:
+    """``path`` opened for writing only if this call creates it, never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_BINARY", 0)
+    return os.fdopen(os.open(path, flags, 0o600), "wb")
+
+
 def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
-             timeout: float | None = None, progress: bool = True) -> Path:
+             timeout: float | None = None, deadline: float | None = None,
+             max_bytes: int | None = None, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` and verify it against ``expected``.
 
     Parameters
     ----------
     url : str
-        ``http://``, ``https://`` or ``file://`` address.
+        ``http://``, ``https://`` or ``file://`` address (a redirect only to http(s)).
     dest : pathlib.Path
         Final path; its folder is created. Nothing appears there unless the file is whole
-        and matches ``expected``.
+        and matches ``expected``. A killed download's temporary files in that folder are
+        removed first.
     expected : mapping
         Any of ``size``, ``sha256``, ``git_blob_sha1``; at least one hash is required.
     what : str
         The data set's name, for messages.
     timeout : float, optional
         Seconds without progress before giving up (default :data:`TIMEOUT_S`).
+    deadline : float, optional
+        Seconds the whole download may take (default ``$BALLAD_DOWNLOAD_DEADLINE``, else
+        :data:`DEADLINE_S`, one hour).
+    max_bytes : int, optional
+        Most bytes to accept when ``expected`` has no ``size`` (a registered size is the
+        limit when there is one): a longer body is stopped there, a longer announced
+        length refused before the body is read.
     progress : bool, default True
         Show a progress bar for a large transfer at a terminal.
 
     Raises
     ------
     DownloadError
-        If the address cannot be reached, answers with an error, the transfer is cut short
-        or the file does not match ``expected``.
+        If the address cannot be reached, answers with an error, redirects to another
+        scheme, sends too much, passes a time limit, the transfer is cut short, the file
+        does not match ``expected`` or the temporary file cannot be created.
     """
     if not (expected.get("sha256") or expected.get("git_blob_sha1")):
         raise ValueError(f"{what}: refusing to download {url} without a registered hash")
+    check_scheme(url, what)
+    most = int(expected["size"]) if expected.get("size") is not None else max_bytes
+    limits = (timeout or TIMEOUT_S, deadline or _configured_deadline(), most)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.part{os.getpid()}")
+    remove_stale_temporaries([dest.parent])
+    tmp = _part_path(dest)
     by_hand = (f"To install it by hand, download {url} on a machine that can reach it and put "
                f"it at {dest} (it is checked against its hash before use), or set "
                "$BALLAD_DATA_MIRROR to a folder or server holding the file.")
     try:
-        with tmp.open("wb") as handle:
-            try:
-                received, total = _stream(url, handle, timeout or TIMEOUT_S, progress)
-            except (urllib.error.URLError, HTTPException, OSError) as err:
-                if isinstance(err, urllib.error.HTTPError):
-                    err.close()  # it holds the response, and with it the connection
-                reason = (err if isinstance(err, urllib.error.HTTPError)  # "HTTP Error 404: ..."
-                          else getattr(err, "reason", None) or err)
-                raise DownloadError(
-                    f"could not download {what} from {url} ({type(err).__name__}: {reason}). "
-                    + by_hand) from err
+        handle = _open_exclusive(tmp)
+    except OSError as err:
+        raise DownloadError(f"cannot create the temporary file {tmp} for {what} ({err}): "
+                            "something else is at that name; remove it and run again") from err
+    try:
+        with handle:
+            received, total = _fetch_into(url, handle, limits, progress, what, by_hand)
         if total is not None and received != total:
             raise DownloadError(
                 f"the download of {what} from {url} was cut short: {received} of {total} "
@@ -156,11 +272,31 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
                 f"the file downloaded for {what} from {url} does not match its registered hash "
                 f"({'; '.join(bad)}): the address serves another file or the transfer was "
                 f"damaged. Nothing was saved under {dest}. " + by_hand)
-        os.replace(tmp, dest)
+        with _RENAME:  # one rename at a time; a verified file already there stays
+            if not (dest.is_file() and not mismatches(dest, expected)):
+                os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return dest
 
 
-__all__ = ["TIMEOUT_S", "DownloadError", "IntegrityError", "download", "file_hashes",
-           "mismatches", "verify"]
+def _fetch_into(url: str, handle: Any, limits: tuple[float, float, int | None],
+                progress: bool, what: str, by_hand: str) -> tuple[int, int | None]:
+    """:func:`_stream`, with every failure a :class:`DownloadError` naming ``what``."""
+    try:
+        return _stream(url, handle, limits, progress)
+    except _Refused as err:
+        raise DownloadError(f"could not download {what} from {url}: {err}. Nothing was "
+                            "saved. " + by_hand) from None
+    except (urllib.error.URLError, HTTPException, OSError) as err:
+        if isinstance(err, urllib.error.HTTPError):
+            err.close()  # it holds the response, and with it the connection
+        reason = (err if isinstance(err, urllib.error.HTTPError)  # "HTTP Error 404: ..."
+                  else getattr(err, "reason", None) or err)
+        raise DownloadError(
+            f"could not download {what} from {url} ({type(err).__name__}: {reason}). "
+            + by_hand) from err
+
+
+__all__ = ["DEADLINE_ENV", "DEADLINE_S", "SCHEMES", "TIMEOUT_S", "DownloadError", "IntegrityError",
+           "check_scheme", "download", "file_hashes", "mismatches", "verify"]

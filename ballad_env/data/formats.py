@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import csv
 import io
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ballad_env.data.validation import DataWarning
 
 _CSV_LABEL_COLUMNS = ("label", "y", "outlier", "class", "is_anomaly")
 _CSV_MISSING = frozenset({"", "?", "na", "nan", "n/a", "null", "none"})
@@ -224,6 +227,7 @@ def _load_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raw_labels.append(row[label_idx])
 
     X = np.array(rows, dtype=np.float64).reshape(len(rows), len(feature_idx))
+    X = _without_row_index(X, header, feature_idx, path)
     parsed = {text: _csv_label(text) for text in set(raw_labels)}
     unknown = sorted(text for text, value in parsed.items() if value is None)
     if unknown:
@@ -233,6 +237,23 @@ def _load_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
         )
     y = np.array([parsed[text] for text in raw_labels], dtype=np.float64)
     return X, y
+
+
+def _without_row_index(X: np.ndarray, header: list[str], feature_idx: list[int],
+                       path: Path) -> np.ndarray:
+    """``X`` without a pandas row index saved as its first column (``df.to_csv(path)``
+    without ``index=False``: an unnamed first column, or pandas's ``Unnamed: 0``, holding
+    0, 1, ..., n-1), which would otherwise be read as a feature; a ``DataWarning`` says so."""
+    if not feature_idx or feature_idx[0] != 0 or not len(X):
+        return X
+    name = header[0].strip()
+    if (name and not name.startswith("Unnamed: 0")) or \
+            not np.array_equal(X[:, 0], np.arange(len(X))):
+        return X
+    warnings.warn(f"{path}: its first column ({name or 'unnamed'}) is a row index 0..{len(X) - 1}"
+                  " (pandas's to_csv without index=False), not a feature: dropped. Save with "
+                  "index=False to silence this.", DataWarning, stacklevel=5)
+    return X[:, 1:]
 
 
 def _is_float(text: str) -> bool:

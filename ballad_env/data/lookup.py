@@ -39,6 +39,9 @@ def _check_file(path: Path) -> Path:
             f"{path}: unsupported file extension {path.suffix!r}; "
             f"expected one of {list(DATA_SUFFIXES)}"
         )
+    if path.exists() and not path.is_file():  # a FIFO would block its reader for ever
+        raise ValueError(f"data file {str(path)!r} is not a regular file (a folder, FIFO or "
+                         "device): give the path of the file itself")
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} does not exist")
     return path
@@ -216,6 +219,9 @@ class DatasetInfo:
     contamination: float
     cached: bool
     location: str
+    #: Why a file of the data folder cannot be loaded ("" when it can); its n, d and
+    #: contamination are then 0, 0 and NaN.
+    problem: str = ""
 
 
 def _builtin_infos() -> list[DatasetInfo]:
@@ -230,8 +236,13 @@ def _builtin_infos() -> list[DatasetInfo]:
 def _folder_infos(directory: Path) -> list[DatasetInfo]:
     infos = []
     for name in folder_names(directory):
-        path = folder_file(directory, name)
-        ds = _load_file(path, name) if path is not None else None
+        try:
+            path = folder_file(directory, name)
+            ds = _load_file(path, name) if path is not None else None
+        except (ValueError, OSError) as err:  # listed with its reason, not a traceback
+            infos.append(DatasetInfo(name, "folder", 0, 0, float("nan"), True,
+                                     str(directory), f"{type(err).__name__}: {err}"))
+            continue
         if ds is not None:
             infos.append(DatasetInfo(name, "folder", ds.n_samples, ds.n_features,
                                      round(ds.contamination, 4), True, str(path)))

@@ -11,20 +11,37 @@ in the file's order.
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
 
 import numpy as np
 
+from ballad_env.data.formats import DATA_SUFFIXES
 from ballad_env.data.validation import Dataset
 
-_SAMPLE = re.compile(r"^(?P<base>.+)@(?P<rows>\d+)(?::(?P<seed>\d+))?$")
+_AT = re.compile(r"^(?P<base>.+)@(?P<spec>[^@/\\]*)$")
+_SPEC = re.compile(r"^(?P<rows>\d+)(?::(?P<seed>\d+))?$")
 
 
 def parse_sample(source: str) -> tuple[str, int, int] | None:
-    """``(name, rows, seed)`` of a sample's name ``"<name>@<rows>[:<seed>]"``, else ``None``."""
-    match = _SAMPLE.match(source)
+    """``(name, rows, seed)`` of a sample's name ``"<name>@<rows>[:<seed>]"``, else ``None``.
+
+    A name with an ``@`` whose last part is not ``<rows>`` or ``<rows>:<seed>`` (whole
+    numbers) is a ``ValueError`` saying so, unless it is a data file's name
+    (``scores@2024.csv``), which is a file like any other.
+    """
+    match = _AT.match(source)
     if match is None:
         return None
-    return match["base"], int(match["rows"]), int(match["seed"] or 0)
+    spec = _SPEC.match(match["spec"])
+    if spec is None:
+        if PurePath(source).suffix.lower() in DATA_SUFFIXES:
+            return None
+        raise ValueError(
+            f"{source!r}: the part after '@' is {match['spec']!r}, but a sample is named "
+            f"<name>@<rows> or <rows>:<seed>, whole numbers (e.g. "
+            f"{match['base'] + '@100'!r} or {match['base'] + '@100:1'!r}); drop the '@' part "
+            "for the whole data set")
+    return match["base"], int(spec["rows"]), int(spec["seed"] or 0)
 
 
 def sample_name(name: str, rows: int, seed: int = 0) -> str:

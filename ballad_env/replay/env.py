@@ -21,7 +21,7 @@ from gymnasium import spaces
 from ballad_env.env import RESET_OPTIONS, as_action, check_reset_options, shown_signal
 from ballad_env.observation import check_version, observation_space
 from ballad_env.replay.lattice import Lattice
-from ballad_env.replay.store import LatticeStore, StoreError, setting_key
+from ballad_env.replay.store import LatticeStore, StoreError, read_header, setting_key
 from ballad_env.replay.transitions import (
     PATH_FEATURES,
     START,
@@ -104,8 +104,10 @@ class BudgetAllocationReplayEnv(gym.Env):
     actions: ``Discrete(2)`` with ``action_masks()``; the same 18 features; every reward of
     ``REWARD_SIGNALS``; terminated after the budget's rounds, never truncated; the same
     ``info`` (test cost, FPR, FNR, rejection rate, AUC, rewards, tau, label counts, the
-    indices queried, the mask). Stepping after the end or on an exhausted pool raises the
-    live environment's errors.
+    indices queried, the mask), except that ``info["queried"]`` is padded with -1 to the
+    widest round of the store's data sets (a reset's is all -1), so that Gymnasium's vector
+    envs can stack it. Stepping after the end or on an exhausted pool raises the live
+    environment's errors.
 
     ## Starting State
     Each reset draws a stored cell (data set, seed) with the environment's generator
@@ -153,6 +155,10 @@ class BudgetAllocationReplayEnv(gym.Env):
                              f"{self._setting_key}: build them with "
                              "scripts/build_lattices.py")
         self.cells = self._select(datasets, seeds)
+        #: The width of ``info["queried"]``: the widest round of the store's data sets (of
+        #: this setting), shorter rounds and resets padded with -1, so that Gymnasium's
+        #: vector envs, which stack every ``info`` entry, work over data sets of any sizes.
+        self.queried_width = self._queried_width()
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
@@ -192,12 +198,25 @@ class BudgetAllocationReplayEnv(gym.Env):
             cells = [c for c in cells if c[0] in keep]
         if seeds is not None:
             chosen = {int(s) for s in np.atleast_1d(np.asarray(seeds))}
+            self._check_seeds(cells, chosen)
             cells = [c for c in cells if c[1] in chosen]
-            if not cells:
-                raise StoreError(f"the store {self.store.root} has no lattice with seeds "
-                                 f"{sorted(chosen)} for these data sets under setting "
-                                 f"{self._setting_key}")
         return tuple(cells)
+
+    def _check_seeds(self, cells: Sequence[tuple[str, int]], chosen: set[int]) -> None:
+        """A ``StoreError`` unless every data set selected holds every seed asked for, listing
+        the seeds stored (asking for ``range(50)`` of a store of seeds 0-2 would otherwise
+        play 3 seeds)."""
+        stored: dict[str, set[int]] = {}
+        for name, seed in cells:
+            stored.setdefault(name, set()).add(seed)
+        short = {name: sorted(chosen - held) for name, held in stored.items() if chosen - held}
+        if short:
+            listing = "; ".join(f"{name} lacks {_seed_text(missing)} (holds "
+                                f"{_seed_text(sorted(stored[name]))})"
+                                for name, missing in sorted(short.items()))
+            raise StoreError(f"the store {self.store.root} does not hold every seed asked for "
+                             f"under setting {self._setting_key}: {listing}. Ask for stored "
+                             "seeds, or build the others (scripts/build_lattices.py)")
 
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None,
@@ -214,7 +233,7 @@ class BudgetAllocationReplayEnv(gym.Env):
         self._state = START
         obs, info = self._cell.start
         self._path = [START]
-        return obs.copy(), self._cell.info(info)
+        return obs.copy(), self._padded(self._cell.info(info))
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1): one look-up in the cell's table."""
@@ -223,7 +242,29 @@ class BudgetAllocationReplayEnv(gym.Env):
         cell = self._cell
         self._state, obs, reward, terminated, info = cell.step(self._state, as_action(action))
         self._path.append(self._state)
-        return obs.copy(), reward, terminated, False, cell.info(info)
+        return obs.copy(), reward, terminated, False, self._padded(cell.info(info))
+
+    def _padded(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` with ``queried`` padded with -1 to :attr:`queried_width`."""
+        queried = info["queried"]
+        if len(queried) < self.queried_width:
+            info["queried"] = np.concatenate(
+                [queried, np.full(self.queried_width - len(queried), -1, queried.dtype)])
+        return info
+
+    def _queried_width(self) -> int:
+        """The most labels a round buys among the stored data sets of this setting (read
+        from one lattice header each: a round's size depends on the data set, not the
+        seed)."""
+        first: dict[str, int] = {}
+        for name, seed in self._stored:
+            first.setdefault(name, seed)
+        widths = [0]
+        for name, seed in first.items():
+            layout = read_header(self.store.path(name, seed, self.settings))["arrays"]
+            widths += [int(shape[1]) for array, _, shape, _ in layout
+                       if array in ("al_queried", "lr_queried") and len(shape) == 2]
+        return max(widths)
 
     def snapshot(self) -> Snapshot:
         """The current state as a frozen record (as ``BudgetAllocationEnv.snapshot``)."""
@@ -251,6 +292,17 @@ class BudgetAllocationReplayEnv(gym.Env):
         history = [cell.snapshot(state) for state in self._path]
         return render.lattice_rgb_array(cell.lattice.cost, history,
                                         cell.lattice.n_rounds * cell.per_round)
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    """Seeds as runs: ``0-2, 5, 7-9`` (a listing of 50 seeds stays short)."""
+    runs: list[list[int]] = []
+    for seed in seeds:
+        if runs and seed == runs[-1][1] + 1:
+            runs[-1][1] = seed
+        else:
+            runs.append([seed, seed])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 __all__ = ["CACHE_BYTES", "PATH_FEATURES", "RESET_OPTIONS", "START", "BudgetAllocationReplayEnv",

@@ -234,11 +234,14 @@ class Lattice:
     def replay(self, agent: Any) -> tuple[int, ...]:
         """The actions ``agent`` takes in this episode, without stepping an environment.
 
-        Exact for agents that read only their observations (every rule agent); the agent
-        is reset with the episode's seed, as ``run_episode`` does, and observes in its
-        ``observation_version`` (``"v0"`` if it has none).
+        Exact for agents that read only their observations (every rule agent), and the
+        side rewards of ``info`` at float64 (an agent's optional ``observe_info``, as
+        ``run_episode`` shows them); the agent is reset with the episode's seed, as
+        ``run_episode`` does, and observes in its ``observation_version`` (``"v0"`` if it
+        has none).
         """
         version = getattr(agent, "observation_version", "v0")
+        observe_info = getattr(agent, "observe_info", None)  # agents.base.show_info's hook
         cache = self._observations
         agent.reset(self.seed)
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}
@@ -253,6 +256,10 @@ class Lattice:
             if key not in cache:
                 cache[key] = self.observation(i, j, latest, previous, version)
                 cache[key].setflags(write=False)
+            if observe_info is not None:  # the side rewards at float64, as live info has
+                observe_info({f"{s}_{name}": (0.0 if values is None else values[s])
+                              for side, name in ((AL, "al"), (LR, "lr"))
+                              for values in [latest[side]] for s in SIDE_SIGNAL_NAMES})
             choice, _ = agent.predict(cache[key], deterministic=True)
             action = int(np.asarray(choice).item())
             if not self.can_move(i, j, action):

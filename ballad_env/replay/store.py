@@ -5,6 +5,10 @@ A store is a folder::
     <root>/store.json                              what made it (``StoreManifest``)
     <root>/<setting name>/<data set>/seed<N>.npz   one lattice (``save_lattice``)
 
+A data set's folder is its name, each ``/``-separated part made a safe file name
+injectively (``ballad_env.files.safe_name``: ``adbench/cover`` stays, ``a b`` becomes
+``a_b~<hash>``); a store written before that keeps its folders of other names readable.
+
 The setting is the episode's ``Settings`` with the reward left at its default: a lattice
 holds every reward signal, so one file serves every reward choice. Each file records the
 format, the hash of the environment's source that built it (``environment_fingerprint``),
@@ -28,7 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from ballad_env.files import atomic_write, manifest_lock, write_failure
+from ballad_env.files import (
+    atomic_write,
+    manifest_lock,
+    open_regular,
+    read_regular_text,
+    safe_name,
+    write_failure,
+)
 from ballad_env.replay.lattice import Lattice
 from ballad_env.settings import Settings
 
@@ -40,7 +51,8 @@ MANIFEST_FILE = "store.json"
 #: Environment modules that never change a lattice (paths under the package's parent folder):
 #: editing them keeps stores valid.
 NOT_IN_LATTICES = frozenset({
-    "ballad_env/render.py", "ballad_env/files.py", "ballad_env/settings/cli.py",
+    "ballad_env/render.py", "ballad_env/files.py", "ballad_env/plugins.py",
+    "ballad_env/settings/cli.py",
     "ballad_env/replay/env.py", "ballad_env/replay/transitions.py",
     "ballad_env/replay/store.py", "ballad_env/replay/vector.py",
     "ballad_env/replay/vector_tables.py"})
@@ -155,7 +167,8 @@ def save_lattice(lattice: Lattice, path: str | os.PathLike, **extra: Any) -> int
 def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A lattice file's checked header, and its arrays if asked (``StoreError`` naming it)."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open_regular(path, "lattice file") as handle, \
+                np.load(handle, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             _check_header(path, header)
             values = unpack_arrays(header["arrays"], data["packed"]) if arrays else {}
@@ -222,6 +235,39 @@ def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: i
                          ) from err
 
 
+def dataset_folder(dataset: str) -> str:
+    """A data set's folder in a store: each ``/``-separated part of its name made a safe
+    file name injectively (``ballad_env.files.safe_name``), so no two names share a folder
+    and none leaves the store (``..``)."""
+    return "/".join(safe_name(part) for part in dataset.split("/"))
+
+
+def _legacy_folder(dataset: str) -> str | None:
+    """The folder an earlier layout gave ``dataset`` (its name as it is), when that stays
+    inside the store; ``None`` otherwise."""
+    parts = dataset.split("/")
+    if any(part in ("", ".", "..") or "\\" in part for part in parts) or \
+            dataset_folder(dataset) == dataset:
+        return None
+    return dataset
+
+
+def _check_manifest_sections(path: Path, manifest: dict[str, Any]) -> None:
+    """``store.json``'s sections must be objects: ``data`` of fingerprints (objects),
+    ``versions`` of versions, ``settings`` of settings objects; a ``StoreError`` naming the
+    file and the section otherwise."""
+    kinds = {"data": dict, "versions": object, "settings": dict}
+    for section, kind in kinds.items():
+        value = manifest.get(section, {})
+        if not isinstance(value, dict):
+            raise StoreError(f"{path} is malformed: its {section!r} is a JSON "
+                             f"{type(value).__name__}, not an object; build the store again")
+        wrong = [key for key, item in value.items() if not isinstance(item, kind)]
+        if wrong:
+            raise StoreError(f"{path} is malformed: its {section!r} entry {wrong[0]!r} is "
+                             f"{value[wrong[0]]!r}; build the store again")
+
+
 # --------------------------------------------------------------------------- a store
 class LatticeStore:
     """A folder of lattice files: where each cell goes, which cells there are, and loading.
@@ -239,14 +285,16 @@ class LatticeStore:
     def manifest(self) -> dict[str, Any]:
         """``store.json``, checked for format and environment source."""
         try:
-            manifest = json.loads(self.manifest_path.read_text())
+            manifest = json.loads(read_regular_text(self.manifest_path, "the manifest"))
         except FileNotFoundError:
             raise StoreError(f"{self.root} is not a lattice store (no {MANIFEST_FILE}): build "
                              "one with scripts/build_lattices.py --out "
                              f"{self.root}") from None
-        except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
-            raise StoreError(f"{self.manifest_path} cannot be read ({err})") from err
+        except (OSError, ValueError, RecursionError) as err:  # UnicodeDecodeError: ValueError
+            reason = "nested too deeply" if isinstance(err, RecursionError) else err
+            raise StoreError(f"{self.manifest_path} cannot be read ({reason})") from err
         _check_header(self.manifest_path, manifest)
+        _check_manifest_sections(self.manifest_path, manifest)
         return manifest
 
     def lock(self) -> AbstractContextManager[None]:
@@ -272,17 +320,28 @@ class LatticeStore:
         return manifest
 
     def path(self, dataset: str, seed: int, settings: Settings) -> Path:
-        """Where the lattice of (``dataset``, ``seed``, ``settings``) is (or goes)."""
-        return self.root / setting_key(settings) / dataset / f"seed{int(seed)}.npz"
+        """Where the lattice of (``dataset``, ``seed``, ``settings``) is (or goes): under
+        the data set's safe folder (:func:`dataset_folder`), or its folder of an earlier
+        store's layout when only that one holds it."""
+        folder = self.root / setting_key(settings)
+        name = f"seed{int(seed)}.npz"
+        path = folder / dataset_folder(dataset) / name
+        legacy = _legacy_folder(dataset)
+        if legacy is not None and not path.exists() and (folder / legacy / name).exists():
+            return folder / legacy / name
+        return path
 
     def cells(self, settings: Settings) -> list[tuple[str, int]]:
-        """Every (data set, seed) stored under ``settings``, sorted."""
+        """Every (data set, seed) stored under ``settings``, sorted; a folder whose name was
+        made safe (it holds a ``~``) gives its data set's name from its files' headers."""
         folder = self.root / setting_key(settings)
         found = []
         for path in folder.rglob("seed*.npz"):  # a name may hold a "/" (adbench/cover)
             digits = path.stem.removeprefix("seed")
             if digits.isdigit():
-                found.append((path.parent.relative_to(folder).as_posix(), int(digits)))
+                relative = path.parent.relative_to(folder).as_posix()
+                name = str(read_header(path)["dataset"]) if "~" in relative else relative
+                found.append((name, int(digits)))
         return sorted(found)
 
     def load(self, dataset: str, seed: int, settings: Settings) -> Lattice:
@@ -295,6 +354,6 @@ class LatticeStore:
         return load_lattice(path, dataset=dataset, seed=seed, settings=settings)
 
 
-__all__ = ["FORMAT_VERSION", "MANIFEST_FILE", "LatticeStore", "StoreError",
+__all__ = ["FORMAT_VERSION", "MANIFEST_FILE", "LatticeStore", "StoreError", "dataset_folder",
            "environment_fingerprint", "lattice_settings", "load_lattice", "pack_arrays",
            "read_header", "save_lattice", "setting_key", "source_hash", "unpack_arrays"]

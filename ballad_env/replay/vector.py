@@ -60,8 +60,8 @@ class ReplayVectorEnv(VectorEnv):
     Environment e draws its cells as a single replay environment reset with seed s + e
     does (``reset(seed=s)``; a list gives each its own), each autoreset drawing the next
     cell from its generator. ``info["queried"]`` is an (N, m) array, m the longest round
-    among the environments (shorter rows, and the first state's, padded with -1); it equals
-    ``SyncVectorEnv``'s wherever that one can stack them (rounds of one length).
+    of the store's data sets (shorter rows, and the first state's, padded with -1), as each
+    single environment pads it; it equals ``SyncVectorEnv``'s.
     Rendering is the single environment's: this one has no render mode.
     """
 
@@ -337,8 +337,12 @@ class ReplayVectorEnv(VectorEnv):
         tables' rows into i = 0 and j = 0, read at the start, are all -1)."""
         k1 = self._k1
         rows = self._cell * (2 * k1) + np.where(self._prev == AL, self._i, self._j + k1)
-        width = int(self.tables.arrays["queried_width"].take(rows).max())
-        return self.tables.queried(width).take(rows, axis=0)
+        width = self.single.queried_width  # the store's widest round, as a single env's
+        held = min(width, int(self.tables.arrays["queried"].shape[1]))
+        queried = self.tables.queried(held).take(rows, axis=0)
+        if held < width:  # no cell loaded yet has the widest round
+            queried = np.pad(queried, ((0, 0), (0, width - held)), constant_values=-1)
+        return queried
 
 
 def _final(obs: np.ndarray, info: dict[str, Any], ended: np.ndarray,

@@ -34,7 +34,7 @@ from ballad_env.rejection.confidence import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejection.two_sided import TIE_RULES
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 from ballad_env.settings.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
-from ballad_env.settings.values import finite_number, number_text, whole_number
+from ballad_env.settings.values import finite_number, named_options, number_text, whole_number
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -74,6 +74,7 @@ def _option(default: Any, help: str, short: str | None = None, quiet: bool = Fal
     return field(default=default, metadata={"help": help, "short": short, "quiet": quiet})
 
 
+@named_options
 @dataclass(frozen=True)
 class Settings:
     """Everything an episode's outcome depends on besides the data set and the seed."""

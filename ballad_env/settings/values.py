@@ -3,8 +3,13 @@ value given."""
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
-from typing import Any
+from dataclasses import fields
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound=type)
 
 
 def number_text(value: float) -> str:
@@ -26,4 +31,25 @@ def whole_number(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
-__all__ = ["finite_number", "number_text", "whole_number"]
+def named_options(cls: T) -> T:
+    """A dataclass whose ``__init__`` names an unknown option (and the likeliest one meant)
+    and lists every option, as ``gym.make`` does, instead of Python's bare ``TypeError``."""
+    init = vars(cls)["__init__"]  # the dataclass's own
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            hints = [f"{u!r} (did you mean {close[0]!r}?)" if (
+                close := difflib.get_close_matches(u, names, n=1)) else repr(u)
+                for u in unknown]
+            raise TypeError(f"{cls.__name__}: unknown option(s) {', '.join(hints)}; the "
+                            f"options are {', '.join(names)}")
+        init(self, *args, **kwargs)
+
+    cls.__init__ = checked  # type: ignore[misc]
+    return cls
+
+
+__all__ = ["finite_number", "named_options", "number_text", "whole_number"]

@@ -18,10 +18,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from agents.extras import EXTRA_OF, missing_extra
+from ballad_env.plugins import PluginError, load_entry_points, load_plugins
+
 #: subcommand -> (module of its ``main``, what it does)
 COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "compare agents over data sets x seeds x settings (tidy results)"),
-    "train": ("train", "train a stable-baselines3 allocation policy"),
+    "train": ("train", "train an allocation policy (stable-baselines3, or batched on the replay)"),
+    "minari": ("minari_data", "record replay episodes of a policy as a Minari dataset"),
     "lattices": ("lattices", "build a lattice store for the replay environment"),
     "data": ("data", "list data sets: built-in ones and the files of a data folder"),
     "reports": ("reports", "fill the reports' tables from docs/tables (--check: list stale)"),
@@ -52,19 +56,56 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def n_jobs_value(text: str) -> int:
+    """``--n-jobs``'s type: a whole number other than 0 (joblib's count: -1 all cores, -2 all
+    but one, 1 this process); 0 is refused by argparse, whatever the grid's size."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 workers cannot run anything: use 1 (this "
+                                         "process), N workers, or -1 (all cores)")
+    return value
+
+
 def add_execution_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
                             n_jobs: int | None = None, scheduler: bool = False,
                             progress: bool = False) -> None:
     """The executor's options, worded once for every job: ``--n-jobs`` (when ``n_jobs``
     gives its default), ``--scheduler`` (a Dask scheduler) and ``--no-progress``."""
     if n_jobs is not None:
-        parser.add_argument("--n-jobs", type=int, default=n_jobs,
+        parser.add_argument("--n-jobs", type=n_jobs_value, default=n_jobs,
                             help="worker processes (-1: all cores, 1: in this process)")
     if scheduler:
         parser.add_argument("--scheduler", default=None, help="address of a Dask scheduler "
                             "(e.g. tcp://host:8786): run there instead")
     if progress:
         parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def add_plugin_argument(parser: argparse.ArgumentParser) -> None:
+    """``--import MODULE`` (repeatable): a module of the user's that registers agents,
+    priors, detectors, ... by name, imported here and in every worker (``ballad_env.plugins``)."""
+    parser.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="MODULE", help="import MODULE first, here and in every worker "
+                        "process: your module that registers agents, priors, rewards, ... "
+                        "(repeatable; installed plugins load by themselves)")
+
+
+def import_plugins(argv: Sequence[str] | None) -> None:
+    """Load the plugin entry points and the ``--import`` modules of ``argv`` before a job's
+    parser is built (a plugin may register a prior ``--prior`` names); a plugin that fails
+    is an error naming it (exit status 2)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    modules = [value for option, value in zip(args, args[1:], strict=False)
+               if option == "--import"]
+    modules += [arg.removeprefix("--import=") for arg in args if arg.startswith("--import=")]
+    try:
+        load_plugins(modules)
+    except PluginError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from err
 
 
 def usage() -> str:
@@ -88,14 +129,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
     except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] in EXTRA_OF:  # an extra this job needs: named once
+            print(f"error: {missing_extra(err, f'`ballad-env {name}`')}", file=sys.stderr)
+            return 2
         if not (err.name or "").startswith("agents.experiments.studies"):
             raise
         print(f"error: `ballad-env {name}` runs a study, and the studies come with the source "
               "checkout, not the installed package: clone the repository and run it there "
               "(pip install -e '.[experiments]')", file=sys.stderr)
         return 2
+    try:
+        load_entry_points()  # installed plugins, before any option is read
+    except PluginError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     sys.argv[0] = f"ballad-env {name}"  # the name argparse shows in usage and errors
     return int(module.main(rest) or 0)
 
 
-__all__ = ["COMMANDS", "HelpFormatter", "main", "usage"]
+__all__ = ["COMMANDS", "HelpFormatter", "add_plugin_argument", "import_plugins", "main",
+           "n_jobs_value", "usage"]

@@ -44,6 +44,12 @@ data sets with the numpy and the torch kernel backend and counts the rounds whos
     .venv/bin/python scripts/bench.py --full-size cover.npz smtp.npz --backends numpy torch
     .venv/bin/python scripts/bench.py --compare-backends --data-dir ../shared/benchmarks
 
+``--training --replay-store DIR`` times training on the store: the torch thread count
+(1 or 2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the
+batched trainer's PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times SB3's steps
+a second), each run in a fresh process, with where each run's time went
+(``agents.experiments.studies.training_bench``; ``docs/training.md``).
+
 The vector measuring lives in ``agents.experiments.studies.vector_bench``.
 """
 
@@ -55,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments import dataset_names
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, n_jobs_value
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.studies.bench import (
     EPISODE_TARGET_S,
@@ -79,6 +85,7 @@ from agents.experiments.studies.bench import (
 )
 from agents.experiments.studies.bench_full import FULL_AGENTS
 from agents.experiments.studies.policy_scale import ScalePlan
+from agents.experiments.studies.training_bench import TRAINING_SIZES
 from agents.experiments.studies.vector_bench import (
     VECTOR_SIZES,
     measure_vector,
@@ -114,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--q1", action="store_true",
                         help="also time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
     parser.add_argument("--q1-seeds", type=int, default=10, help="seeds of the --q1 grid")
-    parser.add_argument("--n-jobs", type=int, default=-1, help="worker processes for --q1")
+    parser.add_argument("--n-jobs", type=n_jobs_value, default=-1,
+                        help="worker processes for --q1")
     replay = parser.add_argument_group("replay environment")
     replay.add_argument("--replay", action="store_true",
                         help="compare the replay environment's steps/s with the live one's "
@@ -141,6 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
     vector.add_argument("--ppo-steps", type=int, default=0,
                         help="also train PPO this many steps on both paths (0: skip)")
+    training = parser.add_argument_group("training (with --replay-store)")
+    training.add_argument("--training", action="store_true",
+                          help="time SB3 PPO against the batched trainer on the store")
+    training.add_argument("--train-sizes", type=int, nargs="+", default=list(TRAINING_SIZES),
+                          help="environments N of the batched runs")
+    training.add_argument("--train-steps", type=int, default=307_200,
+                          help="steps of each batched run")
+    training.add_argument("--sb3-steps", type=int, default=102_400,
+                          help="steps of each SB3 run")
+    training.add_argument("--train-repeats", type=int, default=1,
+                          help="rounds of every run (the median is shown)")
+    training.add_argument("--quality-runs", default=None, metavar="DIR",
+                          help="instead: replay the greedy policies of the runs under DIR "
+                               "(<group>-s<seed>) on --eval-store, beside All-in-LR and the "
+                               "hindsight optimum, and draw their learning curves")
+    training.add_argument("--eval-store", default=None, help="the store --quality-runs plays")
+    training.add_argument("--curves", default="training_curves.png",
+                          help="where --quality-runs draws the learning curves (two files: "
+                               "-timesteps and -seconds before the suffix)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -265,8 +292,61 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def run_quality(args: argparse.Namespace) -> int:
+    """The runs' greedy policies on the evaluation store, and their learning curves."""
+    from agents.experiments.studies.training_bench import (
+        quality_report,
+        quality_table,
+        run_groups,
+    )
+    from agents.experiments.training.batched import store_settings
+    from agents.experiments.training.policy_runs import plot_training_curves, read_monitor
+
+    if args.eval_store is None:
+        print("error: --quality-runs needs --eval-store DIR", file=sys.stderr)
+        return 2
+    groups = run_groups(args.quality_runs)
+    settings = store_settings(args.eval_store, None, "cost")
+    cells = len(BudgetAllocationReplayEnv(args.eval_store, settings=settings).cells)
+    print(quality_report(quality_table(groups, args.eval_store, settings), cells))
+    # A batched run's monitor row is the mean of a rollout's ~1,000 episodes: smooth SB3's
+    # one-episode rows over as many.
+    windows = {g: 1 if "episodes" in read_monitor(runs[0]) else 1024
+               for g, runs in groups.items()}
+    for x in ("timesteps", "seconds"):
+        path = Path(args.curves).with_stem(f"{Path(args.curves).stem}-{x}")
+        print(f"curves: {plot_training_curves(groups, path, windows=windows, x=x)}")
+    return 0
+
+
+def run_training(args: argparse.Namespace) -> int:
+    """SB3 PPO against the batched trainer on the store (``training_bench``)."""
+    if args.quality_runs is not None:
+        return run_quality(args)
+    if args.replay_store is None:
+        print("error: --training needs --replay-store DIR (a store built with "
+              "scripts/build_lattices.py)", file=sys.stderr)
+        return 2
+    from agents.experiments.studies.training_bench import measure_training, training_report
+    from agents.experiments.training.batched import store_settings
+
+    try:
+        settings = store_settings(args.replay_store, None, "cost")
+        plan = ScalePlan(train_store=Path(args.replay_store), split_file=Path())
+        study = (plan.n_envs, plan.n_steps, plan.batch_size, plan.learning_rate)
+        result = measure_training(args.replay_store, settings, study, args.train_sizes,
+                                  args.train_steps, args.sb3_steps, args.train_repeats)
+    except (StoreError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(training_report(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.training or args.quality_runs is not None:
+        return run_training(args)
     settings = Settings(prior=args.prior)
     if args.full_size:
         from agents.experiments.studies.bench_full import run_full_size

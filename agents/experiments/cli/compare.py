@@ -27,7 +27,12 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    add_plugin_argument,
+    import_plugins,
+)
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
@@ -52,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_arguments(parser, several=True)
     run = parser.add_argument_group("execution and output")
     add_execution_arguments(run, n_jobs=-1, scheduler=True, progress=True)
+    add_plugin_argument(parser)
     run.add_argument("--output", default="results/run",
                      help="results folder; the same folder again resumes the run, or grows it "
                           "(more data sets, seeds, agents or settings)")
@@ -104,6 +110,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
 
 
 def main(argv: list[str] | None = None) -> int:
+    import_plugins(argv)
     args = parse_args(argv)
     try:
         grid = build_grid(args)

@@ -19,7 +19,12 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    add_plugin_argument,
+    import_plugins,
+)
 from agents.experiments.lattice_build import build_store, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
@@ -44,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=10, help="episode seeds 0..N-1")
     p.add_argument("--first-seed", type=int, default=0, help="seeds start here")
     add_execution_arguments(p, n_jobs=1, scheduler=True, progress=True)
+    add_plugin_argument(p)
     p.add_argument("--extrapolate-seeds", type=int, default=100,
                    help="seeds to extrapolate the build time and size to")
     p.add_argument("--summary", type=Path, default=None,
@@ -67,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the store and print what it holds; a bad option or store returns 2."""
+    import_plugins(argv)
     args = parse_args(argv)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     try:

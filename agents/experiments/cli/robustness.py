@@ -8,9 +8,12 @@ and prints how the cases ended. Exit status 1 if any case failed (the first is s
 Hypothesis's smallest failing example).
 
 With ``--files`` it damages the files the project reads instead (``agents.experiments.
-corruption``): every byte of a lattice file, a ``store.json``, a result cell and a
+stores.corruption``): every byte of a lattice file, a ``store.json``, a result cell and a
 ``run.json`` flipped, and each cut at every length, and a sample of a saved policy's zip;
-each damaged file must be read identically or refused with an error naming it.
+each damaged file must be read identically or refused with an error naming it. Then the
+hostile cases (``agents.experiments.stores.hostile``): manifests of every wrong shape,
+policy zips that declare or ask for gigabytes, and a download server's tricks (an endless
+body, a huge length, a trickle, redirects, a link at the temporary name).
 
     .venv/bin/python scripts/robustness_sweep.py --examples 500
     .venv/bin/python scripts/robustness_sweep.py --files
@@ -58,12 +61,17 @@ def _max_rows(text: str) -> int:
 
 def sweep_files(args: argparse.Namespace) -> int:
     """Damage each file kind; print how each ended and the failures. 1 if any failed."""
+    import itertools
+
     from agents.experiments.stores.corruption import fuzz_files
+    from agents.experiments.stores.hostile import hostile_outcomes
 
     failed = 0
     with tempfile.TemporaryDirectory() as folder:
-        for outcome in fuzz_files(Path(folder), args.max_damages, args.policy_damages,
-                                  policy=args.policy_damages > 0, seed=args.seed):
+        for outcome in itertools.chain(
+                fuzz_files(Path(folder), args.max_damages, args.policy_damages,
+                           policy=args.policy_damages > 0, seed=args.seed),
+                hostile_outcomes(Path(folder) / "hostile", policy=args.policy_damages > 0)):
             counts = ", ".join(f"{n} {what}" for what, n in outcome.counts.most_common())
             print(f"{outcome.kind}: {counts}; {len(outcome.failures)} failed", flush=True)
             for failure in outcome.failures[:20]:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import HelpFormatter, n_jobs_value
 from agents.experiments.stores.episodes import PublishedCodeError
 from agents.experiments.studies.sadal.agreement import (
     agreement_episodes,
@@ -38,6 +38,7 @@ from agents.experiments.studies.sadal.agreement import (
     run_preset,
 )
 from agents.experiments.studies.sadal.published import (
+    AL_FIRST_ROUND,
     STRATEGIES,
     load_sadal_published,
     merge_trajectories,
@@ -74,7 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fast-ssif", action="store_true",
                         help="our SSIF on RandomState(9) (the published forests exactly, "
                              "much faster) in place of the published ssif.SSIF")
-    parser.add_argument("--n-jobs", type=int, default=1, help="episodes: worker processes")
+    parser.add_argument("--n-jobs", type=n_jobs_value, default=1,
+                        help="episodes: worker processes")
+    parser.add_argument("--al-first-round", choices=AL_FIRST_ROUND, default="none",
+                        help="episodes: the fix of a forced AL round 1, where the published "
+                             "code crashes: none (its empty rejected list: no label, the "
+                             "preset's) or rank (b labels by 2|P - 0.5|, threshold-distance-"
+                             "authors-ranked)")
     parser.add_argument("--output", default="results/sadal_published",
                         help="episodes: results folder")
     parser.add_argument("--set", action="append", type=setting_from_text, default=[],
@@ -125,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         played = run_sadal_published(args.sadal_py, args.ssif_py, args.output, args.datasets,
                                      range(args.seeds), args.strategies,
                                      data_dir=args.data_dir, fast_ssif=args.fast_ssif,
-                                     n_jobs=args.n_jobs)
+                                     n_jobs=args.n_jobs, al_first_round=args.al_first_round)
     except PublishedCodeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

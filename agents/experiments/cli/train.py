@@ -3,9 +3,10 @@
 Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
 ``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
 statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
-carries the algorithm, reward, data sets and seed; training again under a run name replaces
-that run's folder. Compare the result with ``agents.policy.load_policy(path)`` or by giving
-the ``.zip`` path to the experiment runner; checkpoints and ``eval/best_model.zip`` work too.
+carries the algorithm, reward, data sets, seed and steps; training again under the name of a
+finished run is refused unless ``--overwrite``. Compare the result with
+``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to the experiment runner;
+checkpoints and ``eval/best_model.zip`` work too.
 
 Example::
 
@@ -14,6 +15,9 @@ Example::
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
 from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
+``--trainer batched --replay-store DIR`` trains PPO or MaskablePPO on N replay episodes at
+once, batched in torch (``training.batched.train_batched``; ``docs/training.md``): the same
+run folder and an SB3 model, several times faster than the SB3 path.
 """
 
 from __future__ import annotations
@@ -23,20 +27,31 @@ import json
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    add_plugin_argument,
+    import_plugins,
+)
 from agents.experiments.stores.results import RunError
-from agents.experiments.training.policy_runs import train_and_plot
+from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
 from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
+#: ``--trainer``: stable-baselines3, or the batched trainer (``training.batched``).
+TRAINERS = ("sb3", "batched")
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; every option maps to a ``TrainConfig`` field."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
+    p.add_argument("--trainer", choices=TRAINERS, default="sb3",
+                   help="sb3: stable-baselines3 (every algorithm); batched: PPO or MaskablePPO "
+                        "on the vector replay environment, batched in torch (--replay-store)")
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
     p.add_argument("--datasets", nargs="+", default=["toy"],
                    help="data sets (names or paths); one is drawn per episode")
@@ -45,7 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None, help="folder of data files ($BALLAD_DATA_DIR)")
     p.add_argument("--total-timesteps", type=int, default=3000, help="environment steps")
     p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
-    p.add_argument("--n-envs", type=int, default=2, help="parallel environments")
+    p.add_argument("--n-envs", type=int, default=None,
+                   help="parallel environments (default: 2 for sb3, 1024 for batched)")
     p.add_argument("--vec-env", choices=VEC_ENVS, default="subproc",
                    help="subproc: one process per worker; dummy: all in this process; "
                         "vector: the replay environment stepped N at once (--replay-store)")
@@ -73,6 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="save a checkpoint every this many steps (0: never)")
     p.add_argument("--output-dir", default="results/policies", help="where runs are written")
     p.add_argument("--run-name", default=None, help="override the derived run name")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a finished run of the same name (refused otherwise)")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--episode-seeds", type=int, default=0,
                    help="0: a fresh seed per training episode; N: draw it from 0..N-1, so "
@@ -81,6 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a lattice store (scripts/build_lattices.py): train on the replay "
                         "environment, from the stored cells of --datasets")
     add_execution_arguments(p, progress=True)
+    add_plugin_argument(p)
     add_settings_arguments(p, defaults=Settings(reward="cost"))
     return p.parse_args(argv)
 
@@ -93,22 +112,65 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
         settings=settings_from_args(args)[0], total_timesteps=args.total_timesteps, seed=args.seed,
-        n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
+        n_envs=args.n_envs or 2, vec_env=args.vec_env, learning_rate=args.learning_rate,
         discount=args.discount, n_steps=args.n_steps, batch_size=args.batch_size,
         ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), n_epochs=args.n_epochs,
         train_freq=args.train_freq, gradient_steps=args.gradient_steps,
         observation=args.observation, eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
         checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
-        run_name=args.run_name, torch_threads=args.torch_threads,
+        run_name=args.run_name, torch_threads=args.torch_threads, overwrite=args.overwrite,
         episode_seeds=args.episode_seeds, replay_store=args.replay_store,
         progress_bar=not args.no_progress)
 
 
+#: The batched trainer's hyperparameters the SB3 path's options set, when given.
+BATCHED_OPTIONS = {"learning_rate": "learning_rate", "discount": "gamma", "n_steps": "n_steps",
+                   "batch_size": "batch_size", "ent_coef": "ent_coef", "net_arch": "net_arch",
+                   "n_epochs": "n_epochs"}
+
+
+def train_batched_from_args(args: argparse.Namespace) -> int:
+    """``--trainer batched``: the batched trainer with the SB3 path's options where they
+    apply (hyperparameters only where given on the command line)."""
+    from agents.experiments.training.batched import train_batched
+
+    if args.replay_store is None:
+        raise ValueError("--trainer batched trains on the replay environment: give "
+                         "--replay-store DIR (a store built with scripts/build_lattices.py)")
+    defaults = parse_args([])
+    hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
+             if getattr(args, option) != getattr(defaults, option)}
+    datasets = list(config_from_args(args).datasets) if args.datasets != ["toy"] \
+        or args.datasets_from is not None else None
+    seeds = range(args.episode_seeds) if args.episode_seeds else None
+    run_dir = train_batched(args.replay_store, algo=args.algo, datasets=datasets, seeds=seeds,
+                            settings=settings_from_args(args)[0], observation=args.observation,
+                            n_envs=args.n_envs or 1024, total_timesteps=args.total_timesteps,
+                            seed=args.seed, threads=args.torch_threads, hyperparameters=hyper,
+                            eval_freq=args.eval_freq, output_dir=args.output_dir,
+                            run_name=args.run_name, eval_seed=args.eval_seed,
+                            **({"eval_episodes": args.eval_episodes}
+                               if args.eval_episodes != defaults.eval_episodes else {}))
+    record = json.loads((run_dir / f"{run_dir.name}.json").read_text())
+    curve = plot_training_curves({run_dir.name: [run_dir]}, run_dir / "curve.png",
+                                 title=run_dir.name)
+    print(f"trained {run_dir.name} in {record['train_seconds']:.1f} s "
+          f"({record['num_timesteps'] / max(record['train_seconds'], 1e-9):,.0f} steps/s)")
+    print(f"model    {run_dir / run_dir.name}.zip")
+    print(f"settings {run_dir / run_dir.name}.json")
+    print(f"curve    {curve}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train, plot the curves and say where everything went; a bad option returns 2."""
+    import_plugins(argv)
     try:
-        config = config_from_args(parse_args(argv))
+        args = parse_args(argv)
+        if args.trainer == "batched":
+            return train_batched_from_args(args)
+        config = config_from_args(args)
         result, curve = train_and_plot(config)
     except (RunError, ValueError, FileNotFoundError) as err:  # StoreError is a ValueError
         print(f"error: {err}", file=sys.stderr)

@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import matplotlib
 
@@ -133,7 +133,14 @@ def mean_cost_per_round(results: Results, path: str | os.PathLike, *,
         ax.set_title(setting, fontsize=10)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"mean {metric.replace('_', ' ')} over data sets")
-    fig.legend(loc="upper center", ncol=len(agents), frameon=False, bbox_to_anchor=(0.5, 1.02))
+    return _finish_panels(fig, len(agents), title, path)
+
+
+def _finish_panels(fig: Any, n_agents: int, title: str | None,
+                   path: str | os.PathLike) -> Path:
+    """A row of panels finished alike: one legend of the agents above them, the title above
+    that, then saved."""
+    fig.legend(loc="upper center", ncol=n_agents, frameon=False, bbox_to_anchor=(0.5, 1.02))
     if title:
         fig.suptitle(title, y=1.09)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
@@ -169,11 +176,7 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
         ax.set_title(setting, fontsize=9)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"{metric.replace('_', ' ')} (mean ± s.e. over seeds)")
-    fig.legend(loc="upper center", ncol=len(agents), frameon=False, bbox_to_anchor=(0.5, 1.02))
-    if title:
-        fig.suptitle(title, y=1.09)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    return _save(fig, path)
+    return _finish_panels(fig, len(agents), title, path)
 
 
 def reward_difference_histogram(results: Results, path: str | os.PathLike, *,

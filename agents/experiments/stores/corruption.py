@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -85,7 +85,13 @@ class Outcome:
     failures: list[str]
 
 
-def check_damages(kind: FileKind, changes: list[Damage]) -> Outcome:
+class Change(Protocol):
+    """A change to a file's bytes (a :class:`Damage`, or a whole rewrite), said in words."""
+
+    def apply(self, data: bytes) -> bytes: ...
+
+
+def check_damages(kind: FileKind, changes: Sequence[Change]) -> Outcome:
     """Read ``kind``'s file once per damage (the intact file is restored after each)."""
     original = kind.path.read_bytes()
     expected = kind.read()
@@ -296,7 +302,7 @@ def fuzz_files(folder: Path, max_damages: int | None = None, policy_damages: int
         yield check_damages(kind, damages(kind.path.stat().st_size, cap, cap, seed))
 
 
-__all__ = ["DATA_FORMATS", "Damage", "FileKind", "Outcome", "check_damages", "damages",
+__all__ = ["DATA_FORMATS", "Change", "Damage", "FileKind", "Outcome", "check_damages", "damages",
            "data_kinds", "fuzz_files", "lattice_kinds", "policy_kind", "result_kinds",
            "sample_data", "sample_kinds", "write_arff", "write_csv", "write_mat", "write_npz",
            "write_npz_compressed"]

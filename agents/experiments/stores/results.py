@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -34,8 +33,11 @@ from ballad_env.episode import RECORD_FIELDS
 from ballad_env.files import (
     atomic_write,
     manifest_lock,
+    open_regular,
     probe_writable,
+    read_regular_text,
     remove_stale_temporaries,
+    safe_name,
     write_failure,
 )
 from ballad_env.settings import Settings
@@ -85,7 +87,7 @@ class TableCell:
     def filename(self) -> str:
         """The file's name under ``cells/``: the table, then the key's values."""
         parts = [self.table, *(str(value) for _, value in self.key)]
-        return "__".join(re.sub(r"[^A-Za-z0-9.=+-]+", "_", part) for part in parts) + ".parquet"
+        return "__".join(safe_name(part) for part in parts) + ".parquet"
 
     def problem(self, frame: pd.DataFrame) -> str | None:
         """What is wrong with the stored rows of this cell, or ``None``."""
@@ -134,14 +136,16 @@ class ResultStore:
                                " --output.")
             return None
         try:
-            manifest = json.loads(self.run_file.read_text())
-        except (OSError, ValueError) as err:
-            raise RunError(f"{self.run_file} is unreadable ({err}). Delete it together with "
+            manifest = json.loads(read_regular_text(self.run_file, "the run description"))
+        except (OSError, ValueError, RecursionError) as err:
+            reason = "nested too deeply" if isinstance(err, RecursionError) else err
+            raise RunError(f"{self.run_file} is unreadable ({reason}). Delete it together with "
                            f"{self.cells_dir} to start over, or use another --output.") from err
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
             raise RunError(f"{self.run_file} is not a run description of format "
                            f"{FORMAT_VERSION}; use another --output.")
         try:
+            _check_sections(manifest)
             if "study" in manifest:  # a study's cells (``TableCell``): its axes are lists of keys
                 _check_study_grid(manifest["grid"])
             else:
@@ -172,7 +176,8 @@ class ResultStore:
             if stored is not None:
                 problems = _manifest_differences(stored, manifest)
                 if problems:
-                    raise RunError(f"{self.root} holds a different run, so its results cannot "
+                    raise RunError(f"{self.root} holds a different run ({self.run_file}), "
+                                   "so its results cannot "
                                    "be mixed with this one:\n  " + "\n  ".join(problems) +
                                    "\nA run can grow (more data sets, seeds, agents or "
                                    "settings) but not change: use another --output, or delete "
@@ -192,7 +197,8 @@ class ResultStore:
         """A finished cell's rows, validated against the cell; ``RunError`` names a bad file."""
         path = self.path(cell)
         try:  # page checksums: a changed byte in the data is an error, not other numbers
-            frame = pd.read_parquet(path, page_checksum_verification=True)
+            with open_regular(path, "result file") as handle:
+                frame = pd.read_parquet(handle, page_checksum_verification=True)
         except Exception as err:  # pyarrow raises several types for truncated or garbled files
             raise _corrupt(path, f"unreadable ({type(err).__name__}: {err})") from err
         problem = cell.problem(frame) if isinstance(cell, TableCell) else _cell_problem(frame, cell)
@@ -317,6 +323,21 @@ def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.D
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
     return concat_cells(frames[cell] for cell in cells if cell in frames)
+
+
+def _check_sections(manifest: dict[str, Any]) -> None:
+    """The shapes ``run.json``'s sections must have before they are compared: ``grid``,
+    ``data`` and ``versions`` objects, ``policies`` an object of ``{"file", "sha256"}``
+    objects (a ``ValueError`` naming the section otherwise)."""
+    for section in ("grid", "data", "versions", "policies"):
+        if section in manifest and not isinstance(manifest[section], dict):
+            raise ValueError(f"its {section!r} is a JSON {type(manifest[section]).__name__}, "
+                             "not an object")
+    for label, entry in manifest.get("policies", {}).items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
+                and isinstance(entry.get("file"), str)):
+            raise ValueError(f"its policy {label!r} is {entry!r}, not an object with a "
+                             "'file' and a 'sha256'")
 
 
 def _check_study_grid(grid: Any) -> None:

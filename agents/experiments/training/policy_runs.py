@@ -308,9 +308,13 @@ def read_monitor(run_dir: str | Path):
 
 
 def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str | Path,
-                         window: int = 30, title: str | None = None) -> Path:
-    """Episode return and final test cost vs steps: one line per group (its runs averaged on a
-    common step grid after a rolling mean over ``window`` episodes), a band for min-max.
+                         window: int = 30, title: str | None = None, *,
+                         windows: Mapping[str, int] | None = None,
+                         x: str = "timesteps") -> Path:
+    """Episode return and final test cost vs steps (``x="seconds"``: vs training seconds):
+    one line per group (its runs averaged on a common grid after a rolling mean over
+    ``window`` monitor rows, ``windows[group]`` where given), a band for min-max. A batched
+    run's monitor row is a rollout's mean (``training.batched``), an SB3 run's one episode.
     """
     import matplotlib
 
@@ -325,18 +329,21 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
                 ax.text(0.5, 0.5, f"{label}: no episode finished", ha="center",
                         transform=ax.transAxes)
             continue
-        end = min(int(f["timesteps"].iloc[-1]) for f in frames)
+        end = min(float(f[x].iloc[-1]) for f in frames)
         grid = np.linspace(0, end, 100)
+        rows = (windows or {}).get(label, window)
         for ax, column in zip(axes, ("return", "test_cost"), strict=True):
-            curves = np.array([np.interp(grid, f["timesteps"],
-                                         f[column].rolling(window, min_periods=1).mean())
+            curves = np.array([np.interp(grid, f[x],
+                                         f[column].rolling(rows, min_periods=1).mean())
                                for f in frames])
             (line,) = ax.plot(grid, curves.mean(axis=0), label=f"{label} (n={len(frames)})")
             if len(frames) > 1:
                 ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0),
                                 color=line.get_color(), alpha=0.2)
-    axes[0].set(xlabel="environment steps", ylabel=f"episode return (rolling {window})")
-    axes[1].set(xlabel="environment steps", ylabel=f"final test cost (rolling {window})")
+    xlabel = "environment steps" if x == "timesteps" else "training seconds"
+    rolling = "rolling mean" if windows else f"rolling {window}"
+    axes[0].set(xlabel=xlabel, ylabel=f"episode return ({rolling})")
+    axes[1].set(xlabel=xlabel, ylabel=f"final test cost ({rolling})")
     if axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=8)
     if title:

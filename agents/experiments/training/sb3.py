@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 import ballad_env
 from agents.experiments.allocation_split import refuse_reserved
-from agents.experiments.stores.results import writable_folder
+from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.training.envs import (
     MONITOR_KEYWORDS,
     KeepInfo,
@@ -96,6 +96,8 @@ class TrainConfig:
     run_name: str | None = None
     torch_threads: int = 1
     progress_bar: bool = True
+    #: Replace a finished run of the same name (its ``<run>.zip``); refused otherwise.
+    overwrite: bool = False
     #: 0: every training episode a fresh seed (the default). N: training episodes draw their
     #: seed from 0..N-1, so each (data set, seed) reset is computed once per worker and then
     #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
@@ -149,8 +151,9 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        """The run name: algorithm, reward, data sets, any other non-default setting and the
-        seed (or the name given), so runs under other settings never share a folder."""
+        """The run name: algorithm, reward, data sets, any other non-default setting, the
+        seed and the training steps (or the name given), so runs under other settings or of
+        other lengths never share a folder."""
         if self.run_name:
             return self.run_name
         one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
@@ -160,7 +163,8 @@ class TrainConfig:
         tag = "" if others == Settings() else f"-{others.name}"
         replay = "-replay" if self.replay_store else ""
         version = "" if self.observation == "v0" else f"-{self.observation}"
-        return f"{self.algo}-{reward}-{sets}{tag}{version}{replay}-s{self.seed}"
+        return (f"{self.algo}-{reward}-{sets}{tag}{version}{replay}-s{self.seed}"
+                f"-{self.total_timesteps}steps")
 
     @property
     def run_dir(self) -> Path:
@@ -338,7 +342,14 @@ def check_data(config: TrainConfig) -> None:
 def fresh_run_dir(config: TrainConfig) -> Path:
     """The run's folder, cleared of what an earlier run under the same name wrote (model,
     settings, curve, monitor files, logs, evaluations, checkpoints): nothing of it may mix
-    with this run's."""
+    with this run's. A finished run (its ``<run>.zip``) is replaced only with
+    ``config.overwrite``; otherwise ``RunError`` says so (an interrupted one, without its
+    model, is replaced)."""
+    model = config.run_dir / f"{config.name}.zip"
+    if model.exists() and not config.overwrite:
+        raise RunError(f"{model} is a finished run of this name: training again would replace "
+                       "it. Pass --overwrite (overwrite=True) to replace it, or name the new "
+                       "run apart (--run-name, --seed, --output-dir)")
     run_dir = writable_folder(config.run_dir, "--output-dir")
     for folder in RUN_FOLDERS:
         shutil.rmtree(run_dir / folder, ignore_errors=True)
@@ -357,7 +368,8 @@ def write_settings(config: TrainConfig, model: Any, seconds: float) -> Path:
 def train(config: TrainConfig) -> TrainResult:
     """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder.
 
-    An earlier run under the same name is replaced (:func:`fresh_run_dir`). The settings
+    A finished run under the same name is refused unless ``config.overwrite``, which
+    replaces it (:func:`fresh_run_dir`). The settings
     JSON is written when training starts too, so the checkpoints of an interrupted run load
     as agents; it is completed at the end.
     """

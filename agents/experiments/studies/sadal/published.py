@@ -67,11 +67,15 @@ N_ROUNDS, BUDGET_SHARE = 10, 0.2
 #: Which SSIF an episode ran: the published one, or ours (``fast_ssif``).
 SSIF_SOURCES = {False: "the published ssif.SSIF, on one core",
                 True: "ours on RandomState(9) in place of ssif.SSIF (the published forests)"}
+#: The fixes of a forced AL round 1: the published data flow's (none bought), the earlier one.
+AL_FIRST_ROUND = ("none", "rank")
 #: Where the published code crashes, what the runner does instead (``docs/sadal.md``).
 FIXES = {
-    "al-first-round": "AL in round 1 (no ranking yet, and round 1's empty rejected list makes "
-                      "every example ineligible): rank D by 2 |P - 0.5| under an SSIF() "
-                      "fitted on D without labels, none rejected",
+    "al-first-round": "AL in round 1 (no ranking yet): a ranking by 2 |P - 0.5| under an "
+                      "SSIF() fitted on D without labels, and round 1's empty rejected list "
+                      "kept, which makes every example ineligible: the round buys none, as "
+                      "the published data flow says (al_first_round='rank', the earlier fix: "
+                      "none rejected, b labels by that ranking)",
     "reward-slots": "a side chosen in all rounds overruns its reward array (nrounds slots, "
                     "slot 0 the pseudo-reward): one more slot",
     "thresholds": "the threshold search crashes (a side with no validation probability, or "
@@ -170,6 +174,8 @@ def _recording(code: ModuleType) -> type:
 
     class Recorded(base):
         forced: str | None = None
+        #: Round 1's fix for a forced AL: "none" (faithful: no label) or "rank" (b labels).
+        al_first_round: str = "none"
         rounds: list[dict[str, Any]]
         ALrewards: np.ndarray
         LRrewards: np.ndarray
@@ -194,13 +200,15 @@ def _recording(code: ModuleType) -> type:
                 detector.fit(Xtrain, np.zeros(len(Xtrain)))
                 self.train_probs = detector.predict_proba(Xtrain)[:, 1]
                 self.indicesRanked = np.argsort(2 * np.abs(self.train_probs - 0.5))
-                rejected = np.int64(0)
+                if self.al_first_round == "rank":
+                    rejected = np.int64(0)
             before_train, before_val = ytrain.copy(), yval.copy()
             detector, thresholds = super().run_allocation_round(Xtrain, ytrain, Xval, yval,
                                                                 budget, rejected)
             record = self.rounds[-1]
             if first and self.forced == "AL":
-                record["fix"] = ",".join(filter(None, (record["fix"], "al-first-round")))
+                fix = "al-first-round" + ("-rank" if self.al_first_round == "rank" else "")
+                record["fix"] = ",".join(filter(None, (record["fix"], fix)))
             record["new_train"] = np.flatnonzero(before_train != ytrain).tolist()
             record["new_val"] = np.flatnonzero(before_val != yval).tolist()
             record["left"], record["right"] = float(thresholds[0]), float(thresholds[1])
@@ -240,9 +248,14 @@ def published_rest(X: np.ndarray, y01: np.ndarray, seed: int
 
 
 def play_sadal(code: ModuleType, X: np.ndarray, y01: np.ndarray, contamination: float,
-               seed: int, strategy: str, n_rounds: int = N_ROUNDS) -> list[dict[str, Any]]:
+               seed: int, strategy: str, n_rounds: int = N_ROUNDS,
+               al_first_round: str = "none") -> list[dict[str, Any]]:
     """One episode of the published ``run_allocation_loop`` (choosing as SADAL, or forced to
-    ``AL`` or ``LR``) on SADAL's split of (X, y01) with ``seed``; a record per round."""
+    ``AL`` or ``LR``) on SADAL's split of (X, y01) with ``seed``; a record per round.
+    ``al_first_round``: the fix of a forced AL round 1 (``FIXES``), ``"none"`` or ``"rank"``."""
+    if al_first_round not in AL_FIRST_ROUND:
+        raise ValueError(f"unknown al_first_round {al_first_round!r}: use one of "
+                         f"{', '.join(AL_FIRST_ROUND)}")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     X_rest, y_rest, X_test, y_test = published_rest(np.asarray(X, dtype=np.float64), y01, seed)
@@ -253,6 +266,7 @@ def play_sadal(code: ModuleType, X: np.ndarray, y01: np.ndarray, contamination: 
         raise PublishedCodeError("the published code's D and V differ from split='sadal''s: "
                                  "is its train_test_split call the published one?")
     model.forced = None if strategy == "sadal" else strategy
+    model.al_first_round = al_first_round
     model.rounds = []
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
         # the published rewards take log2(0), and gp_minimize warns on repeated points
@@ -270,16 +284,16 @@ def _code(sadal_py: str, ssif_py: str, fast_ssif: bool) -> ModuleType:
     return load_sadal(sadal_py, ssif_py, fast_ssif)
 
 
-def play_episode(task: tuple[tuple[str, str, bool], dict[str, str], str | None,
-                             tuple[str, int, str], int],
+def play_episode(task: tuple[Any, ...],
                  single_thread: bool = False) -> tuple[tuple[str, int, str], pd.DataFrame]:
     """One episode (``task``: the files and whether SSIF is ours, their blob ids, the data
-    folder, (data set, seed, strategy), rounds): its key and its rows, one per round."""
-    files, blobs, data_dir, (dataset, seed, strategy), n_rounds = task
+    folder, (data set, seed, strategy), rounds, and optionally the round-1 AL fix): its key
+    and its rows, one per round."""
+    files, blobs, data_dir, (dataset, seed, strategy), n_rounds, *fix = task
     data = load_dataset(dataset, data_dir=data_dir)
     start = time.perf_counter()
     rounds = play_sadal(_code(*files), data.X, data.y, data.contamination, seed, strategy,
-                        n_rounds)
+                        n_rounds, *fix)
     seconds = time.perf_counter() - start
     rows = [{"dataset": dataset, "seed": seed, "strategy": strategy, "seconds": seconds,
              "fast_ssif": files[2], **blobs, **record,
@@ -293,9 +307,10 @@ def run_sadal_published(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
                         seeds: Sequence[int], strategies: Sequence[str] = STRATEGIES, *,
                         data_dir: str | os.PathLike | None = None, n_rounds: int = N_ROUNDS,
                         fast_ssif: bool = False, n_jobs: int = 1,
-                        progress: bool = True) -> int:
+                        progress: bool = True, al_first_round: str = "none") -> int:
     """Play every episode (data set x seed x strategy) of the published code not yet in the
-    store at ``output``, each written as it finishes; the number played."""
+    store at ``output``, each written as it finishes; the number played. ``al_first_round``
+    is the fix of a forced AL round 1 (``FIXES``; each row's ``fix`` says which ran)."""
     unknown = sorted(set(strategies) - set(STRATEGIES))
     if unknown:
         raise ValueError(f"unknown strategies {unknown}: use {', '.join(STRATEGIES)}")
@@ -308,7 +323,7 @@ def run_sadal_published(sadal_py: str | os.PathLike, ssif_py: str | os.PathLike,
     done = finished_episodes(output, n_rounds)
     todo = [key for key in episode_order(datasets, seeds, strategies) if key not in done]
     directory = None if data_dir is None else str(data_dir)
-    tasks = [(files, blobs, directory, key, n_rounds) for key in todo]
+    tasks = [(files, blobs, directory, key, n_rounds, al_first_round) for key in todo]
     bar = progress_bar(len(done) + len(todo), len(done), progress, unit="episode",
                        desc="episodes")
     try:
@@ -391,8 +406,8 @@ def load_sadal_published(output: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "seed", "agent", "test_cost", "final_cost"])
 
 
-__all__ = ["DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES", "SSIF_SOURCES",
-           "STRATEGIES",
+__all__ = ["AL_FIRST_ROUND", "DEPENDENCIES", "FIXES", "N_ROUNDS", "PUBLISHED_STRATEGIES",
+           "SSIF_SOURCES", "STRATEGIES",
            "check_sadal", "fixture_data", "git_blob_id", "load_sadal", "load_sadal_published",
            "merge_trajectories", "play_episode", "play_sadal", "published_rest",
            "record_trajectory",

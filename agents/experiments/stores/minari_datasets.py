@@ -1,0 +1,164 @@
+"""Replay episodes recorded as Minari datasets (Farama's format for offline RL).
+
+A lattice store holds every episode of a (data set, seed, setting), so it also holds the
+best one: the hindsight-optimal allocation (``Lattice.optimal_path``), an expert that costs
+nothing to ask. :func:`record_dataset` plays one episode per stored cell (or as many as
+asked, cells drawn by the environment) with a policy, through Minari's ``DataCollector``,
+and writes a Minari dataset: observations, actions, rewards, terminations, truncations and
+the numeric ``info`` (test cost, FPR, FNR, tau, ...). The environment is made by its id with
+plain-JSON arguments (the store's path and the settings that differ from the defaults), so
+``minari.load_dataset(id).recover_environment()`` rebuilds it.
+
+The policies: ``optimal`` and ``optimal-final`` (the lattice's hindsight optima of the
+mean cost over rounds and of the final cost), any registered agent name (``oracle``,
+``ballad``, ``all-in-lr``, ...) and a saved policy (``<run>.zip``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+try:
+    import minari
+    from minari import DataCollector, StepDataCallback
+except ModuleNotFoundError as err:  # minari comes with the 'minari' extra
+    from agents.extras import missing_extra
+
+    raise missing_extra(err, "recording Minari datasets") from err
+
+import ballad_env
+from agents.registry import make_agent
+from ballad_env.settings import Settings
+
+#: The lattice's hindsight optima, by policy name: the objective of ``Lattice.optimal_path``.
+OPTIMA = {"optimal": "mean", "optimal-final": "final"}
+#: The ``info`` keys recorded (every step's numbers; the data set's name, the action's and
+#: the indices queried are left out: Minari stores fixed-shape numeric infos).
+INFO_KEYS = ("round", "test_cost", "fpr", "fnr", "rejection_rate", "auc", "tau", "val_cost",
+             "n_labeled_train", "n_labeled_val", "n_anomalies_found", "action_mask")
+
+
+class NumericInfo(StepDataCallback):
+    """Minari's step record with only the ``INFO_KEYS`` of ``info``."""
+
+    def __call__(self, env: gym.Env, obs: Any, info: dict[str, Any], action: Any = None,
+                 rew: Any = None, terminated: Any = None, truncated: Any = None) -> Any:
+        step = super().__call__(env, obs, info, action, rew, terminated, truncated)
+        step["info"] = {key: np.asarray(step["info"][key]) for key in INFO_KEYS}
+        return step
+
+
+class HindsightOptimum:
+    """The lattice's optimal path of the episode being played, as an agent: at reset it
+    reads the path from the replay environment's lattice, then plays it."""
+
+    def __init__(self, env: gym.Env, objective: str) -> None:
+        self.env: Any = env.unwrapped
+        self.objective = objective
+        self.path: tuple[int, ...] = ()
+        self.name = next(name for name, obj in OPTIMA.items() if obj == objective)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.path = self.env.lattice.optimal_path(self.objective)
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[int, Any]:
+        played = self.env.snapshot()
+        return self.path[played.n_al + played.n_lr], state
+
+
+def env_kwargs(store: str | Path, settings: Settings, observation: str = "v0",
+               datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None
+               ) -> dict[str, Any]:
+    """The replay environment's arguments as plain JSON (what the dataset's environment
+    spec stores): the store, the settings' fields that differ from the defaults, and the
+    data sets, seeds and observation version when given."""
+    default = Settings()
+    kwargs: dict[str, Any] = {"store": str(store)}
+    kwargs.update({f.name: getattr(settings, f.name) for f in fields(Settings)
+                   if getattr(settings, f.name) != getattr(default, f.name)})
+    if datasets is not None:
+        kwargs["datasets"] = list(datasets)
+    if seeds is not None:
+        kwargs["seeds"] = [int(s) for s in seeds]
+    if observation != "v0":
+        kwargs["observation"] = observation
+    return kwargs
+
+
+def make_policy(policy: str, env: gym.Env, trust_pickle: bool = False) -> Any:
+    """The agent that plays the episodes: a hindsight optimum, an agent name or a saved
+    policy's path (``agents.registry.make_agent``)."""
+    if policy in OPTIMA:
+        return HindsightOptimum(env, OPTIMA[policy])
+    return make_agent(policy, env.unwrapped, trust_pickle=trust_pickle)
+
+
+def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
+                   settings: Settings | None = None, observation: str = "v0",
+                   datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+                   episodes: int | None = None, seed: int = 0, trust_pickle: bool = False,
+                   author: str | None = None) -> Any:
+    """Play ``policy`` on the replay environment of ``store`` and write the Minari dataset
+    ``dataset_id`` (in Minari's folder: ``$MINARI_DATASETS_PATH``, default
+    ``~/.minari/datasets``); returns the ``MinariDataset``.
+
+    ``episodes`` None plays every stored cell once, in order (``reset`` options); N plays N
+    episodes whose cells the environment draws, from ``reset(seed=seed)`` on.
+    """
+    from agents.experiments.training.batched import store_settings
+
+    settings = store_settings(store, settings, None)
+    kwargs = env_kwargs(store, settings, observation, datasets, seeds)
+    env = gym.make(ballad_env.REPLAY_ENV_ID, **kwargs)
+    collector = DataCollector(env, step_data_callback=NumericInfo, record_infos=True,
+                              data_format="hdf5")
+    agent = make_policy(policy, env, trust_pickle)
+    replay: Any = env.unwrapped
+    cells = list(replay.cells)
+    count = len(cells) if episodes is None else episodes
+    if count < 1:
+        raise ValueError(f"episodes must be positive, got {episodes}")
+    for k in range(count):
+        if episodes is None:
+            dataset, cell_seed = cells[k]
+            obs, _ = collector.reset(options={"dataset": dataset, "seed": cell_seed})
+        else:
+            obs, _ = collector.reset(seed=seed + k)
+        agent.reset(k)
+        done = False
+        while not done:
+            action, _ = agent.predict(obs, deterministic=True)
+            obs, _, terminated, truncated, _ = collector.step(int(np.asarray(action).item()))
+            done = bool(terminated or truncated)
+    name = getattr(agent, "name", policy)
+    description = (f"{count} episodes of {ballad_env.REPLAY_ENV_ID} on the lattice store "
+                   f"{store} (setting {settings.name}, reward {settings.reward}), played by "
+                   f"{name}; infos hold {', '.join(INFO_KEYS)}.")
+    dataset_out = collector.create_dataset(dataset_id=dataset_id, eval_env=env.spec,
+                                           algorithm_name=str(name),
+                                           author=author, description=description)
+    collector.close()
+    return dataset_out
+
+
+def load_recorded(dataset_id: str) -> Any:
+    """``minari.load_dataset`` (the dataset as recorded, from Minari's folder)."""
+    return minari.load_dataset(dataset_id)
+
+
+def minari_folder() -> Path:
+    """Where Minari reads and writes datasets (``$MINARI_DATASETS_PATH`` or its default)."""
+    return Path(os.environ.get("MINARI_DATASETS_PATH",
+                               Path.home() / ".minari" / "datasets"))
+
+
+__all__ = ["INFO_KEYS", "OPTIMA", "HindsightOptimum", "NumericInfo", "env_kwargs",
+           "load_recorded", "make_policy", "minari_folder", "record_dataset"]

@@ -1,0 +1,211 @@
+"""The batched trainer (agents.experiments.training.batched, ppo_batches): SB3's PPO loss
+pieces by hand, the run folder of the SB3 path, and a policy that is an ordinary SB3 agent
+(the safe loader, the live environment, compare's grid and evaluate_policy)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import write_data_files
+from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
+from stable_baselines3.common.evaluation import evaluate_policy
+
+import ballad_env
+from agents.evaluation import run_episode
+from agents.experiments.cli.train import main as train_main
+from agents.experiments.grid import Grid
+from agents.experiments.lattice_build import build_store
+from agents.experiments.run import run_grid
+from agents.experiments.training.batched import store_settings, train_batched
+from agents.experiments.training.policy_runs import read_monitor
+from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae, policy_outputs
+from agents.policy import load_policy
+from agents.registry import make_agent
+from ballad_env.env import BudgetAllocationEnv
+from ballad_env.observation import OBSERVATIONS
+from ballad_env.settings import Settings
+
+SETTINGS = Settings(prior="knn", reward="cost")
+TINY = {"batch_size": 32, "n_epochs": 2}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return write_data_files(tmp_path_factory.mktemp("data"), {"large": 300})
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, data) -> Path:
+    root = tmp_path_factory.mktemp("store")
+    build_store(root, ["large"], [0, 1, 2], [Settings(prior="knn")], data_dir=data,
+                progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def run(store, tmp_path_factory) -> Path:
+    """A MaskablePPO run of 8 environments x 2 rollouts, evaluated after each rollout."""
+    return train_batched(store, algo="maskable-ppo", n_envs=8, total_timesteps=240,
+                         hyperparameters=TINY, eval_freq=120, eval_episodes=4,
+                         output_dir=tmp_path_factory.mktemp("runs"))
+
+
+def test_gae_by_hand() -> None:
+    """Two environments, three steps, gamma 0.5, lambda 0.5: the first ends its episode
+    at step 1, so step 1 bootstraps nothing and step 0 only step 1's value and advantage."""
+    buf = Rollout(3, 2, 1, gamma=0.5, device="cpu")
+    buf.values[:] = torch.tensor([[1.0, 0.0], [2.0, 0.0], [4.0, 0.0]])
+    buf.rewards[:] = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    buf.dones[:] = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    advantages, targets = gae(buf, torch.tensor([8.0, 2.0]), gae_lambda=0.5)
+    # env 0: step 2: 1 + 0.5*8 - 4 = 1; step 1 (ended): 1 - 2 = -1;
+    # step 0: delta 1 + 0.5*2 - 1 = 1, plus 0.25 * (-1) = 0.75
+    # env 1 (values 0): step 2: 1 + 0.5*2 = 2; step 1: 1 + 0.25*2 = 1.5; step 0: 1 + 0.375
+    expected = torch.tensor([[0.75, 1.375], [-1.0, 1.5], [1.0, 2.0]])
+    assert torch.allclose(advantages, expected)
+    assert torch.allclose(targets, expected + buf.values)
+
+
+def test_masked_log_probabilities_and_entropy_are_sb3_contribs() -> None:
+    """The loss's log-probabilities and entropy from masked logits equal those of
+    sb3-contrib's MaskableCategorical (what MaskablePPO's loss reads)."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 2, generator=gen)
+    masks = torch.tensor([[1, 1], [1, 0], [0, 1], [1, 1], [1, 0], [0, 1]], dtype=torch.bool)
+    actions = torch.tensor([0, 0, 1, 1, 0, 1])
+    masked = torch.where(masks, logits, torch.full_like(logits, -1e8))
+    log_probs = torch.log_softmax(masked, dim=1)
+    reference = MaskableCategoricalDistribution(2).proba_distribution(logits)
+    reference.apply_masking(masks.numpy())
+    assert torch.allclose(log_probs.gather(1, actions[:, None])[:, 0],
+                          reference.log_prob(actions))
+    assert torch.allclose(-(log_probs.exp() * log_probs).sum(dim=1), reference.entropy())
+
+
+def test_hyperparameters_refuse_unknown_names_and_bad_values() -> None:
+    assert PPOHyperparameters.from_mapping({"n_epochs": 3}).n_epochs == 3
+    with pytest.raises(ValueError, match=r"unknown hyperparameters \['epochs'\]"):
+        PPOHyperparameters.from_mapping({"epochs": 3})
+    with pytest.raises(ValueError, match="batch_size must be at least 2"):
+        PPOHyperparameters(batch_size=1)
+    with pytest.raises(ValueError, match="gamma and gae_lambda"):
+        PPOHyperparameters(gamma=1.5)
+
+
+def test_the_run_folder_is_the_sb3_paths(run) -> None:
+    """Settings JSON (steps, seconds, settings, features), the model zip, one monitor row
+    per rollout that read_monitor counts, the progress log and the evaluations."""
+    record = json.loads((run / f"{run.name}.json").read_text())
+    assert record["algo"] == "maskable_ppo" and record["trainer"] == "batched"
+    assert run.name == "batched-maskable_ppo-cost-large-knn-replay-s0-240steps"
+    assert record["num_timesteps"] == 240 and record["train_seconds"] > 0
+    assert Settings.from_dict(record["config"]["settings"]) == SETTINGS
+    assert record["observation_features"] == list(OBSERVATIONS["v0"])
+    assert (run / f"{run.name}.zip").is_file()
+    curve = read_monitor(run)
+    assert list(curve["timesteps"]) == [120, 240] and list(curve["episodes"]) == [8, 8]
+    assert len((run / "logs" / "progress.csv").read_text().splitlines()) == 3
+    evaluations = (run / "eval" / "evaluations.csv").read_text().splitlines()
+    assert evaluations[0] == "timesteps,mean_return,mean_test_cost" and len(evaluations) == 3
+
+
+def test_the_saved_policy_loads_safely_and_acts_as_trained(run, store) -> None:
+    """The safe loader rebuilds the network with the trained weights: its greedy actions,
+    SB3's own predict with masks and the trainer's masked argmax agree on every state
+    of replayed episodes."""
+    agent = load_policy(run / f"{run.name}.zip")
+    env = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=SETTINGS)
+    rows, masks = [], []
+    for seed in range(3):
+        obs, _ = env.reset(seed=seed)
+        for action in [0, 1] * 7 + [0]:
+            rows.append(obs)
+            masks.append(env.unwrapped.action_masks())
+            mask = env.unwrapped.action_masks()
+            obs, *_ = env.step(action if mask[action] else 1 - action)
+    obs, mask = np.array(rows), np.array(masks)
+    logits, _ = policy_outputs(agent.model.policy, torch.as_tensor(obs), torch.as_tensor(mask))
+    trained = logits.argmax(dim=1).numpy()
+    assert np.array_equal(agent.predict(obs)[0], trained)
+    assert np.array_equal(agent.model.predict(obs, deterministic=True, action_masks=mask)[0],
+                          trained)
+
+
+def test_the_policy_plays_the_live_env_compare_and_evaluate_policy(run, data, tmp_path) -> None:
+    path = str(run / f"{run.name}.zip")
+    live = BudgetAllocationEnv(["large"], data_dir=data, settings=SETTINGS)
+    records = run_episode(live, make_agent(path), seed=0)
+    assert len(records) == 15
+    with pytest.warns(UserWarning, match="Monitor"):
+        _, lengths = evaluate_policy(load_policy(path).model, live, n_eval_episodes=1,
+                                     return_episode_rewards=True)
+    assert lengths == [15]
+    table = run_grid(Grid(("large",), (0,), (path, "all-in-lr"), (SETTINGS,)), tmp_path,
+                     data_dir=data, n_jobs=1, progress=False)
+    assert set(table["agent"]) == {f"policy:{run.name}", "all-in-lr"}
+
+
+def test_ppo_observation_v1_and_reproducible(store, tmp_path) -> None:
+    """PPO on observation v1: the network reads the vector env's 20 features; the same seed
+    gives the same weights."""
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 60, "observation": "v1",
+              "hyperparameters": TINY, "output_dir": tmp_path}
+    first = train_batched(store, run_name="a", **kwargs)
+    second = train_batched(store, run_name="b", **kwargs)
+    a, b = (load_policy(d / f"{d.name}.zip") for d in (first, second))
+    assert a.observation_version == "v1"
+    assert a.model.observation_space.shape == (len(OBSERVATIONS["v1"]),)
+    for key, value in a.model.policy.state_dict().items():
+        assert torch.equal(value, b.model.policy.state_dict()[key])
+
+
+def test_store_settings_and_bad_options(store, tmp_path) -> None:
+    assert store_settings(store, None, None) == SETTINGS
+    assert store_settings(store, None, "entropy") == SETTINGS.replace(reward="entropy")
+    with pytest.raises(ValueError, match="run A2C or DQN with --trainer sb3|not 'dqn'"):
+        train_batched(store, algo="dqn", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown observation|observation"):
+        train_batched(store, observation="v9", output_dir=tmp_path)
+
+
+def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
+    argv = ["--trainer", "batched", "--algo", "maskable_ppo", "--replay-store", str(store),
+            "--prior", "knn", "--n-envs", "4", "--total-timesteps", "60", "--batch-size", "30",
+            "--output-dir", str(tmp_path), "--run-name", "cli", "--no-progress"]
+    assert train_main(argv) == 0
+    record = json.loads((tmp_path / "cli" / "cli.json").read_text())
+    assert record["algorithm_kwargs"]["batch_size"] == 30
+    assert record["algorithm_kwargs"]["n_epochs"] == PPOHyperparameters().n_epochs
+    assert (tmp_path / "cli" / "curve.png").is_file()
+    assert train_main(["--trainer", "batched", "--output-dir", str(tmp_path)]) == 2
+    assert "give --replay-store" in capsys.readouterr().err
+
+
+def test_the_learning_check_replays_a_groups_policies(store, tmp_path) -> None:
+    """``bench --quality-runs``: a group's greedy policies replayed on every cell, beside
+    the yardsticks; no path beats the hindsight optimum of the final cost."""
+    from agents.experiments.studies.training_bench import quality_table, run_groups
+
+    run = train_batched(store, n_envs=4, total_timesteps=60, hyperparameters=TINY,
+                        output_dir=tmp_path, run_name="g-s0")
+    assert run_groups(tmp_path) == {"g": [run]}
+    rows = {r["policy"]: r for r in quality_table({"g": [run]}, store, SETTINGS)}
+    assert set(rows) == {"optimal-final", "optimal", "oracle", "all-in-lr", "all-in-al", "g"}
+    best = rows["optimal-final"]["final_cost"]
+    assert all(r["final_cost"] >= best - 1e-12 for r in rows.values())
+    assert rows["g"]["range"][0] == rows["g"]["range"][1] == rows["g"]["final_cost"]
+    assert rows["g"]["seconds"] > 0
+
+
+def test_the_training_bench_needs_a_store(capsys) -> None:
+    from agents.experiments.cli.bench import main as bench_main
+
+    assert bench_main(["--training"]) == 2
+    assert "--training needs --replay-store" in capsys.readouterr().err
+    assert bench_main(["--quality-runs", "."]) == 2
+    assert "--quality-runs needs --eval-store" in capsys.readouterr().err

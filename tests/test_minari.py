@@ -1,0 +1,89 @@
+"""Replay episodes as Minari datasets (agents.experiments.stores.minari_datasets and
+ballad-env minari): recorded, loaded back equal to the episodes played, the environment
+recovered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import write_data_files
+
+import ballad_env
+from agents.experiments.cli.minari_data import main as minari_main
+from agents.experiments.lattice_build import build_store
+from agents.experiments.stores.minari_datasets import INFO_KEYS, record_dataset
+from ballad_env.replay.store import LatticeStore
+from ballad_env.settings import Settings
+
+minari = pytest.importorskip("minari")
+SETTINGS = Settings(prior="knn", reward="cost")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    data = write_data_files(tmp_path_factory.mktemp("data"), {"large": 300})
+    root = tmp_path_factory.mktemp("store")
+    build_store(root, ["large"], [0, 1], [Settings(prior="knn")], data_dir=data,
+                progress=False)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def minari_folder(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    return tmp_path / "minari"
+
+
+def test_the_hindsight_optimum_is_recorded_and_loads_back(store) -> None:
+    """Every stored cell once: the actions are the lattice's optimal path, the rewards sum
+    to the start cost minus the final one, the infos hold the test cost of every step, and
+    the recovered environment is the replay environment of the same store and setting."""
+    record_dataset(store, "optimal-final", "ballad/test-optimal-v0")
+    dataset = minari.load_dataset("ballad/test-optimal-v0")
+    assert dataset.total_episodes == 2 and dataset.total_steps == 30
+    lattices = [LatticeStore(store).load("large", s, SETTINGS) for s in (0, 1)]
+    for episode, lattice in zip(dataset.iterate_episodes(), lattices, strict=True):
+        assert tuple(episode.actions) == lattice.optimal_path("final")
+        costs = episode.infos["test_cost"]
+        assert len(costs) == 16 and costs[-1] == pytest.approx(lattice.costs_along(
+            episode.actions)[-1])
+        assert episode.rewards.sum() == pytest.approx(costs[0] - costs[-1])
+        assert episode.terminations[-1] and not episode.truncations.any()
+        assert set(episode.infos) == set(INFO_KEYS)
+    env = dataset.recover_environment()
+    assert env.spec.id == ballad_env.REPLAY_ENV_ID
+    assert env.unwrapped.settings == SETTINGS
+    first = next(dataset.iterate_episodes())
+    obs, _ = env.reset(options={"dataset": "large", "seed": 0})
+    assert np.array_equal(obs, first.observations[0])
+
+
+def test_an_agent_and_drawn_episodes(store) -> None:
+    """``episodes`` N: episode k is the environment's reset with seed + k, played by the
+    agent: the same observations and actions as playing it again."""
+    from agents.registry import make_agent
+
+    record_dataset(store, "all-in-lr", "ballad/test-lr-v0", episodes=3, seed=5)
+    dataset = minari.load_dataset("ballad/test-lr-v0")
+    assert dataset.total_episodes == 3
+    env = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=SETTINGS)
+    agent = make_agent("all-in-lr", env.unwrapped)
+    for k, episode in enumerate(dataset.iterate_episodes()):
+        obs, _ = env.reset(seed=5 + k)
+        for t, action in enumerate(episode.actions):
+            assert np.array_equal(obs, episode.observations[t])
+            assert agent.predict(obs)[0] == action
+            obs, *_ = env.step(int(action))
+        assert np.array_equal(obs, episode.observations[-1])
+
+
+def test_the_command_line(store, minari_folder, capsys) -> None:
+    argv = ["--store", str(store), "--policy", "oracle", "--dataset-id", "ballad/cli-v0",
+            "--minari-path", str(minari_folder)]
+    assert minari_main(argv) == 0
+    assert "recorded 2 episodes (30 steps)" in capsys.readouterr().out
+    assert minari_main([*argv[:3], "nope", *argv[4:]]) == 2
+    assert "unknown agent 'nope'" in capsys.readouterr().err
