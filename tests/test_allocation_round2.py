@@ -149,3 +149,12 @@ def test_update_params_names_a_first_round_family_when_the_fit_is_the_same(tmp_p
     assert json.loads(path.read_text())["allocator"] == "split-rule-2"
     r2.allocator = CURRENT
     assert update_params(path, r2) == CURRENT
+
+
+def test_the_batched_trainer_refuses_reserved_sets(tmp_path) -> None:
+    pytest.importorskip("torch")
+    from agents.experiments.training.batched import train_batched
+
+    with pytest.raises(ValueError, match="reserved"):
+        train_batched(tmp_path, datasets=["Pima", "adbench/cardio@500"], settings=Settings(),
+                      output_dir=tmp_path)
