@@ -124,22 +124,30 @@ class SplitRule(EpisodeStateAgent):
 
 
 class ImitationPolicy(RuleAgent):
-    """AL when the logistic score of the observation is positive, else LR; no memory, so
-    it plays any number of environments at once and replays exactly on a lattice."""
+    """AL when the logistic model's probability of AL exceeds ``threshold`` (0.5: its
+    score is positive), else LR; no memory, so it plays any number of environments at once
+    and replays exactly on a lattice. A threshold above 0.5 is the fallback rule: AL only
+    where the model is confident, All-in-LR's move otherwise."""
 
     name = "imitation"
     observation_version = "v2"
 
-    def __init__(self, models: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, models: Sequence[Mapping[str, Any]], threshold: float = 0.5) -> None:
         self.levels = _LevelModels(models)
         if any(m["coef"].shape[0] != 1 for m in self.levels.models):
             raise ValueError("an imitation model has one output (the log-odds of AL)")
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold is a probability in (0, 1), got {threshold}")
+        self.threshold = float(threshold)
+        #: The score AL needs: the log-odds of the threshold (0 at 0.5).
+        self.min_score = float(np.log(threshold / (1.0 - threshold)))
 
     def act(self, observation: np.ndarray) -> int:
-        return AL if float(self.levels.outputs(observation)[0]) > 0.0 else LR
+        return AL if float(self.levels.outputs(observation)[0]) > self.min_score else LR
 
     def __repr__(self) -> str:
-        return f"ImitationPolicy(levels={len(self.levels.models)})"
+        return (f"ImitationPolicy(levels={len(self.levels.models)}, "
+                f"threshold={self.threshold:g})")
 
 
 class LevelPolicies(RuleAgent):
@@ -158,14 +166,46 @@ class LevelPolicies(RuleAgent):
         for policy in self.policies.values():
             policy.reset(seed)
 
-    def act(self, observation: np.ndarray) -> int:
+    def nearest(self, observation: np.ndarray) -> Any:
+        """The policy fitted at the cost ratio nearest the observation's."""
         ratio = feature(observation, "cost_ratio")
-        nearest = min(self.policies, key=lambda r: abs(r - ratio))
-        action, _ = self.policies[nearest].predict(observation, deterministic=True)
+        return self.policies[min(self.policies, key=lambda r: abs(r - ratio))]
+
+    def act(self, observation: np.ndarray) -> int:
+        action, _ = self.nearest(observation).predict(observation, deterministic=True)
         return int(np.asarray(action).item())
+
+    def action_probabilities(self, observation: np.ndarray) -> np.ndarray:
+        """(AL, LR) probabilities of the nearest level's policy, on the valid actions."""
+        return np.asarray(self.nearest(observation).action_probabilities(observation))
 
     def __repr__(self) -> str:
         return f"LevelPolicies(levels={sorted(self.policies)})"
+
+
+class ConfidentPolicy(RuleAgent):
+    """The fallback rule: AL where ``inner`` puts at least ``threshold`` of its probability
+    on AL, else LR (All-in-LR's move); the available one where a pool is exhausted. At 0.5
+    it is ``inner``'s greedy action (ties to AL, as ``PolicyAgent`` breaks them). ``inner``
+    gives ``action_probabilities(observation)`` ((AL, LR) per row) and reads no memory."""
+
+    name = "confident"
+
+    def __init__(self, inner: Any, threshold: float) -> None:
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold is a probability in (0, 1), got {threshold}")
+        self.inner, self.threshold = inner, float(threshold)
+        self.observation_version = getattr(inner, "observation_version", "v2")
+
+    def reset(self, seed: int | None = None) -> None:
+        self.inner.reset(seed)
+
+    def act(self, observation: np.ndarray) -> int:
+        p_al = float(np.atleast_2d(self.inner.action_probabilities(observation))[0, AL])
+        return AL if p_al >= self.threshold else LR
+
+    def __repr__(self) -> str:
+        return f"ConfidentPolicy({self.inner!r}, threshold={self.threshold:g})"
 
 
 def packaged_policies(entry: Mapping[str, Any]) -> LevelPolicies:
@@ -187,8 +227,10 @@ def packaged_params() -> dict[str, Any]:
 
 
 def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
-    """A fresh agent of ``family`` (``split-rule``, ``imitation``, ``maskable-ppo``, or
-    ``allocator``: the family the packaged file names best) with the packaged parameters."""
+    """A fresh agent of ``family`` with the packaged parameters: ``split-rule``,
+    ``imitation``, ``maskable-ppo``, the second round's ``split-rule-2``, ``imitation-2``
+    and ``maskable-ppo-confident`` (an entry naming a ``family`` and a ``threshold``: that
+    family behind ``ConfidentPolicy``), or ``allocator`` (the family the file names)."""
     params = packaged_params()
     if family == "allocator":
         family = params["allocator"]
@@ -196,11 +238,13 @@ def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
         raise ValueError(f"no packaged parameters for {family!r}: use one of "
                          f"{', '.join(params['families'])} or 'allocator'")
     entry = params["families"][family]
+    if "family" in entry:
+        return ConfidentPolicy(packaged_agent(entry["family"]), entry["threshold"])
     if family == "maskable-ppo":
         return packaged_policies(entry)
-    if family == "split-rule":
+    if family.startswith("split-rule"):
         return SplitRule(entry["models"], entry["splits"], entry["probe"], entry["margin"])
-    return ImitationPolicy(entry["models"])
+    return ImitationPolicy(entry["models"], entry.get("threshold", 0.5))
 
 
 #: Registered names and factories (no environment needed).
@@ -211,5 +255,5 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "allocator": lambda env: packaged_agent("allocator"),
 }
 
-__all__ = ["ALLOCATION_AGENTS", "PARAMS_FILE", "ImitationPolicy", "LevelPolicies", "SplitRule",
-           "packaged_agent", "packaged_params", "packaged_policies"]
+__all__ = ["ALLOCATION_AGENTS", "PARAMS_FILE", "ConfidentPolicy", "ImitationPolicy",
+           "LevelPolicies", "SplitRule", "packaged_agent", "packaged_params", "packaged_policies"]

@@ -45,12 +45,42 @@ def build_parser() -> argparse.ArgumentParser:
                         "this many steps and score it beside the fitted families (0: no RL)")
     p.add_argument("--reuse-cv", action="store_true",
                    help="read the cross validations back from --out where a run wrote them")
+    p.add_argument("--round2", action="store_true",
+                   help="the second round instead (docs/studies/ALLOCATION.md, 'Second "
+                        "round'): wider choices by training cross validation on the lattices "
+                        "of --out, then one held-out replay")
+    p.add_argument("--rl-cv-steps", type=int, default=0,
+                   help="with --round2: cross-validate the RL family too, training MaskablePPO "
+                        "per fold and cost level with this many steps (0: leave it out)")
     add_execution_arguments(p, n_jobs=1, scheduler=True)
     return p
 
 
+def round2(args: argparse.Namespace) -> int:
+    """The second round: its tables, and with --write-params its packaged entries."""
+    from agents.experiments.studies.allocation.report2 import (
+        run_round2,
+        update_params,
+        write_round2_tables,
+    )
+
+    try:
+        r2 = run_round2(args.out, rl_steps=args.rl_cv_steps, log=lambda m: print(m, flush=True))
+    except (FileNotFoundError, ValueError, RunError, StoreError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.write_params:
+        print(f"{PARAMS}: allocator = {update_params(PARAMS, r2)}")
+    docs = REPO / "docs" if args.update_docs else args.out
+    for path in write_round2_tables(r2, docs / "tables"):
+        print(path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.round2:
+        return round2(args)
     from agents.experiments.studies.allocation.report import (
         deployable_agents,
         run_study,

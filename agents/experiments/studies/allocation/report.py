@@ -89,10 +89,10 @@ def run_study(out: Path, *, data_dir: str | None = None, n_jobs: int = 1,
     held, held_lat = cell_records(out, *side_cells(split, "held_out"))
     timing["cell records (CPU s)"] = time.process_time() - start
     log(f"{len(train)} training and {len(held)} held-out cells read")
-    split_cv = _cached(Path(out) / "cv_split_rule.csv", reuse_cv, timing,
+    split_cv = cached_frame(Path(out) / "cv_split_rule.csv", reuse_cv, timing,
                        "split-rule cross validation (CPU s)", lambda: A.select_split_rule(train))
     log("split rule chosen")
-    imitation_cv = _cached(Path(out) / "cv_imitation.csv", reuse_cv, timing,
+    imitation_cv = cached_frame(Path(out) / "cv_imitation.csv", reuse_cv, timing,
                            "imitation cross validation (CPU s)",
                            lambda: A.select_imitation(train, train_lat))
     log("imitation chosen")
@@ -143,7 +143,7 @@ def best_family(held: pd.DataFrame, families: Mapping[str, Any]) -> str:
     return max(families, key=lambda f: min(A.level_shares(held, f).values()))
 
 
-def _cached(path: Path, reuse: bool, timing: dict[str, float], label: str,
+def cached_frame(path: Path, reuse: bool, timing: dict[str, float], label: str,
             compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """``compute()``, written to ``path``; with ``reuse`` read back from ``path`` if there
     (a rerun after a later step failed: the choice depends only on the training cells)."""
@@ -320,6 +320,6 @@ def draw_shares(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-__all__ = ["GOAL_SHARE", "PAPER", "Study", "ablation_table", "agents_table", "cv_table",
-           "deployable_agents", "draw_shares", "paper_table", "per_dataset_table",
+__all__ = ["GOAL_SHARE", "PAPER", "Study", "ablation_table", "agents_table", "cached_frame",
+           "cv_table", "deployable_agents", "draw_shares", "paper_table", "per_dataset_table",
            "room_table", "run_study", "timing_table", "write_tables"]

@@ -34,9 +34,11 @@ def policy_path(out: Path, level: str) -> Path:
 
 
 def train_policies(out: Path, datasets: Sequence[str], steps: int,
-                   levels: Sequence[str] = tuple(COST_LEVELS)) -> dict[str, float]:
-    """Train the missing levels' policies (``steps`` environment steps each); the training
-    CPU seconds of each level (for one reused, those its run recorded beside it)."""
+                   levels: Sequence[str] = tuple(COST_LEVELS),
+                   store: Path | None = None) -> dict[str, float]:
+    """Train the missing levels' policies (``steps`` environment steps each) on the lattices
+    of ``store`` (default ``<out>/lattices``) into ``<out>/policies``; the training CPU
+    seconds of each level (for one reused, those its run recorded beside it)."""
     from agents.experiments.training.sb3 import TrainConfig, train
 
     seconds = {}
@@ -49,7 +51,8 @@ def train_policies(out: Path, datasets: Sequence[str], steps: int,
             algo=ALGO, datasets=tuple(datasets),
             settings=COST_LEVELS[level].replace(reward="round_cost"), total_timesteps=steps,
             seed=SEED, n_envs=N_ENVS, vec_env="vector",
-            replay_store=str(Path(out) / "lattices"), episode_seeds=10, observation="v2",
+            replay_store=str(Path(out) / "lattices" if store is None else store),
+            episode_seeds=10, observation="v2",
             output_dir=str(Path(out) / "policies"), run_name=f"mppo_{level}",
             progress_bar=False, torch_threads=1)
         start = time.process_time()
