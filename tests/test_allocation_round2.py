@@ -132,7 +132,10 @@ def test_threshold_table_scores_each_column_by_hand() -> None:
     assert table["cv default"].tolist() == pytest.approx([0.2, 0.5])
 
 
-def test_update_params_names_a_first_round_family_when_the_fit_is_the_same(tmp_path) -> None:
+def test_update_params_keeps_the_allocator_when_the_winner_is_a_first_round_fit(
+        tmp_path) -> None:
+    """A cross-validation winner whose fit equals a first-round family's was already ranked
+    beside the allocator on the held-out cells: the allocator stays. A new fit replaces it."""
     import json
 
     from agents.experiments.studies.allocation.report2 import Round2, update_params
@@ -142,7 +145,7 @@ def test_update_params_names_a_first_round_family_when_the_fit_is_the_same(tmp_p
     path.write_text(json.dumps({"allocator": CURRENT, "families": {"split-rule": entry}}))
     r2 = Round2(cv={}, summary=pd.DataFrame(), entries={"split-rule": dict(entry)},
                 allocator="split-rule", held=pd.DataFrame())
-    assert update_params(path, r2) == "split-rule"
+    assert update_params(path, r2) == CURRENT
     assert json.loads(path.read_text())["families"] == {"split-rule": entry}
     r2.entries["split-rule"]["margin"] = 0.01  # a different fit: a new name
     assert update_params(path, r2) == "split-rule-2"

@@ -120,9 +120,11 @@ def candidate_agents(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
 
 def update_params(path: Path, r2: Round2) -> str:
     """Point the packaged file's ``allocator`` at the round's choice and return its name.
-    A chosen candidate whose fitted entry equals a first-round family's is that family (no
-    second name for the same agent); a new one is added under its ``NAMES`` name. The
-    other candidates are reported, not packaged."""
+    A new candidate (a fit no first-round family has) is added under its ``NAMES`` name and
+    becomes the allocator. A chosen candidate whose fitted entry equals a first-round
+    family's is that family, which the first round already measured beside the current
+    allocator on the held-out cells, as the issue asks ("the best one is the allocator"):
+    the current allocator stays. The other candidates are reported, not packaged."""
     params = json.loads(path.read_text())
     name = r2.allocator
     if name != CURRENT:
@@ -131,6 +133,8 @@ def update_params(path: Path, r2: Round2) -> str:
         if any(entry.get(k) != same.get(k) for k in PACKAGED_KEYS):
             name = NAMES[name]
             params["families"][name] = entry
+        else:
+            name = CURRENT
     params["allocator"] = name
     params["allocator_chosen_by"] = ROUND2_RULE
     path.write_text(json.dumps(params, indent=1) + "\n")
@@ -145,9 +149,10 @@ PACKAGED_KEYS = ("models", "splits", "probe", "margin", "threshold", "family")
 #: How the second round keeps or replaces the allocator.
 ROUND2_RULE = ("second round: each candidate's settings and the choice among them by "
                "5-fold cross validation over the training data sets (largest smallest share "
-               "of the room over the three cost levels); the allocator changes only to a "
-               "candidate whose cross-validated score beats the current allocator's, computed "
-               "the same way; no held-out or reserved data set")
+               "of the room over the three cost levels); the allocator changes only to a new "
+               "candidate (a fit no first-round family has) whose cross-validated score beats "
+               "the current allocator's, computed the same way; a first-round family stays "
+               "as the first round ranked it on the held-out cells; no reserved data set")
 
 
 def shares_table(r2: Round2) -> pd.DataFrame:
