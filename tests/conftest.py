@@ -212,3 +212,16 @@ def crossed_hand_paths(queries: str = "ours", with_lattice: bool = True) -> Any:
 def same() -> Callable[[Any, Any], bool]:
     """``same(a, b)``: see :func:`same_data`."""
     return same_data
+
+
+def v2_observation(**values: float) -> np.ndarray:
+    """A v2 observation with the named features set (the rest 0; cost_ratio 0.5; both
+    actions available)."""
+    from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS
+
+    obs = np.zeros(len(OBSERVATIONS["v2"]), dtype=np.float32)
+    obs[ALL_FEATURE_INDEX["cost_ratio"]] = 0.5
+    obs[ALL_FEATURE_INDEX["al_available"]] = obs[ALL_FEATURE_INDEX["lr_available"]] = 1.0
+    for name, value in values.items():
+        obs[ALL_FEATURE_INDEX[name]] = value
+    return obs

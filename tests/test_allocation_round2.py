@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import v2_observation as observation
 
 import agents
 from agents.allocation import ConfidentPolicy, ImitationPolicy, LevelPolicies, packaged_params
@@ -16,22 +17,12 @@ from agents.registry import make_agent
 from ballad_env.data import load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR
-from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS
+from ballad_env.observation import OBSERVATIONS
 from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
 
-N = len(OBSERVATIONS["v2"])
 NEW = ("split-rule-2", "imitation-2", "maskable-ppo-confident")
 
-
-def observation(**values: float) -> np.ndarray:
-    """A v2 observation with the named features set (the rest 0; cost_ratio 0.5)."""
-    obs = np.zeros(N, dtype=np.float32)
-    obs[ALL_FEATURE_INDEX["cost_ratio"]] = 0.5
-    obs[ALL_FEATURE_INDEX["al_available"]] = obs[ALL_FEATURE_INDEX["lr_available"]] = 1.0
-    for name, value in values.items():
-        obs[ALL_FEATURE_INDEX[name]] = value
-    return obs
 
 
 class Fixed:

@@ -19,6 +19,7 @@ import pytest
 from test_policy_trust import genuine, rewrite, zip_data
 
 from agents import policy_zip
+from agents.experiments.stores.hostile import with_declared_size
 from agents.policy import load_policy
 from agents.policy_zip import PolicyFileError
 
@@ -49,15 +50,7 @@ def test_a_zip_bomb_member_is_refused_by_its_inflated_size(genuine, tmp_path):
 
 def _forge_size(archive: Path, member: str, size: int) -> None:
     """Rewrite the uncompressed size ``member`` declares (local and central headers)."""
-    raw = bytearray(archive.read_bytes())
-    name = member.encode()
-    for signature, offset, name_at in ((b"PK\x03\x04", 22, 30), (b"PK\x01\x02", 24, 46)):
-        start = 0
-        while (at := raw.find(signature, start)) >= 0:
-            start = at + 4
-            if raw[at + name_at: at + name_at + len(name)] == name:
-                raw[at + offset: at + offset + 4] = struct.pack("<I", size)
-    archive.write_bytes(bytes(raw))
+    archive.write_bytes(with_declared_size(archive.read_bytes(), member, size))
 
 
 def test_a_member_declaring_gigabytes_is_refused_before_reading(genuine, tmp_path):

@@ -51,10 +51,13 @@ def _color(agent: str, index: int) -> str:
     return AGENT_COLORS.get(agent, f"C{(index + 5) % 10}")
 
 
-def _save(fig: plt.Figure, path: str | os.PathLike) -> Path:
+def save_figure(fig: plt.Figure, path: str | os.PathLike, *, dpi: int = 130,
+                bbox_inches: str | None = "tight") -> Path:
+    """Write ``fig`` to ``path`` (its folder made if missing), close it, return the path:
+    the one way every report's figure reaches the disk."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi, bbox_inches=bbox_inches)
     plt.close(fig)
     return path
 
@@ -114,7 +117,7 @@ def cost_per_round(results: Results, path: str | os.PathLike, *,
     if title:
         fig.suptitle(title, y=1.04, fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def mean_cost_per_round(results: Results, path: str | os.PathLike, *,
@@ -144,7 +147,7 @@ def _finish_panels(fig: Any, n_agents: int, title: str | None,
     if title:
         fig.suptitle(title, y=1.09)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
@@ -201,8 +204,8 @@ def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
                  f" ({int(stats['rounds'])} rounds)", fontsize=9)
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 __all__ = ["AGENT_COLORS", "cost_by_round_with_errors", "cost_per_round", "mean_cost_per_round",
-           "reward_difference_histogram"]
+           "reward_difference_histogram", "save_figure"]

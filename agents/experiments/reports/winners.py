@@ -24,6 +24,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
+from agents.experiments.reports.plots import save_figure  # noqa: E402
+
 #: The deployable rules compared: neither reads a test label nor looks ahead.
 RULES = ("all-in-al", "all-in-lr", "ballad", "sadal")
 #: What the rows and the columns of the grid are made of.
@@ -89,11 +91,7 @@ def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
               bbox_to_anchor=(0.5, 1.12), frameon=False, fontsize=8)
     if title:
         ax.set_title(title, fontsize=9, pad=28)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def answer_title(table: pd.DataFrame) -> str:

@@ -126,7 +126,7 @@ def _rezip(data: bytes, change: Callable[[str, bytes], bytes | None]) -> bytes:
     return out.getvalue()
 
 
-def _declared(data: bytes, member: str, size: int) -> bytes:
+def with_declared_size(data: bytes, member: str, size: int) -> bytes:
     """The zip ``data`` with ``member`` declaring ``size`` bytes (both of its headers)."""
     raw, name = bytearray(data), member.encode()
     for signature, offset, name_at in ((b"PK\x03\x04", 22, 30), (b"PK\x01\x02", 24, 46)):
@@ -155,7 +155,7 @@ def policy_rewrites() -> list[Rewrite]:
     ``data`` member inflating to 40 MB, networks of 10^8 parameters or malformed, and
     buffers of 10^11."""
     rewrites = [Rewrite(f"{member} declares {size} bytes",
-                        functools.partial(_declared, member=member, size=size))
+                        functools.partial(with_declared_size, member=member, size=size))
                 for member in ("data", "policy.pth", "policy.optimizer.pth")
                 for size in (2**31, 2**32 - 1)]
     rewrites.append(Rewrite("data inflates to 40 MB", _bloated))
@@ -332,5 +332,6 @@ def hostile_outcomes(folder: Path, policy: bool = True) -> Iterator[Outcome]:
 
 
 __all__ = ["DOWNLOAD_TRICKS", "NESTED", "WRONG_VALUES", "HostileServer", "Rewrite",
+           "with_declared_size",
            "download_outcome", "hostile_outcomes", "manifest_outcomes", "manifest_rewrites",
            "policy_rewrites", "rerun_kind"]

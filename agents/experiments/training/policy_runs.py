@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.executor import execute, worker_limits
+from agents.experiments.reports.plots import save_figure
 from agents.experiments.stores.results import (
     FORMAT_VERSION,
     ResultStore,
@@ -348,11 +349,7 @@ def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str |
         axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120, bbox_inches=None)
 
 
 __all__ = ["ROUNDS", "RULES", "RUN_PATTERN", "STUDY_OPTIONS", "StudyError", "by_training_seed",

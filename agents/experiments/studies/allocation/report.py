@@ -21,6 +21,7 @@ import pandas as pd
 
 from agents.allocation import SplitRule
 from agents.experiments.allocation_split import load_split
+from agents.experiments.reports.plots import save_figure
 from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.allocation import analysis as A
 from agents.experiments.studies.allocation import fit as F
@@ -314,10 +315,7 @@ def draw_shares(table: pd.DataFrame, path: Path) -> Path:
     ax.set_title("Held-out data sets, SSDO, lattice-exact")
     ax.legend(fontsize=7, ncol=2, loc="lower left")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110, bbox_inches=None)
 
 
 __all__ = ["GOAL_SHARE", "PAPER", "Study", "ablation_table", "agents_table", "cached_frame",

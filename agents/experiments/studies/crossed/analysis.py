@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.lattice_paths import BEST_FIXED, best_fixed_per_cell
+from agents.experiments.reports.plots import save_figure
 from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.crossed.cells import CELL, StudyOptions, stored_paths
 from agents.experiments.studies.crossed.factors import (
@@ -341,10 +342,7 @@ def draw_regrets(tidy: pd.DataFrame, path: Path) -> Path:
                  fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, bbox_inches=None)
 
 
 __all__ = ["DEPLOYABLE", "FLOOR", "STRATEGIES", "TAKERS", "TIDY_COLUMNS", "dataset_group",

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from agents.experiments.reports.plots import save_figure
 from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.crossed.analysis import dataset_group
 from agents.experiments.studies.crossed.factors import POSED
@@ -178,10 +179,7 @@ def draw(tidy: pd.DataFrame, props: Mapping[str, tuple[str, float, int]], path: 
     axes[0][0].set_ylabel("mean test cost gained by label-free rejection")
     axes[0][0].legend(fontsize=7, loc="best")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, bbox_inches=None)
 
 
 def write_label_free(tidy: pd.DataFrame, names: list[str], data_dir: str | None,
