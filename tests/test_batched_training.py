@@ -21,6 +21,7 @@ from agents.experiments.cli.train import main as train_main
 from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store
 from agents.experiments.run import run_grid
+from agents.experiments.stores.results import RunError
 from agents.experiments.training.batched import store_settings, train_batched
 from agents.experiments.training.policy_runs import read_monitor
 from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae, policy_outputs
@@ -162,6 +163,22 @@ def test_ppo_observation_v1_and_reproducible(store, tmp_path) -> None:
     assert a.model.observation_space.shape == (len(OBSERVATIONS["v1"]),)
     for key, value in a.model.policy.state_dict().items():
         assert torch.equal(value, b.model.policy.state_dict()[key])
+
+
+def test_a_finished_batched_run_is_replaced_only_with_overwrite(store, tmp_path) -> None:
+    """As the SB3 path: the same run name again is refused, and --overwrite replaces it."""
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 60, "hyperparameters": TINY,
+              "output_dir": tmp_path, "run_name": "again"}
+    first = train_batched(store, **kwargs)
+    with pytest.raises(RunError, match="Pass --overwrite"):
+        train_batched(store, **kwargs)
+    assert train_batched(store, overwrite=True, **kwargs) == first
+    assert (first / "again.zip").is_file()
+    argv = ["--trainer", "batched", "--replay-store", str(store), "--algo", "ppo", "--prior",
+            "knn", "--n-envs", "4", "--total-timesteps", "60", "--batch-size", "30",
+            "--output-dir", str(tmp_path), "--run-name", "again", "--no-progress"]
+    assert train_main(argv) == 2  # refused, with the hint
+    assert train_main([*argv, "--overwrite"]) == 0
 
 
 def test_store_settings_and_bad_options(store, tmp_path) -> None:

@@ -150,6 +150,7 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
                             seed=args.seed, threads=args.torch_threads, hyperparameters=hyper,
                             eval_freq=args.eval_freq, output_dir=args.output_dir,
                             run_name=args.run_name, eval_seed=args.eval_seed,
+                            overwrite=args.overwrite,
                             **({"eval_episodes": args.eval_episodes}
                                if args.eval_episodes != defaults.eval_episodes else {}))
     record = json.loads((run_dir / f"{run_dir.name}.json").read_text())

@@ -47,7 +47,6 @@ from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
-from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
@@ -267,7 +266,7 @@ def write_settings(run: BatchedRun, hp: PPOHyperparameters, num_timesteps: int,
     return path
 
 
-def _run(algo: str, store: str | Path, settings: Settings, datasets: Sequence[str] | None,
+def _run(algo: str, store: str | Path, settings: Settings, names: Sequence[str],
          seeds: Sequence[int] | None, observation: str, n_envs: int, total_timesteps: int,
          seed: int, device: str, threads: int, eval_freq: int, eval_episodes: int,
          eval_seed: int, output_dir: str | Path, run_name: str | None) -> BatchedRun:
@@ -277,8 +276,7 @@ def _run(algo: str, store: str | Path, settings: Settings, datasets: Sequence[st
         raise ValueError("n_envs, total_timesteps, threads and eval_episodes must be positive")
     if eval_freq < 0:
         raise ValueError(f"eval_freq must be >= 0 (0: never), got {eval_freq}")
-    names = list(datasets) if datasets is not None else sorted(
-        {d for d, _ in BudgetAllocationReplayEnv(store, seeds=seeds, settings=settings).cells})
+    names = list(names)
     config = TrainConfig(algo=algo, datasets=tuple(names), settings=settings,
                          observation=observation, replay_store=str(store), seed=seed,
                          total_timesteps=total_timesteps, output_dir=str(output_dir))
@@ -296,7 +294,7 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
                   threads: int | None = None, hyperparameters: Mapping[str, Any] | None = None,
                   eval_freq: int = 0, output_dir: str | Path = "results/policies",
                   run_name: str | None = None, eval_episodes: int = 256,
-                  eval_seed: int = 100_000) -> Path:
+                  eval_seed: int = 100_000, overwrite: bool = False) -> Path:
     """Train PPO or MaskablePPO on ``n_envs`` replay episodes of ``store`` at once; returns
     the run folder, which holds ``<run>.zip`` (an SB3 model), ``<run>.json`` (settings,
     ``num_timesteps``, ``train_seconds``), ``monitor/`` and ``logs/`` (the curves) and, with
@@ -306,27 +304,36 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
     its reward (default ``cost``). ``hyperparameters`` override ``PPOHyperparameters``'
     fields. ``threads`` sets torch's intra-op threads for the run (None: 1 on a CPU). A
     rollout is ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to
-    whole rollouts of ``n_steps * n_envs`` steps.
+    whole rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is
+    replaced only with ``overwrite``.
     """
     algo = algo_name(algo)
     hp = PPOHyperparameters.from_mapping(hyperparameters or {})
     settings = store_settings(store, settings, reward)
-    run = _run(algo, store, settings, datasets, seeds, observation, n_envs, total_timesteps,
-               seed, device, threads or DEFAULT_THREADS, eval_freq, eval_episodes, eval_seed,
-               output_dir, run_name)
     envs = make_envs(store, n_envs, settings, datasets, seeds, observation)
-    eval_envs = (make_envs(store, eval_episodes, settings, datasets, seeds, observation)
-                 if eval_freq > 0 else None)
+    eval_envs = None
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(run.torch_threads)
     try:
-        return _train(run, hp, envs, eval_envs)
+        names = datasets if datasets is not None else sorted(
+            {d for d, _ in envs.unwrapped.cells})
+        run = _run(algo, store, settings, names, seeds, observation, n_envs, total_timesteps,
+                   seed, device, threads or DEFAULT_THREADS, eval_freq, eval_episodes,
+                   eval_seed, output_dir, run_name)
+        run_dir = fresh_run_dir(TrainConfig(algo=run.algo, run_name=run.run_name,
+                                            output_dir=run.output_dir, overwrite=overwrite))
+        if eval_freq > 0:
+            eval_envs = make_envs(store, eval_episodes, settings, datasets, seeds, observation)
+        torch.set_num_threads(run.torch_threads)
+        return _train(run, hp, envs, eval_envs, run_dir)
     finally:
         torch.set_num_threads(threads_before)
         envs.close()
+        if eval_envs is not None:
+            eval_envs.close()
 
 
-def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any) -> Path:
+def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any,
+           run_dir: Path) -> Path:
     """The training loop of :func:`train_batched`: rollouts, GAE, updates, curves, save."""
     space = envs.single_observation_space
     if space.shape != (len(OBSERVATIONS[run.observation]),):
@@ -337,8 +344,6 @@ def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any) -
     policy, masked = model.policy, run.algo == "maskable_ppo"
     gen = torch.Generator(device=run.device).manual_seed(run.seed)
     buf = Rollout(hp.n_steps, run.n_envs, space.shape[0], hp.gamma, run.device)
-    config = TrainConfig(algo=run.algo, run_name=run.run_name, output_dir=run.output_dir)
-    run_dir = fresh_run_dir(config)
     curves = Curves(run_dir, np.zeros(run.n_envs), time.time())
     curves.open()
     timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
