@@ -70,6 +70,19 @@ class ExactRewards:
         """Drop the kept info (it belongs to one observation)."""
         self._info = None
 
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray | int, Any]:
+        """The mixed-in agent's ``predict``, the kept info read by this one observation only:
+        dropped after the decision whichever way ``act`` returned, and never read by a
+        batch of several observations (it came with one)."""
+        if np.ndim(observation) > 1 and len(observation) > 1:
+            self.forget_info()
+        try:
+            return super().predict(  # type: ignore[misc]
+                observation, state, episode_start, deterministic)
+        finally:
+            self.forget_info()
+
 
 class RuleAgent:
     """Base for hand-written agents: ``act`` on one observation; ``predict`` handles batches.

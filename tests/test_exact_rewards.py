@@ -93,3 +93,20 @@ def test_run_episode_shows_ballad_the_float64_rewards(monkeypatch) -> None:
     monkeypatch.setattr(evaluation, "episode_record", lambda info, reward: dict(info))
     records = run_episode(_NearTie(), BalladAgent(), seed=0)
     assert [r["action"] for r in records] == [LR, LR, LR]  # LR first, then the float64 LR
+
+
+def test_the_info_is_read_by_its_own_observation_only() -> None:
+    """An early decision (AL not yet measured) leaves no info behind for the next
+    observation, and a batch of several observations never reads one observation's info."""
+    al, lr = 0.3, 0.3 + 1e-10
+    tie = _observation(al_measured=1.0, lr_measured=1.0, entropy_al=al, entropy_lr=lr)
+    early = _observation(lr_measured=1.0)  # AL not yet measured: AL, no reward read
+    agent = BalladAgent()
+    agent.reset(0)
+    show_info(agent, _info(entropy_al=al, entropy_lr=lr))
+    assert int(agent.predict(early)[0]) == AL
+    assert int(agent.predict(tie)[0]) == AL  # float32 tie: the early row's info is gone
+    show_info(agent, _info(entropy_al=al, entropy_lr=lr))
+    assert agent.predict(np.stack([early, tie]))[0].tolist() == [AL, AL]
+    show_info(agent, _info(entropy_al=al, entropy_lr=lr))
+    assert int(agent.predict(tie)[0]) == LR  # one observation, its own info: float64
