@@ -19,10 +19,10 @@ import ballad_env
 from agents.evaluation import run_episode
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.grid import Grid
-from agents.experiments.lattice_build import build_store
+from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
-from agents.experiments.training.batched import store_settings, train_batched
+from agents.experiments.training.batched import train_batched
 from agents.experiments.training.policy_runs import read_monitor
 from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae, policy_outputs
 from agents.policy import load_policy

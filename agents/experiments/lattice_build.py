@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -238,5 +239,23 @@ def build_summary(cells: pd.DataFrame, n_seeds: int = 100) -> pd.DataFrame:
     return table
 
 
+def store_settings(store: str | Path, settings: Settings | None, reward: str | None
+                   ) -> Settings:
+    """The settings to replay: ``settings`` (its reward replaced by ``reward`` when given), or
+    the store's only setting with ``reward`` (default ``cost``, the SB3 path's)."""
+    if settings is None:
+        stored = LatticeStore(store).manifest().get("settings", {})
+        if len(stored) != 1:
+            raise ValueError(f"the store {store} holds {len(stored)} settings "
+                             f"({sorted(stored)}): pass settings= (--prior, --c-fn, ...) to "
+                             "say which to replay")
+        settings = Settings.from_dict(next(iter(stored.values()))).replace(
+            reward=reward or "cost")
+    elif reward is not None:
+        settings = settings.replace(reward=reward)
+    return settings
+
+
 __all__ = ["CELL_COLUMNS", "SHARING_OPTIONS", "build_store", "build_summary", "pending_cells",
+           "store_settings",
            "prepare_store", "sharing_order", "store_table"]

@@ -294,12 +294,12 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_quality(args: argparse.Namespace) -> int:
     """The runs' greedy policies on the evaluation store, and their learning curves."""
+    from agents.experiments.lattice_build import store_settings
     from agents.experiments.studies.training_bench import (
         quality_report,
         quality_table,
         run_groups,
     )
-    from agents.experiments.training.batched import store_settings
     from agents.experiments.training.policy_runs import plot_training_curves, read_monitor
 
     if args.eval_store is None:
@@ -327,8 +327,8 @@ def run_training(args: argparse.Namespace) -> int:
         print("error: --training needs --replay-store DIR (a store built with "
               "scripts/build_lattices.py)", file=sys.stderr)
         return 2
+    from agents.experiments.lattice_build import store_settings
     from agents.experiments.studies.training_bench import measure_training, training_report
-    from agents.experiments.training.batched import store_settings
 
     try:
         settings = store_settings(args.replay_store, None, "cost")

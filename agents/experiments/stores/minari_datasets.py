@@ -34,6 +34,7 @@ except ModuleNotFoundError as err:  # minari comes with the 'minari' extra
     raise missing_extra(err, "recording Minari datasets") from err
 
 import ballad_env
+from agents.base import show_info
 from agents.registry import make_agent
 from ballad_env.settings import Settings
 
@@ -113,7 +114,7 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     ``episodes`` None plays every stored cell once, in order (``reset`` options); N plays N
     episodes whose cells the environment draws, from ``reset(seed=seed)`` on.
     """
-    from agents.experiments.training.batched import store_settings
+    from agents.experiments.lattice_build import store_settings
 
     settings = store_settings(store, settings, None)
     kwargs = env_kwargs(store, settings, observation, datasets, seeds)
@@ -129,14 +130,16 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     for k in range(count):
         if episodes is None:
             dataset, cell_seed = cells[k]
-            obs, _ = collector.reset(options={"dataset": dataset, "seed": cell_seed})
+            obs, info = collector.reset(options={"dataset": dataset, "seed": cell_seed})
         else:
-            obs, _ = collector.reset(seed=seed + k)
+            obs, info = collector.reset(seed=seed + k)
         agent.reset(k)
         done = False
-        while not done:
+        while not done:  # run_episode's loop: the rules see the float64 rewards too
+            show_info(agent, info)
             action, _ = agent.predict(obs, deterministic=True)
-            obs, _, terminated, truncated, _ = collector.step(int(np.asarray(action).item()))
+            obs, _, terminated, truncated, info = collector.step(
+                int(np.asarray(action).item()))
             done = bool(terminated or truncated)
     name = getattr(agent, "name", policy)
     description = (f"{count} episodes of {ballad_env.REPLAY_ENV_ID} on the lattice store "

@@ -36,6 +36,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import ballad_env
+from agents.experiments.lattice_build import store_settings
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
     Rollout,
@@ -47,7 +48,6 @@ from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
-from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 #: The algorithms by the names ``train_batched`` takes (the SB3 path's names work too), and
@@ -69,23 +69,6 @@ def algo_name(algo: str) -> str:
         raise ValueError(f"the batched trainer runs {sorted(set(BATCHED_ALGOS))}, not {algo!r}: "
                          "train A2C or DQN with --trainer sb3")
     return BATCHED_ALGOS[algo]
-
-
-def store_settings(store: str | Path, settings: Settings | None, reward: str | None
-                   ) -> Settings:
-    """The settings to replay: ``settings`` (its reward replaced by ``reward`` when given), or
-    the store's only setting with ``reward`` (default ``cost``, the SB3 path's)."""
-    if settings is None:
-        stored = LatticeStore(store).manifest().get("settings", {})
-        if len(stored) != 1:
-            raise ValueError(f"the store {store} holds {len(stored)} settings "
-                             f"({sorted(stored)}): pass settings= (--prior, --c-fn, ...) to "
-                             "say which to replay")
-        settings = Settings.from_dict(next(iter(stored.values()))).replace(
-            reward=reward or "cost")
-    elif reward is not None:
-        settings = settings.replace(reward=reward)
-    return settings
 
 
 def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequence[str] | None,
@@ -385,5 +368,5 @@ def _write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float)
 
 
 __all__ = ["BATCHED_ALGOS", "DEFAULT_THREADS", "TRAINER", "BatchedRun", "algo_name",
-           "build_model", "collect", "greedy_episodes", "make_envs", "store_settings",
+           "build_model", "collect", "greedy_episodes", "make_envs",
            "train_batched", "write_settings"]
