@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 #: The entry-point group of plugins.
 ENTRY_POINT_GROUP = "ballad_env.plugins"
 _modules: dict[str, None] = {}  # modules imported by name, in order (an ordered set)
-_entry_points_loaded = False
+_entry_points_loaded: set[str] = set()  # names of the entry points loaded in this process
 
 
 class PluginError(ImportError):
@@ -54,21 +54,19 @@ def load_plugins(modules: Iterable[str] = ()) -> tuple[str, ...]:
 def load_entry_points() -> None:
     """Load every entry point of :data:`ENTRY_POINT_GROUP`, once per process: a module's is
     imported, a function's called with no arguments."""
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
     for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name in _entry_points_loaded:  # a retry after another one failed
+            continue
         try:
             loaded = point.load()
             if callable(loaded) and ":" in point.value:
                 loaded()
         except Exception as err:  # noqa: BLE001 - any failure of the plugin, named
-            _entry_points_loaded = False
             dist = getattr(point.dist, "name", "an installed package")
             raise PluginError(f"the plugin {point.name!r} ({point.value}, from {dist}, "
                               f"entry point group {ENTRY_POINT_GROUP!r}) cannot be loaded "
                               f"({type(err).__name__}: {err}): fix or uninstall it") from err
+        _entry_points_loaded.add(point.name)
 
 
 def plugin_modules() -> tuple[str, ...]:

@@ -91,7 +91,7 @@ class Snapshot:
     c_r: float
     n_features: int  # the data's dimension
     per_round: int  # labels bought per round
-    # Label-free traits of the detector on D (``ballad_env.observation.detector_traits``):
+    # Label-free traits of the detector on D (``detector_traits`` below):
     # at the start (the prior's detector, before any label) and now (after i AL rounds).
     prior_flagged: float  # share of D with anomaly probability > 0.5, at the start
     prior_confidence: float  # mean |2p - 1| over D, at the start

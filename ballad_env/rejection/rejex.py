@@ -121,6 +121,7 @@ def _tail_root(k: int, n: int, level: float) -> float:
     return float(brentq(lambda t: binom.cdf(k, n, t) - level, 0.0, 1.0, xtol=1e-14))
 
 
+@lru_cache(maxsize=256)  # fixed per episode (|D|, gamma, T): every refit reads it
 def band_ends(n: int, gamma: float, t: float) -> tuple[float, float]:
     """(t1, t2): F(floor(n gamma) - 1; n, t1) = 1 - exp(-T), F(...; t2) = exp(-T); the rule
     rejects the examples whose p lies in [1 - t2, 1 - t1]. (0, 0) when nothing can be

@@ -147,9 +147,7 @@ class ReplayTables:
         parts["queried"] = np.concatenate([  # AL rounds' rows, then LR rounds'
             empty if lattice.al_queried is None else lattice.al_queried,
             empty if lattice.lr_queried is None else lattice.lr_queried])
-        per_round = parts["queried"].shape[1]
         parts["queried"][[0, k + 1]] = -1  # no round leads into i = 0 or j = 0: the start's
-        parts["queried_width"] = np.where(np.arange(2 * (k + 1)) % (k + 1) > 0, per_round, 0)
         if self.cost is not None:
             parts["cost_reward"] = self._cost_rewards(lattice)
         return parts
