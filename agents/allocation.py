@@ -119,6 +119,11 @@ class SplitRule(EpisodeStateAgent):
             self.lr_rounds = self.choose(observation)
         return LR if self.rounds - len(self.probe) <= self.lr_rounds else AL
 
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> SplitRule:
+        """The rule of a fitted entry (``agents/allocation_params.json``'s layout)."""
+        return cls(entry["models"], entry["splits"], entry["probe"], entry["margin"])
+
     def __repr__(self) -> str:
         return f"SplitRule(splits={self.splits}, probe={self.probe}, margin={self.margin:g})"
 
@@ -243,7 +248,7 @@ def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
     if family == "maskable-ppo":
         return packaged_policies(entry)
     if family.startswith("split-rule"):
-        return SplitRule(entry["models"], entry["splits"], entry["probe"], entry["margin"])
+        return SplitRule.from_entry(entry)
     return ImitationPolicy(entry["models"], entry.get("threshold", 0.5))
 
 

@@ -90,10 +90,9 @@ from agents.experiments.studies.vector_bench import (
     VECTOR_SIZES,
     measure_vector,
     ppo_report,
-    time_ppo,
     vector_report,
 )
-from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process
+from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process, time_ppo
 from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.store import StoreError

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 import ballad_env
-from agents.experiments.timing import PPO_PARTS, random_play, time_ppo
+from agents.experiments.timing import PPO_PARTS, random_play
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.vector import INFO_KEYS, ReplayVectorEnv
 from ballad_env.settings import Settings
@@ -119,7 +119,6 @@ def vector_report(result: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- PPO
-#: Where a PPO run's time goes: the functions whose cumulative time is each part.
 def ppo_report(rows: Sequence[dict[str, Any]]) -> str:
     """``time_ppo``'s rows side by side, with where the time went."""
     lines = [f"{'path':<8} {'envs':>5} {'n_steps':>7} {'steps':>9} {'seconds':>8} "
@@ -134,4 +133,4 @@ def ppo_report(rows: Sequence[dict[str, Any]]) -> str:
 
 
 __all__ = ["PPO_PARTS", "VECTOR_SIZES", "VECTOR_TARGET_STEPS", "measure_vector",
-           "play_vector", "ppo_report", "time_ppo", "vector_report"]
+           "play_vector", "ppo_report", "vector_report"]

@@ -20,6 +20,7 @@ import pandas as pd
 
 from agents.allocation import ImitationPolicy, SplitRule
 from agents.experiments.studies.allocation import fit as F
+from agents.experiments.studies.allocation.cells import BASELINES
 from ballad_env.replay.lattice import Lattice
 
 #: Folds of the cross validation (data sets sorted by name, every fifth in one fold).
@@ -120,22 +121,20 @@ def replay_table(lattices: Sequence[tuple[str, Lattice]], agents: Mapping[str, A
     """``records``' keys and yardsticks with one column per agent: its mean cost replayed on
     each lattice (``lattices`` in ``records``' order). Agents are fresh per lattice."""
     out = records[["level", "dataset", "seed", "optimal", "best-fixed-per-cell",
-                   *[c for c in records if c in BASELINE_COLUMNS]]].copy()
+                   *[c for c in records if c in BASELINES]]].copy()
     for name, make in agents.items():
         out[name] = [lat.mean_cost(lat.replay(make())) for _, lat in lattices]
     return out
 
 
 #: The baseline columns ``cells.cell_record`` adds.
-BASELINE_COLUMNS = ("all-in-al", "all-in-lr", "ballad", "sadal", "trait-switch")
 
 
 def fitted_agents(params: Mapping[str, Any]) -> dict[str, Any]:
     """Agent factories for the fitted families (``params``: the packaged file's layout)."""
     families = params["families"]
     rule, imitation = families["split-rule"], families["imitation"]
-    return {"split-rule": lambda: SplitRule(rule["models"], rule["splits"], rule["probe"],
-                                            rule["margin"]),
+    return {"split-rule": lambda: SplitRule.from_entry(rule),
             "imitation": lambda: ImitationPolicy(imitation["models"])}
 
 
@@ -160,17 +159,17 @@ def fit_families(records: pd.DataFrame, lattices: Sequence[tuple[str, Lattice]],
                      "share of the room over the three cost levels); no held-out or "
                      "reserved data set",
         "families": {
-            "split-rule": {**rule, "candidate": _plain(best_rule),
+            "split-rule": {**rule, "candidate": plain_row(best_rule),
                            "fit_cpu_seconds": round(rule_seconds, 3)},
-            "imitation": {**imitation, "candidate": _plain(best_imitation),
+            "imitation": {**imitation, "candidate": plain_row(best_imitation),
                           "fit_cpu_seconds": round(imitation_seconds, 3)}}}
 
 
-def _plain(row: pd.Series) -> dict[str, Any]:
+def plain_row(row: pd.Series) -> dict[str, Any]:
     """A candidate row as JSON-able values."""
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
 
 
 __all__ = ["IMITATION_GRID", "N_FOLDS", "SPLIT_GRID", "feature_set", "fit_families",
-           "fitted_agents", "folds", "imitation_costs", "level_shares", "replay_table",
+           "fitted_agents", "folds", "imitation_costs", "level_shares", "plain_row", "replay_table",
            "select_imitation", "select_split_rule", "split_params"]

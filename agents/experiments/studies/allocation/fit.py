@@ -23,7 +23,7 @@ from agents.allocation import ImitationPolicy
 from agents.base import RuleAgent
 from agents.experiments.studies.allocation.cells import PROBES as PROBE_ACTIONS
 from ballad_env.episode import AL, LR
-from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS, V2_FEATURES
+from ballad_env.observation import ALL_FEATURE_INDEX, OBSERVATIONS
 from ballad_env.replay.lattice import Lattice
 
 #: The cost ratio feature of each cost level (``observation.v2_features``).
@@ -112,7 +112,7 @@ def split_choices(params: Mapping[str, Any], records: pd.DataFrame, probe: str
     decision observation: what ``SplitRule.choose`` returns on it)."""
     from agents.allocation import SplitRule
 
-    rule = SplitRule(params["models"], params["splits"], params["probe"], params["margin"])
+    rule = SplitRule.from_entry(params)
     return np.array([rule.choose(obs) for obs in records[f"obs_{probe}"]])
 
 
@@ -251,6 +251,6 @@ def fit_imitation(lattices: Sequence[tuple[str, Lattice]],
 
 
 __all__ = ["FEATURE_GROUPS", "IMITATION_FEATURES", "LEVEL_RATIO", "PROBE_ACTIONS",
-           "SPLIT_FEATURES", "V2_FEATURES", "cost_to_go", "expert_samples", "fit_imitation",
+           "SPLIT_FEATURES", "cost_to_go", "expert_samples", "fit_imitation",
            "fit_logistic", "fit_split_rule", "ridge", "split_choices", "split_rule_costs",
            "standardise", "visited"]

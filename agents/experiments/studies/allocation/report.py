@@ -170,8 +170,7 @@ def ablation_table(train: pd.DataFrame, held: pd.DataFrame, held_lat: Sequence[A
                      *(f"only-{g}" for g in F.FEATURE_GROUPS)):
         candidate = {**chosen.to_dict(), "features": features}
         p = A.split_params(train, candidate)
-        costs = [lat.mean_cost(lat.replay(SplitRule(p["models"], p["splits"], p["probe"],
-                                                    p["margin"]))) for _, lat in held_lat]
+        costs = [lat.mean_cost(lat.replay(SplitRule.from_entry(p))) for _, lat in held_lat]
         shares = A.level_shares(held.assign(agent=costs))
         rows.append({"features": features, "n features": len(A.feature_set(features)),
                      **{level: shares[level] for level in COST_LEVELS}})

@@ -24,7 +24,12 @@ from agents.experiments.allocation_split import load_split
 from agents.experiments.reports.tables import write_table
 from agents.experiments.studies.allocation import rl_cv
 from agents.experiments.studies.allocation import round2 as R
-from agents.experiments.studies.allocation.analysis import N_FOLDS, level_shares, replay_table
+from agents.experiments.studies.allocation.analysis import (
+    N_FOLDS,
+    level_shares,
+    plain_row,
+    replay_table,
+)
 from agents.experiments.studies.allocation.cells import COST_LEVELS, cell_records, side_cells
 from agents.experiments.studies.allocation.report import cached_frame, per_dataset_table
 
@@ -82,7 +87,7 @@ def run_round2(out: Path, rl_steps: int = 0,
             "threshold": float(cv["maskable-ppo-confident"].iloc[0].threshold)}
         log("maskable-ppo cross-validated")
     for family, entry in entries.items():
-        entry["candidate"] = {k: _plain(v) for k, v in cv[family].iloc[0].items()}
+        entry["candidate"] = plain_row(cv[family].iloc[0])
     summary = R.summary(cv)
     held, held_lat = cell_records(out, *side_cells(split, "held_out"))
     held_costs = replay_table(held_lat, candidate_agents(entries), held)
@@ -107,8 +112,7 @@ def candidate_agents(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     rule, imitation = entries["split-rule"], entries["imitation"]
     makers: dict[str, Any] = {
         CURRENT: lambda: packaged_agent(CURRENT),
-        NAMES["split-rule"]: lambda: SplitRule(rule["models"], rule["splits"], rule["probe"],
-                                               rule["margin"]),
+        NAMES["split-rule"]: lambda: SplitRule.from_entry(rule),
         NAMES["imitation"]: lambda: ImitationPolicy(imitation["models"],
                                                     imitation["threshold"])}
     if "maskable-ppo-confident" in entries:
@@ -199,10 +203,6 @@ def write_round2_tables(r2: Round2, folder: Path) -> list[Path]:
     }
     return [write_table(frame, folder, stem, title=title, index=False)
             for stem, (frame, title) in tables.items()]
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
 
 
 
