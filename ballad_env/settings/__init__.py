@@ -31,6 +31,7 @@ from ballad_env.protocol import BUDGET_RULES, SCALINGS, SPLITS, Budget
 from ballad_env.queries import AL_QUERIES, LR_QUERIES, QUERY_RNGS
 from ballad_env.rejection import REJECTORS, check_rejector_settings
 from ballad_env.rejection.confidence import CALL_SEARCHES, TAU_POSITIONS
+from ballad_env.rejection.rejex import DEFAULT_T
 from ballad_env.rejection.two_sided import TIE_RULES
 from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 from ballad_env.settings.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
@@ -202,7 +203,7 @@ class Settings:
         "cost), rejex-tuned (RejEx with T chosen on the labels that set the rejection) or "
         "another registered name (ballad_env.rejection.REJECTORS)", "rej", quiet=True)
     rejex_T: float = _option(
-        32.0, "RejEx's tolerance T (rejector rejex; rejex-tuned's before any label): reject "
+        DEFAULT_T, "RejEx's tolerance T (rejector rejex; rejex-tuned's before any label): reject "
         "iff the stability is at most 1 - 2 exp(-T)", "rejT", quiet=True)
     two_sided_tie: TwoSidedTie = _option(
         "fewest", "where the two-sided rejector's exact search lands among each side's "
@@ -286,7 +287,7 @@ class Settings:
             raise ValueError(f"rejex_T must be a positive number (RejEx's tolerance T), got "
                              f"{self.rejex_T!r}")
         self._set("rejex_T", value)
-        if value != 32.0 and not str(self.rejector).startswith("rejex"):
+        if value != DEFAULT_T and not str(self.rejector).startswith("rejex"):
             raise ValueError(f"rejex_T={value:g} is RejEx's tolerance; rejector="
                              f"{self.rejector!r} has none: use rejector='rejex' or "
                              "'rejex-tuned', or leave rejex_T at 32")

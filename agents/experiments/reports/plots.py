@@ -27,7 +27,8 @@ Results: TypeAlias = pd.DataFrame | str | os.PathLike
 
 #: Fixed colours so an agent looks the same in every figure.
 AGENT_COLORS = {"ballad": "tab:blue", "ballad-cosine": "tab:purple", "all-in-al": "tab:orange",
-                "all-in-lr": "tab:green", "random": "tab:gray", "oracle": "black"}
+                "all-in-lr": "tab:green", "random": "tab:gray", "oracle": "black",
+                "sadal": "tab:red"}
 LINESTYLES = ("-", "--", ":", "-.")
 
 

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
-from agents.experiments.reports.plots import save_figure  # noqa: E402
+from agents.experiments.reports.plots import AGENT_COLORS, save_figure  # noqa: E402
 
 #: The deployable rules compared: neither reads a test label nor looks ahead.
 RULES = ("all-in-al", "all-in-lr", "ballad", "sadal")
@@ -34,8 +34,7 @@ COLUMN_PARTS = ("group", "costs")
 #: The committed table the landing page's figure is drawn from, and what it writes.
 SOURCE = "crossed_ssif_groups"
 STEM = "crossed_winners"
-RULE_COLORS = {"all-in-al": "tab:orange", "all-in-lr": "tab:green", "ballad": "tab:blue",
-               "sadal": "tab:red"}
+RULE_COLORS = {rule: AGENT_COLORS[rule] for rule in RULES}
 
 
 def winners(table: pd.DataFrame, rules: Sequence[str] = RULES,
