@@ -25,17 +25,24 @@ largest share of the room on the held-out data sets.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, AgentFactory, EpisodeStateAgent, RuleAgent, feature
+from agents.base import AL, LR, AgentFactory, ProbeThenDecide, RuleAgent, feature
 
 #: The packaged parameters' file name (in this package).
 PARAMS_FILE = "allocation_params.json"
+
+
+def nearest_level(ratios: Iterable[float], observation: np.ndarray) -> float:
+    """Of the cost ratios a family was fitted at, the one nearest the observation's
+    ``cost_ratio`` (the first on ties): which level's model or policy acts."""
+    ratio = feature(observation, "cost_ratio")
+    return min(ratios, key=lambda r: abs(r - ratio))
 
 
 class _LevelModels:
@@ -65,8 +72,8 @@ class _LevelModels:
 
     def model_for(self, observation: np.ndarray) -> dict[str, Any]:
         """The model fitted at the cost level nearest the observation's (first on ties)."""
-        ratio = feature(observation, "cost_ratio")
-        return min(self.models, key=lambda m: abs(m["cost_ratio"] - ratio))
+        ratio = nearest_level([m["cost_ratio"] for m in self.models], observation)
+        return next(m for m in self.models if m["cost_ratio"] == ratio)
 
     def outputs(self, observation: np.ndarray) -> np.ndarray:
         """The chosen model's outputs, ``intercept + coef @ ((x - center) / scale)``."""
@@ -76,7 +83,7 @@ class _LevelModels:
                                                                 / model["scale"]))
 
 
-class SplitRule(EpisodeStateAgent):
+class SplitRule(ProbeThenDecide):
     """The ``probe`` rounds, then m LR rounds and AL to the end, m = ``splits[k]`` for the
     output k predicted cheapest (each output: a split's mean cost minus All-in-LR's); the
     last split (the most LR rounds) unless the cheapest is predicted to beat it by more than
@@ -95,11 +102,6 @@ class SplitRule(EpisodeStateAgent):
         self.probe = tuple(int(a) for a in probe)
         self.reset()
 
-    def reset(self, seed: int | None = None) -> None:
-        """Forget the episode."""
-        self.rounds = 0
-        self.lr_rounds: int | None = None  # the split chosen after the probe
-
     def choose(self, observation: np.ndarray) -> int:
         """The number of LR rounds predicted cheapest from this observation (the last
         split unless another beats it by more than ``margin``)."""
@@ -109,15 +111,17 @@ class SplitRule(EpisodeStateAgent):
             best = len(predicted) - 1
         return self.splits[best]
 
-    def act(self, observation: np.ndarray) -> int:
-        if feature(observation, "budget_used") == 0.0:
-            self.reset()
-        self.rounds += 1
-        if self.rounds <= len(self.probe):
-            return self.probe[self.rounds - 1]
-        if self.lr_rounds is None:
-            self.lr_rounds = self.choose(observation)
-        return LR if self.rounds - len(self.probe) <= self.lr_rounds else AL
+    def decide(self, observation: np.ndarray) -> int:
+        """The split: how many LR rounds follow the probe before AL to the end."""
+        return self.choose(observation)
+
+    def after_probe(self, k: int, decision: Any) -> int:
+        return LR if k <= decision else AL
+
+    @property
+    def lr_rounds(self) -> int | None:
+        """The split chosen after the probe (None before it)."""
+        return self.decision
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> SplitRule:
@@ -173,8 +177,7 @@ class LevelPolicies(RuleAgent):
 
     def nearest(self, observation: np.ndarray) -> Any:
         """The policy fitted at the cost ratio nearest the observation's."""
-        ratio = feature(observation, "cost_ratio")
-        return self.policies[min(self.policies, key=lambda r: abs(r - ratio))]
+        return self.policies[nearest_level(self.policies, observation)]
 
     def act(self, observation: np.ndarray) -> int:
         action, _ = self.nearest(observation).predict(observation, deterministic=True)
@@ -231,7 +234,7 @@ def packaged_params() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def packaged_agent(family: str) -> EpisodeStateAgent | RuleAgent:
+def packaged_agent(family: str) -> RuleAgent:
     """A fresh agent of ``family`` with the packaged parameters: ``split-rule``,
     ``imitation``, ``maskable-ppo``, the second round's ``split-rule-2``, ``imitation-2``
     and ``maskable-ppo-confident`` (an entry naming a ``family`` and a ``threshold``: that
@@ -261,4 +264,5 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
 }
 
 __all__ = ["ALLOCATION_AGENTS", "PARAMS_FILE", "ConfidentPolicy", "ImitationPolicy",
-           "LevelPolicies", "SplitRule", "packaged_agent", "packaged_params", "packaged_policies"]
+           "LevelPolicies", "SplitRule", "nearest_level", "packaged_agent", "packaged_params",
+           "packaged_policies"]

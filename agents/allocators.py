@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, AgentFactory, EpisodeStateAgent, feature
+from agents.base import AL, LR, AgentFactory, EpisodeStateAgent, ProbeThenDecide, feature
 
 
 class _OneEpisodeAgent(EpisodeStateAgent):
@@ -253,7 +253,7 @@ class ExpectedImprovementGain(ThompsonGain):
             + f", kappa={self.kappa:g})"
 
 
-class TraitSwitch(_OneEpisodeAgent):
+class TraitSwitch(ProbeThenDecide):
     """The ``probe`` rounds, then all AL if a logistic score of traits read after them is
     positive, else all LR: ``intercept + sum(coef * (trait - center) / scale) > 0``.
 
@@ -265,6 +265,7 @@ class TraitSwitch(_OneEpisodeAgent):
     """
 
     name = "trait-switch"
+    observation_version = "v1"
     TRAITS = ("contamination", "entropy_al", "cosine_al", "anomalies_found", "tau",
               "val_rejection")
 
@@ -281,25 +282,14 @@ class TraitSwitch(_OneEpisodeAgent):
         self.intercept, self.probe = float(intercept), tuple(int(a) for a in probe)
         self.reset()
 
-    def reset(self, seed: int | None = None) -> None:
-        """Forget the episode."""
-        self.rounds = 0
-        self.choice: int | None = None
-
     def score(self, observation: np.ndarray) -> float:
         """The logistic score (log-odds that AL pays) of the traits in ``observation``."""
         traits = np.array([feature(observation, name) for name in self.TRAITS])
         return float(self.intercept + self.coef @ ((traits - self.center) / self.scale))
 
-    def act(self, observation: np.ndarray) -> int:
-        if feature(observation, "budget_used") == 0.0:
-            self.reset()
-        self.rounds += 1
-        if self.rounds <= len(self.probe):
-            return self.probe[self.rounds - 1]
-        if self.choice is None:
-            self.choice = AL if self.score(observation) > 0.0 else LR
-        return self.choice
+    def decide(self, observation: np.ndarray) -> int:
+        """All AL if the traits' score is positive, else all LR."""
+        return AL if self.score(observation) > 0.0 else LR
 
     def __repr__(self) -> str:
         return (f"TraitSwitch(coef={self.coef.round(4).tolist()}, "

@@ -129,6 +129,37 @@ class EpisodeStateAgent(RuleAgent):
         return super().predict(observation, state, episode_start, deterministic)
 
 
+class ProbeThenDecide(EpisodeStateAgent):
+    """A rule that plays its ``probe`` (a tuple of actions) at the start of each episode,
+    then decides once, from the observation after the probe (``decide``), and plays by that
+    decision to the end (``after_probe``: the k-th round after the probe, k = 1, 2, ...)."""
+
+    probe: tuple[int, ...] = ()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode."""
+        self.rounds = 0
+        self.decision: Any = None
+
+    def decide(self, observation: np.ndarray) -> Any:
+        """The decision, read once after the probe."""
+        raise NotImplementedError
+
+    def after_probe(self, k: int, decision: Any) -> int:
+        """The action of the k-th round after the probe (default: the decision itself)."""
+        return int(decision)
+
+    def act(self, observation: np.ndarray) -> int:
+        if feature(observation, "budget_used") == 0.0:
+            self.reset()
+        self.rounds += 1
+        if self.rounds <= len(self.probe):
+            return self.probe[self.rounds - 1]
+        if self.decision is None:
+            self.decision = self.decide(observation)
+        return self.after_probe(self.rounds - len(self.probe), self.decision)
+
+
 def feature(obs: np.ndarray, name: str) -> float:
     """The named observation feature (of any version: v1's come after v0's)."""
     index = ALL_FEATURE_INDEX[name]
@@ -139,5 +170,6 @@ def feature(obs: np.ndarray, name: str) -> float:
     return float(obs[index])
 
 
-__all__ = ["AL", "LR", "Agent", "ExactRewards", "RuleAgent", "feature", "mask_from_observation",
+__all__ = ["AL", "LR", "Agent", "ExactRewards", "ProbeThenDecide", "RuleAgent", "feature",
+           "mask_from_observation",
            "show_info"]
