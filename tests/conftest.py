@@ -26,6 +26,9 @@ from ballad_env.data import DATA_DIR_ENV
 from ballad_env.data.bundled import BUNDLED_DIR
 
 ENV_ID = ballad_env.ENV_ID
+# The compiled trainer's step runs eagerly in the suite (compiling it takes tens of seconds
+# cold); tests/test_fused_training.py compiles one small step, marked slow.
+os.environ.setdefault("BALLAD_NO_COMPILE", "1")
 
 
 def load_script(name: str) -> ModuleType:

@@ -56,6 +56,15 @@ def run(store, tmp_path_factory) -> Path:
                          output_dir=tmp_path_factory.mktemp("runs"))
 
 
+@pytest.fixture(scope="module")
+def compiled_run(store, tmp_path_factory) -> Path:
+    """The same run with the compiled trainer (its fused step, eager in the suite) and the
+    rollouts played by a worker process one update ahead."""
+    return train_batched(store, algo="maskable-ppo", n_envs=8, total_timesteps=240,
+                         hyperparameters=TINY, eval_freq=120, eval_episodes=4,
+                         output_dir=tmp_path_factory.mktemp("runs"), trainer="compiled")
+
+
 def test_gae_by_hand() -> None:
     """Two environments, three steps, gamma 0.5, lambda 0.5: the first ends its episode
     at step 1, so step 1 bootstraps nothing and step 0 only step 1's value and advantage."""
@@ -115,10 +124,13 @@ def test_the_run_folder_is_the_sb3_paths(run) -> None:
     assert evaluations[0] == "timesteps,mean_return,mean_test_cost" and len(evaluations) == 3
 
 
-def test_the_saved_policy_loads_safely_and_acts_as_trained(run, store) -> None:
+@pytest.mark.parametrize("trainer", ["batched", "compiled"])
+def test_the_saved_policy_loads_safely_and_acts_as_trained(trainer, request, store) -> None:
     """The safe loader rebuilds the network with the trained weights: its greedy actions,
     SB3's own predict with masks and the trainer's masked argmax agree on every state
-    of replayed episodes."""
+    of replayed episodes (the compiled trainer's too, whose parameters lived in one flat
+    vector while it trained)."""
+    run = request.getfixturevalue("run" if trainer == "batched" else "compiled_run")
     agent = load_policy(run / f"{run.name}.zip")
     env = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=SETTINGS)
     rows, masks = [], []
@@ -135,6 +147,23 @@ def test_the_saved_policy_loads_safely_and_acts_as_trained(run, store) -> None:
     assert np.array_equal(agent.predict(obs)[0], trained)
     assert np.array_equal(agent.model.predict(obs, deterministic=True, action_masks=mask)[0],
                           trained)
+
+
+def test_the_compiled_run_folder_records_its_update(compiled_run) -> None:
+    """The compiled trainer writes the batched trainer's folder, its name and the update's
+    setup (eager here: the suite sets BALLAD_NO_COMPILE), the overlapped loop's wait, and a
+    saved Adam state of SB3's shape (one step count per parameter: 2 rollouts x 2 epochs x
+    4 minibatches of 32 from 120 rows = 16 steps)."""
+    record = json.loads((compiled_run / f"{compiled_run.name}.json").read_text())
+    assert record["trainer"] == "compiled" and compiled_run.name.startswith("compiled-")
+    assert record["update"]["compiled"] is False and record["config"]["overlap"] is True
+    assert record["num_timesteps"] == 240 and set(record["seconds"]) == {
+        "env", "rollout", "update", "wait"}
+    assert list(read_monitor(compiled_run)["episodes"]) == [8, 8]
+    model = load_policy(compiled_run / f"{compiled_run.name}.zip", trust_pickle=True).model
+    state = model.policy.optimizer.state_dict()["state"]
+    assert len(state) == len(list(model.policy.parameters()))
+    assert {float(s["step"]) for s in state.values()} == {16.0}
 
 
 def test_the_policy_plays_the_live_env_compare_and_evaluate_policy(run, data, tmp_path) -> None:
@@ -197,6 +226,11 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
     assert train_main(argv) == 0
     record = json.loads((tmp_path / "cli" / "cli.json").read_text())
     assert record["algorithm_kwargs"]["batch_size"] == 30
+    compiled = [*argv[2:-3], "--trainer", "compiled", "--no-overlap", "--run-name", "cli2",
+                "--no-progress"]
+    assert train_main(compiled) == 0
+    record = json.loads((tmp_path / "cli2" / "cli2.json").read_text())
+    assert record["trainer"] == "compiled" and record["config"]["overlap"] is False
     assert record["algorithm_kwargs"]["n_epochs"] == PPOHyperparameters().n_epochs
     assert (tmp_path / "cli" / "curve.png").is_file()
     assert train_main(["--trainer", "batched", "--output-dir", str(tmp_path)]) == 2

@@ -41,8 +41,9 @@ from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
-#: ``--trainer``: stable-baselines3, or the batched trainer (``training.batched``).
-TRAINERS = ("sb3", "batched")
+#: ``--trainer``: stable-baselines3, or the batched trainer (``training.batched``) with the
+#: autograd update or the compiled fused one.
+TRAINERS = ("sb3", "batched", "compiled")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,7 +52,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=HelpFormatter)
     p.add_argument("--trainer", choices=TRAINERS, default="sb3",
                    help="sb3: stable-baselines3 (every algorithm); batched: PPO or MaskablePPO "
-                        "on the vector replay environment, batched in torch (--replay-store)")
+                        "on the vector replay environment, batched in torch (--replay-store); "
+                        "compiled: the same with one compiled fused minibatch step")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="compiled (or batched) trainer: play each rollout after the update "
+                        "before it in this process, instead of a worker process playing the "
+                        "next rollout during the update (the default of compiled)")
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
     p.add_argument("--datasets", nargs="+", default=["toy"],
                    help="data sets (names or paths); one is drawn per episode")
@@ -131,12 +137,12 @@ BATCHED_OPTIONS = {"learning_rate": "learning_rate", "discount": "gamma", "n_ste
 
 
 def train_batched_from_args(args: argparse.Namespace) -> int:
-    """``--trainer batched``: the batched trainer with the SB3 path's options where they
-    apply (hyperparameters only where given on the command line)."""
+    """``--trainer batched`` or ``compiled``: the batched trainer with the SB3 path's options
+    where they apply (hyperparameters only where given on the command line)."""
     from agents.experiments.training.batched import train_batched
 
     if args.replay_store is None:
-        raise ValueError("--trainer batched trains on the replay environment: give "
+        raise ValueError(f"--trainer {args.trainer} trains on the replay environment: give "
                          "--replay-store DIR (a store built with scripts/build_lattices.py)")
     defaults = parse_args([])
     hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
@@ -150,7 +156,8 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
                             seed=args.seed, threads=args.torch_threads, hyperparameters=hyper,
                             eval_freq=args.eval_freq, output_dir=args.output_dir,
                             run_name=args.run_name, eval_seed=args.eval_seed,
-                            overwrite=args.overwrite,
+                            overwrite=args.overwrite, trainer=args.trainer,
+                            overlap=False if args.no_overlap else None,
                             **({"eval_episodes": args.eval_episodes}
                                if args.eval_episodes != defaults.eval_episodes else {}))
     record = json.loads((run_dir / f"{run_dir.name}.json").read_text())
@@ -169,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     import_plugins(argv)
     try:
         args = parse_args(argv)
-        if args.trainer == "batched":
+        if args.trainer != "sb3":
             return train_batched_from_args(args)
         config = config_from_args(args)
         result, curve = train_and_plot(config)

@@ -23,9 +23,10 @@ trainer is written here rather than on skrl or TorchRL.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,11 @@ import ballad_env
 from agents.experiments.allocation_split import refuse_reserved
 from agents.experiments.lattice_build import store_settings
 from agents.experiments.training.ppo_batches import (
+    AutogradUpdate,
     PPOHyperparameters,
     Rollout,
     gae,
     policy_outputs,
-    ppo_update,
 )
 from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
@@ -51,11 +52,17 @@ from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
 from ballad_env.settings import Settings
 
+#: A policy's forward pass: (observations, masks or None) -> (logits, values).
+Forward = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
 #: The algorithms by the names ``train_batched`` takes (the SB3 path's names work too), and
 #: the name the run's settings JSON records (``agents.policy.ALGORITHM_CLASSES``).
 BATCHED_ALGOS = {"maskable-ppo": "maskable_ppo", "maskable_ppo": "maskable_ppo", "ppo": "ppo"}
 #: The trainer's name on the command line (``ballad-env train --trainer batched``).
 TRAINER = "batched"
+#: The trainers this loop runs, by their names on the command line: ``batched`` updates the
+#: SB3 policy under autograd (``ppo_batches.ppo_update``), ``compiled`` with the fused,
+#: compiled minibatch step (``fused.FusedUpdate``, ``docs/training.md``, "Speed").
+TORCH_TRAINERS = (TRAINER, "compiled")
 #: The ``info`` key the trainer reads (each episode's final test cost, for the curves).
 INFO_KEYS = ("test_cost",)
 #: torch intra-op threads on a CPU when ``threads`` is None: one. On the 2-core machine two
@@ -146,12 +153,13 @@ class Curves:
             out.write(",".join(f"{v:.6g}" for v in row.values()) + "\n")
 
 
-def collect(envs: Any, policy: Any, obs: np.ndarray, buf: Rollout, masked: bool,
+def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: bool,
             gen: torch.Generator, returns: np.ndarray, timer: dict[str, float]
             ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
-    """One rollout of ``buf.n_steps`` vector steps into ``buf``; the next observations and
-    the (returns, final test costs) of the episodes that ended. A truncated episode's
-    reward gains ``gamma * V(final observation)``, as SB3 bootstraps it."""
+    """One rollout of ``buf.n_steps`` vector steps into ``buf``, the policy's logits and
+    values from ``forward(obs, masks or None)``; the next observations and the (returns,
+    final test costs) of the episodes that ended. A truncated episode's reward gains
+    ``gamma * V(final observation)``, as SB3 bootstraps it."""
     ended: list[tuple[np.ndarray, np.ndarray]] = []
     device = buf.obs.device
     for t in range(buf.n_steps):
@@ -160,7 +168,7 @@ def collect(envs: Any, policy: Any, obs: np.ndarray, buf: Rollout, masked: bool,
         obs_t = torch.as_tensor(obs, device=device)
         mask_t = torch.as_tensor(masks, device=device)
         with torch.inference_mode():
-            logits, values = policy_outputs(policy, obs_t, mask_t if masked else None)
+            logits, values = forward(obs_t, mask_t if masked else None)
             p_lr = torch.softmax(logits, dim=1)[:, 1]
             actions = (torch.rand(p_lr.shape, generator=gen, device=device) < p_lr).long()
             logp = torch.log_softmax(logits, dim=1).gather(1, actions[:, None])[:, 0]
@@ -177,7 +185,7 @@ def collect(envs: Any, policy: Any, obs: np.ndarray, buf: Rollout, masked: bool,
         if cut.size:
             final = torch.as_tensor(np.stack(info["final_obs"][cut]), device=device)
             with torch.inference_mode():
-                _, tail = policy_outputs(policy, final, None)
+                _, tail = forward(final, None)
             rewards[cut] += buf.gamma * tail.cpu().numpy()
         if dones.any():
             done = np.flatnonzero(dones)
@@ -233,29 +241,36 @@ class BatchedRun:
     eval_seed: int
     output_dir: str
     run_name: str
+    overlap: bool
 
 
 def write_settings(run: BatchedRun, hp: PPOHyperparameters, num_timesteps: int,
-                   seconds: float, timer: Mapping[str, float], run_dir: Path) -> Path:
+                   seconds: float, timer: Mapping[str, float], run_dir: Path,
+                   update: Mapping[str, Any] | None = None) -> Path:
     """The run's settings JSON, laid out as the SB3 path's (``training.sb3.settings_dict``), with
-    the time split of the run (environment steps, the rest of the rollouts, updates)."""
+    the time split of the run (environment steps, the rest of the rollouts, updates) and
+    ``update`` (whether the step ran compiled, the seconds compiling took before the clock)."""
     path = run_dir / f"{run.run_name}.json"
-    record = {"run_name": run.run_name, "algo": run.algo, "trainer": TRAINER,
+    record = {"run_name": run.run_name, "algo": run.algo, "trainer": run.trainer,
               "config": asdict(run), "algorithm_kwargs": asdict(hp),
               "observation_features": list(OBSERVATIONS[run.observation]),
               "num_timesteps": int(num_timesteps), "train_seconds": round(seconds, 2),
               "seconds": {k: round(v, 3) for k, v in timer.items()},
+              "update": dict(update or {}),
               "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
 
 
-def _run(algo: str, store: str | Path, settings: Settings, names: Sequence[str],
+def _run(trainer: str, algo: str, store: str | Path, settings: Settings, names: Sequence[str],
          seeds: Sequence[int] | None, observation: str, n_envs: int, total_timesteps: int,
          seed: int, device: str, threads: int, eval_freq: int, eval_episodes: int,
-         eval_seed: int, output_dir: str | Path, run_name: str | None) -> BatchedRun:
+         eval_seed: int, output_dir: str | Path, run_name: str | None, overlap: bool | None
+         ) -> BatchedRun:
     """The run's options, checked, with its name (the SB3 path's, ``batched-`` before it)."""
     check_version(observation)
+    if trainer not in TORCH_TRAINERS:
+        raise ValueError(f"unknown trainer {trainer!r}: use one of {TORCH_TRAINERS}")
     if n_envs < 1 or total_timesteps < 1 or threads < 1 or eval_episodes < 1:
         raise ValueError("n_envs, total_timesteps, threads and eval_episodes must be positive")
     if eval_freq < 0:
@@ -264,10 +279,11 @@ def _run(algo: str, store: str | Path, settings: Settings, names: Sequence[str],
     config = TrainConfig(algo=algo, datasets=tuple(names), settings=settings,
                          observation=observation, replay_store=str(store), seed=seed,
                          total_timesteps=total_timesteps, output_dir=str(output_dir))
-    name = run_name or f"{TRAINER}-{config.name}"
-    return BatchedRun(TRAINER, algo, str(store), names, None if seeds is None else list(seeds),
+    name = run_name or f"{trainer}-{config.name}"
+    return BatchedRun(trainer, algo, str(store), names, None if seeds is None else list(seeds),
                       settings.to_dict(), observation, n_envs, total_timesteps, seed, device,
-                      threads, eval_freq, eval_episodes, eval_seed, str(output_dir), name)
+                      threads, eval_freq, eval_episodes, eval_seed, str(output_dir), name,
+                      trainer == "compiled" if overlap is None else overlap)
 
 
 def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
@@ -278,7 +294,8 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
                   threads: int | None = None, hyperparameters: Mapping[str, Any] | None = None,
                   eval_freq: int = 0, output_dir: str | Path = "results/policies",
                   run_name: str | None = None, eval_episodes: int = 256,
-                  eval_seed: int = 100_000, overwrite: bool = False) -> Path:
+                  eval_seed: int = 100_000, overwrite: bool = False,
+                  trainer: str = TRAINER, overlap: bool | None = None) -> Path:
     """Train PPO or MaskablePPO on ``n_envs`` replay episodes of ``store`` at once; returns
     the run folder, which holds ``<run>.zip`` (an SB3 model), ``<run>.json`` (settings,
     ``num_timesteps``, ``train_seconds``), ``monitor/`` and ``logs/`` (the curves) and, with
@@ -286,10 +303,13 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
 
     ``settings`` picks the stored setting (None: the store's only one); ``reward`` replaces
     its reward (default ``cost``). ``hyperparameters`` override ``PPOHyperparameters``'
-    fields. ``threads`` sets torch's intra-op threads for the run (None: 1 on a CPU). A
-    rollout is ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to
-    whole rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is
-    replaced only with ``overwrite``.
+    fields. ``trainer`` picks the update (``TORCH_TRAINERS``: ``compiled`` runs the fused
+    step, compiled before the clock starts); ``overlap`` plays the next rollout in a worker
+    process while this one updates (``training.pipelined``; None: for ``compiled`` only).
+    ``threads`` sets torch's intra-op threads for
+    the run (None: 1 on a CPU). A rollout is ``n_steps`` vector steps, so a run takes
+    ``total_timesteps`` rounded up to whole rollouts of ``n_steps * n_envs`` steps. A
+    finished run of the same name is replaced only with ``overwrite``.
     """
     algo = algo_name(algo)
     hp = PPOHyperparameters.from_mapping(hyperparameters or {})
@@ -302,15 +322,16 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
     try:
         names = datasets if datasets is not None else sorted(
             {d for d, _ in envs.unwrapped.cells})
-        run = _run(algo, store, settings, names, seeds, observation, n_envs, total_timesteps,
-                   seed, device, threads or DEFAULT_THREADS, eval_freq, eval_episodes,
-                   eval_seed, output_dir, run_name)
+        run = _run(trainer, algo, store, settings, names, seeds, observation, n_envs,
+                   total_timesteps, seed, device, threads or DEFAULT_THREADS, eval_freq,
+                   eval_episodes, eval_seed, output_dir, run_name, overlap)
         run_dir = fresh_run_dir(TrainConfig(algo=run.algo, run_name=run.run_name,
                                             output_dir=run.output_dir, overwrite=overwrite))
         if eval_freq > 0:
             eval_envs = make_envs(store, eval_episodes, settings, datasets, seeds, observation)
         torch.set_num_threads(run.torch_threads)
-        return _train(run, hp, envs, eval_envs, run_dir)
+        return _train(run, hp, envs, eval_envs, run_dir,
+                      (store, n_envs, settings, datasets, seeds, observation))
     finally:
         torch.set_num_threads(threads_before)
         envs.close()
@@ -319,8 +340,10 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
 
 
 def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any,
-           run_dir: Path) -> Path:
-    """The training loop of :func:`train_batched`: rollouts, GAE, updates, curves, save."""
+           run_dir: Path, envs_args: tuple[Any, ...]) -> Path:
+    """The training of :func:`train_batched`: the model, the update, the loop (here or
+    overlapped with a rollout worker: ``envs_args`` are its ``make_envs`` arguments), the
+    saved model and settings."""
     space = envs.single_observation_space
     if space.shape != (len(OBSERVATIONS[run.observation]),):
         raise ValueError(f"the replay environment's observations have shape {space.shape}, "
@@ -328,35 +351,93 @@ def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any,
                          f"{len(OBSERVATIONS[run.observation])} features")
     model = build_model(run.algo, space, run.n_envs, hp, run.seed, run.device)
     policy, masked = model.policy, run.algo == "maskable_ppo"
-    gen = torch.Generator(device=run.device).manual_seed(run.seed)
     buf = Rollout(hp.n_steps, run.n_envs, space.shape[0], hp.gamma, run.device)
-    curves = Curves(run_dir, np.zeros(run.n_envs), time.time())
-    curves.open()
-    timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
-    obs, _ = envs.reset(seed=run.seed)
-    steps, next_eval, start = 0, run.eval_freq, time.perf_counter()
-    while steps < run.total_timesteps:
-        obs, ended = collect(envs, policy, obs, buf, masked, gen, curves.returns, timer)
-        with torch.inference_mode():
-            _, last = policy_outputs(policy, torch.as_tensor(obs, device=run.device), None)
-        advantages, targets = gae(buf, last, hp.gae_lambda)
+    updater = make_update(run.trainer, policy, hp, masked)
+    setup: dict[str, Any] = {"compile_seconds": round(updater.warm(buf), 2)}
+    setup["compiled"] = updater.compiled  # False where compiling fell back
+    record = _Recorder(run, run_dir, policy, masked, eval_envs)
+    if run.overlap:
+        from agents.experiments.training.pipelined import (
+            RolloutWorker,
+            overlapped_loop,
+            stream_seeds,
+        )
+
         tick = time.perf_counter()
-        stats = ppo_update(policy, buf, advantages, targets, hp, masked, gen)
-        timer["update"] += time.perf_counter() - tick
-        steps += buf.n_steps * run.n_envs
-        row = curves.rollout(buf.n_steps * run.n_envs, ended)
-        curves.progress({"timesteps": steps, "seconds": time.perf_counter() - start,
-                         "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"], **stats})
-        if eval_envs is not None and steps >= next_eval:
-            _write_eval(run_dir, steps, *greedy_episodes(policy, eval_envs, masked,
-                                                         run.eval_seed))
-            next_eval += run.eval_freq
-    seconds = time.perf_counter() - start
-    timer["rollout"] -= timer["env"]  # the rollouts' own work: forward passes, copies
+        rollouts = -(-run.total_timesteps // (hp.n_steps * run.n_envs))
+        with RolloutWorker(envs_args, updater.layout, hp, run.n_envs, space.shape[0], masked,
+                           run.seed, run.torch_threads) as worker:
+            setup["worker_seconds"] = round(time.perf_counter() - tick, 2)
+            steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
+                                                    stream_seeds(run.seed)[1], record)
+    else:
+        steps, seconds, timer = _loop(run, hp, envs, policy, masked, buf, updater, record)
+    updater.finish()
     model.num_timesteps = steps
     model.save(run_dir / f"{run.run_name}.zip")
-    write_settings(run, hp, steps, seconds, timer, run_dir)
+    write_settings(run, hp, steps, seconds, timer, run_dir, setup)
     return run_dir
+
+
+Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
+
+
+class _Recorder:
+    """What runs after each update: the monitor and progress rows, and the greedy
+    evaluation every ``eval_freq`` steps."""
+
+    def __init__(self, run: BatchedRun, run_dir: Path, policy: Any, masked: bool,
+                 eval_envs: Any) -> None:
+        self.run, self.run_dir, self.policy, self.masked = run, run_dir, policy, masked
+        self.eval_envs, self.next_eval, self.steps = eval_envs, run.eval_freq, 0
+        self.curves = Curves(run_dir, np.zeros(run.n_envs), time.time())
+        self.curves.open()
+        self.start = time.perf_counter()
+
+    def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
+                 stats: dict[str, float]) -> None:
+        row = self.curves.rollout(steps - self.steps, ended)
+        self.steps = steps
+        self.curves.progress({"timesteps": steps, "seconds": time.perf_counter() - self.start,
+                              "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"],
+                              **stats})
+        if self.eval_envs is not None and steps >= self.next_eval:
+            _write_eval(self.run_dir, steps, *greedy_episodes(
+                self.policy, self.eval_envs, self.masked, self.run.eval_seed))
+            self.next_eval += self.run.eval_freq
+
+
+def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, masked: bool,
+          buf: Rollout, updater: Any, record: Record) -> tuple[int, float, dict[str, float]]:
+    """Rollouts and updates one after the other in this process (one generator draws the
+    actions and the minibatches); the steps, seconds and time split."""
+    gen = torch.Generator(device=run.device).manual_seed(run.seed)
+    forward = functools.partial(policy_outputs, policy)
+    returns = np.zeros(run.n_envs)
+    timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
+    obs, _ = envs.reset(seed=run.seed)
+    steps, start = 0, time.perf_counter()
+    while steps < run.total_timesteps:
+        obs, ended = collect(envs, forward, obs, buf, masked, gen, returns, timer)
+        with torch.inference_mode():
+            _, last = forward(torch.as_tensor(obs, device=run.device), None)
+        advantages, targets = gae(buf, last, hp.gae_lambda)
+        tick = time.perf_counter()
+        stats = updater.update(buf, advantages, targets, gen)
+        timer["update"] += time.perf_counter() - tick
+        steps += buf.n_steps * run.n_envs
+        record(steps, ended, stats)
+    timer["rollout"] -= timer["env"]  # the rollouts' own work: forward passes, copies
+    return steps, time.perf_counter() - start, timer
+
+
+def make_update(trainer: str, policy: Any, hp: PPOHyperparameters, masked: bool) -> Any:
+    """The update ``trainer`` runs: autograd's (``batched``) or the fused step's."""
+    if trainer == "compiled":
+        from agents.experiments.training.fused import FusedUpdate
+
+        return FusedUpdate(policy, hp, masked)
+    return AutogradUpdate(policy, hp, masked)
 
 
 def _write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float) -> None:
@@ -370,6 +451,7 @@ def _write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float)
         out.write(f"{steps},{mean_return:.6f},{mean_cost:.6f}\n")
 
 
-__all__ = ["BATCHED_ALGOS", "DEFAULT_THREADS", "TRAINER", "BatchedRun", "algo_name",
+__all__ = ["BATCHED_ALGOS", "DEFAULT_THREADS", "TORCH_TRAINERS", "TRAINER", "BatchedRun",
+           "algo_name", "make_update",
            "build_model", "collect", "greedy_episodes", "make_envs",
            "train_batched", "write_settings"]

@@ -1,0 +1,332 @@
+"""PPO's minibatch step as one function: the forward pass, SB3's loss, the backward pass by
+hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
+
+The batched trainer's step (``ppo_batches``) runs SB3's ``MlpPolicy`` under autograd and
+torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
+bookkeeping and Python around it, so on one core it reaches about a third of what a
+matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
+plain tensor arithmetic written out once (:func:`ppo_step`):
+
+* the two tanh MLPs and their heads as ``addmm`` calls on views of one flat parameter
+  vector (:class:`FlatLayout`), tanh as ``2 sigmoid(2x) - 1`` (``ppo_batches.FastTanh``);
+* the gradient of SB3's PPO loss with respect to the logits and the value in closed form
+  (the clipped surrogate's, the entropy bonus's and the squared error's), then the chain
+  rule through the layers, so no autograd graph is built;
+* the gradient's norm clipped and Adam (torch's formula, eps 1e-5) on the flat vector.
+
+It mutates the flat parameters and the Adam moments in place and returns the step's
+statistics. :func:`compiled_step` hands it to ``torch.compile`` (inductor, C++ on a CPU),
+which fuses its elementwise work into a few loops around the matrix products; where
+compiling is unavailable or switched off (``BALLAD_NO_COMPILE=1``, the test suite's
+setting) the same function runs eagerly, still without autograd. Both give SB3's step to
+float32 rounding (``tests/test_batched_training.py`` holds the gradient, the step and the
+Adam state against the autograd path).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agents.experiments.training.ppo_batches import HUGE_NEG, PPOHyperparameters, Rollout
+
+#: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
+#: C++ compiler); the run's JSON records which ran.
+NO_COMPILE_ENV = "BALLAD_NO_COMPILE"
+#: Adam's moment decays and epsilon (SB3's PPO: torch's defaults, eps 1e-5).
+BETAS, ADAM_EPS = (0.9, 0.999), 1e-5
+#: The statistics :func:`ppo_step` returns, in order.
+STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+Layer = tuple[torch.Tensor, torch.Tensor]
+Step = Callable[..., torch.Tensor]
+
+
+@dataclass(frozen=True)
+class FlatLayout:
+    """Where each parameter of an SB3 ``MlpPolicy`` (separate actor and critic MLPs of tanh
+    layers, a linear action head and value head) lies in one flat vector, in the order of
+    ``policy.parameters()`` (so the flat vector is ``parameters_to_vector`` of them)."""
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    depth: int
+
+    @classmethod
+    def of(cls, policy: Any) -> FlatLayout:
+        """The layout of ``policy``; a policy this step cannot run (another activation, a
+        shared network, a feature extractor with weights) is refused by name."""
+        extractor = policy.mlp_extractor
+        for net in (extractor.policy_net, extractor.value_net):
+            kinds = {type(layer) for layer in net}
+            if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
+                raise ValueError(f"the fused PPO step runs tanh MLPs; this policy has "
+                                 f"{sorted(k.__name__ for k in kinds)}: use --trainer batched")
+        named = list(policy.named_parameters())
+        depth = sum(isinstance(layer, torch.nn.Linear) for layer in extractor.policy_net)
+        expected = 4 * depth + 4
+        if len(named) != expected or not named[-1][0].startswith("value_net"):
+            raise ValueError(f"the fused PPO step expects actor, critic, action head and value "
+                             f"head ({expected} tensors); this policy has "
+                             f"{[n for n, _ in named]}: use --trainer batched")
+        return cls(tuple(n for n, _ in named), tuple(tuple(p.shape) for _, p in named), depth)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [math.prod(shape) for shape in self.shapes]
+
+    @property
+    def numel(self) -> int:
+        return sum(self.sizes)
+
+    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """The parameters as views of ``flat`` (writes to one are writes to the other)."""
+        out, offset = [], 0
+        for size, shape in zip(self.sizes, self.shapes, strict=True):
+            out.append(flat[offset:offset + size].view(shape))
+            offset += size
+        return out
+
+    def split(self, flat: torch.Tensor) -> tuple[list[Layer], list[Layer], Layer, Layer]:
+        """(actor layers, critic layers, action head, value head), each layer (W, b)."""
+        v = self.views(flat)
+        pairs = [(v[i], v[i + 1]) for i in range(0, len(v), 2)]
+        d = self.depth
+        return pairs[:d], pairs[d:2 * d], pairs[2 * d], pairs[2 * d + 1]
+
+    def flops(self, rows: int) -> int:
+        """Multiply-adds x 2 of one :func:`ppo_step` at ``rows`` rows: the forward pass's
+        matrix products, and in the backward pass the weight gradients of every layer and
+        the input gradients of all but the first (the observations need none)."""
+        weights = [s for s in self.shapes if len(s) == 2]
+        forward = sum(o * i for o, i in weights)
+        first = sum(o * i for o, i in (weights[0], weights[self.depth]))
+        return 2 * rows * (3 * forward - first)
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """tanh as ``2 sigmoid(2x) - 1`` (``ppo_batches.FastTanh``: several times faster than
+    torch's CPU tanh, the same within float32 rounding)."""
+    return torch.sigmoid(2 * x) * 2 - 1
+
+
+def mlp(layers: Sequence[Layer], x: torch.Tensor) -> list[torch.Tensor]:
+    """The input and each tanh layer's output (the backward pass reads them all)."""
+    outs = [x]
+    for w, b in layers:
+        outs.append(tanh(torch.addmm(b, outs[-1], w.t())))
+    return outs
+
+
+def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
+            masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
+    are ``flat``: ``ppo_batches.policy_outputs`` on the flat vector."""
+    actor, critic, (wa, ba), (wv, bv) = layout.split(flat)
+    logits = torch.addmm(ba, mlp(actor, obs)[-1], wa.t())
+    if masks is not None:
+        logits = torch.where(masks, logits, HUGE_NEG)
+    return logits, torch.addmm(bv, mlp(critic, obs)[-1], wv.t())[:, 0]
+
+
+def _backward(layers: Sequence[Layer], outs: Sequence[torch.Tensor], grad: torch.Tensor,
+              head: torch.Tensor) -> list[torch.Tensor]:
+    """The (W, b) gradients of one MLP, first layer first, from ``grad`` (the loss's
+    gradient at the head's output) and ``head`` (the head's weight)."""
+    grads: list[torch.Tensor] = []
+    upstream = grad @ head
+    for i in reversed(range(len(layers))):
+        y = outs[i + 1]
+        local = upstream * (1 - y * y)
+        grads[:0] = [local.t() @ outs[i], local.sum(0)]
+        if i:
+            upstream = local @ layers[i][0]
+    return grads
+
+
+def pack(obs: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor,
+         old_logp: torch.Tensor, advantages: torch.Tensor, targets: torch.Tensor
+         ) -> torch.Tensor:
+    """A rollout's rows as one float table (observations, the two mask bits, the action,
+    its old log probability, advantage, value target), so an epoch's shuffle is one gather
+    and a minibatch a slice of it."""
+    columns = (masks.to(obs.dtype), actions.to(obs.dtype)[:, None], old_logp[:, None],
+               advantages[:, None], targets[:, None])
+    return torch.cat([obs, *columns], dim=1)
+
+
+def unpack(batch: torch.Tensor, n_features: int) -> tuple[torch.Tensor, ...]:
+    """:func:`pack`'s columns again: (obs, masks, actions, old log p, advantages, targets)."""
+    f = n_features
+    return (batch[:, :f], batch[:, f:f + 2] > 0.5, batch[:, f + 2].long(), batch[:, f + 3],
+            batch[:, f + 4], batch[:, f + 5])
+
+
+def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: torch.Tensor,
+             step: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+    """One gradient step of SB3's PPO loss (MaskablePPO's with ``masked``) on a minibatch
+    (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
+    and Adam's step count (a 0-d tensor) are updated in place; the step's (policy loss,
+    value loss, entropy, approximate KL, clipped fraction) returned."""
+    obs, masks, actions, old_logp, advantages, targets = unpack(batch, layout.shapes[0][1])
+    rows = obs.shape[0]
+    actor, critic, (wa, ba), (wv, bv) = layout.split(state[0])
+    hidden_pi, hidden_vf = mlp(actor, obs), mlp(critic, obs)
+    logits = torch.addmm(ba, hidden_pi[-1], wa.t())
+    if masked:
+        logits = torch.where(masks, logits, HUGE_NEG)
+    values = torch.addmm(bv, hidden_vf[-1], wv.t())[:, 0]
+    log_probs = torch.log_softmax(logits, dim=1)
+    probs = log_probs.exp()
+    chosen = torch.nn.functional.one_hot(actions, logits.shape[1]).to(logits.dtype)
+    logp = (log_probs * chosen).sum(1)
+    entropy = -(probs * log_probs).sum(1)
+    if hp.normalize_advantage and rows > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    surrogate = advantages * ratio
+    clipped = advantages * torch.clamp(ratio, 1 - hp.clip_range, 1 + hp.clip_range)
+    policy_loss = -torch.minimum(surrogate, clipped).mean()
+    value_loss = (targets - values).pow(2).mean()
+    # d loss / d logits: the surrogate's through log p(a) (where the unclipped term is the
+    # smaller: torch.min's gradient, split evenly on ties, sums to the same), then the
+    # entropy bonus's, d(-H)/dz_j = p_j (log p_j + H); masked logits get none.
+    d_logp = torch.where(surrogate <= clipped, -surrogate, 0.0) / rows
+    d_logits = d_logp[:, None] * (chosen - probs) + (hp.ent_coef / rows) * probs * (
+        log_probs + entropy[:, None])
+    if masked:
+        d_logits = torch.where(masks, d_logits, 0.0)
+    d_values = (2 * hp.vf_coef / rows) * (values - targets)
+    grads = [*_backward(actor, hidden_pi, d_logits, wa),
+             *_backward(critic, hidden_vf, d_values[:, None], wv),
+             d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
+             d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
+    grad = torch.cat([g.reshape(-1) for g in grads])
+    _clip_and_adam(grad, state, step, hp)
+    approx_kl = ((ratio - 1) - log_ratio).mean()
+    clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).mean()
+    return torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction])
+
+
+def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
+                   hp: PPOHyperparameters) -> None:
+    """``clip_grad_norm_`` then ``torch.optim.Adam``'s update of ``state`` (parameters,
+    first and second moments) in place."""
+    flat, exp_avg, exp_avg_sq = state[0], state[1], state[2]
+    coef = torch.clamp(hp.max_grad_norm / (grad.norm() + 1e-6), max=1.0)
+    grad = grad * coef
+    step.add_(1)
+    beta1, beta2 = BETAS
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    correction1 = 1 - torch.pow(beta1, step)
+    correction2 = 1 - torch.pow(beta2, step)
+    denom = exp_avg_sq.sqrt() / correction2.sqrt() + ADAM_EPS
+    flat.sub_(hp.learning_rate / correction1 * exp_avg / denom)
+
+
+def compile_wanted() -> bool:
+    """Whether to compile: not when ``BALLAD_NO_COMPILE`` is set to a true value."""
+    return os.environ.get(NO_COMPILE_ENV, "").strip().lower() in ("", "0", "false", "no")
+
+
+def compiled_step(compile: bool = True) -> tuple[Step, bool]:
+    """:func:`ppo_step` compiled by torch.compile (inductor) when ``compile`` and
+    :func:`compile_wanted`, else itself; and whether it is compiled. Compiling is lazy (at
+    the first call); :func:`warm` makes it happen, or fall back, before a run's clock."""
+    if not (compile and compile_wanted()):
+        return ppo_step, False
+    try:
+        return torch.compile(ppo_step, dynamic=False, fullgraph=True), True
+    except Exception as err:  # noqa: BLE001 - any failure to set up compiling falls back
+        warnings.warn(f"torch.compile unavailable ({err}); the PPO step runs eagerly",
+                      RuntimeWarning, stacklevel=2)
+        return ppo_step, False
+
+
+class FusedUpdate:
+    """``ppo_batches.ppo_update`` with :func:`ppo_step`: the policy's parameters become
+    views of one flat vector (so the rollouts' forward passes through the SB3 policy read
+    the updated weights with no copy), Adam's moments are flat vectors beside it, and
+    each minibatch is one call of the (compiled) step. The minibatches are drawn as
+    ``ppo_update`` draws them (a permutation per epoch from the run's generator)."""
+
+    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool,
+                 compile: bool = True) -> None:
+        self.policy, self.hp, self.masked = policy, hp, masked
+        self.layout = FlatLayout.of(policy)
+        params = list(policy.parameters())
+        flat = torch.nn.utils.parameters_to_vector(params).detach()
+        self.state = torch.stack([flat, torch.zeros_like(flat), torch.zeros_like(flat)])
+        for param, view in zip(params, self.layout.views(self.state[0]), strict=True):
+            param.data = view
+        self.step = torch.zeros((), device=flat.device)
+        step, self.compiled = compiled_step(compile)
+        self._step = functools.partial(step, self.layout, hp, masked)
+
+    def update(self, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
+               gen: torch.Generator) -> dict[str, float]:
+        """``n_epochs`` passes over the rollout; the mean statistics over the minibatches."""
+        flat = buf.n_steps * buf.n_envs
+        table = pack(buf.obs.reshape(flat, -1), buf.masks.reshape(flat, 2),
+                     buf.actions.reshape(flat), buf.logp.reshape(flat),
+                     advantages.reshape(flat), targets.reshape(flat))
+        totals = torch.zeros(len(STATS), device=table.device)
+        batches = 0
+        for _ in range(self.hp.n_epochs):
+            shuffled = table[torch.randperm(flat, generator=gen, device=gen.device)]
+            for start in range(0, flat, self.hp.batch_size):
+                totals += self._step(self.state, self.step,
+                                     shuffled[start:start + self.hp.batch_size])
+                batches += 1
+        return dict(zip(STATS, (totals / batches).tolist(), strict=True))
+
+    def warm(self, buf: Rollout) -> float:
+        """Run the step on copies of the state and zeros of each minibatch shape, so
+        compiling (or its fallback) happens now, outside a run's clock; its seconds. A
+        step that fails to compile falls back to the eager step with a warning."""
+        flat = buf.n_steps * buf.n_envs
+        sizes = {min(self.hp.batch_size, flat), flat % self.hp.batch_size} - {0}
+        start = time.perf_counter()
+        try:
+            for rows in sorted(sizes):  # each minibatch shape compiles once
+                batch = torch.zeros(rows, buf.obs.shape[-1] + 6, device=self.state.device)
+                self._step(self.state.clone(), self.step.clone(), batch)
+        except Exception as err:  # noqa: BLE001 - inductor's errors have no common base
+            if not self.compiled:
+                raise
+            warnings.warn(f"compiling the PPO step failed ({type(err).__name__}: {err}); it "
+                          "runs eagerly", RuntimeWarning, stacklevel=2)
+            self.compiled = False
+            self._step = functools.partial(ppo_step, self.layout, self.hp, self.masked)
+        return time.perf_counter() - start
+
+    def weights(self) -> torch.Tensor:
+        """The flat parameters (a view: copy it to keep it)."""
+        return self.state[0]
+
+    def finish(self) -> None:
+        """Give the policy its own parameter tensors again and SB3's Adam the moments and
+        step count, so ``model.save`` writes what SB3's training would have."""
+        params = list(self.policy.parameters())
+        moments = zip(self.layout.views(self.state[1]), self.layout.views(self.state[2]),
+                      strict=True)
+        optimizer = self.policy.optimizer
+        for param, (avg, avg_sq) in zip(params, moments, strict=True):
+            param.data = param.data.clone()
+            optimizer.state[param] = {"step": self.step.clone(), "exp_avg": avg.clone(),
+                                      "exp_avg_sq": avg_sq.clone()}
+
+
+__all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "FlatLayout", "FusedUpdate",
+           "compile_wanted", "compiled_step", "mlp", "outputs", "pack", "ppo_step", "tanh",
+           "unpack"]

@@ -1,0 +1,169 @@
+"""The batched trainer on both cores: a worker process plays the next rollout while this one
+updates on the last.
+
+PPO alternates two pieces of work that each keep one core busy: a rollout (N environments
+stepped ``n_steps`` times, a forward pass of the policy per step) and an update (``n_epochs``
+passes of minibatch steps over that rollout). Run one after the other they leave a second
+core idle; here a worker process owns the environments and plays rollout k + 1 while the
+main process updates on rollout k. Rollout k + 1 is then played by the weights from before
+update k (a policy lag of one update, as asynchronous PPO has: the clipped ratio is taken
+against the log probabilities the rollout was actually drawn with, so the loss stays
+PPO's). The schedule is fixed, not timed: rollouts 0 and 1 play the initial weights and
+rollout k >= 2 the weights after update k - 2, so a seed gives the same run.
+
+The two rollout buffers live in shared memory (the worker writes one while the update reads
+the other); the weights go to the worker with each request (about 44 kB), the ended
+episodes' returns and costs come back with each answer. The worker is a fresh process
+(``spawn``), started, and its environments built, before the run's clock starts, as the
+sequential loop builds its environments before its clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.experiments.training.fused import FlatLayout, outputs
+from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae
+
+#: What the worker answers a request with: (slot, ended episodes, its seconds in the
+#: environment and in the whole rollout), or an error's traceback.
+Answer = tuple[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]]
+
+
+def stream_seeds(seed: int) -> tuple[int, int]:
+    """Two independent seeds from a run's seed: the worker's actions, the minibatches."""
+    first, second = np.random.SeedSequence(seed).generate_state(2)
+    return int(first), int(second)
+
+
+def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool,
+            seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
+            threads: int) -> None:
+    """The worker's loop: build the environments, say ``ready``, then answer each request
+    ``(slot, weights or None)`` with one rollout into ``bufs[slot]`` (and the values of the
+    observations after it into ``lasts[slot]``); ``None`` ends it."""
+    from agents.experiments.training.batched import collect, make_envs
+
+    torch.set_num_threads(threads)
+    try:
+        envs = make_envs(*make_envs_args)
+        flat = torch.zeros(layout.numel)
+        forward = functools.partial(outputs, layout, flat)
+        gen = torch.Generator().manual_seed(action_seed)
+        returns = np.zeros(envs.num_envs)
+        obs, _ = envs.reset(seed=seed)
+        conn.send("ready")
+        while (request := conn.recv()) is not None:
+            slot, weights = request
+            if weights is not None:
+                flat.copy_(torch.from_numpy(weights))
+            timer = {"env": 0.0, "rollout": 0.0}
+            obs, ended = collect(envs, forward, obs, bufs[slot], masked, gen, returns, timer)
+            with torch.inference_mode():
+                lasts[slot] = forward(torch.as_tensor(obs), None)[1]
+            conn.send((slot, ended, timer))
+        envs.close()
+    except Exception:  # noqa: BLE001 - any failure goes back to the main process as text
+        conn.send(("error", traceback.format_exc()))
+
+
+class RolloutWorker:
+    """The worker process and its two shared rollout buffers; a context manager that ends
+    the process on leaving."""
+
+    def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: PPOHyperparameters,
+                 n_envs: int, n_features: int, masked: bool, seed: int, threads: int) -> None:
+        self.bufs = [Rollout(hp.n_steps, n_envs, n_features, hp.gamma, "cpu") for _ in range(2)]
+        for buf in self.bufs:
+            for tensor in vars(buf).values():
+                if isinstance(tensor, torch.Tensor):
+                    tensor.share_memory_()
+        self.lasts = torch.zeros(2, n_envs).share_memory_()
+        context = torch.multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker, daemon=True,
+            args=(child, make_envs_args, layout, masked, seed, stream_seeds(seed)[0],
+                  self.bufs, self.lasts, threads))
+
+    def __enter__(self) -> RolloutWorker:
+        self.process.start()
+        if (answer := self._receive()) != "ready":
+            raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.process.join(timeout=10)
+            if self.process.is_alive():
+                self.process.terminate()
+        self.conn.close()
+
+    def request(self, slot: int, weights: torch.Tensor | None) -> None:
+        """Ask for a rollout into ``slot``, played with ``weights`` (None: the last ones)."""
+        self.conn.send((slot, None if weights is None else weights.detach().cpu().numpy().copy()))
+
+    def _receive(self) -> Any:
+        try:
+            answer = self.conn.recv()
+        except EOFError as err:
+            raise RuntimeError(f"the rollout worker died (exit code {self.process.exitcode})"
+                               ) from err
+        if isinstance(answer, tuple) and answer[0] == "error":
+            raise RuntimeError(f"the rollout worker failed:\n{answer[1]}")
+        return answer
+
+    def receive(self) -> Answer:
+        """The next finished rollout: (slot, ended episodes, the worker's seconds)."""
+        answer: Answer = self._receive()
+        return answer
+
+
+Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
+
+
+def overlapped_loop(worker: RolloutWorker, updater: Any, hp: PPOHyperparameters,
+                    n_rollouts: int, update_seed: int, record: Record
+                    ) -> tuple[int, float, dict[str, float]]:
+    """``n_rollouts`` rollouts and updates, the worker playing one rollout ahead; after each
+    update ``record(steps, ended episodes, statistics)``. Returns the steps, the seconds
+    and the time split (environment, the rest of the rollouts, updates, and the main
+    process's wait for rollouts)."""
+    gen = torch.Generator().manual_seed(update_seed)
+    timer = {"env": 0.0, "rollout": 0.0, "update": 0.0, "wait": 0.0}
+    steps_each = hp.n_steps * worker.bufs[0].n_envs
+    start = time.perf_counter()
+    worker.request(0, updater.weights())
+    if n_rollouts > 1:
+        worker.request(1, None)
+    steps = 0
+    for k in range(n_rollouts):
+        tick = time.perf_counter()
+        slot, ended, spent = worker.receive()
+        timer["wait"] += time.perf_counter() - tick
+        timer["env"] += spent["env"]
+        timer["rollout"] += spent["rollout"] - spent["env"]
+        buf = worker.bufs[slot]
+        advantages, targets = gae(buf, worker.lasts[slot], hp.gae_lambda)
+        tick = time.perf_counter()
+        stats = updater.update(buf, advantages, targets, gen)
+        timer["update"] += time.perf_counter() - tick
+        if k + 2 < n_rollouts:
+            worker.request(slot, updater.weights())
+        steps += steps_each
+        record(steps, ended, stats)
+    return steps, time.perf_counter() - start, timer
+
+
+__all__ = ["RolloutWorker", "overlapped_loop", "stream_seeds"]

@@ -1,0 +1,188 @@
+"""The compiled trainer's fused PPO step (agents.experiments.training.fused) against SB3's
+step under autograd, its fallbacks, and the rollout worker of the overlapped loop
+(agents.experiments.training.pipelined)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+from conftest import write_data_files
+
+from agents.experiments.lattice_build import build_store
+from agents.experiments.training import fused
+from agents.experiments.training.batched import build_model, train_batched
+from agents.experiments.training.pipelined import stream_seeds
+from agents.experiments.training.ppo_batches import PPOHyperparameters, _minibatch_step
+from agents.policy import load_policy
+from ballad_env.settings import Settings
+
+HP = PPOHyperparameters(batch_size=16, learning_rate=3e-3, ent_coef=0.05)
+TINY = {"batch_size": 32, "n_epochs": 2}
+#: Set to 1 to run the test that compiles the step.
+COMPILE_TEST_ENV = "BALLAD_TEST_COMPILE"
+
+
+def _model(algo: str = "maskable_ppo", hp: PPOHyperparameters = HP, **kwargs) -> object:
+    return build_model(algo, gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu", **kwargs)
+
+
+def _batch(rows: int, masked: bool, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """Observations, masks (a fifth with one action spent), actions (valid ones), old log
+    probabilities, advantages and value targets."""
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.rand(rows, 5, generator=gen)
+    masks = torch.ones(rows, 2, dtype=torch.bool)
+    if masked:
+        masks[::5, 0] = False
+        masks[1::5, 1] = False
+    actions = torch.randint(0, 2, (rows,), generator=gen)
+    actions = torch.where(masks[torch.arange(rows), actions], actions, 1 - actions)
+    old_logp = torch.log(torch.rand(rows, generator=gen) * 0.8 + 0.1)
+    return obs, masks, actions, old_logp, torch.randn(rows, generator=gen) * 2, \
+        torch.randn(rows, generator=gen)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_two_fused_steps_are_sb3s_steps_under_autograd(masked) -> None:
+    """Two minibatch steps of the fused step (hand-written gradient, clipping, Adam on the
+    flat vector) give SB3's PPO step's weights (autograd, clip_grad_norm_, torch's Adam),
+    statistics and Adam moments to float32 rounding; the large advantages make some ratios
+    clip in the second step and the clipping of the gradient norm bind."""
+    model = _model()
+    reference = copy.deepcopy(model.policy)
+    reference.optimizer = torch.optim.Adam(reference.parameters(), lr=HP.learning_rate,
+                                           eps=1e-5)
+    update = fused.FusedUpdate(model.policy, HP, masked)
+    for seed in (0, 1):
+        obs, masks, actions, old_logp, adv, targets = _batch(16, masked, seed)
+        expected = _minibatch_step(reference, obs, masks if masked else None, actions,
+                                   old_logp, adv, targets, HP)
+        got = update._step(update.state, update.step,
+                           fused.pack(obs, masks, actions, old_logp, adv, targets))
+        assert torch.allclose(got, expected, atol=1e-6)
+    assert expected[4] > 0  # some ratio was clipped
+    want = torch.nn.utils.parameters_to_vector(reference.parameters()).detach()
+    assert torch.allclose(update.weights(), want, atol=2e-6)
+    assert not torch.allclose(update.weights(), fused.FusedUpdate(
+        _model().policy, HP, masked).weights())
+    update.finish()
+    for param, ref in zip(model.policy.parameters(), reference.parameters(), strict=True):
+        mine, theirs = model.policy.optimizer.state[param], reference.optimizer.state[ref]
+        assert float(mine["step"]) == float(theirs["step"]) == 2.0
+        assert torch.allclose(mine["exp_avg"], theirs["exp_avg"], atol=1e-7)
+        assert torch.allclose(mine["exp_avg_sq"], theirs["exp_avg_sq"], atol=1e-9)
+        assert param.data.data_ptr() != update.state.data_ptr()  # its own tensor again
+
+
+def test_the_forward_pass_is_the_policys() -> None:
+    """``fused.outputs`` on the flat vector gives the SB3 policy's action distribution and
+    values (SB3 keeps the logits normalised), masked logits at ``HUGE_NEG``."""
+    model = _model()
+    update = fused.FusedUpdate(model.policy, HP, True)
+    obs, masks, *_ = _batch(10, True)
+    logits, values = fused.outputs(update.layout, update.weights(), obs, masks)
+    with torch.no_grad():
+        dist = model.policy.get_distribution(obs)
+        want = model.policy.predict_values(obs)[:, 0]
+    raw, _ = fused.outputs(update.layout, update.weights(), obs, None)
+    assert torch.allclose(torch.log_softmax(raw, 1), dist.distribution.logits, atol=1e-5)
+    assert torch.allclose(values, want, atol=1e-6)
+    assert (logits[~masks] == fused.HUGE_NEG).all() and torch.equal(logits[masks], raw[masks])
+
+
+def test_flops_by_hand_and_other_policies_refused() -> None:
+    """The (64, 64) pair on 18 features: forward multiply-adds 18*64 + 64*64 + 64*2 (actor)
+    + 18*64 + 64*64 + 64 (critic) = 10,688; backward twice that less the two first layers'
+    input gradients (2 x 1,152): 3 x 10,688 - 2,304 = 29,760; x 2 FLOP a row."""
+    model = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
+    layout = fused.FlatLayout.of(model.policy)
+    assert layout.flops(1) == 59_520 and layout.flops(1024) == 59_520 * 1024
+    assert layout.numel == sum(p.numel() for p in model.policy.parameters())
+    relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
+    relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
+    with pytest.raises(ValueError, match="fused PPO step runs tanh MLPs.*--trainer batched"):
+        fused.FlatLayout.of(relu.policy)
+
+
+def test_compiling_falls_back_to_the_eager_step(monkeypatch) -> None:
+    """Switched off by BALLAD_NO_COMPILE (the suite's setting), torch.compile failing to
+    set up, or the compiled step failing at its first call: the eager step runs, and the
+    update says so."""
+    assert fused.compiled_step() == (fused.ppo_step, False)
+    monkeypatch.setenv(fused.NO_COMPILE_ENV, "0")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.warns(RuntimeWarning, match="no compiler here"):
+        assert fused.compiled_step() == (fused.ppo_step, False)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: lambda *a: broken())
+    update = fused.FusedUpdate(_model().policy, HP, False)
+    assert update.compiled
+    before = update.weights().clone()
+    buf = type("Buf", (), {"n_steps": 2, "n_envs": 12, "obs": torch.zeros(2, 12, 5)})()
+    with pytest.warns(RuntimeWarning, match="runs eagerly"):
+        update.warm(buf)
+    assert not update.compiled and isinstance(update._step, functools.partial)
+    assert torch.equal(update.weights(), before)  # warming touches copies only
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get(COMPILE_TEST_ENV) != "1",
+                    reason=f"compiling takes tens of seconds: {COMPILE_TEST_ENV}=1 runs it")
+def test_the_compiled_step_is_the_eager_one(monkeypatch) -> None:
+    """torch.compile (inductor) of the fused step, on 16 rows: the same weights and
+    statistics as the eager step. Compiling takes tens of seconds the first time (cached
+    after), so CI leaves it out; ``BALLAD_TEST_COMPILE=1`` runs it."""
+    monkeypatch.setenv(fused.NO_COMPILE_ENV, "0")
+    eager = fused.FusedUpdate(_model().policy, HP, True, compile=False)
+    compiled = fused.FusedUpdate(_model().policy, HP, True)
+    batch = fused.pack(*_batch(16, True))
+    got = compiled._step(compiled.state, compiled.step, batch)
+    assert compiled.compiled
+    assert torch.allclose(got, eager._step(eager.state, eager.step, batch), atol=1e-6)
+    assert torch.allclose(compiled.state, eager.state, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    data = write_data_files(tmp_path_factory.mktemp("data"), {"large": 300})
+    root = tmp_path_factory.mktemp("store")
+    build_store(root, ["large"], [0, 1], [Settings(prior="knn")], data_dir=data,
+                progress=False)
+    return root
+
+
+def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(store,
+                                                                             tmp_path) -> None:
+    """Without the worker (overlap off) the compiled trainer draws the batched trainer's
+    actions and minibatches from the same seed: the same weights after two rollouts, to
+    float32 rounding."""
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 120, "hyperparameters": TINY,
+              "output_dir": tmp_path}
+    runs = [train_batched(store, run_name=name, trainer=name, overlap=False, **kwargs)
+            for name in ("batched", "compiled")]
+    a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    assert not all(torch.equal(a[k], b[k]) for k in a)  # two different computations
+
+
+@pytest.mark.slow
+def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
+    """The worker's schedule is fixed, not timed: the same seed gives the same weights; the
+    worker and the minibatches draw from two streams of the seed."""
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "hyperparameters": TINY,
+              "output_dir": tmp_path, "trainer": "compiled"}
+    runs = [train_batched(store, run_name=name, **kwargs) for name in ("a", "b")]
+    a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((runs[0] / "a.json").read_text())["config"]["overlap"] is True
+    assert len(set(stream_seeds(0))) == 2 and stream_seeds(0) == stream_seeds(0)
