@@ -62,7 +62,8 @@ def compiled_run(store, tmp_path_factory) -> Path:
     rollouts played by a worker process one update ahead."""
     return train_batched(store, algo="maskable-ppo", n_envs=8, total_timesteps=240,
                          hyperparameters=TINY, eval_freq=120, eval_episodes=4,
-                         output_dir=tmp_path_factory.mktemp("runs"), trainer="compiled")
+                         output_dir=tmp_path_factory.mktemp("runs"), trainer="compiled",
+                         checkpoint_freq=200)
 
 
 def test_gae_by_hand() -> None:
@@ -153,7 +154,8 @@ def test_the_compiled_run_folder_records_its_update(compiled_run) -> None:
     """The compiled trainer writes the batched trainer's folder, its name and the update's
     setup (eager here: the suite sets BALLAD_NO_COMPILE), the overlapped loop's wait, and a
     saved Adam state of SB3's shape (one step count per parameter: 2 rollouts x 2 epochs x
-    4 minibatches of 32 from 120 rows = 16 steps)."""
+    4 minibatches of 32 from 120 rows = 16 steps), and a checkpoint at the first rollout
+    past 200 steps that the safe loader reads."""
     record = json.loads((compiled_run / f"{compiled_run.name}.json").read_text())
     assert record["trainer"] == "compiled" and compiled_run.name.startswith("compiled-")
     assert record["update"]["compiled"] is False and record["config"]["overlap"] is True
@@ -164,6 +166,11 @@ def test_the_compiled_run_folder_records_its_update(compiled_run) -> None:
     state = model.policy.optimizer.state_dict()["state"]
     assert len(state) == len(list(model.policy.parameters()))
     assert {float(s["step"]) for s in state.values()} == {16.0}
+    checkpoint = compiled_run / "checkpoints" / f"{compiled_run.name}_240_steps.zip"
+    assert [p.name for p in (compiled_run / "checkpoints").iterdir()] == [checkpoint.name]
+    weights = load_policy(checkpoint).model.policy.state_dict()
+    final = model.policy.state_dict()
+    assert all(torch.equal(weights[k], final[k]) for k in final)  # the last update's
 
 
 def test_the_policy_plays_the_live_env_compare_and_evaluate_policy(run, data, tmp_path) -> None:

@@ -158,6 +158,7 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
                             run_name=args.run_name, eval_seed=args.eval_seed,
                             overwrite=args.overwrite, trainer=args.trainer,
                             overlap=False if args.no_overlap else None,
+                            checkpoint_freq=args.checkpoint_freq,
                             **({"eval_episodes": args.eval_episodes}
                                if args.eval_episodes != defaults.eval_episodes else {}))
     record = json.loads((run_dir / f"{run_dir.name}.json").read_text())

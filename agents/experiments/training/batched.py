@@ -46,6 +46,7 @@ from agents.experiments.training.ppo_batches import (
     gae,
     policy_outputs,
 )
+from agents.experiments.training.run_records import Curves, Record, Recorder, greedy_episodes
 from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
@@ -114,45 +115,6 @@ def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
     return model
 
 
-@dataclass
-class Curves:
-    """What a run writes as it learns: one monitor row per rollout (the mean return and final
-    test cost of the episodes that ended in it; ``l`` its steps, so
-    ``policy_runs.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
-
-    run_dir: Path
-    returns: np.ndarray
-    start: float
-
-    def open(self) -> None:
-        (self.run_dir / "monitor").mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        head = json.dumps({"t_start": self.start, "env_id": ballad_env.REPLAY_ENV_ID,
-                           "rows": "one per rollout: means over the episodes that ended"})
-        (self.run_dir / "monitor" / "batched.monitor.csv").write_text(
-            f"#{head}\nr,l,t,test_cost,episodes\n")
-
-    def rollout(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
-        """Append the rollout's row; ``ended`` holds (returns, test costs) per vector step."""
-        returns = np.concatenate([r for r, _ in ended]) if ended else np.zeros(0)
-        costs = np.concatenate([c for _, c in ended]) if ended else np.zeros(0)
-        row = {"r": float(returns.mean()) if returns.size else float("nan"), "l": steps,
-               "t": round(time.time() - self.start, 6),
-               "test_cost": float(costs.mean()) if costs.size else float("nan"),
-               "episodes": int(returns.size)}
-        with (self.run_dir / "monitor" / "batched.monitor.csv").open("a") as out:
-            out.write(",".join(str(v) for v in row.values()) + "\n")
-        return row
-
-    def progress(self, row: Mapping[str, float]) -> None:
-        path = self.run_dir / "logs" / "progress.csv"
-        new = not path.exists()
-        with path.open("a") as out:
-            if new:
-                out.write(",".join(row) + "\n")
-            out.write(",".join(f"{v:.6g}" for v in row.values()) + "\n")
-
-
 def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: bool,
             gen: torch.Generator, returns: np.ndarray, timer: dict[str, float]
             ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
@@ -197,29 +159,6 @@ def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: 
     return obs, ended
 
 
-def greedy_episodes(policy: Any, envs: Any, masked: bool, seed: int) -> tuple[float, float]:
-    """Mean return and final test cost of one greedy episode in each of ``envs``'s
-    environments, reset with ``seed`` (the same episodes at every evaluation)."""
-    obs, _ = envs.reset(seed=seed)
-    n = envs.num_envs
-    returns, costs = np.zeros(n), np.full(n, np.nan)
-    running = np.ones(n, dtype=bool)
-    device = next(policy.parameters()).device
-    while running.any():
-        masks = envs.unwrapped.action_masks()
-        with torch.inference_mode():
-            logits, _ = policy_outputs(policy, torch.as_tensor(obs, device=device),
-                                       torch.as_tensor(masks, device=device) if masked else None)
-        actions = valid(logits.argmax(dim=1).cpu().numpy(), masks)
-        obs, rewards, terminated, truncated, info = envs.step(actions)
-        returns[running] += rewards[running]
-        done = running & (terminated | truncated)
-        if done.any():
-            costs[done] = info["final_info"]["test_cost"][done]
-            running &= ~done
-    return float(returns.mean()), float(costs.mean())
-
-
 @dataclass(frozen=True)
 class BatchedRun:
     """A batched run's options, saved in its settings JSON as ``config``."""
@@ -242,6 +181,7 @@ class BatchedRun:
     output_dir: str
     run_name: str
     overlap: bool
+    checkpoint_freq: int
 
 
 def write_settings(run: BatchedRun, hp: PPOHyperparameters, num_timesteps: int,
@@ -265,16 +205,17 @@ def write_settings(run: BatchedRun, hp: PPOHyperparameters, num_timesteps: int,
 def _run(trainer: str, algo: str, store: str | Path, settings: Settings, names: Sequence[str],
          seeds: Sequence[int] | None, observation: str, n_envs: int, total_timesteps: int,
          seed: int, device: str, threads: int, eval_freq: int, eval_episodes: int,
-         eval_seed: int, output_dir: str | Path, run_name: str | None, overlap: bool | None
-         ) -> BatchedRun:
+         eval_seed: int, output_dir: str | Path, run_name: str | None, overlap: bool | None,
+         checkpoint_freq: int) -> BatchedRun:
     """The run's options, checked, with its name (the SB3 path's, ``batched-`` before it)."""
     check_version(observation)
     if trainer not in TORCH_TRAINERS:
         raise ValueError(f"unknown trainer {trainer!r}: use one of {TORCH_TRAINERS}")
     if n_envs < 1 or total_timesteps < 1 or threads < 1 or eval_episodes < 1:
         raise ValueError("n_envs, total_timesteps, threads and eval_episodes must be positive")
-    if eval_freq < 0:
-        raise ValueError(f"eval_freq must be >= 0 (0: never), got {eval_freq}")
+    if eval_freq < 0 or checkpoint_freq < 0:
+        raise ValueError(f"eval_freq and checkpoint_freq must be >= 0 (0: never), got "
+                         f"{eval_freq} and {checkpoint_freq}")
     names = list(names)
     config = TrainConfig(algo=algo, datasets=tuple(names), settings=settings,
                          observation=observation, replay_store=str(store), seed=seed,
@@ -283,7 +224,7 @@ def _run(trainer: str, algo: str, store: str | Path, settings: Settings, names: 
     return BatchedRun(trainer, algo, str(store), names, None if seeds is None else list(seeds),
                       settings.to_dict(), observation, n_envs, total_timesteps, seed, device,
                       threads, eval_freq, eval_episodes, eval_seed, str(output_dir), name,
-                      trainer == "compiled" if overlap is None else overlap)
+                      trainer == "compiled" if overlap is None else overlap, checkpoint_freq)
 
 
 def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
@@ -295,7 +236,8 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
                   eval_freq: int = 0, output_dir: str | Path = "results/policies",
                   run_name: str | None = None, eval_episodes: int = 256,
                   eval_seed: int = 100_000, overwrite: bool = False,
-                  trainer: str = TRAINER, overlap: bool | None = None) -> Path:
+                  trainer: str = TRAINER, overlap: bool | None = None,
+                  checkpoint_freq: int = 0) -> Path:
     """Train PPO or MaskablePPO on ``n_envs`` replay episodes of ``store`` at once; returns
     the run folder, which holds ``<run>.zip`` (an SB3 model), ``<run>.json`` (settings,
     ``num_timesteps``, ``train_seconds``), ``monitor/`` and ``logs/`` (the curves) and, with
@@ -306,7 +248,8 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
     fields. ``trainer`` picks the update (``TORCH_TRAINERS``: ``compiled`` runs the fused
     step, compiled before the clock starts); ``overlap`` plays the next rollout in a worker
     process while this one updates (``training.pipelined``; None: for ``compiled`` only).
-    ``threads`` sets torch's intra-op threads for
+    ``checkpoint_freq`` > 0 saves the model every that many steps as SB3's checkpoints
+    (``checkpoints/<run>_<steps>_steps.zip``). ``threads`` sets torch's intra-op threads for
     the run (None: 1 on a CPU). A rollout is ``n_steps`` vector steps, so a run takes
     ``total_timesteps`` rounded up to whole rollouts of ``n_steps * n_envs`` steps. A
     finished run of the same name is replaced only with ``overwrite``.
@@ -324,7 +267,7 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
             {d for d, _ in envs.unwrapped.cells})
         run = _run(trainer, algo, store, settings, names, seeds, observation, n_envs,
                    total_timesteps, seed, device, threads or DEFAULT_THREADS, eval_freq,
-                   eval_episodes, eval_seed, output_dir, run_name, overlap)
+                   eval_episodes, eval_seed, output_dir, run_name, overlap, checkpoint_freq)
         run_dir = fresh_run_dir(TrainConfig(algo=run.algo, run_name=run.run_name,
                                             output_dir=run.output_dir, overwrite=overwrite))
         if eval_freq > 0:
@@ -355,7 +298,7 @@ def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any,
     updater = make_update(run.trainer, policy, hp, masked)
     setup: dict[str, Any] = {"compile_seconds": round(updater.warm(buf), 2)}
     setup["compiled"] = updater.compiled  # False where compiling fell back
-    record = _Recorder(run, run_dir, policy, masked, eval_envs)
+    record = Recorder(run, run_dir, model, updater, masked, eval_envs)
     if run.overlap:
         from agents.experiments.training.pipelined import (
             RolloutWorker,
@@ -377,34 +320,6 @@ def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any,
     model.save(run_dir / f"{run.run_name}.zip")
     write_settings(run, hp, steps, seconds, timer, run_dir, setup)
     return run_dir
-
-
-Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
-
-
-class _Recorder:
-    """What runs after each update: the monitor and progress rows, and the greedy
-    evaluation every ``eval_freq`` steps."""
-
-    def __init__(self, run: BatchedRun, run_dir: Path, policy: Any, masked: bool,
-                 eval_envs: Any) -> None:
-        self.run, self.run_dir, self.policy, self.masked = run, run_dir, policy, masked
-        self.eval_envs, self.next_eval, self.steps = eval_envs, run.eval_freq, 0
-        self.curves = Curves(run_dir, np.zeros(run.n_envs), time.time())
-        self.curves.open()
-        self.start = time.perf_counter()
-
-    def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
-                 stats: dict[str, float]) -> None:
-        row = self.curves.rollout(steps - self.steps, ended)
-        self.steps = steps
-        self.curves.progress({"timesteps": steps, "seconds": time.perf_counter() - self.start,
-                              "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"],
-                              **stats})
-        if self.eval_envs is not None and steps >= self.next_eval:
-            _write_eval(self.run_dir, steps, *greedy_episodes(
-                self.policy, self.eval_envs, self.masked, self.run.eval_seed))
-            self.next_eval += self.run.eval_freq
 
 
 def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, masked: bool,
@@ -440,18 +355,6 @@ def make_update(trainer: str, policy: Any, hp: PPOHyperparameters, masked: bool)
     return AutogradUpdate(policy, hp, masked)
 
 
-def _write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float) -> None:
-    """A row of ``eval/evaluations.csv``, the SB3 path's columns."""
-    table = run_dir / "eval" / "evaluations.csv"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    new = not table.exists()
-    with table.open("a") as out:
-        if new:
-            out.write("timesteps,mean_return,mean_test_cost\n")
-        out.write(f"{steps},{mean_return:.6f},{mean_cost:.6f}\n")
-
-
 __all__ = ["BATCHED_ALGOS", "DEFAULT_THREADS", "TORCH_TRAINERS", "TRAINER", "BatchedRun",
-           "algo_name", "make_update",
-           "build_model", "collect", "greedy_episodes", "make_envs",
-           "train_batched", "write_settings"]
+           "Curves", "algo_name", "build_model", "collect", "greedy_episodes", "make_envs",
+           "make_update", "train_batched", "write_settings"]

@@ -314,17 +314,21 @@ class FusedUpdate:
         """The flat parameters (a view: copy it to keep it)."""
         return self.state[0]
 
-    def finish(self) -> None:
-        """Give the policy its own parameter tensors again and SB3's Adam the moments and
-        step count, so ``model.save`` writes what SB3's training would have."""
-        params = list(self.policy.parameters())
+    def sync(self) -> None:
+        """Give SB3's Adam the moments and step count (copies), so ``model.save`` writes
+        what SB3's training would have (a checkpoint's parameters are still views)."""
         moments = zip(self.layout.views(self.state[1]), self.layout.views(self.state[2]),
                       strict=True)
         optimizer = self.policy.optimizer
-        for param, (avg, avg_sq) in zip(params, moments, strict=True):
-            param.data = param.data.clone()
+        for param, (avg, avg_sq) in zip(self.policy.parameters(), moments, strict=True):
             optimizer.state[param] = {"step": self.step.clone(), "exp_avg": avg.clone(),
                                       "exp_avg_sq": avg_sq.clone()}
+
+    def finish(self) -> None:
+        """:meth:`sync`, and give the policy its own parameter tensors again."""
+        self.sync()
+        for param in self.policy.parameters():
+            param.data = param.data.clone()
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "FlatLayout", "FusedUpdate",

@@ -233,8 +233,11 @@ class AutogradUpdate:
         """The policy's parameters as one flat vector (a copy)."""
         return torch.nn.utils.parameters_to_vector(self.policy.parameters()).detach()
 
+    def sync(self) -> None:
+        """The policy and its optimizer always hold everything ``save`` writes."""
+
     def finish(self) -> None:
-        """The policy and its optimizer already hold everything ``save`` writes."""
+        """As :meth:`sync`: nothing to do."""
 
 
 __all__ = ["HUGE_NEG", "AutogradUpdate", "FastTanh", "PPOHyperparameters", "Rollout", "gae",

@@ -1,0 +1,133 @@
+"""What a batched run writes as it learns: the monitor and progress rows after each update,
+the greedy evaluations and the checkpoints (:class:`Recorder`), for
+:mod:`agents.experiments.training.batched`'s loops, here or overlapped with a rollout worker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import ballad_env
+from agents.experiments.training.ppo_batches import policy_outputs
+from agents.experiments.training.vec_adapter import valid
+
+
+@dataclass
+class Curves:
+    """What a run writes as it learns: one monitor row per rollout (the mean return and final
+    test cost of the episodes that ended in it; ``l`` its steps, so
+    ``policy_runs.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
+
+    run_dir: Path
+    returns: np.ndarray
+    start: float
+
+    def open(self) -> None:
+        (self.run_dir / "monitor").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        head = json.dumps({"t_start": self.start, "env_id": ballad_env.REPLAY_ENV_ID,
+                           "rows": "one per rollout: means over the episodes that ended"})
+        (self.run_dir / "monitor" / "batched.monitor.csv").write_text(
+            f"#{head}\nr,l,t,test_cost,episodes\n")
+
+    def rollout(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+        """Append the rollout's row; ``ended`` holds (returns, test costs) per vector step."""
+        returns = np.concatenate([r for r, _ in ended]) if ended else np.zeros(0)
+        costs = np.concatenate([c for _, c in ended]) if ended else np.zeros(0)
+        row = {"r": float(returns.mean()) if returns.size else float("nan"), "l": steps,
+               "t": round(time.time() - self.start, 6),
+               "test_cost": float(costs.mean()) if costs.size else float("nan"),
+               "episodes": int(returns.size)}
+        with (self.run_dir / "monitor" / "batched.monitor.csv").open("a") as out:
+            out.write(",".join(str(v) for v in row.values()) + "\n")
+        return row
+
+    def progress(self, row: Mapping[str, float]) -> None:
+        path = self.run_dir / "logs" / "progress.csv"
+        new = not path.exists()
+        with path.open("a") as out:
+            if new:
+                out.write(",".join(row) + "\n")
+            out.write(",".join(f"{v:.6g}" for v in row.values()) + "\n")
+
+
+def greedy_episodes(policy: Any, envs: Any, masked: bool, seed: int) -> tuple[float, float]:
+    """Mean return and final test cost of one greedy episode in each of ``envs``'s
+    environments, reset with ``seed`` (the same episodes at every evaluation)."""
+    obs, _ = envs.reset(seed=seed)
+    n = envs.num_envs
+    returns, costs = np.zeros(n), np.full(n, np.nan)
+    running = np.ones(n, dtype=bool)
+    device = next(policy.parameters()).device
+    while running.any():
+        masks = envs.unwrapped.action_masks()
+        with torch.inference_mode():
+            logits, _ = policy_outputs(policy, torch.as_tensor(obs, device=device),
+                                       torch.as_tensor(masks, device=device) if masked else None)
+        actions = valid(logits.argmax(dim=1).cpu().numpy(), masks)
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        returns[running] += rewards[running]
+        done = running & (terminated | truncated)
+        if done.any():
+            costs[done] = info["final_info"]["test_cost"][done]
+            running &= ~done
+    return float(returns.mean()), float(costs.mean())
+
+
+Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
+
+
+class Recorder:
+    """What runs after each update: the monitor and progress rows, the greedy evaluation
+    every ``eval_freq`` steps and a checkpoint every ``checkpoint_freq``."""
+
+    def __init__(self, run: Any, run_dir: Path, model: Any, updater: Any, masked: bool,
+                 eval_envs: Any) -> None:
+        self.run, self.run_dir, self.model, self.masked = run, run_dir, model, masked
+        self.policy, self.updater = model.policy, updater
+        self.eval_envs, self.next_eval, self.steps = eval_envs, run.eval_freq, 0
+        self.next_checkpoint = run.checkpoint_freq
+        self.curves = Curves(run_dir, np.zeros(run.n_envs), time.time())
+        self.curves.open()
+        self.start = time.perf_counter()
+
+    def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
+                 stats: dict[str, float]) -> None:
+        row = self.curves.rollout(steps - self.steps, ended)
+        self.steps = steps
+        self.curves.progress({"timesteps": steps, "seconds": time.perf_counter() - self.start,
+                              "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"],
+                              **stats})
+        if self.eval_envs is not None and steps >= self.next_eval:
+            write_eval(self.run_dir, steps, *greedy_episodes(
+                self.policy, self.eval_envs, self.masked, self.run.eval_seed))
+            self.next_eval += self.run.eval_freq
+        if self.run.checkpoint_freq and steps >= self.next_checkpoint:
+            self.updater.sync()
+            self.model.num_timesteps = steps
+            folder = self.run_dir / "checkpoints"
+            folder.mkdir(exist_ok=True)
+            self.model.save(folder / f"{self.run.run_name}_{steps}_steps")
+            self.next_checkpoint += self.run.checkpoint_freq
+
+
+def write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float) -> None:
+    """A row of ``eval/evaluations.csv``, the SB3 path's columns."""
+    table = run_dir / "eval" / "evaluations.csv"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    new = not table.exists()
+    with table.open("a") as out:
+        if new:
+            out.write("timesteps,mean_return,mean_test_cost\n")
+        out.write(f"{steps},{mean_return:.6f},{mean_cost:.6f}\n")
+
+
+__all__ = ["Curves", "Record", "Recorder", "greedy_episodes"]
