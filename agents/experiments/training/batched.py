@@ -188,14 +188,16 @@ def write_settings(run: BatchedRun, hp: PPOHyperparameters, num_timesteps: int,
                    seconds: float, timer: Mapping[str, float], run_dir: Path,
                    update: Mapping[str, Any] | None = None) -> Path:
     """The run's settings JSON, laid out as the SB3 path's (``training.sb3.settings_dict``), with
-    the time split of the run (environment steps, the rest of the rollouts, updates) and
-    ``update`` (whether the step ran compiled, the seconds compiling took before the clock)."""
+    the time split of the run (environment steps, the rest of the rollouts, updates; ``cpu``:
+    the CPU seconds of the training, a worker's included) and ``update`` (whether the step
+    ran compiled, the seconds compiling and starting the worker took before the clock)."""
     path = run_dir / f"{run.run_name}.json"
     record = {"run_name": run.run_name, "algo": run.algo, "trainer": run.trainer,
               "config": asdict(run), "algorithm_kwargs": asdict(hp),
               "observation_features": list(OBSERVATIONS[run.observation]),
               "num_timesteps": int(num_timesteps), "train_seconds": round(seconds, 2),
-              "seconds": {k: round(v, 3) for k, v in timer.items()},
+              "cpu_seconds": round(timer.get("cpu", 0.0), 2),
+              "seconds": {k: round(v, 3) for k, v in timer.items() if k != "cpu"},
               "update": dict(update or {}),
               "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path.write_text(json.dumps(record, indent=2) + "\n")
@@ -331,7 +333,7 @@ def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, maske
     returns = np.zeros(run.n_envs)
     timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
     obs, _ = envs.reset(seed=run.seed)
-    steps, start = 0, time.perf_counter()
+    steps, start, cpu_start = 0, time.perf_counter(), time.process_time()
     while steps < run.total_timesteps:
         obs, ended = collect(envs, forward, obs, buf, masked, gen, returns, timer)
         with torch.inference_mode():
@@ -343,6 +345,7 @@ def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, maske
         steps += buf.n_steps * run.n_envs
         record(steps, ended, stats)
     timer["rollout"] -= timer["env"]  # the rollouts' own work: forward passes, copies
+    timer["cpu"] = time.process_time() - cpu_start
     return steps, time.perf_counter() - start, timer
 
 

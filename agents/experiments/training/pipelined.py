@@ -64,10 +64,11 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
             slot, weights = request
             if weights is not None:
                 flat.copy_(torch.from_numpy(weights))
-            timer = {"env": 0.0, "rollout": 0.0}
+            timer, cpu = {"env": 0.0, "rollout": 0.0}, time.process_time()
             obs, ended = collect(envs, forward, obs, bufs[slot], masked, gen, returns, timer)
             with torch.inference_mode():
                 lasts[slot] = forward(torch.as_tensor(obs), None)[1]
+            timer["cpu"] = time.process_time() - cpu
             conn.send((slot, ended, timer))
         envs.close()
     except Exception:  # noqa: BLE001 - any failure goes back to the main process as text
@@ -138,12 +139,12 @@ def overlapped_loop(worker: RolloutWorker, updater: Any, hp: PPOHyperparameters,
                     ) -> tuple[int, float, dict[str, float]]:
     """``n_rollouts`` rollouts and updates, the worker playing one rollout ahead; after each
     update ``record(steps, ended episodes, statistics)``. Returns the steps, the seconds
-    and the time split (environment, the rest of the rollouts, updates, and the main
-    process's wait for rollouts)."""
+    and the time split (environment, the rest of the rollouts, updates, the main process's
+    wait for rollouts, and the CPU seconds of both processes)."""
     gen = torch.Generator().manual_seed(update_seed)
-    timer = {"env": 0.0, "rollout": 0.0, "update": 0.0, "wait": 0.0}
+    timer = {"env": 0.0, "rollout": 0.0, "update": 0.0, "wait": 0.0, "cpu": 0.0}
     steps_each = hp.n_steps * worker.bufs[0].n_envs
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     worker.request(0, updater.weights())
     if n_rollouts > 1:
         worker.request(1, None)
@@ -154,6 +155,7 @@ def overlapped_loop(worker: RolloutWorker, updater: Any, hp: PPOHyperparameters,
         timer["wait"] += time.perf_counter() - tick
         timer["env"] += spent["env"]
         timer["rollout"] += spent["rollout"] - spent["env"]
+        timer["cpu"] += spent["cpu"]
         buf = worker.bufs[slot]
         advantages, targets = gae(buf, worker.lasts[slot], hp.gae_lambda)
         tick = time.perf_counter()
@@ -163,6 +165,7 @@ def overlapped_loop(worker: RolloutWorker, updater: Any, hp: PPOHyperparameters,
             worker.request(slot, updater.weights())
         steps += steps_each
         record(steps, ended, stats)
+    timer["cpu"] += time.process_time() - cpu_start
     return steps, time.perf_counter() - start, timer
 
 

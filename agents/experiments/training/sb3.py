@@ -316,13 +316,17 @@ def config_dict(config: TrainConfig) -> dict[str, Any]:
                      else getattr(config, f.name)) for f in fields(config)}
 
 
-def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, Any]:
-    """The settings JSON: the config, the algorithm arguments, features, timing and versions."""
+def settings_dict(config: TrainConfig, model: Any, seconds: float,
+                  cpu_seconds: float | None = None) -> dict[str, Any]:
+    """The settings JSON: the config, the algorithm arguments, features, timing (wall-clock
+    and this process's CPU seconds of the training, which a loaded machine moves less) and
+    versions."""
     kwargs = algorithm_kwargs(config)
     return {"run_name": config.name, "algo": config.algo, "config": config_dict(config),
             "algorithm_kwargs": kwargs,
             "observation_features": list(OBSERVATIONS[config.observation]),
             "num_timesteps": int(model.num_timesteps), "train_seconds": round(seconds, 2),
+            **({} if cpu_seconds is None else {"cpu_seconds": round(cpu_seconds, 2)}),
             "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
@@ -358,10 +362,12 @@ def fresh_run_dir(config: TrainConfig) -> Path:
     return run_dir
 
 
-def write_settings(config: TrainConfig, model: Any, seconds: float) -> Path:
+def write_settings(config: TrainConfig, model: Any, seconds: float,
+                   cpu_seconds: float | None = None) -> Path:
     """Write the run's settings JSON ``<run>/<run>.json`` (see :func:`settings_dict`)."""
     path = config.run_dir / f"{config.name}.json"
-    path.write_text(json.dumps(settings_dict(config, model, seconds), indent=2) + "\n")
+    path.write_text(json.dumps(settings_dict(config, model, seconds, cpu_seconds), indent=2)
+                    + "\n")
     return path
 
 
@@ -386,18 +392,19 @@ def train(config: TrainConfig) -> TrainResult:
                                              device="cpu", **algorithm_kwargs(config))
         model.set_logger(configure(str(run_dir / "logs"), ["csv"]))
         write_settings(config, model, 0.0)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         with warnings.catch_warnings():
             # The evaluation env is deliberately a one-worker DummyVecEnv.
             warnings.filterwarnings("ignore", message="Training and eval env are not of the same")
             model.learn(total_timesteps=config.total_timesteps,
                         callback=make_callbacks(config, run_dir))
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     finally:
         env.close()
     model_path = run_dir / f"{config.name}.zip"
     model.save(model_path)
-    return TrainResult(model_path, write_settings(config, model, seconds), run_dir, seconds)
+    return TrainResult(model_path, write_settings(config, model, seconds, cpu_seconds), run_dir,
+                       seconds)
 
 
 __all__ = ["ALGORITHMS", "KeepInfo", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
