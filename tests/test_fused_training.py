@@ -100,10 +100,12 @@ def test_the_forward_pass_is_the_policys() -> None:
 def test_flops_by_hand_and_other_policies_refused() -> None:
     """The (64, 64) pair on 18 features: forward multiply-adds 18*64 + 64*64 + 64*2 (actor)
     + 18*64 + 64*64 + 64 (critic) = 10,688; backward twice that less the two first layers'
-    input gradients (2 x 1,152): 3 x 10,688 - 2,304 = 29,760; x 2 FLOP a row."""
+    input gradients (2 x 1,152): 3 x 10,688 - 2,304 = 29,760; x 2 FLOP a row. A sample
+    of a 4-epoch PPO: one forward pass in the rollout (21,376) and 4 steps (238,080)."""
     model = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
     layout = fused.FlatLayout.of(model.policy)
     assert layout.flops(1) == 59_520 and layout.flops(1024) == 59_520 * 1024
+    assert layout.forward_flops(1) == 21_376 and layout.flops_per_sample(4) == 259_456
     assert layout.numel == sum(p.numel() for p in model.policy.parameters())
     relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
     relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()

@@ -102,14 +102,23 @@ class FlatLayout:
         d = self.depth
         return pairs[:d], pairs[d:2 * d], pairs[2 * d], pairs[2 * d + 1]
 
+    def forward_flops(self, rows: int) -> int:
+        """Multiply-adds x 2 of the matrix products of a forward pass at ``rows`` rows."""
+        return 2 * rows * sum(o * i for o, i in (s for s in self.shapes if len(s) == 2))
+
     def flops(self, rows: int) -> int:
         """Multiply-adds x 2 of one :func:`ppo_step` at ``rows`` rows: the forward pass's
         matrix products, and in the backward pass the weight gradients of every layer and
         the input gradients of all but the first (the observations need none)."""
         weights = [s for s in self.shapes if len(s) == 2]
-        forward = sum(o * i for o, i in weights)
         first = sum(o * i for o, i in (weights[0], weights[self.depth]))
-        return 2 * rows * (3 * forward - first)
+        return 3 * self.forward_flops(rows) - 2 * rows * first
+
+    def flops_per_sample(self, n_epochs: int) -> int:
+        """The matrix products' FLOP PPO spends on one environment step: its forward pass
+        in the rollout and ``n_epochs`` minibatch steps' worth of rows (SB3's or these
+        trainers', at any minibatch size)."""
+        return self.forward_flops(1) + n_epochs * self.flops(1)
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
