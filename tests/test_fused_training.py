@@ -107,6 +107,7 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
     assert layout.flops(1) == 59_520 and layout.flops(1024) == 59_520 * 1024
     assert layout.forward_flops(1) == 21_376 and layout.flops_per_sample(4) == 259_456
     assert layout.numel == sum(p.numel() for p in model.policy.parameters())
+    assert fused.FlatLayout.mlp_pair(18, (64, 64)).shapes == layout.shapes
     relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
     relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
     with pytest.raises(ValueError, match="fused PPO step runs tanh MLPs.*--trainer batched"):
@@ -188,3 +189,46 @@ def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert json.loads((runs[0] / "a.json").read_text())["config"]["overlap"] is True
     assert len(set(stream_seeds(0))) == 2 and stream_seeds(0) == stream_seeds(0)
+
+
+def test_the_training_report_gives_ratios_and_the_share_of_the_peak() -> None:
+    """Hand-made medians: SB3 at 1,000 and 2,000 steps/s, the compiled trainer at 30,000 (30
+    and 15 times); 30,000 x 259,456 FLOP = 7.8 GFLOP/s, 2.6% of two cores at 150."""
+    from agents.experiments.bench.training import training_report
+
+    def row(trainer: str, speed: float) -> dict:
+        return {"trainer": trainer, "n_envs": 16, "steps": 60_000, "seconds": 60_000 / speed,
+                "steps_per_s": speed, "cpu_seconds": 60_000 / speed,
+                "parts": {"env": 1.0, "rollout": 1.0, "update": 2.0}, "load": 1.0}
+
+    result = {"threads": [], "peak": {"1024x64x64": 100.0, "512^3": 150.0}, "store": "s",
+              "cells": 3, "rows": {"sb3-study": [row("SB3", 1000)], "sb3-256": [row("SB3", 2000)],
+                                   "compiled-ppo-1024": [row("compiled ppo", 30_000)]}}
+    line = next(x for x in training_report(result).splitlines() if x.startswith("compiled"))
+    assert line.split()[6:11] == ["30.0", "15.0", "30,000", "7.8", "2.6%"]
+    assert "goal: 10 x SB3 PPO at 256 environments (20,000 steps/s): met (best 15.0 x)" in \
+        training_report(result)
+
+
+def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
+    """SB3's final costs 0.0190 and 0.0190: target 0.02; a run whose checkpoints cost 0.03,
+    0.02 and 0.01 at 1, 2, 3 s (plus 5 s of setup) reaches it at 7 s; one that never does
+    shows inf. A real run's curve: one cost per checkpoint and one for the final model."""
+    from agents.experiments.bench.target import held_out_curve, time_to_target_report
+
+    def curve(costs: list[float], setup: float = 0.0) -> dict:
+        return {"steps": [1, 2, 3], "seconds": [1.0, 2.0, 3.0], "costs": costs,
+                "setup": setup, "steps_per_s": 1.0, "cells": 9}
+
+    report = time_to_target_report({"eval_store": "h", "curves": {
+        "sb3": [curve([0.03, 0.02, 0.019])] * 2,
+        "compiled": [curve([0.03, 0.02, 0.01], setup=5.0), curve([0.03, 0.03, 0.03])]}})
+    assert "held-out cost of 0.0200" in report
+    assert report.splitlines()[-1].split()[-3:] == ["7.0", "inf", "inf"]
+    run = train_batched(store, algo="ppo", n_envs=4, total_timesteps=180,
+                        hyperparameters=TINY, output_dir=tmp_path, run_name="c-s0",
+                        trainer="compiled", overlap=False, checkpoint_freq=60)
+    got = held_out_curve(run, str(store), Settings(prior="knn", reward="cost"))
+    assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
+    assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(
+        json.loads((run / "c-s0.json").read_text())["train_seconds"])

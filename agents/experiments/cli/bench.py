@@ -168,6 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
                                "(<group>-s<seed>) on --eval-store, beside All-in-LR and the "
                                "hindsight optimum, and draw their learning curves")
     training.add_argument("--eval-store", default=None, help="the store --quality-runs plays")
+    training.add_argument("--heldout-store", default=None, metavar="DIR",
+                          help="with --training, instead: train SB3 PPO (256 environments x "
+                               "64 steps, minibatch 256, 4 epochs, 200k steps), the batched "
+                               "and the compiled trainer (2M steps) with --target-seeds seeds "
+                               "and checkpoints, and print the seconds each took to reach 95%% "
+                               "of SB3's final cost on this store's cells")
+    training.add_argument("--target-seeds", type=int, default=3,
+                          help="training seeds of each trainer (--heldout-store)")
     training.add_argument("--curves", default="training_curves.png",
                           help="where --quality-runs draws the learning curves (two files: "
                                "-timesteps and -seconds before the suffix)")
@@ -323,6 +331,22 @@ def run_quality(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_time_to_target(args: argparse.Namespace) -> int:
+    """The trainers' wall-clock to a held-out cost (``bench.target``)."""
+    from agents.experiments.bench.target import measure_time_to_target, time_to_target_report
+    from agents.experiments.lattice_build import store_settings
+
+    try:
+        settings = store_settings(args.replay_store, None, "cost")
+        result = measure_time_to_target(args.replay_store, args.heldout_store, settings,
+                                        range(args.target_seeds))
+    except (StoreError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(time_to_target_report(result))
+    return 0
+
+
 def run_training(args: argparse.Namespace) -> int:
     """SB3 PPO against the batched trainer on the store (``training_bench``)."""
     if args.quality_runs is not None:
@@ -334,6 +358,8 @@ def run_training(args: argparse.Namespace) -> int:
     from agents.experiments.bench.training import measure_training, training_report
     from agents.experiments.lattice_build import store_settings
 
+    if args.heldout_store is not None:
+        return run_time_to_target(args)
     try:
         settings = store_settings(args.replay_store, None, "cost")
         sizes = STUDY_PPO_SIZES

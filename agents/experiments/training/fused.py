@@ -79,6 +79,18 @@ class FlatLayout:
                              f"{[n for n, _ in named]}: use --trainer batched")
         return cls(tuple(n for n, _ in named), tuple(tuple(p.shape) for _, p in named), depth)
 
+    @classmethod
+    def mlp_pair(cls, n_features: int, net_arch: tuple[int, ...], n_actions: int = 2
+                 ) -> FlatLayout:
+        """The layout of SB3's ``MlpPolicy`` of these sizes, without building one."""
+        shapes: list[tuple[int, ...]] = []
+        for _ in range(2):
+            widths = (n_features, *net_arch)
+            for n_in, n_out in zip(widths, widths[1:], strict=False):
+                shapes += [(n_out, n_in), (n_out,)]
+        shapes += [(n_actions, net_arch[-1]), (n_actions,), (1, net_arch[-1]), (1,)]
+        return cls(tuple(f"p{k}" for k in range(len(shapes))), tuple(shapes), len(net_arch))
+
     @property
     def sizes(self) -> list[int]:
         return [math.prod(shape) for shape in self.shapes]
