@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,26 +34,22 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 
-import ballad_env
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.fused import AutogradUpdate, FusedUpdate
 from agents.experiments.training.ppo_batches import (
-    AutogradUpdate,
     PPOHyperparameters,
     Rollout,
     gae,
     policy_outputs,
 )
+from agents.experiments.training.rollouts import INFO_KEYS, Forward, collect, make_envs
 from agents.experiments.training.run_records import Curves, Record, Recorder, greedy_episodes
 from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
-from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
 from ballad_env.settings import Settings
 
-#: A policy's forward pass: (observations, masks or None) -> (logits, values).
-Forward = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
 #: The algorithms by the names ``train_batched`` takes (the SB3 path's names work too), and
 #: the name the run's settings JSON records (``agents.policy.ALGORITHM_CLASSES``).
 BATCHED_ALGOS = {"maskable-ppo": "maskable_ppo", "maskable_ppo": "maskable_ppo", "ppo": "ppo"}
@@ -63,8 +59,6 @@ TRAINER = "batched"
 #: SB3 policy under autograd (``ppo_batches.ppo_update``), ``compiled`` with the fused,
 #: compiled minibatch step (``fused.FusedUpdate``, ``docs/training.md``, "Speed").
 TORCH_TRAINERS = (TRAINER, "compiled")
-#: The ``info`` key the trainer reads (each episode's final test cost, for the curves).
-INFO_KEYS = ("test_cost",)
 #: torch intra-op threads on a CPU when ``threads`` is None: one. On the 2-core machine two
 #: threads made the forward and backward passes of the 64-64 MLP several times slower
 #: (``docs/training.md``, "Threads").
@@ -77,18 +71,6 @@ def algo_name(algo: str) -> str:
         raise ValueError(f"the batched trainer runs {sorted(set(BATCHED_ALGOS))}, not {algo!r}: "
                          "train A2C or DQN with --trainer sb3")
     return BATCHED_ALGOS[algo]
-
-
-def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequence[str] | None,
-              seeds: Sequence[int] | None, observation: str) -> Any:
-    """``n_envs`` replay episodes stepped together (``ReplayVectorEnv``, same-step autoreset,
-    only the final test cost in ``info``)."""
-    return gym.make_vec(ballad_env.REPLAY_ENV_ID, num_envs=n_envs,
-                        vectorization_mode="vector_entry_point", store=str(store),
-                        datasets=None if datasets is None else list(datasets),
-                        seeds=None if seeds is None else list(seeds), settings=settings,
-                        observation=observation, autoreset_mode=AutoresetMode.SAME_STEP,
-                        info_keys=INFO_KEYS)
 
 
 def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
@@ -112,50 +94,6 @@ def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
     policy.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5,
                                         fused=True)
     return model
-
-
-def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: bool,
-            gen: torch.Generator, returns: np.ndarray, timer: dict[str, float]
-            ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
-    """One rollout of ``buf.n_steps`` vector steps into ``buf``, the policy's logits and
-    values from ``forward(obs, masks or None)``; the next observations and the (returns,
-    final test costs) of the episodes that ended. A truncated episode's reward gains
-    ``gamma * V(final observation)``, as SB3 bootstraps it."""
-    ended: list[tuple[np.ndarray, np.ndarray]] = []
-    device = buf.obs.device
-    for t in range(buf.n_steps):
-        tick = time.perf_counter()
-        masks = envs.unwrapped.action_masks()
-        obs_t = torch.as_tensor(obs, device=device)
-        mask_t = torch.as_tensor(masks, device=device)
-        with torch.inference_mode():
-            logits, values = forward(obs_t, mask_t if masked else None)
-            p_lr = torch.softmax(logits, dim=1)[:, 1]
-            actions = (torch.rand(p_lr.shape, generator=gen, device=device) < p_lr).long()
-            logp = torch.log_softmax(logits, dim=1).gather(1, actions[:, None])[:, 0]
-        chosen = actions.cpu().numpy()
-        if not masked:  # the environment plays the other action where this one is spent
-            chosen = valid(chosen, masks)
-        tock = time.perf_counter()
-        obs_next, rewards, terminated, truncated, info = envs.step(chosen)
-        timer["env"] += time.perf_counter() - tock
-        rewards = rewards.astype(np.float32)
-        dones = terminated | truncated
-        returns += rewards
-        cut = np.flatnonzero(truncated & ~terminated)
-        if cut.size:
-            final = torch.as_tensor(np.stack(info["final_obs"][cut]), device=device)
-            with torch.inference_mode():
-                _, tail = forward(final, None)
-            rewards[cut] += buf.gamma * tail.cpu().numpy()
-        if dones.any():
-            done = np.flatnonzero(dones)
-            ended.append((returns[done].copy(), info["final_info"]["test_cost"][done]))
-            returns[done] = 0.0
-        buf.write(t, obs_t, mask_t, actions, logp, values, rewards, dones)
-        obs = obs_next
-        timer["rollout"] += time.perf_counter() - tick
-    return obs, ended
 
 
 @dataclass(frozen=True)
@@ -349,12 +287,11 @@ def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, maske
 def make_update(trainer: str, policy: Any, hp: PPOHyperparameters, masked: bool) -> Any:
     """The update ``trainer`` runs: autograd's (``batched``) or the fused step's."""
     if trainer == "compiled":
-        from agents.experiments.training.fused import FusedUpdate
-
         return FusedUpdate(policy, hp, masked)
     return AutogradUpdate(policy, hp, masked)
 
 
-__all__ = ["BATCHED_ALGOS", "DEFAULT_THREADS", "TORCH_TRAINERS", "TRAINER", "BatchedRun",
+__all__ = ["BATCHED_ALGOS", "DEFAULT_THREADS", "INFO_KEYS", "TORCH_TRAINERS", "TRAINER",
+           "BatchedRun", "Forward",
            "Curves", "algo_name", "build_model", "collect", "greedy_episodes", "make_envs",
            "make_update", "train_batched", "write_settings"]

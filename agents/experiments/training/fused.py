@@ -36,7 +36,12 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.ppo_batches import HUGE_NEG, PPOHyperparameters, Rollout
+from agents.experiments.training.ppo_batches import (
+    HUGE_NEG,
+    PPOHyperparameters,
+    Rollout,
+    ppo_update,
+)
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -352,6 +357,36 @@ class FusedUpdate:
             param.data = param.data.clone()
 
 
-__all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "FlatLayout", "FusedUpdate",
-           "compile_wanted", "compiled_step", "mlp", "outputs", "pack", "ppo_step", "tanh",
-           "unpack"]
+class AutogradUpdate:
+    """``ppo_batches.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
+    update), behind the interface of :class:`FusedUpdate` (``warm``, ``update``,
+    ``finish``) so one training loop runs either."""
+
+    compiled = False
+
+    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool) -> None:
+        self.policy, self.hp, self.masked = policy, hp, masked
+        self.layout = FlatLayout.of(policy)  # what a rollout worker's forward pass reads
+
+    def warm(self, buf: Rollout) -> float:
+        """Nothing to prepare: 0 seconds."""
+        return 0.0
+
+    def update(self, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
+               gen: torch.Generator) -> dict[str, float]:
+        return ppo_update(self.policy, buf, advantages, targets, self.hp, self.masked, gen)
+
+    def weights(self) -> torch.Tensor:
+        """The policy's parameters as one flat vector (a copy)."""
+        return torch.nn.utils.parameters_to_vector(self.policy.parameters()).detach()
+
+    def sync(self) -> None:
+        """The policy and its optimizer always hold everything ``save`` writes."""
+
+    def finish(self) -> None:
+        """As :meth:`sync`: nothing to do."""
+
+
+__all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "AutogradUpdate", "FlatLayout",
+           "FusedUpdate", "compile_wanted", "compiled_step", "mlp", "outputs", "pack",
+           "ppo_step", "tanh", "unpack"]

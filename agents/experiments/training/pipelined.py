@@ -31,6 +31,7 @@ import torch
 
 from agents.experiments.training.fused import FlatLayout, outputs
 from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae
+from agents.experiments.training.rollouts import collect, make_envs
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
@@ -49,8 +50,6 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
     """The worker's loop: build the environments, say ``ready``, then answer each request
     ``(slot, weights or None)`` with one rollout into ``bufs[slot]`` (and the values of the
     observations after it into ``lasts[slot]``); ``None`` ends it."""
-    from agents.experiments.training.batched import collect, make_envs
-
     torch.set_num_threads(threads)
     try:
         envs = make_envs(*make_envs_args)

@@ -208,37 +208,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-class AutogradUpdate:
-    """:func:`ppo_update` on the SB3 policy and its own optimizer (the batched trainer's
-    update), behind the interface of ``fused.FusedUpdate`` (``warm``, ``update``,
-    ``finish``) so one training loop runs either."""
-
-    compiled = False
-
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool) -> None:
-        from agents.experiments.training.fused import FlatLayout
-
-        self.policy, self.hp, self.masked = policy, hp, masked
-        self.layout = FlatLayout.of(policy)  # what a rollout worker's forward pass reads
-
-    def warm(self, buf: Rollout) -> float:
-        """Nothing to prepare: 0 seconds."""
-        return 0.0
-
-    def update(self, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
-               gen: torch.Generator) -> dict[str, float]:
-        return ppo_update(self.policy, buf, advantages, targets, self.hp, self.masked, gen)
-
-    def weights(self) -> torch.Tensor:
-        """The policy's parameters as one flat vector (a copy)."""
-        return torch.nn.utils.parameters_to_vector(self.policy.parameters()).detach()
-
-    def sync(self) -> None:
-        """The policy and its optimizer always hold everything ``save`` writes."""
-
-    def finish(self) -> None:
-        """As :meth:`sync`: nothing to do."""
-
-
-__all__ = ["HUGE_NEG", "AutogradUpdate", "FastTanh", "PPOHyperparameters", "Rollout", "gae",
+__all__ = ["HUGE_NEG", "FastTanh", "PPOHyperparameters", "Rollout", "gae",
            "policy_outputs", "ppo_update"]
