@@ -63,7 +63,8 @@ def held_out_curve(run: Path, eval_store: str, settings: Settings) -> dict[str, 
 
     record = json.loads((run / f"{run.name}.json").read_text())
     total, seconds = record["num_timesteps"], record["train_seconds"]
-    setup = sum(v for k, v in record.get("update", {}).items() if k.endswith("seconds"))
+    update = record.get("update", {})
+    setup = update.get("setup_seconds", update.get("compile_seconds", 0.0))
     points = sorted((int(re.search(r"_(\d+)_steps", p.name)[1]), p)  # type: ignore[index]
                     for p in (run / "checkpoints").glob("*_steps.zip"))
     points.append((total, run / f"{run.name}.zip"))

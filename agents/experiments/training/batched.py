@@ -37,6 +37,7 @@ import torch
 
 from agents.experiments.lattice_build import store_settings
 from agents.experiments.training.fused import AutogradUpdate, FusedUpdate
+from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
     Rollout,
@@ -233,30 +234,34 @@ def _train(run: BatchedRun, hp: PPOHyperparameters, envs: Any, eval_envs: Any,
     policy, masked = model.policy, run.algo == "maskable_ppo"
     buf = Rollout(hp.n_steps, run.n_envs, space.shape[0], hp.gamma, run.device)
     updater = make_update(run.trainer, policy, hp, masked)
-    setup: dict[str, Any] = {"compile_seconds": round(updater.warm(buf), 2)}
-    setup["compiled"] = updater.compiled  # False where compiling fell back
-    record = Recorder(run, run_dir, model, updater, masked, eval_envs)
-    if run.overlap:
-        from agents.experiments.training.pipelined import (
-            RolloutWorker,
-            overlapped_loop,
-            stream_seeds,
-        )
-
+    setup: dict[str, Any] = {}
+    if not run.overlap:
+        _warm(updater, buf, setup)
+        record = Recorder(run, run_dir, model, updater, masked, eval_envs)
+        steps, seconds, timer = _loop(run, hp, envs, policy, masked, buf, updater, record)
+    else:
         tick = time.perf_counter()
         rollouts = -(-run.total_timesteps // (hp.n_steps * run.n_envs))
+        # The worker imports and builds its environments while this process compiles.
         with RolloutWorker(envs_args, updater.layout, hp, run.n_envs, space.shape[0], masked,
                            run.seed, run.torch_threads) as worker:
-            setup["worker_seconds"] = round(time.perf_counter() - tick, 2)
+            _warm(updater, buf, setup)
+            worker.ready()
+            setup["setup_seconds"] = round(time.perf_counter() - tick, 2)
+            record = Recorder(run, run_dir, model, updater, masked, eval_envs)
             steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
                                                     stream_seeds(run.seed)[1], record)
-    else:
-        steps, seconds, timer = _loop(run, hp, envs, policy, masked, buf, updater, record)
     updater.finish()
     model.num_timesteps = steps
     model.save(run_dir / f"{run.run_name}.zip")
     write_settings(run, hp, steps, seconds, timer, run_dir, setup)
     return run_dir
+
+
+def _warm(updater: Any, buf: Rollout, setup: dict[str, Any]) -> None:
+    """Compile the update (or fall back) before the clock; its seconds and outcome."""
+    setup["compile_seconds"] = round(updater.warm(buf), 2)
+    setup["compiled"] = updater.compiled  # False where compiling fell back
 
 
 def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, masked: bool,

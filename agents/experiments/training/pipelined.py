@@ -14,8 +14,9 @@ rollout k >= 2 the weights after update k - 2, so a seed gives the same run.
 The two rollout buffers live in shared memory (the worker writes one while the update reads
 the other); the weights go to the worker with each request (about 44 kB), the ended
 episodes' returns and costs come back with each answer. The worker is a fresh process
-(``spawn``), started, and its environments built, before the run's clock starts, as the
-sequential loop builds its environments before its clock.
+(``spawn``), started, and its environments built, before the run's clock starts (while the
+main process compiles its step), as the sequential loop builds its environments before its
+clock.
 """
 
 from __future__ import annotations
@@ -94,10 +95,14 @@ class RolloutWorker:
                   self.bufs, self.lasts, threads))
 
     def __enter__(self) -> RolloutWorker:
+        """Start the worker (it then imports and builds its environments on its own)."""
         self.process.start()
+        return self
+
+    def ready(self) -> None:
+        """Wait until the worker has built its environments."""
         if (answer := self._receive()) != "ready":
             raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")
-        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.process.is_alive():
