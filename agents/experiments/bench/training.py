@@ -6,10 +6,12 @@
   of the 64-64 MLP pair at N rows, with 1 and 2 intra-op threads, each in a fresh process;
 * end-to-end training steps a second on the store: SB3 PPO at the policy study's sizes
   (16 environments x 64 steps, minibatch 256, 4 epochs: ``policy_scale.ScalePlan``'s,
-  which the command line passes as ``study_ppo``) and
+  which the command line passes as ``study_ppo``), at 256 environments, and
   at the batched trainer's sizes (N x 15 steps, minibatch 1,024, 4 epochs), against the
-  batched trainer's PPO and MaskablePPO at each N; each run in a fresh process, the
-  median of the repeats, and the ratio to the first SB3 row;
+  batched and the compiled trainer's PPO and MaskablePPO at each N; each run in a fresh
+  process, the median of the repeats, the ratios to the first two SB3 rows, steps a CPU
+  second, and the share of the two cores' matrix-product peak (:func:`matmul_peak`) the
+  trainer's arithmetic reaches;
 * where each run's time went: the batched trainer's own split (environment steps, the rest
   of the rollouts, updates) and cProfile's for SB3 (``timing.time_ppo``);
 * the learning check: the greedy policies of training runs replayed on an evaluation

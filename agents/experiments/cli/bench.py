@@ -46,8 +46,10 @@ data sets with the numpy and the torch kernel backend and counts the rounds whos
 
 ``--training --replay-store DIR`` times training on the store: the torch thread count
 (1 or 2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the
-batched trainer's PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times SB3's steps
-a second), each run in a fresh process, with where each run's time went
+batched and compiled trainers' PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times
+SB3's steps a second), each run in a fresh process, with where each run's time went and the
+share of the machine's matrix-product peak each reaches; ``--heldout-store DIR`` instead
+times each trainer to 95% of SB3's held-out cost (``bench.target``)
 (``agents.experiments.bench.training``; ``docs/training.md``).
 
 The vector measuring lives in ``agents.experiments.bench.vector``.
@@ -154,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also train PPO this many steps on both paths (0: skip)")
     training = parser.add_argument_group("training (with --replay-store)")
     training.add_argument("--training", action="store_true",
-                          help="time SB3 PPO against the batched trainer on the store")
+                          help="time SB3 PPO against the batched and compiled trainers on "
+                               "the store")
     training.add_argument("--train-sizes", type=int, nargs="+", default=list(TRAINING_SIZES),
                           help="environments N of the batched runs")
     training.add_argument("--train-steps", type=int, default=307_200,
