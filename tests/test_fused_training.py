@@ -178,6 +178,12 @@ def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(sto
     assert not all(torch.equal(a[k], b[k]) for k in a)  # two different computations
 
 
+def test_the_worker_is_refused_off_the_cpu(store, tmp_path) -> None:
+    with pytest.raises(ValueError, match="rollout worker runs on the CPU.*--no-overlap"):
+        train_batched(store, trainer="compiled", overlap=True, device="cuda",
+                      output_dir=tmp_path)
+
+
 @pytest.mark.slow
 def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     """The worker's schedule is fixed, not timed: the same seed gives the same weights; the

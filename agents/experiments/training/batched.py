@@ -164,7 +164,18 @@ def _run(trainer: str, algo: str, store: str | Path, settings: Settings, names: 
     return BatchedRun(trainer, algo, str(store), names, None if seeds is None else list(seeds),
                       settings.to_dict(), observation, n_envs, total_timesteps, seed, device,
                       threads, eval_freq, eval_episodes, eval_seed, str(output_dir), name,
-                      trainer == "compiled" if overlap is None else overlap, checkpoint_freq)
+                      _overlap(trainer, device, overlap), checkpoint_freq)
+
+
+def _overlap(trainer: str, device: str, overlap: bool | None) -> bool:
+    """Whether a worker process plays the rollouts: by default for ``compiled`` on a CPU
+    (the worker's buffers and forward passes are on the CPU)."""
+    if overlap is None:
+        return trainer == "compiled" and device == "cpu"
+    if overlap and device != "cpu":
+        raise ValueError(f"the rollout worker runs on the CPU: on device {device!r} train "
+                         "with overlap=False (--no-overlap)")
+    return overlap
 
 
 def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
@@ -187,7 +198,7 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
     its reward (default ``cost``). ``hyperparameters`` override ``PPOHyperparameters``'
     fields. ``trainer`` picks the update (``TORCH_TRAINERS``: ``compiled`` runs the fused
     step, compiled before the clock starts); ``overlap`` plays the next rollout in a worker
-    process while this one updates (``training.pipelined``; None: for ``compiled`` only).
+    process while this one updates (``training.pipelined``; None: for ``compiled`` on a CPU).
     ``checkpoint_freq`` > 0 saves the model every that many steps as SB3's checkpoints
     (``checkpoints/<run>_<steps>_steps.zip``). ``threads`` sets torch's intra-op threads for
     the run (None: 1 on a CPU). A rollout is ``n_steps`` vector steps, so a run takes
