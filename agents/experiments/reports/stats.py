@@ -1,0 +1,390 @@
+"""Statistics a reviewer accepts, on the tidy results table (``ballad-env compare --stats``).
+
+Across data sets (Demsar 2006, the comparison of ADBench and the DTAI group's papers), per
+setting (a cost level, a prior, ...): each agent's average rank over the data sets (1 = the
+lowest cost), the Friedman test that all agents rank alike, a post hoc test of every pair
+with a multiple-comparison correction (Wilcoxon signed-rank with Holm's correction, Benavoli
+et al. 2016, or Nemenyi's test of the rank differences) and a critical-difference diagram in
+which agents joined by a bar are not significantly different.
+
+Within a data set, over seeds: each agent's mean with a percentile bootstrap interval, and a
+paired test of each agent against a baseline. Agents play the same episodes on common random
+numbers (the seed fixes the split, the prior and the query streams), so the pairs are the
+seeds: the paired t-test and the Wilcoxon signed-rank test of the per-seed differences, the
+t-test's p-values Holm-corrected over the data sets, and a bootstrap interval of the mean
+difference.
+
+The tests come from scipy (Friedman, Wilcoxon, t, bootstrap), scikit-posthocs (the post hoc
+matrices and the diagram) and statsmodels (Holm): the ``stats`` extra,
+``pip install -e ".[stats]"``. Every bootstrap draws from its own seeded generator, derived
+from the seed and the names of what it measures, so an interval does not change when an
+agent or a data set is added to the run.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+from agents.experiments.reports.tables import common_episodes, write_table
+from agents.extras import missing_extra
+from ballad_env.files import safe_name
+
+#: The significance level of every test and the coverage of every interval (1 - ALPHA).
+ALPHA = 0.05
+#: The post hoc tests of every pair of agents over data sets.
+POSTHOC_TESTS = ("wilcoxon-holm", "nemenyi")
+#: Bootstrap resamples per interval.
+RESAMPLES = 9999
+
+
+def _library(name: str) -> ModuleType:
+    """An optional statistics library, or an error naming the ``stats`` extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        raise missing_extra(err, "the statistics (compare --stats)") from None
+
+
+def require_stats_extra() -> None:
+    """Fail early (before a long run) when the ``stats`` extra is not installed."""
+    _library("scikit_posthocs")
+    _library("statsmodels.stats.multitest")
+
+
+def stream(seed: int, *names: str) -> np.random.Generator:
+    """A generator for one purpose, seeded by ``seed`` and ``names`` (stable across runs and
+    independent of which other agents or data sets are measured)."""
+    return np.random.default_rng([seed, *(zlib.crc32(name.encode()) for name in names)])
+
+
+def seed_scores(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFrame:
+    """One score per episode: the mean ``metric`` over rounds, indexed by (setting, data set,
+    seed), one column per agent, on the episodes that every agent played (the pairs)."""
+    if results.empty:
+        raise ValueError("no results to compare: run the grid first")
+    common, _ = common_episodes(results)
+    agents = list(dict.fromkeys(results["agent"]))
+    return (common.groupby(["setting", "dataset", "seed", "agent"], sort=False)[metric].mean()
+            .unstack("agent")[agents])
+
+
+def dataset_block(scores: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """The block design of one setting: data sets (rows) x agents, each cell the mean score
+    over seeds."""
+    block = scores.xs(setting, level="setting")
+    return block.groupby(level="dataset", sort=False).mean()
+
+
+def average_ranks(block: pd.DataFrame) -> pd.Series:
+    """Each agent's rank within each data set (1 = lowest cost; ties share the mean of their
+    ranks), averaged over the data sets."""
+    return block.rank(axis=1, method="average").mean()
+
+
+def friedman_test(block: pd.DataFrame) -> tuple[float, float]:
+    """The Friedman statistic (chi-square, corrected for ties) and its p-value that every agent
+    has the same distribution of ranks; NaN for fewer than 3 agents or 2 data sets."""
+    if block.shape[1] < 3 or block.shape[0] < 2:
+        return float("nan"), float("nan")
+    result = st.friedmanchisquare(*(block[column].to_numpy() for column in block.columns))
+    return float(result.statistic), float(result.pvalue)
+
+
+def nemenyi_critical_difference(agents: int, datasets: int, alpha: float = ALPHA) -> float:
+    """Nemenyi's critical difference of average ranks, ``q_alpha sqrt(k(k+1) / (6N))`` with
+    ``q_alpha`` the studentized range quantile over sqrt(2) (Demsar 2006, table 5)."""
+    q_alpha = st.studentized_range.ppf(1 - alpha, agents, np.inf) / np.sqrt(2)
+    return float(q_alpha * np.sqrt(agents * (agents + 1) / (6 * datasets)))
+
+
+def posthoc_pvalues(block: pd.DataFrame, test: str = "wilcoxon-holm") -> pd.DataFrame:
+    """Every pair's p-value (agents x agents, 1 on the diagonal): ``wilcoxon-holm``, the
+    Wilcoxon signed-rank test of the data set means (zero differences split, Demsar's advice)
+    Holm-corrected over the pairs; ``nemenyi``, Nemenyi's test of the average ranks."""
+    if test not in POSTHOC_TESTS:
+        raise ValueError(f"unknown post hoc test {test!r}: use one of {', '.join(POSTHOC_TESTS)}")
+    posthocs = _library("scikit_posthocs")
+    agents = list(block.columns)
+    if test == "nemenyi":
+        pvalues = posthocs.posthoc_nemenyi_friedman(block.to_numpy())
+    else:
+        columns = [block[agent].to_numpy() for agent in agents]
+        pvalues = posthocs.posthoc_wilcoxon(columns, zero_method="zsplit", p_adjust="holm")
+    return pd.DataFrame(pvalues.to_numpy(dtype=float), index=agents, columns=agents)
+
+
+def wilcoxon_floor(pairs: int) -> float:
+    """The smallest two-sided p-value the exact Wilcoxon signed-rank test can give on
+    ``pairs`` pairs, ``2 / 2**pairs`` (all differences of one sign): below 6 pairs it is not
+    below 0.05, so no difference can be significant there."""
+    return 2.0 / 2.0 ** pairs
+
+
+def not_different(pvalues: pd.DataFrame, alpha: float = ALPHA) -> list[tuple[str, str]]:
+    """The pairs of agents whose post hoc p-value is not below ``alpha``."""
+    agents = list(pvalues.index)
+    return [(a, b) for i, a in enumerate(agents) for b in agents[i + 1:]
+            if not pvalues.loc[a, b] < alpha]
+
+
+@dataclass(frozen=True)
+class RankComparison:
+    """One setting's comparison of the agents over data sets."""
+
+    setting: str
+    datasets: int
+    ranks: pd.Series
+    friedman: float
+    friedman_p: float
+    posthoc: str
+    pvalues: pd.DataFrame
+    critical_difference: float
+    alpha: float = ALPHA
+
+    @property
+    def ties(self) -> list[tuple[str, str]]:
+        """The pairs of agents that are not significantly different."""
+        return not_different(self.pvalues, self.alpha)
+
+
+def rank_comparison(scores: pd.DataFrame, setting: str, posthoc: str = "wilcoxon-holm",
+                    alpha: float = ALPHA) -> RankComparison:
+    """Average ranks, Friedman test and post hoc p-values of one setting."""
+    block = dataset_block(scores, setting)
+    if len(block) < 2 or block.shape[1] < 2:
+        raise ValueError(f"setting {setting!r} has {len(block)} data set(s) and "
+                         f"{block.shape[1]} agent(s): ranks over data sets need at least two of "
+                         "each (pass more --datasets or --agents)")
+    statistic, pvalue = friedman_test(block)
+    return RankComparison(setting, len(block), average_ranks(block), statistic, pvalue, posthoc,
+                          posthoc_pvalues(block, posthoc),
+                          nemenyi_critical_difference(block.shape[1], len(block), alpha), alpha)
+
+
+def cd_diagram(comparison: RankComparison, path: str | os.PathLike) -> Path:
+    """The critical-difference diagram (PNG): agents on the axis of average ranks (best on the
+    left), a bar joining each group that is not significantly different (with Nemenyi's test
+    the critical difference is in the title)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MultipleLocator
+
+    from agents.experiments.reports.plots import agent_color, save_figure  # the Agg backend
+
+    posthocs = _library("scikit_posthocs")
+    ranks = comparison.ranks
+    fig, ax = plt.subplots(figsize=(6.0, 0.9 + 0.3 * len(ranks)))
+    palette = {agent: agent_color(agent, i) for i, agent in enumerate(ranks.index)}
+    posthocs.critical_difference_diagram(ranks, comparison.pvalues, ax=ax,
+                                         alpha=comparison.alpha, color_palette=palette,
+                                         label_fmt_left="{label} ({rank:.2f})",
+                                         label_fmt_right="({rank:.2f}) {label}")
+    ax.set_xlim(1, len(ranks))  # the whole scale of ranks, as in Demsar's diagrams
+    ax.xaxis.set_major_locator(MultipleLocator(0.5))
+    test = comparison.posthoc
+    if test == "nemenyi":
+        test += f", CD = {comparison.critical_difference:.2f}"
+    if not np.isnan(comparison.friedman_p):
+        test += f"; Friedman p = {comparison.friedman_p:.3g}"
+    ax.set_title(f"{comparison.setting}: average rank over {comparison.datasets} data sets "
+                 f"({test}, alpha {comparison.alpha:g})", fontsize=9, pad=18)
+    return save_figure(fig, path)
+
+
+def bootstrap_interval(values: np.ndarray, rng: np.random.Generator,
+                       confidence: float = 1 - ALPHA, resamples: int = RESAMPLES
+                       ) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values`` (NaN for fewer than 2)."""
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    result = st.bootstrap((values,), np.mean, n_resamples=resamples, method="percentile",
+                          confidence_level=confidence, rng=rng)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def seed_intervals(scores: pd.DataFrame, seed: int = 0, alpha: float = ALPHA,
+                   resamples: int = RESAMPLES) -> pd.DataFrame:
+    """Each agent's mean score per (setting, data set) with its bootstrap interval over seeds:
+    columns ``seeds``, ``mean``, ``low``, ``high``."""
+    rows = []
+    for (setting, dataset), block in scores.groupby(level=["setting", "dataset"], sort=False):
+        for agent in block.columns:
+            values = block[agent].to_numpy(dtype=float)
+            low, high = bootstrap_interval(values, stream(seed, "mean", setting, dataset, agent),
+                                           1 - alpha, resamples)
+            rows.append({"setting": setting, "dataset": dataset, "agent": agent,
+                         "seeds": len(values), "mean": values.mean(), "low": low, "high": high})
+    return pd.DataFrame(rows).set_index(["setting", "dataset", "agent"])
+
+
+def paired_test(agent: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+    """Two-sided p-values of the paired t-test and the Wilcoxon signed-rank test (zero
+    differences split) of ``agent - baseline``; both 1 when every difference is zero, NaN for
+    fewer than 2 pairs."""
+    difference = np.asarray(agent, dtype=float) - np.asarray(baseline, dtype=float)
+    if len(difference) < 2:
+        return float("nan"), float("nan")
+    if not difference.any():
+        return 1.0, 1.0
+    t_p = float(st.ttest_rel(agent, baseline).pvalue)
+    wilcoxon_p = float(st.wilcoxon(difference, zero_method="zsplit").pvalue)
+    return t_p, wilcoxon_p
+
+
+def holm(pvalues: pd.Series) -> pd.Series:
+    """Holm's step-down adjustment of ``pvalues`` (NaN kept as NaN)."""
+    multitest = _library("statsmodels.stats.multitest")
+    adjusted = pd.Series(np.nan, index=pvalues.index)
+    known = pvalues.notna()
+    if known.any():
+        adjusted[known] = multitest.multipletests(pvalues[known].to_numpy(), method="holm")[1]
+    return adjusted
+
+
+def paired_tests(scores: pd.DataFrame, baseline: str, seed: int = 0, alpha: float = ALPHA,
+                 resamples: int = RESAMPLES) -> pd.DataFrame:
+    """Each agent against ``baseline`` per (setting, data set), paired by seed: ``difference``
+    (mean of agent - baseline; negative: the agent costs less) with its bootstrap interval
+    (``low``, ``high``), ``p_t`` and ``p_wilcoxon``, ``p_holm`` (the t-test's p Holm-corrected
+    over the setting's data sets, per agent) and the ``verdict`` at ``alpha``."""
+    if baseline not in scores.columns:
+        raise ValueError(f"baseline {baseline!r} is not among the agents "
+                         f"({', '.join(scores.columns)}): pass one of them to --baseline")
+    rows = []
+    for (setting, dataset), block in scores.groupby(level=["setting", "dataset"], sort=False):
+        base = block[baseline].to_numpy(dtype=float)
+        for agent in (a for a in block.columns if a != baseline):
+            values = block[agent].to_numpy(dtype=float)
+            rng = stream(seed, "difference", setting, dataset, agent, baseline)
+            low, high = bootstrap_interval(values - base, rng, 1 - alpha, resamples)
+            t_p, wilcoxon_p = paired_test(values, base)
+            rows.append({"setting": setting, "dataset": dataset, "agent": agent,
+                         "seeds": len(values), "difference": float(np.mean(values - base)),
+                         "low": low, "high": high, "p_t": t_p, "p_wilcoxon": wilcoxon_p})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise ValueError(f"no agent besides the baseline {baseline!r} to test against it")
+    table["p_holm"] = table.groupby(["setting", "agent"], sort=False)["p_t"].transform(holm)
+    table["verdict"] = np.where(~(table["p_holm"] < alpha), "n.s.",
+                                np.where(table["difference"] < 0, "lower", "higher"))
+    return table.set_index(["setting", "dataset", "agent"])
+
+
+@dataclass(frozen=True)
+class StatsReport:
+    """What :func:`write_stats` computed and wrote."""
+
+    comparisons: list[RankComparison]
+    intervals: pd.DataFrame
+    paired: pd.DataFrame | None
+    folder: Path
+    figures: list[Path]
+
+
+def ranks_table(comparisons: list[RankComparison]) -> pd.DataFrame:
+    """One row per setting: data sets, Friedman statistic and p-value, the post hoc test,
+    Nemenyi's critical difference, each agent's average rank and the pairs not different."""
+    rows = []
+    for c in comparisons:
+        row: dict[str, Any] = {"setting": c.setting, "datasets": c.datasets,
+                               "friedman": c.friedman, "friedman_p": c.friedman_p,
+                               "posthoc": c.posthoc, "nemenyi_cd": c.critical_difference}
+        row.update({f"rank {agent}": rank for agent, rank in c.ranks.items()})
+        row["not different"] = "; ".join(f"{a} ~ {b}" for a, b in c.ties) or "none"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("setting")
+
+
+def pairs_table(comparisons: list[RankComparison]) -> pd.DataFrame:
+    """One row per setting and pair of agents: their average ranks and post hoc p-value."""
+    rows = [{"setting": c.setting, "agent": a, "other": b, "rank": c.ranks[a],
+             "other rank": c.ranks[b], "p": c.pvalues.loc[a, b],
+             "significant": bool(c.pvalues.loc[a, b] < c.alpha)}
+            for c in comparisons for i, a in enumerate(c.pvalues.index)
+            for b in c.pvalues.index[i + 1:]]
+    return pd.DataFrame(rows).set_index(["setting", "agent", "other"])
+
+
+def write_stats(results: pd.DataFrame, folder: str | os.PathLike, *,
+                baseline: str | None = None, posthoc: str = "wilcoxon-holm",
+                alpha: float = ALPHA, seed: int = 0, metric: str = "test_cost",
+                resamples: int = RESAMPLES) -> StatsReport:
+    """Compute the statistics of ``results`` and write them to ``folder``: ``ranks``
+    (Friedman and average ranks per setting), ``posthoc`` (every pair's p-value),
+    ``intervals`` (means over seeds with bootstrap intervals), ``paired`` (against
+    ``baseline``, when given), each as CSV and Markdown, and ``cd-<setting>.png`` per setting
+    with at least two data sets."""
+    require_stats_extra()
+    folder = Path(folder)
+    scores = seed_scores(results, metric)
+    settings = list(dict.fromkeys(scores.index.get_level_values("setting")))
+    comparisons = [rank_comparison(scores, s, posthoc, alpha) for s in settings
+                   if scores.xs(s, level="setting").index.get_level_values("dataset").nunique()
+                   >= 2]
+    figures = [cd_diagram(c, folder / f"cd-{safe_name(c.setting)}.png") for c in comparisons]
+    if comparisons:
+        write_table(ranks_table(comparisons), folder, "ranks", title="Average ranks over data "
+                    "sets", note=f"Lowest cost = rank 1; Friedman test; post hoc {posthoc} at "
+                    f"alpha {alpha:g}.", digits=4)
+        write_table(pairs_table(comparisons), folder, "posthoc", title="Post hoc p-values",
+                    note=f"{posthoc}; significant: p < {alpha:g}.", digits=4)
+    intervals = seed_intervals(scores, seed, alpha, resamples)
+    level = f"{1 - alpha:.0%}"
+    write_table(intervals, folder, "intervals", title="Mean cost over seeds",
+                note=f"{level} percentile bootstrap intervals over seeds ({resamples} "
+                     f"resamples, seed {seed}).", digits=4)
+    paired = None
+    if baseline is not None:
+        paired = paired_tests(scores, baseline, seed, alpha, resamples)
+        write_table(paired, folder, "paired", title=f"Each agent against {baseline}",
+                    note=f"Paired by seed (common random numbers): difference = agent - "
+                         f"{baseline} (negative: cheaper), {level} bootstrap interval; "
+                         "paired t and Wilcoxon p-values, the t-test's Holm-corrected over "
+                         "data sets.", digits=4)
+    return StatsReport(comparisons, intervals, paired, folder, figures)
+
+
+def summary_lines(report: StatsReport) -> list[str]:
+    """The printout of :func:`write_stats`: per setting the Friedman test, the ranks and the
+    pairs not significantly different; the verdicts against the baseline."""
+    lines = []
+    for c in report.comparisons:
+        ranks = ", ".join(f"{a} {r:.2f}" for a, r in c.ranks.sort_values().items())
+        friedman = ("Friedman test needs 3 agents" if np.isnan(c.friedman_p) else
+                    f"Friedman chi2 = {c.friedman:.3f}, p = {c.friedman_p:.3g}")
+        ties = "; ".join(f"{a} ~ {b}" for a, b in c.ties) or "none"
+        lines += [f"{c.setting} ({c.datasets} data sets): {friedman}", f"  average ranks: {ranks}",
+                  f"  not significantly different ({c.posthoc}, alpha {c.alpha:g}): {ties}"]
+        if c.posthoc == "wilcoxon-holm" and wilcoxon_floor(c.datasets) >= c.alpha:
+            lines.append(f"  note: on {c.datasets} data sets the Wilcoxon test's smallest p is "
+                         f"{wilcoxon_floor(c.datasets):.3g}, so no pair can differ: add data "
+                         "sets (6 or more), or use --posthoc nemenyi")
+    if report.paired is not None:
+        counts = report.paired.groupby(level=["setting", "agent"], sort=False)["verdict"]
+        for (setting, agent), verdicts in counts:
+            tally = verdicts.value_counts()
+            lines.append(f"{setting}: {agent} against the baseline over {len(verdicts)} data "
+                         f"sets: {tally.get('lower', 0)} lower, {tally.get('higher', 0)} "
+                         f"higher, {tally.get('n.s.', 0)} not significant (Holm)")
+    lines += [f"critical-difference diagram: {path}" for path in report.figures]
+    lines.append(f"stats tables: {report.folder} (ranks, posthoc, intervals"
+                 f"{', paired' if report.paired is not None else ''}; .csv and .md)")
+    return lines
+
+
+__all__ = ["ALPHA", "POSTHOC_TESTS", "RankComparison", "StatsReport", "average_ranks",
+           "bootstrap_interval", "cd_diagram", "dataset_block", "friedman_test", "holm",
+           "nemenyi_critical_difference", "not_different", "paired_test", "paired_tests",
+           "posthoc_pvalues", "rank_comparison", "require_stats_extra", "seed_intervals",
+           "seed_scores", "stream", "summary_lines", "wilcoxon_floor", "write_stats"]
