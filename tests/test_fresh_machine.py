@@ -183,6 +183,8 @@ _SCRIPT = "import runpy, sys; sys.argv = ['{0}', '--help']; runpy.run_path('scri
     (("pandas",), _SCRIPT.format("authors_code_check.py"), "experiments"),
     (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training.sb3", "rl"),
     (("torch",), _SCRIPT.format("train_policy.py"), "rl"),
+    (("scikit_posthocs",), "from agents.experiments.reports.stats import require_stats_extra; "
+                           "require_stats_extra()", "stats"),
 ])
 def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:
     """After ``pip install .`` without extras, imports died with a bare ModuleNotFoundError."""
