@@ -14,6 +14,13 @@ import pytest
 
 from agents.experiments.cli.compare import main
 from agents.experiments.reports import stats
+from agents.experiments.reports.stats_report import (
+    StatsOptions,
+    read_scores,
+    stale_stats,
+    summary_lines,
+    write_stats,
+)
 
 pytest.importorskip("scikit_posthocs")
 
@@ -128,8 +135,9 @@ def test_write_stats_writes_the_diagram_and_tables(tmp_path: Path) -> None:
     noise = rng.uniform(0.0, 0.001, size=(6, 3))
     costs = {"ballad": base + 0.02 + step + noise, "all-in-lr": base,
              "all-in-al": base + 0.05 + 2 * step + noise[::-1]}
-    report = stats.write_stats(tidy(costs, datasets), tmp_path / "stats",
-                               baseline="all-in-lr", resamples=199)
+    folder = tmp_path / "stats"
+    options = StatsOptions(baseline="all-in-lr", resamples=199)
+    report = write_stats(stats.seed_scores(tidy(costs, datasets)), folder, options=options)
     (comparison,) = report.comparisons
     assert comparison.ranks.to_dict() == {"ballad": 2.0, "all-in-lr": 1.0, "all-in-al": 3.0}
     assert comparison.friedman == pytest.approx(12.0)  # 12*6/12 * 14 - 3*6*4
@@ -141,8 +149,13 @@ def test_write_stats_writes_the_diagram_and_tables(tmp_path: Path) -> None:
     ranks = pd.read_csv(tmp_path / "stats" / "ranks.csv")
     assert ranks.loc[0, "rank all-in-lr"] == 1.0
     assert (report.paired["verdict"] == "higher").all()  # every gap is positive
-    text = "\n".join(stats.summary_lines(report))
+    text = "\n".join(summary_lines(report))
     assert "Friedman chi2 = 12.000" in text and "cd-default.png" in text
+    assert stale_stats(folder) == []  # the stored scores and options give the same tables
+    assert read_scores(folder / "scores.csv").equals(stats.seed_scores(tidy(costs, datasets)))
+    (folder / "paired.md").write_text((folder / "paired.md").read_text().replace("0.", "1.", 1))
+    (folder / "ranks.md").unlink()
+    assert stale_stats(folder) == ["paired.md", "ranks.md"]
 
 
 def test_ranks_need_two_data_sets() -> None:

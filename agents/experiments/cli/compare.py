@@ -119,12 +119,14 @@ def check_stats_args(args: argparse.Namespace) -> None:
 
 
 def report_stats(results: Any, output: Path, args: argparse.Namespace) -> None:
-    """Write ``<output>/stats/`` (:func:`agents.experiments.reports.stats.write_stats`) and
-    print its summary."""
-    from agents.experiments.reports.stats import summary_lines, write_stats
+    """Write ``<output>/stats/`` (:func:`agents.experiments.reports.stats_report.write_stats`)
+    and print its summary."""
+    from agents.experiments.reports.stats import seed_scores
+    from agents.experiments.reports.stats_report import StatsOptions, summary_lines, write_stats
 
-    stats = write_stats(results, output / "stats", baseline=args.baseline,
-                        posthoc=args.posthoc, alpha=args.significance, seed=args.stats_seed)
+    options = StatsOptions(baseline=args.baseline, posthoc=args.posthoc,
+                           alpha=args.significance, seed=args.stats_seed)
+    stats = write_stats(seed_scores(results), output / "stats", options=options)
     print("\nStatistics (mean test cost per seed; ranks over data sets, lowest = 1)")
     print("\n".join(summary_lines(stats)))
 

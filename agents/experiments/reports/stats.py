@@ -28,15 +28,13 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from agents.experiments.reports.tables import common_episodes, write_table
+from agents.experiments.reports.tables import common_episodes
 from agents.extras import missing_extra
-from ballad_env.files import safe_name
 
 #: The significance level of every test and the coverage of every interval (1 - ALPHA).
 ALPHA = 0.05
@@ -281,110 +279,8 @@ def paired_tests(scores: pd.DataFrame, baseline: str, seed: int = 0, alpha: floa
     return table.set_index(["setting", "dataset", "agent"])
 
 
-@dataclass(frozen=True)
-class StatsReport:
-    """What :func:`write_stats` computed and wrote."""
-
-    comparisons: list[RankComparison]
-    intervals: pd.DataFrame
-    paired: pd.DataFrame | None
-    folder: Path
-    figures: list[Path]
-
-
-def ranks_table(comparisons: list[RankComparison]) -> pd.DataFrame:
-    """One row per setting: data sets, Friedman statistic and p-value, the post hoc test,
-    Nemenyi's critical difference, each agent's average rank and the pairs not different."""
-    rows = []
-    for c in comparisons:
-        row: dict[str, Any] = {"setting": c.setting, "datasets": c.datasets,
-                               "friedman": c.friedman, "friedman_p": c.friedman_p,
-                               "posthoc": c.posthoc, "nemenyi_cd": c.critical_difference}
-        row.update({f"rank {agent}": rank for agent, rank in c.ranks.items()})
-        row["not different"] = "; ".join(f"{a} ~ {b}" for a, b in c.ties) or "none"
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("setting")
-
-
-def pairs_table(comparisons: list[RankComparison]) -> pd.DataFrame:
-    """One row per setting and pair of agents: their average ranks and post hoc p-value."""
-    rows = [{"setting": c.setting, "agent": a, "other": b, "rank": c.ranks[a],
-             "other rank": c.ranks[b], "p": c.pvalues.loc[a, b],
-             "significant": bool(c.pvalues.loc[a, b] < c.alpha)}
-            for c in comparisons for i, a in enumerate(c.pvalues.index)
-            for b in c.pvalues.index[i + 1:]]
-    return pd.DataFrame(rows).set_index(["setting", "agent", "other"])
-
-
-def write_stats(results: pd.DataFrame, folder: str | os.PathLike, *,
-                baseline: str | None = None, posthoc: str = "wilcoxon-holm",
-                alpha: float = ALPHA, seed: int = 0, metric: str = "test_cost",
-                resamples: int = RESAMPLES) -> StatsReport:
-    """Compute the statistics of ``results`` and write them to ``folder``: ``ranks``
-    (Friedman and average ranks per setting), ``posthoc`` (every pair's p-value),
-    ``intervals`` (means over seeds with bootstrap intervals), ``paired`` (against
-    ``baseline``, when given), each as CSV and Markdown, and ``cd-<setting>.png`` per setting
-    with at least two data sets."""
-    require_stats_extra()
-    folder = Path(folder)
-    scores = seed_scores(results, metric)
-    settings = list(dict.fromkeys(scores.index.get_level_values("setting")))
-    comparisons = [rank_comparison(scores, s, posthoc, alpha) for s in settings
-                   if scores.xs(s, level="setting").index.get_level_values("dataset").nunique()
-                   >= 2]
-    figures = [cd_diagram(c, folder / f"cd-{safe_name(c.setting)}.png") for c in comparisons]
-    if comparisons:
-        write_table(ranks_table(comparisons), folder, "ranks", title="Average ranks over data "
-                    "sets", note=f"Lowest cost = rank 1; Friedman test; post hoc {posthoc} at "
-                    f"alpha {alpha:g}.", digits=4)
-        write_table(pairs_table(comparisons), folder, "posthoc", title="Post hoc p-values",
-                    note=f"{posthoc}; significant: p < {alpha:g}.", digits=4)
-    intervals = seed_intervals(scores, seed, alpha, resamples)
-    level = f"{1 - alpha:.0%}"
-    write_table(intervals, folder, "intervals", title="Mean cost over seeds",
-                note=f"{level} percentile bootstrap intervals over seeds ({resamples} "
-                     f"resamples, seed {seed}).", digits=4)
-    paired = None
-    if baseline is not None:
-        paired = paired_tests(scores, baseline, seed, alpha, resamples)
-        write_table(paired, folder, "paired", title=f"Each agent against {baseline}",
-                    note=f"Paired by seed (common random numbers): difference = agent - "
-                         f"{baseline} (negative: cheaper), {level} bootstrap interval; "
-                         "paired t and Wilcoxon p-values, the t-test's Holm-corrected over "
-                         "data sets.", digits=4)
-    return StatsReport(comparisons, intervals, paired, folder, figures)
-
-
-def summary_lines(report: StatsReport) -> list[str]:
-    """The printout of :func:`write_stats`: per setting the Friedman test, the ranks and the
-    pairs not significantly different; the verdicts against the baseline."""
-    lines = []
-    for c in report.comparisons:
-        ranks = ", ".join(f"{a} {r:.2f}" for a, r in c.ranks.sort_values().items())
-        friedman = ("Friedman test needs 3 agents" if np.isnan(c.friedman_p) else
-                    f"Friedman chi2 = {c.friedman:.3f}, p = {c.friedman_p:.3g}")
-        ties = "; ".join(f"{a} ~ {b}" for a, b in c.ties) or "none"
-        lines += [f"{c.setting} ({c.datasets} data sets): {friedman}", f"  average ranks: {ranks}",
-                  f"  not significantly different ({c.posthoc}, alpha {c.alpha:g}): {ties}"]
-        if c.posthoc == "wilcoxon-holm" and wilcoxon_floor(c.datasets) >= c.alpha:
-            lines.append(f"  note: on {c.datasets} data sets the Wilcoxon test's smallest p is "
-                         f"{wilcoxon_floor(c.datasets):.3g}, so no pair can differ: add data "
-                         "sets (6 or more), or use --posthoc nemenyi")
-    if report.paired is not None:
-        counts = report.paired.groupby(level=["setting", "agent"], sort=False)["verdict"]
-        for (setting, agent), verdicts in counts:
-            tally = verdicts.value_counts()
-            lines.append(f"{setting}: {agent} against the baseline over {len(verdicts)} data "
-                         f"sets: {tally.get('lower', 0)} lower, {tally.get('higher', 0)} "
-                         f"higher, {tally.get('n.s.', 0)} not significant (Holm)")
-    lines += [f"critical-difference diagram: {path}" for path in report.figures]
-    lines.append(f"stats tables: {report.folder} (ranks, posthoc, intervals"
-                 f"{', paired' if report.paired is not None else ''}; .csv and .md)")
-    return lines
-
-
-__all__ = ["ALPHA", "POSTHOC_TESTS", "RankComparison", "StatsReport", "average_ranks",
+__all__ = ["ALPHA", "POSTHOC_TESTS", "RESAMPLES", "RankComparison", "average_ranks",
            "bootstrap_interval", "cd_diagram", "dataset_block", "friedman_test", "holm",
            "nemenyi_critical_difference", "not_different", "paired_test", "paired_tests",
            "posthoc_pvalues", "rank_comparison", "require_stats_extra", "seed_intervals",
-           "seed_scores", "stream", "summary_lines", "wilcoxon_floor", "write_stats"]
+           "seed_scores", "stream", "wilcoxon_floor"]
