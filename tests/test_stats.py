@@ -110,12 +110,19 @@ def test_paired_tests_pair_by_seed_and_keep_the_sign() -> None:
     agent = base - 0.01 + np.array([[0.001, -0.002, 0.0, 0.002, -0.001, 0.0005]])
     table = tidy({"base": base, "agent": agent}, ["D"])
     table = table.sample(frac=1.0, random_state=np.random.RandomState(0))  # order not pairs
-    paired = stats.paired_tests(stats.seed_scores(table), "base", seed=0, resamples=999)
+    paired = stats.paired_tests(stats.seed_scores(table), "base")
     row = paired.loc[("default", "D", "agent")]
     assert row["difference"] == pytest.approx(float(np.mean(agent - base)))
     assert row["high"] < 0 and row["p_t"] < 1e-4 and row["verdict"] == "lower"
     assert row["p_wilcoxon"] == pytest.approx(2 / 2 ** 6)
-    assert stats.paired_test(base[0], base[0]) == (1.0, 1.0)
+    # The t interval: mean -0.01 + 0.0000833, sd of the differences s, half-width
+    # t_{0.975, 5} s / sqrt(6) with t_{0.975, 5} = 2.5706 (tables).
+    differences = (agent - base)[0]
+    half = 2.5706 * differences.std(ddof=1) / math.sqrt(6)
+    assert (row["low"], row["high"]) == pytest.approx((differences.mean() - half,
+                                                       differences.mean() + half), rel=1e-4)
+    same = stats.paired_test(base[0], base[0])
+    assert (same["low"], same["high"], same["p_t"], same["p_wilcoxon"]) == (0.0, 0.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="baseline 'oracle' is not among the agents"):
         stats.paired_tests(stats.seed_scores(table), "oracle")
 

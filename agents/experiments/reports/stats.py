@@ -226,18 +226,26 @@ def seed_intervals(scores: pd.DataFrame, seed: int = 0, alpha: float = ALPHA,
     return pd.DataFrame(rows).set_index(["setting", "dataset", "agent"])
 
 
-def paired_test(agent: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
-    """Two-sided p-values of the paired t-test and the Wilcoxon signed-rank test (zero
-    differences split) of ``agent - baseline``; both 1 when every difference is zero, NaN for
-    fewer than 2 pairs."""
+def paired_test(agent: np.ndarray, baseline: np.ndarray, alpha: float = ALPHA
+                ) -> dict[str, float]:
+    """The paired comparison of ``agent - baseline``: the mean ``difference``, its Student t
+    interval (``low``, ``high``: it excludes 0 exactly when ``p_t`` < ``alpha``), and the
+    two-sided p-values of the paired t-test (``p_t``) and of the Wilcoxon signed-rank test
+    with zero differences split (``p_wilcoxon``). Every difference zero: the interval is 0 and
+    both p-values 1; fewer than 2 pairs: NaN."""
     difference = np.asarray(agent, dtype=float) - np.asarray(baseline, dtype=float)
+    result = {"difference": float(np.mean(difference)) if len(difference) else float("nan"),
+              "low": float("nan"), "high": float("nan"), "p_t": float("nan"),
+              "p_wilcoxon": float("nan")}
     if len(difference) < 2:
-        return float("nan"), float("nan")
+        return result
     if not difference.any():
-        return 1.0, 1.0
-    t_p = float(st.ttest_rel(agent, baseline).pvalue)
-    wilcoxon_p = float(st.wilcoxon(difference, zero_method="zsplit").pvalue)
-    return t_p, wilcoxon_p
+        return {**result, "low": 0.0, "high": 0.0, "p_t": 1.0, "p_wilcoxon": 1.0}
+    t_test = st.ttest_1samp(difference, 0.0)
+    interval = t_test.confidence_interval(confidence_level=1 - alpha)
+    return {**result, "low": float(interval.low), "high": float(interval.high),
+            "p_t": float(t_test.pvalue),
+            "p_wilcoxon": float(st.wilcoxon(difference, zero_method="zsplit").pvalue)}
 
 
 def holm(pvalues: pd.Series) -> pd.Series:
@@ -250,12 +258,11 @@ def holm(pvalues: pd.Series) -> pd.Series:
     return adjusted
 
 
-def paired_tests(scores: pd.DataFrame, baseline: str, seed: int = 0, alpha: float = ALPHA,
-                 resamples: int = RESAMPLES) -> pd.DataFrame:
-    """Each agent against ``baseline`` per (setting, data set), paired by seed: ``difference``
-    (mean of agent - baseline; negative: the agent costs less) with its bootstrap interval
-    (``low``, ``high``), ``p_t`` and ``p_wilcoxon``, ``p_holm`` (the t-test's p Holm-corrected
-    over the setting's data sets, per agent) and the ``verdict`` at ``alpha``."""
+def paired_tests(scores: pd.DataFrame, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
+    """Each agent against ``baseline`` per (setting, data set), paired by seed: the columns
+    of :func:`paired_test` (``difference`` negative: the agent costs less), ``p_holm`` (the
+    t-test's p Holm-corrected over the setting's data sets, per agent) and the ``verdict``
+    at ``alpha`` (``lower``, ``higher`` or ``n.s.``)."""
     if baseline not in scores.columns:
         raise ValueError(f"baseline {baseline!r} is not among the agents "
                          f"({', '.join(scores.columns)}): pass one of them to --baseline")
@@ -264,12 +271,8 @@ def paired_tests(scores: pd.DataFrame, baseline: str, seed: int = 0, alpha: floa
         base = block[baseline].to_numpy(dtype=float)
         for agent in (a for a in block.columns if a != baseline):
             values = block[agent].to_numpy(dtype=float)
-            rng = stream(seed, "difference", setting, dataset, agent, baseline)
-            low, high = bootstrap_interval(values - base, rng, 1 - alpha, resamples)
-            t_p, wilcoxon_p = paired_test(values, base)
             rows.append({"setting": setting, "dataset": dataset, "agent": agent,
-                         "seeds": len(values), "difference": float(np.mean(values - base)),
-                         "low": low, "high": high, "p_t": t_p, "p_wilcoxon": wilcoxon_p})
+                         "seeds": len(values), **paired_test(values, base, alpha)})
     table = pd.DataFrame(rows)
     if table.empty:
         raise ValueError(f"no agent besides the baseline {baseline!r} to test against it")

@@ -118,15 +118,16 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
     level = f"{1 - o.alpha:.0%}"
     write_table(intervals, folder, f"{prefix}intervals", title="Mean cost over seeds",
                 note=f"{level} percentile bootstrap intervals over seeds ({o.resamples} "
-                     f"resamples, seed {o.seed}).")
+                     f"resamples, seed {o.seed}); with few seeds they are too narrow (the "
+                     "percentile bootstrap undercovers small samples).")
     paired = None
     if o.baseline is not None:
-        paired = paired_tests(scores, o.baseline, o.seed, o.alpha, o.resamples)
+        paired = paired_tests(scores, o.baseline, o.alpha)
         write_table(paired, folder, f"{prefix}paired", title=f"Each agent against {o.baseline}",
                     note=f"Paired by seed (common random numbers): difference = agent - "
-                         f"{o.baseline} (negative: cheaper), {level} bootstrap interval; "
+                         f"{o.baseline} (negative: cheaper) with its {level} t interval; "
                          "paired t and Wilcoxon p-values, the t-test's Holm-corrected over "
-                         "data sets.")
+                         "the data sets (p_holm, which the verdict reads).")
     return StatsReport(comparisons, intervals, paired, folder, drawn)
 
 
