@@ -165,6 +165,23 @@ def test_write_stats_writes_the_diagram_and_tables(tmp_path: Path) -> None:
     assert stale_stats(folder) == ["paired.md", "ranks.md"]
 
 
+def test_dataset_intervals_resample_data_sets_in_pairs(tmp_path: Path) -> None:
+    # The agent costs twice the baseline on every data set: every paired resample has the
+    # ratio 2; one seed per data set writes the tables across data sets only.
+    base = np.array([[0.1], [0.3], [0.2], [0.05]])
+    scores = stats.seed_scores(tidy({"agent": 2 * base, "base": base}, list("ABCD")))
+    table = stats.dataset_intervals(scores, "base", resamples=199)
+    row = table.loc[("default", "agent")]
+    assert row["mean"] == pytest.approx(0.65 / 2) and row["datasets"] == 4
+    assert (row["ratio"], row["ratio_low"], row["ratio_high"]) == pytest.approx((2, 2, 2))
+    assert row["low"] < row["mean"] < row["high"]
+    report = write_stats(scores, tmp_path, options=StatsOptions(baseline="base", resamples=99))
+    assert report.intervals is None and report.paired is None
+    assert sorted(p.name for p in tmp_path.glob("*.md")) == ["datasets.md", "posthoc.md",
+                                                               "ranks.md"]
+    assert "agent's mean cost over the baseline's: 2.000" in "\n".join(summary_lines(report))
+
+
 def test_ranks_need_two_data_sets() -> None:
     table = tidy({"A": np.array([[0.1, 0.2]]), "B": np.array([[0.2, 0.3]])}, ["D"])
     with pytest.raises(ValueError, match="at least two of each"):
@@ -198,3 +215,12 @@ def test_compare_stats_writes_its_folder(tmp_path: Path,
     assert "Friedman chi2" in out and "critical-difference diagram" in out
     assert (output / "stats" / "cd-knn.png").is_file()
     assert {"ballad", "all-in-al"} == set(pd.read_csv(output / "stats" / "paired.csv")["agent"])
+
+
+def test_the_documented_stats_tables_are_current() -> None:
+    """docs/experiments.md shows the example's tables (docs/tables/compare_stats_*): they
+    must equal a recomputation from the stored scores and options."""
+    tables = Path(__file__).resolve().parents[1] / "docs" / "tables"
+    assert (tables / "compare_stats_ranks.md").is_file()
+    assert stale_stats(tables, "compare_stats_") == [], (
+        "regenerate with write_stats (docs/experiments.md, 'In Python') and fill the reports")

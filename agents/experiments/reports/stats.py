@@ -226,6 +226,41 @@ def seed_intervals(scores: pd.DataFrame, seed: int = 0, alpha: float = ALPHA,
     return pd.DataFrame(rows).set_index(["setting", "dataset", "agent"])
 
 
+def _ratio_of_means(agent: np.ndarray, baseline: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(agent, axis=axis) / np.mean(baseline, axis=axis)
+
+
+def dataset_intervals(scores: pd.DataFrame, baseline: str | None = None, seed: int = 0,
+                      alpha: float = ALPHA, resamples: int = RESAMPLES) -> pd.DataFrame:
+    """Over data sets (each weighing equally, its mean over seeds): each agent's mean cost
+    with a percentile bootstrap interval resampling the data sets (``mean``, ``low``,
+    ``high``); with a ``baseline``, also the ratio of the agent's mean cost to the baseline's
+    and its interval, the data sets resampled in pairs (``ratio``, ``ratio_low``,
+    ``ratio_high``: below 1, the agent costs less). Index (setting, agent)."""
+    rows = []
+    for setting in dict.fromkeys(scores.index.get_level_values("setting")):
+        block = dataset_block(scores, setting)
+        for agent in block.columns:
+            values = block[agent].to_numpy(dtype=float)
+            low, high = bootstrap_interval(values, stream(seed, "datasets", setting, agent),
+                                           1 - alpha, resamples)
+            row = {"setting": setting, "agent": agent, "datasets": len(values),
+                   "mean": values.mean(), "low": low, "high": high}
+            if baseline is not None:
+                base = block[baseline].to_numpy(dtype=float)
+                row["ratio"] = float(_ratio_of_means(values, base))
+                row["ratio_low"], row["ratio_high"] = row["ratio"], row["ratio"]
+                if agent != baseline and len(values) >= 2:
+                    result = st.bootstrap((values, base), _ratio_of_means, paired=True,
+                                          vectorized=True, n_resamples=resamples,
+                                          method="percentile", confidence_level=1 - alpha,
+                                          rng=stream(seed, "ratio", setting, agent, baseline))
+                    row["ratio_low"] = float(result.confidence_interval.low)
+                    row["ratio_high"] = float(result.confidence_interval.high)
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["setting", "agent"])
+
+
 def paired_test(agent: np.ndarray, baseline: np.ndarray, alpha: float = ALPHA
                 ) -> dict[str, float]:
     """The paired comparison of ``agent - baseline``: the mean ``difference``, its Student t
@@ -283,7 +318,8 @@ def paired_tests(scores: pd.DataFrame, baseline: str, alpha: float = ALPHA) -> p
 
 
 __all__ = ["ALPHA", "POSTHOC_TESTS", "RESAMPLES", "RankComparison", "average_ranks",
-           "bootstrap_interval", "cd_diagram", "dataset_block", "friedman_test", "holm",
+           "bootstrap_interval", "cd_diagram", "dataset_block", "dataset_intervals",
+           "friedman_test", "holm",
            "nemenyi_critical_difference", "not_different", "paired_test", "paired_tests",
            "posthoc_pvalues", "rank_comparison", "require_stats_extra", "seed_intervals",
            "seed_scores", "stream", "wilcoxon_floor"]

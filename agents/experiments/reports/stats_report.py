@@ -4,11 +4,14 @@
 :func:`write_stats` writes, into one folder and under one prefix: ``scores.csv`` (one score
 per episode: setting, data set, seed, one column per agent, the input of every statistic),
 ``stats.json`` (the options), ``ranks`` (average ranks and the Friedman test per setting),
-``posthoc`` (every pair's p-value), ``intervals`` (means over seeds with bootstrap
-intervals) and ``paired`` (against a baseline), each as CSV and Markdown, and one
-critical-difference diagram per setting. Since scores and options are stored,
-:func:`stale_stats` recomputes the tables and lists those that differ: the documentation's
-statistics tables are checked the way its other generated tables are.
+``posthoc`` (every pair's p-value), ``datasets`` (means over data sets with bootstrap
+intervals, and the ratio to a baseline), ``intervals`` (means per data set with bootstrap
+intervals over seeds) and ``paired`` (per data set against a baseline, paired by seed),
+each as CSV and Markdown, and one critical-difference diagram per setting. Scores with one
+seed per data set (means taken elsewhere) get the tables across data sets only. Since
+scores and options are stored, :func:`stale_stats` recomputes the tables and lists those
+that differ: the documentation's statistics tables are checked the way its other generated
+tables are.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from agents.experiments.reports.stats import (
     RESAMPLES,
     RankComparison,
     cd_diagram,
+    dataset_intervals,
     paired_tests,
     rank_comparison,
     require_stats_extra,
@@ -38,7 +42,7 @@ from agents.experiments.reports.tables import write_table
 from ballad_env.files import safe_name
 
 #: The stored tables (Markdown and CSV each); ``paired`` only with a baseline.
-TABLES = ("ranks", "posthoc", "intervals", "paired")
+TABLES = ("ranks", "posthoc", "datasets", "intervals", "paired")
 SCORES = "scores.csv"
 OPTIONS = "stats.json"
 
@@ -59,10 +63,12 @@ class StatsReport:
     """What :func:`write_stats` computed and wrote."""
 
     comparisons: list[RankComparison]
-    intervals: pd.DataFrame
+    datasets: pd.DataFrame
+    intervals: pd.DataFrame | None
     paired: pd.DataFrame | None
     folder: Path
     figures: list[Path]
+    tables: list[Path]
 
 
 def ranks_table(comparisons: list[RankComparison]) -> pd.DataFrame:
@@ -97,10 +103,13 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
     scores and options; the diagrams go to ``figures`` (default: ``folder``) as
     ``<prefix>cd-<setting>.png``, one per setting with at least two data sets."""
     require_stats_extra()
-    folder = Path(folder)
-    o = options
-    write_table(scores, folder, f"{prefix}{Path(SCORES).stem}", markdown=False)
+    folder, o = Path(folder), options
+    tables = [write_table(scores, folder, f"{prefix}{Path(SCORES).stem}", markdown=False)]
     (folder / f"{prefix}{OPTIONS}").write_text(json.dumps(asdict(o), indent=1) + "\n")
+
+    def write(frame: pd.DataFrame, stem: str, title: str, note: str) -> None:
+        tables.append(write_table(frame, folder, f"{prefix}{stem}", title=title, note=note))
+
     settings = list(dict.fromkeys(scores.index.get_level_values("setting")))
     comparisons = [rank_comparison(scores, s, o.posthoc, o.alpha) for s in settings
                    if scores.xs(s, level="setting").index.get_level_values("dataset").nunique()
@@ -109,26 +118,32 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
     drawn = [cd_diagram(c, figure_folder / f"{prefix}cd-{safe_name(c.setting)}.png")
              for c in comparisons]
     if comparisons:
-        write_table(ranks_table(comparisons), folder, f"{prefix}ranks", title="Average ranks "
-                    "over data sets", note=f"Lowest cost = rank 1; Friedman test; post hoc "
-                    f"{o.posthoc} at alpha {o.alpha:g}.")
-        write_table(pairs_table(comparisons), folder, f"{prefix}posthoc",
-                    title="Post hoc p-values", note=f"{o.posthoc}; significant: p < {o.alpha:g}.")
-    intervals = seed_intervals(scores, o.seed, o.alpha, o.resamples)
+        write(ranks_table(comparisons), "ranks", "Average ranks over data sets",
+              f"Lowest cost = rank 1; Friedman test; post hoc {o.posthoc} at alpha {o.alpha:g}.")
+        write(pairs_table(comparisons), "posthoc", "Post hoc p-values",
+              f"{o.posthoc}; significant: p < {o.alpha:g}.")
     level = f"{1 - o.alpha:.0%}"
-    write_table(intervals, folder, f"{prefix}intervals", title="Mean cost over seeds",
-                note=f"{level} percentile bootstrap intervals over seeds ({o.resamples} "
-                     f"resamples, seed {o.seed}); with few seeds they are too narrow (the "
-                     "percentile bootstrap undercovers small samples).")
-    paired = None
-    if o.baseline is not None:
-        paired = paired_tests(scores, o.baseline, o.alpha)
-        write_table(paired, folder, f"{prefix}paired", title=f"Each agent against {o.baseline}",
-                    note=f"Paired by seed (common random numbers): difference = agent - "
-                         f"{o.baseline} (negative: cheaper) with its {level} t interval; "
-                         "paired t and Wilcoxon p-values, the t-test's Holm-corrected over "
-                         "the data sets (p_holm, which the verdict reads).")
-    return StatsReport(comparisons, intervals, paired, folder, drawn)
+    datasets = dataset_intervals(scores, o.baseline, o.seed, o.alpha, o.resamples)
+    ratio = ("" if o.baseline is None else f"; ratio: the agent's mean cost over "
+             f"{o.baseline}'s, its interval resampling the data sets in pairs")
+    write(datasets, "datasets", "Mean cost over data sets",
+          f"Data sets weigh equally; {level} percentile bootstrap intervals over data sets "
+          f"({o.resamples} resamples, seed {o.seed}){ratio}.")
+    intervals = paired = None
+    if scores.groupby(level=["setting", "dataset"]).size().max() >= 2:
+        intervals = seed_intervals(scores, o.seed, o.alpha, o.resamples)
+        write(intervals, "intervals", "Mean cost over seeds",
+              f"{level} percentile bootstrap intervals over seeds ({o.resamples} resamples, "
+              f"seed {o.seed}); with few seeds they are too narrow (the percentile bootstrap "
+              "undercovers small samples).")
+        if o.baseline is not None:
+            paired = paired_tests(scores, o.baseline, o.alpha)
+            write(paired, "paired", f"Each agent against {o.baseline}",
+                  f"Paired by seed (common random numbers): difference = agent - {o.baseline} "
+                  f"(negative: cheaper) with its {level} t interval; paired t and Wilcoxon "
+                  "p-values, the t-test's Holm-corrected over the data sets (p_holm, which "
+                  "the verdict reads).")
+    return StatsReport(comparisons, datasets, intervals, paired, folder, drawn, tables)
 
 
 def read_scores(path: str | os.PathLike) -> pd.DataFrame:
@@ -173,6 +188,13 @@ def summary_lines(report: StatsReport) -> list[str]:
             lines.append(f"  note: on {c.datasets} data sets the Wilcoxon test's smallest p is "
                          f"{wilcoxon_floor(c.datasets):.3g}, so no pair can differ: add data "
                          "sets (6 or more), or use --posthoc nemenyi")
+    if "ratio" in report.datasets:
+        for (setting, agent), row in report.datasets.iterrows():
+            if row["ratio_low"] == row["ratio_high"] == 1.0:
+                continue  # the baseline itself
+            lines.append(f"{setting}: {agent}'s mean cost over the baseline's: "
+                         f"{row['ratio']:.3f} (interval {row['ratio_low']:.3f}-"
+                         f"{row['ratio_high']:.3f} over {int(row['datasets'])} data sets)")
     if report.paired is not None:
         counts = report.paired.groupby(level=["setting", "agent"], sort=False)["verdict"]
         for (setting, agent), verdicts in counts:
@@ -181,8 +203,8 @@ def summary_lines(report: StatsReport) -> list[str]:
                          f"sets: {tally.get('lower', 0)} lower, {tally.get('higher', 0)} "
                          f"higher, {tally.get('n.s.', 0)} not significant (Holm)")
     lines += [f"critical-difference diagram: {path}" for path in report.figures]
-    lines.append(f"stats tables: {report.folder} (scores.csv, ranks, posthoc, intervals"
-                 f"{', paired' if report.paired is not None else ''}; .csv and .md)")
+    names = ", ".join(path.stem for path in report.tables)
+    lines.append(f"stats tables (.csv, .md): {names} in {report.folder}")
     return lines
 
 
