@@ -182,6 +182,17 @@ def test_dataset_intervals_resample_data_sets_in_pairs(tmp_path: Path) -> None:
     assert "agent's mean cost over the baseline's: 2.000" in "\n".join(summary_lines(report))
 
 
+def test_ratio_interval_of_a_share_by_hand() -> None:
+    # Savings 1, 2, 3 over rooms 2, 4, 6: every paired resample has the share 0.5; unpaired
+    # savings 0, 0, 3 over rooms 1, 1, 1 give 1 with an interval from 0 (no 3 drawn) to 3.
+    assert stats.ratio_interval([1, 2, 3], [2, 4, 6], stats.stream(0), resamples=99) == \
+        pytest.approx((0.5, 0.5, 0.5))
+    share, low, high = stats.ratio_interval([0, 0, 3], [1, 1, 1], stats.stream(0),
+                                            resamples=999)
+    assert share == 1.0 and low == 0.0 and high == 3.0
+    assert math.isnan(stats.ratio_interval([1], [2], stats.stream(0))[1])
+
+
 def test_ranks_need_two_data_sets() -> None:
     table = tidy({"A": np.array([[0.1, 0.2]]), "B": np.array([[0.2, 0.3]])}, ["D"])
     with pytest.raises(ValueError, match="at least two of each"):

@@ -226,8 +226,27 @@ def seed_intervals(scores: pd.DataFrame, seed: int = 0, alpha: float = ALPHA,
     return pd.DataFrame(rows).set_index(["setting", "dataset", "agent"])
 
 
-def _ratio_of_means(agent: np.ndarray, baseline: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(agent, axis=axis) / np.mean(baseline, axis=axis)
+def _ratio_of_sums(numerator: np.ndarray, denominator: np.ndarray, axis: int = -1
+                   ) -> np.ndarray:
+    return np.sum(numerator, axis=axis) / np.sum(denominator, axis=axis)
+
+
+def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, rng: np.random.Generator,
+                   confidence: float = 1 - ALPHA, resamples: int = RESAMPLES
+                   ) -> tuple[float, float, float]:
+    """``sum(numerator) / sum(denominator)`` over paired items (data sets) and its percentile
+    bootstrap interval, the items resampled in pairs: ``(ratio, low, high)``; the interval
+    is NaN for fewer than 2 items. A mean cost over a baseline's, or a share of the room
+    (the savings over the room, both summed over data sets), is such a ratio."""
+    numerator = np.asarray(numerator, dtype=float)
+    denominator = np.asarray(denominator, dtype=float)
+    ratio = float(_ratio_of_sums(numerator, denominator))
+    if len(numerator) < 2:
+        return ratio, float("nan"), float("nan")
+    result = st.bootstrap((numerator, denominator), _ratio_of_sums, paired=True,
+                          vectorized=True, n_resamples=resamples, method="percentile",
+                          confidence_level=confidence, rng=rng)
+    return ratio, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def dataset_intervals(scores: pd.DataFrame, baseline: str | None = None, seed: int = 0,
@@ -246,17 +265,12 @@ def dataset_intervals(scores: pd.DataFrame, baseline: str | None = None, seed: i
                                            1 - alpha, resamples)
             row = {"setting": setting, "agent": agent, "datasets": len(values),
                    "mean": values.mean(), "low": low, "high": high}
-            if baseline is not None:
-                base = block[baseline].to_numpy(dtype=float)
-                row["ratio"] = float(_ratio_of_means(values, base))
-                row["ratio_low"], row["ratio_high"] = row["ratio"], row["ratio"]
-                if agent != baseline and len(values) >= 2:
-                    result = st.bootstrap((values, base), _ratio_of_means, paired=True,
-                                          vectorized=True, n_resamples=resamples,
-                                          method="percentile", confidence_level=1 - alpha,
-                                          rng=stream(seed, "ratio", setting, agent, baseline))
-                    row["ratio_low"] = float(result.confidence_interval.low)
-                    row["ratio_high"] = float(result.confidence_interval.high)
+            if baseline is not None and agent == baseline:
+                row.update(ratio=1.0, ratio_low=1.0, ratio_high=1.0)
+            elif baseline is not None:
+                rng = stream(seed, "ratio", setting, agent, baseline)
+                row["ratio"], row["ratio_low"], row["ratio_high"] = ratio_interval(
+                    values, block[baseline].to_numpy(dtype=float), rng, 1 - alpha, resamples)
             rows.append(row)
     return pd.DataFrame(rows).set_index(["setting", "agent"])
 
@@ -319,7 +333,7 @@ def paired_tests(scores: pd.DataFrame, baseline: str, alpha: float = ALPHA) -> p
 
 __all__ = ["ALPHA", "POSTHOC_TESTS", "RESAMPLES", "RankComparison", "average_ranks",
            "bootstrap_interval", "cd_diagram", "dataset_block", "dataset_intervals",
-           "friedman_test", "holm",
-           "nemenyi_critical_difference", "not_different", "paired_test", "paired_tests",
-           "posthoc_pvalues", "rank_comparison", "require_stats_extra", "seed_intervals",
-           "seed_scores", "stream", "wilcoxon_floor"]
+           "friedman_test", "holm", "nemenyi_critical_difference", "not_different",
+           "paired_test", "paired_tests", "posthoc_pvalues", "rank_comparison",
+           "ratio_interval", "require_stats_extra", "seed_intervals", "seed_scores", "stream",
+           "wilcoxon_floor"]
