@@ -16,6 +16,7 @@ from agents.experiments.cli.compare import main
 from agents.experiments.reports import stats
 from agents.experiments.reports.stats_report import (
     StatsOptions,
+    _pvalue_text,
     read_scores,
     stale_stats,
     summary_lines,
@@ -155,6 +156,9 @@ def test_write_stats_writes_the_diagram_and_tables(tmp_path: Path) -> None:
         assert (tmp_path / "stats" / f"{stem}.md").read_text().startswith("# ")
     ranks = pd.read_csv(tmp_path / "stats" / "ranks.csv")
     assert ranks.loc[0, "rank all-in-lr"] == 1.0
+    assert ranks.loc[0, "friedman_p"] == pytest.approx(math.exp(-6))  # exact in the CSV
+    assert "| 0.0025 | wilcoxon-holm |" in (folder / "ranks.md").read_text()
+    assert _pvalue_text(1.234e-5) == "1.2e-05" and _pvalue_text(float("nan")) == ""
     assert (report.paired["verdict"] == "higher").all()  # every gap is positive
     text = "\n".join(summary_lines(report))
     assert "Friedman chi2 = 12.000" in text and "cd-default.png" in text

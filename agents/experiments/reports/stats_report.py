@@ -44,6 +44,8 @@ from ballad_env.files import safe_name
 #: The stored tables (Markdown and CSV each); ``paired`` only with a baseline.
 TABLES = ("ranks", "posthoc", "datasets", "intervals", "paired")
 SCORES = "scores.csv"
+#: The columns that hold p-values.
+PVALUES = ("friedman_p", "p", "p_t", "p_wilcoxon", "p_holm")
 OPTIONS = "stats.json"
 
 
@@ -69,6 +71,13 @@ class StatsReport:
     folder: Path
     figures: list[Path]
     tables: list[Path]
+
+
+def _pvalue_text(p: float) -> str:
+    """A p-value for a table: four decimals, or two significant digits below 0.001."""
+    if np.isnan(p):
+        return ""
+    return f"{p:.1e}" if p < 0.001 else f"{p:.4f}"
 
 
 def ranks_table(comparisons: list[RankComparison]) -> pd.DataFrame:
@@ -108,7 +117,11 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
     (folder / f"{prefix}{OPTIONS}").write_text(json.dumps(asdict(o), indent=1) + "\n")
 
     def write(frame: pd.DataFrame, stem: str, title: str, note: str) -> None:
-        tables.append(write_table(frame, folder, f"{prefix}{stem}", title=title, note=note))
+        shown = frame.copy()  # the Markdown shows small p-values as 1.2e-05, not 0.0000
+        for column in (c for c in frame.columns if c in PVALUES):
+            shown[column] = frame[column].map(_pvalue_text)
+        tables.append(write_table(shown, folder, f"{prefix}{stem}", title=title, note=note))
+        write_table(frame, folder, f"{prefix}{stem}", markdown=False)  # the CSV exact
 
     settings = list(dict.fromkeys(scores.index.get_level_values("setting")))
     comparisons = [rank_comparison(scores, s, o.posthoc, o.alpha) for s in settings
