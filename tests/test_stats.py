@@ -128,6 +128,16 @@ def test_paired_tests_pair_by_seed_and_keep_the_sign() -> None:
         stats.paired_tests(stats.seed_scores(table), "oracle")
 
 
+def test_seeds_needed_matches_cohens_table() -> None:
+    # Effect sizes 0.5 and 1 (mean / sd of the differences): 34 and 10 pairs for power 0.8 at
+    # 0.05 two-sided (Cohen 1988, table 2.4.1: n = 33.4 and 9.9, rounded up).
+    half = np.array([0.0, 1.0, 2.0]) * 2.0 - 1.0  # mean 1, sd 2 -> effect 0.5
+    assert stats.seeds_needed(half) == 34
+    assert stats.seeds_needed(np.array([0.0, 1.0, 2.0])) == 10  # mean 1, sd 1
+    assert stats.seeds_needed(np.array([1.0, -1.0])) == math.inf
+    assert math.isnan(stats.seeds_needed(np.array([0.5, 0.5])))
+
+
 def test_holm_by_hand() -> None:
     adjusted = stats.holm(pd.Series([0.01, 0.04, 0.03, np.nan]))
     # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04)

@@ -58,6 +58,7 @@ def require_stats_extra() -> None:
     """Fail early (before a long run) when the ``stats`` extra is not installed."""
     _library("scikit_posthocs")
     _library("statsmodels.stats.multitest")
+    _library("statsmodels.stats.power")
 
 
 def stream(seed: int, *names: str) -> np.random.Generator:
@@ -275,17 +276,52 @@ def dataset_intervals(scores: pd.DataFrame, baseline: str | None = None, seed: i
     return pd.DataFrame(rows).set_index(["setting", "agent"])
 
 
+#: The power of :func:`seeds_needed`'s planning figure.
+POWER = 0.8
+
+
+def seeds_needed(differences: np.ndarray, alpha: float = ALPHA, power: float = POWER
+                 ) -> float:
+    """How many seeds a two-sided paired t-test at ``alpha`` needs to detect, with
+    ``power``, a mean difference as large as the observed one given the observed spread
+    (effect size mean / sd of the per-seed differences; Cohen: 34 seeds for 0.5, 10 for 1).
+    A planning figure for the next run, not a test: inf when the mean difference is 0, NaN
+    for fewer than 2 differences or none that differ."""
+    differences = np.asarray(differences, dtype=float)
+    if len(differences) < 2:
+        return float("nan")
+    mean, sd = abs(float(differences.mean())), float(differences.std(ddof=1))
+    if mean == 0:
+        return float("inf")
+    if sd == 0:
+        return float("nan")
+    power_of = _library("statsmodels.stats.power").TTestPower()
+
+    def enough(n: int) -> bool:
+        return bool(power_of.power(effect_size=mean / sd, nobs=n, alpha=alpha,
+                                   alternative="two-sided") >= power)
+
+    high = 2  # the smallest n with enough power: doubling, then bisection (monotone in n)
+    while not enough(high):
+        high *= 2
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return float(high)
+
+
 def paired_test(agent: np.ndarray, baseline: np.ndarray, alpha: float = ALPHA
                 ) -> dict[str, float]:
     """The paired comparison of ``agent - baseline``: the mean ``difference``, its Student t
     interval (``low``, ``high``: it excludes 0 exactly when ``p_t`` < ``alpha``), and the
     two-sided p-values of the paired t-test (``p_t``) and of the Wilcoxon signed-rank test
-    with zero differences split (``p_wilcoxon``). Every difference zero: the interval is 0 and
-    both p-values 1; fewer than 2 pairs: NaN."""
+    with zero differences split (``p_wilcoxon``), and :func:`seeds_needed`. Every difference
+    zero: the interval is 0 and both p-values 1; fewer than 2 pairs: NaN."""
     difference = np.asarray(agent, dtype=float) - np.asarray(baseline, dtype=float)
     result = {"difference": float(np.mean(difference)) if len(difference) else float("nan"),
               "low": float("nan"), "high": float("nan"), "p_t": float("nan"),
-              "p_wilcoxon": float("nan")}
+              "p_wilcoxon": float("nan"), "seeds_needed": seeds_needed(difference, alpha)}
     if len(difference) < 2:
         return result
     if not difference.any():
@@ -328,12 +364,13 @@ def paired_tests(scores: pd.DataFrame, baseline: str, alpha: float = ALPHA) -> p
     table["p_holm"] = table.groupby(["setting", "agent"], sort=False)["p_t"].transform(holm)
     table["verdict"] = np.where(~(table["p_holm"] < alpha), "n.s.",
                                 np.where(table["difference"] < 0, "lower", "higher"))
+    table["seeds_needed"] = table.pop("seeds_needed")  # last: a plan, not a result
     return table.set_index(["setting", "dataset", "agent"])
 
 
-__all__ = ["ALPHA", "POSTHOC_TESTS", "RESAMPLES", "RankComparison", "average_ranks",
+__all__ = ["ALPHA", "POSTHOC_TESTS", "POWER", "RESAMPLES", "RankComparison", "average_ranks",
            "bootstrap_interval", "cd_diagram", "dataset_block", "dataset_intervals",
            "friedman_test", "holm", "nemenyi_critical_difference", "not_different",
            "paired_test", "paired_tests", "posthoc_pvalues", "rank_comparison",
-           "ratio_interval", "require_stats_extra", "seed_intervals", "seed_scores", "stream",
-           "wilcoxon_floor"]
+           "ratio_interval", "require_stats_extra", "seed_intervals", "seed_scores",
+           "seeds_needed", "stream", "wilcoxon_floor"]

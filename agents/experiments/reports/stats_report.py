@@ -28,6 +28,7 @@ import pandas as pd
 
 from agents.experiments.reports.stats import (
     ALPHA,
+    POWER,
     RESAMPLES,
     RankComparison,
     cd_diagram,
@@ -120,6 +121,9 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
         shown = frame.copy()  # the Markdown shows small p-values as 1.2e-05, not 0.0000
         for column in (c for c in frame.columns if c in PVALUES):
             shown[column] = frame[column].map(_pvalue_text)
+        if "seeds_needed" in frame:
+            shown["seeds_needed"] = frame["seeds_needed"].map(
+                lambda n: "" if np.isnan(n) else str(n if np.isinf(n) else int(n)))
         tables.append(write_table(shown, folder, f"{prefix}{stem}", title=title, note=note))
         write_table(frame, folder, f"{prefix}{stem}", markdown=False)  # the CSV exact
 
@@ -155,7 +159,8 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
                   f"Paired by seed (common random numbers): difference = agent - {o.baseline} "
                   f"(negative: cheaper) with its {level} t interval; paired t and Wilcoxon "
                   "p-values, the t-test's Holm-corrected over the data sets (p_holm, which "
-                  "the verdict reads).")
+                  f"the verdict reads); seeds_needed: seeds for a paired t-test to detect a "
+                  f"difference this large with power {POWER:g}.")
     return StatsReport(comparisons, datasets, intervals, paired, folder, drawn, tables)
 
 
