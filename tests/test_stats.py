@@ -145,6 +145,7 @@ def test_holm_by_hand() -> None:
     assert math.isnan(adjusted.iloc[3])
 
 
+@pytest.mark.slow
 def test_write_stats_writes_the_diagram_and_tables(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     datasets = [f"D{i}" for i in range(6)]

@@ -107,11 +107,12 @@ def pairs_table(comparisons: list[RankComparison]) -> pd.DataFrame:
 
 def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
                 options: StatsOptions = StatsOptions(), prefix: str = "",
-                figures: str | os.PathLike | None = None) -> StatsReport:
+                figures: str | os.PathLike | None = None, draw: bool = True) -> StatsReport:
     """Compute the statistics of ``scores`` (:func:`~agents.experiments.reports.stats.
     seed_scores`) and write them to ``folder`` as ``<prefix><table>.csv/.md`` with the
     scores and options; the diagrams go to ``figures`` (default: ``folder``) as
-    ``<prefix>cd-<setting>.png``, one per setting with at least two data sets."""
+    ``<prefix>cd-<setting>.png``, one per setting with at least two data sets (none
+    without ``draw``)."""
     require_stats_extra()
     folder, o = Path(folder), options
     tables = [write_table(scores, folder, f"{prefix}{Path(SCORES).stem}", markdown=False)]
@@ -133,7 +134,7 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
                    >= 2]
     figure_folder = folder if figures is None else Path(figures)
     drawn = [cd_diagram(c, figure_folder / f"{prefix}cd-{safe_name(c.setting)}.png")
-             for c in comparisons]
+             for c in comparisons if draw]
     if comparisons:
         write(ranks_table(comparisons), "ranks", "Average ranks over data sets",
               f"Lowest cost = rank 1; Friedman test; post hoc {o.posthoc} at alpha {o.alpha:g}.")
@@ -183,7 +184,7 @@ def stale_stats(folder: str | os.PathLike, prefix: str = "") -> list[str]:
     scores = read_scores(folder / f"{prefix}{SCORES}")
     options = read_options(folder / f"{prefix}{OPTIONS}")
     with tempfile.TemporaryDirectory() as scratch:
-        write_stats(scores, scratch, options=options, prefix=prefix)
+        write_stats(scores, scratch, options=options, prefix=prefix, draw=False)
         fresh = {p.name: p.read_text() for p in Path(scratch).glob(f"{prefix}*.md")}
     stored = {name: (folder / name).read_text() for name in
               (f"{prefix}{t}.md" for t in TABLES) if (folder / name).is_file()}
