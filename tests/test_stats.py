@@ -208,6 +208,14 @@ def test_ratio_interval_of_a_share_by_hand() -> None:
     assert math.isnan(stats.ratio_interval([1], [2], stats.stream(0))[1])
 
 
+def test_episodes_not_every_agent_played_are_left_out_with_a_warning() -> None:
+    table = tidy({"A": np.array([[0.1, 0.2]]), "B": np.array([[0.2, 0.3]])}, ["D"])
+    table = table[~((table["agent"] == "B") & (table["seed"] == 1))]
+    with pytest.warns(UserWarning, match="1 .* episode"):
+        scores = stats.seed_scores(table)
+    assert scores.index.get_level_values("seed").tolist() == [0]
+
+
 def test_ranks_need_two_data_sets() -> None:
     table = tidy({"A": np.array([[0.1, 0.2]]), "B": np.array([[0.2, 0.3]])}, ["D"])
     with pytest.raises(ValueError, match="at least two of each"):

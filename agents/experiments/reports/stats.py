@@ -11,11 +11,12 @@ Within a data set, over seeds: each agent's mean with a percentile bootstrap int
 paired test of each agent against a baseline. Agents play the same episodes on common random
 numbers (the seed fixes the split, the prior and the query streams), so the pairs are the
 seeds: the paired t-test and the Wilcoxon signed-rank test of the per-seed differences, the
-t-test's p-values Holm-corrected over the data sets, and a bootstrap interval of the mean
-difference.
+t-test's p-values Holm-corrected over the data sets, the t interval of the mean difference
+and a power check (the seeds a difference of that size needs). Over data sets: each agent's
+mean cost and its ratio to the baseline's with bootstrap intervals resampling data sets.
 
 The tests come from scipy (Friedman, Wilcoxon, t, bootstrap), scikit-posthocs (the post hoc
-matrices and the diagram) and statsmodels (Holm): the ``stats`` extra,
+matrices and the diagram) and statsmodels (Holm, power): the ``stats`` extra,
 ``pip install -e ".[stats]"``. Every bootstrap draws from its own seeded generator, derived
 from the seed and the names of what it measures, so an interval does not change when an
 agent or a data set is added to the run.
@@ -24,6 +25,7 @@ agent or a data set is added to the run.
 from __future__ import annotations
 
 import os
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +74,10 @@ def seed_scores(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFram
     seed), one column per agent, on the episodes that every agent played (the pairs)."""
     if results.empty:
         raise ValueError("no results to compare: run the grid first")
-    common, _ = common_episodes(results)
+    common, dropped = common_episodes(results)
+    if dropped:
+        warnings.warn(f"{dropped} (data set, seed) episode(s) not played by every agent and "
+                      "setting are left out of the statistics", stacklevel=2)
     agents = list(dict.fromkeys(results["agent"]))
     return (common.groupby(["setting", "dataset", "seed", "agent"], sort=False)[metric].mean()
             .unstack("agent")[agents])
