@@ -10,6 +10,9 @@
 - ``rejex``: All-in-AL with RejEx (which rejects without labels) against All-in-LR and
   BALLAD with BALLAD's rejector, per cost level, on the crossed study's 29 sets
   (``crossed_rejex_per_dataset``: means over 3 seeds), the same tables (``claims_rejex_*``);
+- ``tie``: BALLAD and All-in-LR with SADAL's two-sided rejector breaking ties towards
+  rejecting most, against All-in-LR with BALLAD's rejector, on the paper's 18 at 10 seeds
+  (``crossed_tie_per_dataset``), the same tables (``claims_tie_*``);
 - ``room``: each allocation's share of the room over All-in-LR per cost level on the 13
   held-out sets (``allocation_per_dataset``), with a bootstrap interval resampling the data
   sets (``claims_room``).
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -41,10 +46,17 @@ FIGURES = ROOT / "docs" / "figures"
 AGENTS = ["ballad", "all-in-al", "all-in-lr"]
 PRIORS = ("iforest", "knn")
 COSTS = ("cfn10", "cfp10")
-#: RejEx's claim: (agent, rejector) pairs of the crossed study's SSDO slice 6.
-REJEX_AGENTS = {"all-in-al rejex": ("all-in-al", "rejex"),
-                "all-in-lr confidence": ("all-in-lr", "confidence"),
-                "ballad confidence": ("ballad", "confidence")}
+#: The crossed study's claims: its table, and each compared agent's (agent, rejector).
+CROSSED = {
+    "rejex": ("crossed_rejex_per_dataset",
+              {"all-in-al rejex": ("all-in-al", "rejex"),
+               "all-in-lr confidence": ("all-in-lr", "confidence"),
+               "ballad confidence": ("ballad", "confidence")}),
+    "tie": ("crossed_tie_per_dataset",
+            {"ballad two-sided-most": ("ballad", "two-sided-most"),
+             "all-in-lr two-sided-most": ("all-in-lr", "two-sided-most"),
+             "all-in-lr confidence": ("all-in-lr", "confidence")}),
+}
 #: The allocations whose share of the room gets an interval (allocation_per_dataset).
 ROOM_AGENTS = ("maskable-ppo", "split-rule", "imitation", "ballad", "best-fixed-per-cell")
 SEED = 0
@@ -68,19 +80,20 @@ def paper18_scores(tables: Path = TABLES) -> pd.DataFrame:
     return _scores(pd.concat(frames, ignore_index=True))
 
 
-def rejex_scores(tables: Path = TABLES) -> pd.DataFrame:
-    """All-in-AL with RejEx against All-in-LR and BALLAD with BALLAD's rejector, per cost
-    level, one row per data set (SSDO, our protocol)."""
-    table = pd.read_csv(tables / "crossed_rejex_per_dataset.csv")
+def crossed_scores(claim: str, tables: Path = TABLES) -> pd.DataFrame:
+    """One of :data:`CROSSED`'s comparisons per cost level, one row per data set: SSDO, our
+    protocol and our queries, each agent with its rejector."""
+    name, agents = CROSSED[claim]
+    table = pd.read_csv(tables / f"{name}.csv")
     parts = table["combination"].str.split("/", expand=True)
-    table = table.assign(detector=parts[0], rejector=parts[1], setting=parts[3])
-    table = table[(table["detector"] == "ssdo") & (table["status"] == "posed")]
+    table = table.assign(rejector=parts[1], setting=parts[3])
+    table = table[(parts[0] == "ssdo") & (parts[2] == "ours") & (parts[4] == "ours")
+                  & (table["status"] == "posed")]
     columns = {}
-    for name, (agent, rejector) in REJEX_AGENTS.items():
+    for column, (agent, rejector) in agents.items():
         rows = table[table["rejector"] == rejector]
-        columns[name] = rows.set_index(["setting", "dataset"])[agent]
-    frame = pd.DataFrame(columns).reset_index()
-    return _scores(frame.dropna())
+        columns[column] = rows.set_index(["setting", "dataset"])[agent]
+    return _scores(pd.DataFrame(columns).dropna().reset_index())
 
 
 def room_shares(tables: Path = TABLES, seed: int = SEED, alpha: float = ALPHA,
@@ -99,8 +112,11 @@ def room_shares(tables: Path = TABLES, seed: int = SEED, alpha: float = ALPHA,
     return pd.DataFrame(rows).set_index(["costs", "agent"])
 
 
-CLAIMS = {"paper18": (paper18_scores, StatsOptions(baseline="all-in-lr")),
-          "rejex": (rejex_scores, StatsOptions(baseline="all-in-lr confidence"))}
+CLAIMS: dict[str, tuple[Callable[[Path], pd.DataFrame], StatsOptions]] = {
+    "paper18": (paper18_scores, StatsOptions(baseline="all-in-lr")),
+    "rejex": (partial(crossed_scores, "rejex"), StatsOptions(baseline="all-in-lr confidence")),
+    "tie": (partial(crossed_scores, "tie"), StatsOptions(baseline="all-in-lr confidence")),
+}
 
 
 def write_claims(tables: Path = TABLES, figures: Path = FIGURES) -> list[Path]:
