@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments.cli.compare import main
+from agents.experiments.cli.compare import check_stats_args, main, parse_args
 from agents.experiments.reports import stats
 from agents.experiments.reports.stats_report import (
     StatsOptions,
@@ -235,6 +235,13 @@ def test_compare_checks_its_stats_options_before_running(
     err = capsys.readouterr().err
     assert "pip install -e '.[stats]'" in err and err.count("\n") == 1
     assert not (tmp_path / "run" / "cells").exists()
+
+
+def test_a_saved_policy_baseline_is_named_as_in_the_results() -> None:
+    args = parse_args(["--datasets", "toy", "--agents", "ballad", "runs/p.zip", "--stats",
+                       "--baseline", "runs/p.zip"])
+    check_stats_args(args)
+    assert args.baseline == "policy:p"  # the agent column's name for a saved policy
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from agents.experiments.cli import (
     add_plugin_argument,
     import_plugins,
 )
-from agents.experiments.grid import DATASETS_HELP
+from agents.experiments.grid import DATASETS_HELP, agent_label
 from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
@@ -102,8 +102,9 @@ def build_grid(args: argparse.Namespace) -> Grid:
 
 
 def check_stats_args(args: argparse.Namespace) -> None:
-    """Before the run: the ``stats`` extra is installed, the baseline is one of the agents and
-    the significance level is a probability (each a one-line error)."""
+    """Before the run: the ``stats`` extra is installed, the baseline is one of the agents (a
+    saved policy's path becomes its name in the results) and the significance level is a
+    probability (each a one-line error)."""
     if args.baseline is not None and not args.stats:
         raise ValueError("--baseline needs --stats")
     if not args.stats:
@@ -113,9 +114,13 @@ def check_stats_args(args: argparse.Namespace) -> None:
     require_stats_extra()
     if not 0 < args.significance < 1:
         raise ValueError(f"--significance must be between 0 and 1, got {args.significance}")
-    if args.baseline is not None and args.baseline not in args.agents:
+    if args.baseline is None:
+        return
+    labels = {spec: agent_label(spec) for spec in args.agents}
+    if args.baseline not in labels and args.baseline not in labels.values():
         raise ValueError(f"--baseline {args.baseline!r} is not among --agents "
                          f"({' '.join(args.agents)}): add it or name one of them")
+    args.baseline = labels.get(args.baseline, args.baseline)
 
 
 def report_stats(results: Any, output: Path, args: argparse.Namespace) -> None:
@@ -166,12 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         check_stats_args(args)
+    except (ValueError, ModuleNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
         grid = build_grid(args)
         results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
                            scheduler=args.scheduler, progress=not args.no_progress,
                            trust_pickle=args.trust_pickle)
-    except (RunError, ValueError, FileNotFoundError, NotImplementedError,
-            ModuleNotFoundError) as err:
+    except (RunError, ValueError, FileNotFoundError, NotImplementedError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
