@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.fused import AutogradUpdate, FusedUpdate
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
 from agents.experiments.training.ppo_batches import (
@@ -46,7 +47,7 @@ from agents.experiments.training.ppo_batches import (
 )
 from agents.experiments.training.rollouts import INFO_KEYS, Forward, collect, make_envs
 from agents.experiments.training.run_records import Curves, Record, Recorder, greedy_episodes
-from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
+from agents.experiments.training.sb3 import fresh_run_dir, versions
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
 from ballad_env.settings import Settings
