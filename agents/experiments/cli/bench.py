@@ -172,11 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "hindsight optimum, and draw their learning curves")
     training.add_argument("--eval-store", default=None, help="the store --quality-runs plays")
     training.add_argument("--heldout-store", default=None, metavar="DIR",
-                          help="with --training, instead: train SB3 PPO (256 environments x "
-                               "64 steps, minibatch 256, 4 epochs, 200k steps), the batched "
-                               "and the compiled trainer (2M steps) with --target-seeds seeds "
-                               "and checkpoints, and print the seconds each took to reach 95%% "
-                               "of SB3's final cost on this store's cells")
+                          help="with --training, instead: each trainer's seconds to 95%% of "
+                               "SB3's final cost on this store's cells (bench.target)")
     training.add_argument("--target-seeds", type=int, default=3,
                           help="training seeds of each trainer (--heldout-store)")
     training.add_argument("--curves", default="training_curves.png",
