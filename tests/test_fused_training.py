@@ -218,8 +218,9 @@ def test_the_training_report_gives_ratios_and_the_share_of_the_peak() -> None:
 
 def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
     """SB3's final costs 0.0190 and 0.0190: target 0.02; a run whose checkpoints cost 0.03,
-    0.02 and 0.01 at 1, 2, 3 s (plus 5 s of setup) reaches it at 7 s; one that never does
-    shows inf. A real run's curve: one cost per checkpoint and one for the final model."""
+    0.02 and 0.01 at 1, 2, 3 s (plus 5 s of setup) reaches it at step 2, 5 + 2 s; one that
+    never does shows inf. A real run's curve: one cost per checkpoint and one for the final
+    model."""
     from agents.experiments.bench.target import held_out_curve, time_to_target_report
 
     def curve(costs: list[float], setup: float = 0.0) -> dict:
@@ -230,7 +231,7 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
         "sb3": [curve([0.03, 0.02, 0.019])] * 2,
         "compiled": [curve([0.03, 0.02, 0.01], setup=5.0), curve([0.03, 0.03, 0.03])]}})
     assert "held-out cost of 0.0200" in report
-    assert report.splitlines()[-1].split()[-3:] == ["7.0", "inf", "inf"]
+    assert report.splitlines()[-1].split()[-5:] == ["2", "-", "5+2.0", "inf", "inf"]
     run = train_batched(store, algo="ppo", n_envs=4, total_timesteps=180,
                         hyperparameters=TINY, output_dir=tmp_path, run_name="c-s0",
                         trainer="compiled", overlap=False, checkpoint_freq=60)
