@@ -231,9 +231,9 @@ def plant(U: np.ndarray, kind: str, n: int, rng: np.random.Generator) -> np.ndar
     raise ValueError(f"unknown anomaly type {kind!r}: use one of {', '.join(ANOMALY_TYPES)}")
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=16)
 def _normals(source: str, data_dir: str | None) -> np.ndarray:
-    """The normal rows of ``source`` (loaded once per process for the last few sources)."""
+    """The normal rows of ``source`` (loaded once per process for the last 16 sources)."""
     from ballad_env.data.lookup import load_dataset
 
     data = load_dataset(source, data_dir=data_dir)
