@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import AL, LR, AgentFactory, ProbeThenDecide, RuleAgent, feature
+from agents.split_allocators import FixedSplitByCost, SafeSplit
 
 #: The packaged parameters' file name (in this package).
 PARAMS_FILE = "allocation_params.json"
@@ -246,6 +247,10 @@ def packaged_agent(family: str) -> RuleAgent:
         raise ValueError(f"no packaged parameters for {family!r}: use one of "
                          f"{', '.join(params['families'])} or 'allocator'")
     entry = params["families"][family]
+    if family == "fixed-split-by-cost":
+        return FixedSplitByCost.from_entry(entry)
+    if family == "safe-split":
+        return SafeSplit.from_entry(entry)
     if "family" in entry:
         return ConfidentPolicy(packaged_agent(entry["family"]), entry["threshold"])
     if family == "maskable-ppo":
@@ -260,6 +265,8 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "split-rule": lambda env: packaged_agent("split-rule"),
     "imitation": lambda env: packaged_agent("imitation"),
     "maskable-ppo": lambda env: packaged_agent("maskable-ppo"),
+    "fixed-split-by-cost": lambda env: packaged_agent("fixed-split-by-cost"),
+    "safe-split": lambda env: packaged_agent("safe-split"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 

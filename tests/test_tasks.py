@@ -121,8 +121,8 @@ def test_a_task_is_rebuilt_from_its_name() -> None:
 
 
 def test_specs_cover_the_ranges() -> None:
-    """Over many seeds: every type drawn, contamination in [0.5%, 35%] up to the two-anomaly
-    floor, costs in [1, 20], features a subset of the source's."""
+    """Over many seeds: every type drawn, contamination in [0.5%, 35%] up to the anomaly
+    floor (5 anomalies), costs in [1, 20], features a subset of the source's."""
     specs = [draw_spec("Glass", seed, 2000, 12) for seed in range(200)]
     assert {s.kind for s in specs} == set(ANOMALY_TYPES)
     assert all(0.004 <= s.contamination <= 0.36 for s in specs)

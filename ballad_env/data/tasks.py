@@ -38,6 +38,7 @@ import functools
 import math
 import os
 import re
+import warnings
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -64,8 +65,9 @@ ALPHA = 5.0
 WIDEN = 0.1
 #: Largest number of mixture components tried (by BIC) for local and clustered anomalies.
 MAX_COMPONENTS = 4
-#: The fewest anomalies a task plants (a task with none has no anomaly detection question).
-MIN_ANOMALIES = 2
+#: The fewest anomalies a task plants: the episode splits each class 40/40/20 (D, V, test),
+#: and with fewer than 5 the test part may hold none.
+MIN_ANOMALIES = 5
 
 #: Sources no task may come from, by base name (lower case, no ``adbench/`` prefix or sample
 #: suffix): the 16 ADBench sets reserved for the external check of the allocator and the
@@ -185,13 +187,16 @@ def fit_mixture(U: np.ndarray, rng: np.random.Generator,
                 max_components: int = MAX_COMPONENTS) -> Any:
     """A full-covariance Gaussian mixture of ``U``, the number of components (1 to
     ``max_components``, at most one per 20 rows) chosen by BIC; seeded from ``rng``."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
     state = int(rng.integers(2**31 - 1))
     best, best_bic = None, np.inf
     for k in range(1, max(1, min(max_components, U.shape[0] // 20)) + 1):
-        model = GaussianMixture(k, covariance_type="full", reg_covar=1e-6,
-                                random_state=state).fit(U)
+        with warnings.catch_warnings():  # more components than distinct rows: BIC rejects it
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = GaussianMixture(k, covariance_type="full", reg_covar=1e-6,
+                                    random_state=state).fit(U)
         bic = model.bic(U)
         if bic < best_bic:
             best, best_bic = model, bic
