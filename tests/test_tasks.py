@@ -131,3 +131,16 @@ def test_specs_cover_the_ranges() -> None:
     settings = task_settings("task/Glass/3")
     assert (settings.c_fp, settings.c_fn) == (task_spec("task/Glass/3").c_fp,
                                               task_spec("task/Glass/3").c_fn)
+
+
+def test_lattices_command_builds_a_task_at_its_own_costs(tmp_path) -> None:
+    from agents.experiments.cli.lattices import main
+    from ballad_env.replay.store import LatticeStore
+
+    out = tmp_path / "store"
+    assert main(["--out", str(out), "--tasks-from", "Glass", "--tasks-per-source", "1",
+                 "--task-costs", "--seeds", "1", "--no-progress"]) == 0
+    settings = task_settings("task/Glass/0")
+    lattice = LatticeStore(out).load("task/Glass/0", 0, settings)
+    assert (lattice.settings.c_fp, lattice.settings.c_fn) == (settings.c_fp, settings.c_fn)
+    assert lattice.dataset == "task/Glass/0"
