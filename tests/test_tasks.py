@@ -133,6 +133,7 @@ def test_specs_cover_the_ranges() -> None:
                                               task_spec("task/Glass/3").c_fn)
 
 
+@pytest.mark.slow
 def test_lattices_command_builds_a_task_at_its_own_costs(tmp_path) -> None:
     from agents.experiments.cli.lattices import main
     from ballad_env.replay.store import LatticeStore
