@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from agents import make_agent, run_episode
-from agents.experiments.training.sb3 import TrainConfig, train
+from agents.experiments.training.config import TrainConfig
+from agents.experiments.training.sb3 import train
 from agents.policy import ALGORITHMS, load_policy
 from agents.policy_zip import PolicyFileError
 from ballad_env import BudgetAllocationEnv
@@ -99,7 +100,7 @@ def test_a_crafted_policy_runs_code_only_when_trusted(genuine, tmp_path):
 
 
 def _compare_agents():
-    """The command line behind ``scripts/compare_agents.py`` (a shim of ``ballad-env
+    """The command line behind ``ballad-env compare`` (a shim of ``ballad-env
     compare``)."""
     from agents.experiments.cli import compare
 

@@ -7,7 +7,7 @@ missing cells, and refuses a store of other environment code, package versions o
 or a stored file it cannot read, naming it. Prints the build time and size per cell, and
 both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes that table.
 
-    python scripts/build_lattices.py --out results/lattices --datasets Glass WBC \\
+    ballad-env lattices --out results/lattices --datasets Glass WBC \\
         --seeds 10 --prior iforest knn --n-jobs 1
 
 Generated tasks (``ballad_env.data.tasks``) are data sets like any other
@@ -41,8 +41,6 @@ from ballad_env.data.tasks import is_task_name, task_name, task_settings
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def build_parser() -> argparse.ArgumentParser:

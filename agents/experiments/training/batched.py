@@ -36,8 +36,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import ballad_env
-from agents.experiments.allocation_split import refuse_reserved
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
     Rollout,
@@ -45,7 +45,7 @@ from agents.experiments.training.ppo_batches import (
     policy_outputs,
     ppo_update,
 )
-from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
+from agents.experiments.training.sb3 import fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
@@ -293,8 +293,6 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
     """
     algo = algo_name(algo)
     hp = PPOHyperparameters.from_mapping(hyperparameters or {})
-    if datasets is not None:  # before the store is opened; its own names are checked below
-        refuse_reserved(datasets, "training")
     settings = store_settings(store, settings, reward)
     envs = make_envs(store, n_envs, settings, datasets, seeds, observation)
     eval_envs = None
