@@ -85,7 +85,8 @@ def curve_frame(points: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         best = p["best"]
         row = {"tasks per source": p["per_source"], "generated tasks": p["tasks"],
                "alpha": best["alpha"], "z": best["z"], "margin": best["margin"],
-               "ood quantile": best["ood"], "cv mean": best["cv mean"], "cv min": best["cv min"]}
+               "ood quantile": best["ood"], "task weight": best["task_weight"],
+               "cv mean": best["cv mean"], "cv min": best["cv min"]}
         for level in LEVELS:
             row[f"held {level}"], row[f"se {level}"] = p["held"][level]
         row["held mean"] = float(np.mean([p["held"][lv][0] for lv in LEVELS]))

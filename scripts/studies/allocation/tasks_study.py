@@ -148,6 +148,8 @@ def run(out: Path, train_seeds: int, held_seeds: int, docs: Path | None, params:
     paper = {"safe-split": np.concatenate([F.costs_of(real, F.safe_choices(chosen["params"],
                                                                            real)),
                                            columns["safe-split"]]),
+             "safe-split, no bound or check": np.concatenate([F.costs_of(
+                 real, F.safe_choices(unsafe, real)), columns["safe-split, no bound or check"]]),
              "fixed-split-by-cost": np.concatenate([F.costs_of(real, F.fixed_choices(fixed,
                                                                                      real)),
                                                     columns["fixed-split-by-cost"]]),
