@@ -25,7 +25,7 @@ largest share of the room on the held-out data sets.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -33,17 +33,10 @@ from typing import Any
 import numpy as np
 
 from agents.base import AL, LR, AgentFactory, ProbeThenDecide, RuleAgent, feature
-from agents.split_allocators import FixedSplitByCost, SafeSplit
+from agents.split_allocators import FixedSplitByCost, SafeSplit, nearest_level
 
 #: The packaged parameters' file name (in this package).
 PARAMS_FILE = "allocation_params.json"
-
-
-def nearest_level(ratios: Iterable[float], observation: np.ndarray) -> float:
-    """Of the cost ratios a family was fitted at, the one nearest the observation's
-    ``cost_ratio`` (the first on ties): which level's model or policy acts."""
-    ratio = feature(observation, "cost_ratio")
-    return min(ratios, key=lambda r: abs(r - ratio))
 
 
 class _LevelModels:

@@ -6,7 +6,7 @@ rounds)``, the action ``first`` (AL or LR) for ``rounds`` rounds, then the other
 of the budget. :data:`ALL_IN_LR` is All-in-LR, the split the user already has.
 
 - ``fixed-split-by-cost``: one split per fitted cost level, the level of the nearest
-  ``cost_ratio`` acting (``allocation.nearest_level``): the baseline every allocator must
+  ``cost_ratio`` acting (:func:`nearest_level`): the baseline every allocator must
   beat, the best split per level on the training data sets.
 - ``safe-split``: an ensemble of ridge models (fitted on bootstrap samples of the training
   *groups*) predicts each candidate split's gain over All-in-LR, per unit of the largest
@@ -21,7 +21,7 @@ Parameters are plain JSON (``allocation_params.json``), read without pickle or t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,14 @@ def as_split(value: Sequence[int]) -> tuple[int, int]:
         raise ValueError(f"a split is (first action: {AL} AL or {LR} LR, rounds >= 0), got "
                          f"{tuple(value)}")
     return first, rounds
+
+
+def nearest_level(ratios: Iterable[float], observation: np.ndarray) -> float:
+    """Of the cost ratios a family was fitted at, the one nearest the observation's
+    ``cost_ratio`` (the first on ties): which level's model, policy or split acts (every
+    per-level family of ``agents.allocation`` and :class:`FixedSplitByCost`)."""
+    ratio = feature(observation, "cost_ratio")
+    return min(ratios, key=lambda r: abs(r - ratio))
 
 
 def feature_vector(observation: np.ndarray, names: Sequence[str]) -> np.ndarray:
@@ -84,8 +92,6 @@ class FixedSplitByCost(_SplitFirst):
         super().__init__()
 
     def decide(self, observation: np.ndarray) -> tuple[int, int]:
-        from agents.allocation import nearest_level
-
         return self.levels[nearest_level(self.levels, observation)]
 
     @classmethod
@@ -165,4 +171,4 @@ class SafeSplit(_SplitFirst):
 
 
 __all__ = ["ALL_IN_LR", "ALL_ROUNDS", "FixedSplitByCost", "SafeSplit", "as_split",
-           "feature_vector"]
+           "feature_vector", "nearest_level"]
