@@ -18,10 +18,13 @@ folder puts first) and ``adbench/WBC`` is ADBench's; a bare name is never downlo
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
+
+import numpy as np
 
 import ballad_env.data.adbench as adbench
 import ballad_env.data.bundled as bundled
@@ -29,7 +32,15 @@ from ballad_env.data.builtin import BUILTIN_DATASETS, BUILTIN_MAKERS
 from ballad_env.data.folder import DATA_DIR_ENV, folder_file, folder_names, resolve_data_dir
 from ballad_env.data.formats import DATA_SUFFIXES, read_file
 from ballad_env.data.sampling import parse_sample, sample_name, sample_rows
-from ballad_env.data.tasks import is_task_name, make_task, parse_task, task_name
+from ballad_env.data.tasks import (
+    TaskSpec,
+    build_task,
+    check_source,
+    draw_spec,
+    is_task_name,
+    parse_task,
+    task_name,
+)
 from ballad_env.data.validation import Dataset, validate_xy
 
 _MAX_LISTED = 30
@@ -205,13 +216,45 @@ def load_dataset(
         base, rows, sample_seed = sample
         return sample_rows(load_dataset(base, data_dir, seed), rows, sample_seed)
     if is_task_name(source):
-        return make_task(str(source), data_dir)
+        spec = task_spec(str(source), data_dir)
+        return build_task(spec, _normals(spec.source, _folder_text(data_dir)))
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return BUILTIN_MAKERS[source](seed)
     if adbench.is_adbench_name(source):
         return _load_file(adbench.fetch(str(source)), dataset_name(source))
     path = data_file(source, data_dir)
     return _load_file(path, path.stem)
+
+
+# ------------------------------------------------------------------------------ tasks
+def _folder_text(data_dir: str | os.PathLike | None) -> str | None:
+    return None if data_dir is None else str(data_dir)
+
+
+@functools.lru_cache(maxsize=16)
+def _normals(source: str, data_dir: str | None) -> np.ndarray:
+    """The normal rows of ``source`` (loaded once per process for the last 16 sources)."""
+    data = load_dataset(source, data_dir=data_dir)
+    normals = np.asarray(data.X[data.y == 0])
+    normals.setflags(write=False)
+    return normals
+
+
+def task_spec(name: str, data_dir: str | os.PathLike | None = None) -> TaskSpec:
+    """The spec of the generated task called ``name`` (``ballad_env.data.tasks``; reads
+    its source's shape). A reserved source, or a task of a task, is a ``ValueError``."""
+    source, seed = parse_task(name)
+    check_source(source)
+    source = dataset_name(source, data_dir)
+    check_source(source)
+    return draw_spec(source, seed, *_normals(source, _folder_text(data_dir)).shape)
+
+
+def task_costs(name: str, data_dir: str | os.PathLike | None = None) -> dict[str, float]:
+    """The unit costs the task called ``name`` drew, ``{"c_fp": ..., "c_fn": ...}``: its
+    episodes' settings are ``settings.replace(**task_costs(name))``."""
+    spec = task_spec(name, data_dir)
+    return {"c_fp": spec.c_fp, "c_fn": spec.c_fn}
 
 
 # ------------------------------------------------------------------------------ listing
@@ -318,4 +361,5 @@ def available_datasets(data_dir: str | os.PathLike | None = None, *,
     return _names(directory)
 
 
-__all__ = ["DatasetInfo", "available_datasets", "data_file", "dataset_name", "load_dataset"]
+__all__ = ["DatasetInfo", "available_datasets", "data_file", "dataset_name", "load_dataset",
+           "task_costs", "task_spec"]

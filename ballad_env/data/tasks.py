@@ -1,8 +1,10 @@
 """Generated tasks: seeded anomaly-detection data sets built from a real one, rebuilt by name.
 
 A task is named ``task/<source>/<seed>`` (``task/Glass/7``, ``task/adbench/cover@20000/3``):
-``load_dataset`` resolves the name by rebuilding the task, so a name is all a lattice store,
-a result table or a trainer needs. From the source's *normal* rows only, the seed draws:
+``load_dataset`` resolves the name by rebuilding the task (``lookup.task_spec`` draws its
+spec, :func:`build_task` builds it), so a name is all a lattice store, a result table or a
+trainer needs; ``lookup.task_costs`` gives its unit costs. From the source's *normal* rows
+only, the seed draws:
 
 - the anomaly type, one of ADBench's four synthetic types (:data:`ANOMALY_TYPES`; Han et
   al., ADBench, NeurIPS 2022, section 4.3), planted among the normal rows;
@@ -10,7 +12,7 @@ a result table or a trainer needs. From the source's *normal* rows only, the see
   features, a random subset (at least ``MIN_FEATURES``, at most ``MAX_FEATURES``);
 - the contamination, log-uniform over ``CONTAMINATION`` (the range real sets have), and
   the unit costs ``c_fp`` and ``c_fn``, each log-uniform over ``COSTS``
-  (:func:`task_settings`; c_r stays the settings' rule, gamma by default).
+  (``lookup.task_costs``; c_r stays the settings' rule, gamma by default).
 
 The source's own anomalies are never used. The four types, fitted on the chosen normal
 rows after scaling each feature to [0, 1] (ADBench fits on the normal class as well; unlike
@@ -34,9 +36,7 @@ every group that shares their data (:data:`RESERVED_SOURCES`) are refused as sou
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 import re
 import warnings
 import zlib
@@ -237,34 +237,10 @@ def plant(U: np.ndarray, kind: str, n: int, rng: np.random.Generator) -> np.ndar
     raise ValueError(f"unknown anomaly type {kind!r}: use one of {', '.join(ANOMALY_TYPES)}")
 
 
-@functools.lru_cache(maxsize=16)
-def _normals(source: str, data_dir: str | None) -> np.ndarray:
-    """The normal rows of ``source`` (loaded once per process for the last 16 sources)."""
-    from ballad_env.data.lookup import load_dataset
-
-    data = load_dataset(source, data_dir=data_dir)
-    normals = np.asarray(data.X[data.y == 0])
-    normals.setflags(write=False)
-    return normals
-
-
-def task_spec(name: str, data_dir: str | os.PathLike | None = None) -> TaskSpec:
-    """The spec of the task called ``name`` (reads the source's shape)."""
-    from ballad_env.data.lookup import dataset_name
-
-    source, seed = parse_task(name)
-    check_source(source)
-    source = dataset_name(source, data_dir)
-    check_source(source)
-    normals = _normals(source, None if data_dir is None else str(data_dir))
-    return draw_spec(source, seed, *normals.shape)
-
-
-def make_task(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
-    """The task called ``name``, rebuilt from its source: the drawn normal rows and features
-    and the planted anomalies, rows shuffled; named ``name``."""
-    spec = task_spec(name, data_dir)
-    normals = _normals(spec.source, None if data_dir is None else str(data_dir))
+def build_task(spec: TaskSpec, normals: np.ndarray) -> Dataset:
+    """The task of ``spec`` from its source's normal rows ``normals`` (all of them, in the
+    file's order): the drawn rows and features and the planted anomalies, rows shuffled;
+    named ``spec.name``. ``ballad_env.data.lookup`` loads the source and calls this."""
     X0 = normals[np.array(spec.normal_rows)][:, np.array(spec.features)]
     low, width = minmax(X0)
     _, _, anomaly_rng, _, order_rng = _streams(spec.source, spec.seed)
@@ -275,17 +251,7 @@ def make_task(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
     return Dataset(spec.name, *validate_xy(X[order], y[order], spec.name))
 
 
-def task_settings(name: str, base: Any = None, data_dir: str | os.PathLike | None = None
-                  ) -> Any:
-    """``base`` settings (default ``Settings()``) with the task's unit costs."""
-    from ballad_env.settings import Settings
-
-    spec = task_spec(name, data_dir)
-    return (base or Settings()).replace(c_fp=spec.c_fp, c_fn=spec.c_fn)
-
-
 __all__ = ["ALPHA", "ANOMALY_TYPES", "CONTAMINATION", "COSTS", "MAX_FEATURES", "MIN_FEATURES",
            "RESERVED_SETS", "RESERVED_SOURCES", "ROWS", "TASK_PREFIX", "WIDEN", "TaskSpec",
-           "base_source", "check_source", "draw_spec", "fit_mixture", "is_task_name",
-           "make_task", "minmax", "parse_task", "plant", "sample_mixture", "task_name",
-           "task_settings", "task_spec"]
+           "base_source", "build_task", "check_source", "draw_spec", "fit_mixture",
+           "is_task_name", "minmax", "parse_task", "plant", "sample_mixture", "task_name"]

@@ -13,7 +13,7 @@ both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes tha
 Generated tasks (``ballad_env.data.tasks``) are data sets like any other
 (``--datasets task/Glass/3``); ``--tasks-from SOURCE ... --tasks-per-source N`` adds the N
 tasks ``task/<source>/0..N-1`` of each source, and ``--task-costs`` builds every task at its
-own unit costs (``task_settings``) instead of the settings' c_fp and c_fn:
+own unit costs (``lookup.task_costs``) instead of the settings' c_fp and c_fn:
 
     python scripts/build_lattices.py --out results/tasks --tasks-from Glass WDBC \\
         --tasks-per-source 100 --task-costs --seeds 1 --n-jobs 2
@@ -37,7 +37,8 @@ from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
 from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.data.tasks import is_task_name, task_name, task_settings
+from ballad_env.data.lookup import task_costs
+from ballad_env.data.tasks import is_task_name, task_name
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
@@ -97,7 +98,7 @@ def planned_cells(args: argparse.Namespace, seeds: list[int]
     for name in args.datasets:
         for setting in settings_from_args(args):
             if args.task_costs and is_task_name(name):
-                setting = task_settings(name, setting, args.data_dir)
+                setting = setting.replace(**task_costs(name, args.data_dir))
             cells += [(name, seed, setting) for seed in seeds]
     return cells
 

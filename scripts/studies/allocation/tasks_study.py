@@ -31,7 +31,8 @@ import pandas as pd
 
 from agents.experiments.lattice_build import build_cells
 from agents.split_allocators import FixedSplitByCost, SafeSplit
-from ballad_env.data.tasks import task_name, task_settings
+from ballad_env.data.lookup import task_costs
+from ballad_env.data.tasks import task_name
 from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 from scripts.studies.allocation import tasks_fit as F
@@ -52,7 +53,7 @@ MPPO_CV = {"default": 0.4375, "cfn10": 0.5973, "cfp10": 0.3954}
 def task_cells(per_source: int) -> list[tuple[str, Settings]]:
     """(name, settings at its own costs) of the first ``per_source`` tasks of each training
     source."""
-    return [(name, task_settings(name)) for k in range(per_source)
+    return [(name, Settings().replace(**task_costs(name))) for k in range(per_source)
             for source in played_names(load_split()["train"])
             for name in [task_name(source, k)]]
 
