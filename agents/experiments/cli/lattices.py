@@ -15,7 +15,7 @@ Generated tasks (``ballad_env.data.tasks``) are data sets like any other
 tasks ``task/<source>/0..N-1`` of each source, and ``--task-costs`` builds every task at its
 own unit costs (``lookup.task_costs``) instead of the settings' c_fp and c_fn:
 
-    python scripts/build_lattices.py --out results/tasks --tasks-from Glass WDBC \\
+    ballad-env lattices --out results/tasks --tasks-from Glass WDBC \\
         --tasks-per-source 100 --task-costs --seeds 1 --n-jobs 2
 """
 
