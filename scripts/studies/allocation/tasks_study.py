@@ -42,7 +42,7 @@ from scripts.studies.common.options import REPO
 from scripts.studies.common.split import load_split, played_names
 
 #: Learning-curve points: generated tasks per training source.
-CURVE = (0, 10, 40, 100)
+CURVE = (0, 10, 40, 70)
 #: Agents replayed beside the new ones on the held-out cells.
 SHOWN = ("maskable-ppo", "imitation", "split-rule", "trait-switch", "ballad")
 #: Agents of the per-data-set table.
