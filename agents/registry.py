@@ -56,6 +56,15 @@ def is_agent_name(name: str) -> bool:
     return name in AGENTS or any(p.fullmatch(name) for p, _, _ in _PATTERNS)
 
 
+def defined_in(name: str) -> str | None:
+    """The module of the code that builds the agent called ``name`` (``"__main__"`` for an
+    agent registered in a script or a notebook, which worker processes never run), or
+    ``None`` for a name that is not registered."""
+    factory: Any = AGENTS[name] if name in AGENTS else next(
+        (f for p, _, f in _PATTERNS if p.fullmatch(name)), None)
+    return None if factory is None else getattr(factory, "__module__", None)
+
+
 def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Agent:
     """The agent called ``name`` (or the saved policy at a ``.zip`` path); ``env`` is the
     environment it will act in. ``trust_pickle`` applies to a saved policy only: ``True``
@@ -90,5 +99,5 @@ def _register_built_in() -> None:
 
 _register_built_in()
 
-__all__ = ["AGENTS", "agent_names", "is_agent_name", "is_policy_path", "make_agent",
+__all__ = ["AGENTS", "agent_names", "defined_in", "is_agent_name", "is_policy_path", "make_agent",
            "register_agent", "register_agent_pattern"]

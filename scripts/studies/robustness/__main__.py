@@ -28,7 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import (
+    HelpFormatter,
+    run_job,
+)
 from scripts.studies.robustness.datasets import MIN_ROWS, Case, check_case, episodes
 
 
@@ -112,4 +115,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))
