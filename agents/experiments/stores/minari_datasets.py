@@ -79,10 +79,11 @@ def env_kwargs(store: str | Path, settings: Settings, observation: str = "v0",
                datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None
                ) -> dict[str, Any]:
     """The replay environment's arguments as plain JSON (what the dataset's environment
-    spec stores): the store, the settings' fields that differ from the defaults, and the
-    data sets, seeds and observation version when given."""
+    spec stores): the store's absolute path (so the dataset reloads from any folder), the
+    settings' fields that differ from the defaults, and the data sets, seeds and
+    observation version when given."""
     default = Settings()
-    kwargs: dict[str, Any] = {"store": str(store)}
+    kwargs: dict[str, Any] = {"store": str(Path(store).resolve())}
     kwargs.update({f.name: getattr(settings, f.name) for f in fields(Settings)
                    if getattr(settings, f.name) != getattr(default, f.name)})
     if datasets is not None:
