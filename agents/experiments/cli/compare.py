@@ -106,7 +106,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
         figure = cost_by_round_with_errors(results, plot or output / "cost_by_round.png")
         print(f"\nCost by round (mean ± standard error over seeds): {figure}")
     print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
-          "agents.experiments.load_results); summary: summary.csv")
+          f"agents.experiments.load_results); summary: {output / 'summary.csv'}")
 
 
 def main(argv: list[str] | None = None) -> int:
