@@ -1,8 +1,9 @@
 """Optional dependencies: a missing one is an error naming the extra that installs it.
 
 Installing the project (``pip install -e .`` in a clone) gives the environment and the rule
-agents; the experiment harness needs the ``experiments`` extra (pandas, pyarrow, joblib, dask) and policy training
-and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib, torch).
+agents; the experiment harness needs the ``experiments`` extra (pandas, pyarrow, joblib,
+dask) and policy training and saved policies the ``rl`` extra (stable-baselines3,
+sb3-contrib, torch).
 """
 
 from __future__ import annotations

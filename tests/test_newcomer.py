@@ -218,7 +218,8 @@ def test_install_is_from_a_clone_not_the_index() -> None:
         text = (ROOT / page).read_text()
         assert not re.search(r"pip install ballad-env\b", text), page
         assert "from a clone" in text or "from the clone" in text, page
-X
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "takes 10 to 12 minutes on two cores" in readme  # make test's duration
 
 
 def test_the_summary_line_gives_its_folder(tmp_path: Path, capsys) -> None:
