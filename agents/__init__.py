@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ballad_env.lazy import lazy_exports
+from ballad_env.registry import lazy_exports
 
-#: Each public name -> the module that defines it (imported on first use: ``ballad_env.lazy``).
+#: Each public name -> the module defining it, imported on first use (``lazy_exports``).
 _SOURCES = {
     **dict.fromkeys(("Agent", "RuleAgent"), "agents.base"),
     **dict.fromkeys(("RECORD_FIELDS", "run_episode"), "agents.evaluation"),

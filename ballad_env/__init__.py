@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from gymnasium.envs.registration import register
 
-from ballad_env.lazy import lazy_exports
+from ballad_env.registry import lazy_exports
 
-#: Each public name -> the module that defines it (imported on first use: ``ballad_env.lazy``).
+#: Each public name -> the module defining it, imported on first use (``lazy_exports``).
 _SOURCES = {
     **dict.fromkeys(("Dataset", "DataWarning", "available_datasets", "dataset_name",
                      "load_dataset"), "ballad_env.data"),

@@ -93,7 +93,7 @@ def test_train_policy_help_shows_defaults(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit):
         load_job("agents.experiments.cli.train").parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for option, default in (("--total-timesteps", "3000"), ("--n-envs", "2"),
+    for option, default in (("--total-timesteps", "3,000 for sb3"), ("--n-envs", "2"),
                             ("--algo", "ppo"), ("--output-dir", "results/policies")):
         assert re.search(re.escape(option) + r"[^-]*\(default: " + re.escape(default), text)
 

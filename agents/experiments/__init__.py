@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agents.extras import missing_extra
-from ballad_env.lazy import lazy_exports
+from ballad_env.registry import lazy_exports
 
 #: Each public name -> the module that defines it.
 _SOURCES = {

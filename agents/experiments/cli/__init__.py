@@ -118,8 +118,8 @@ def usage() -> str:
     """The command's help: its subcommands, one line each."""
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
-    return ("usage: ballad-env <command> [options]   (ballad-env <command> --help; "
-            "ballad-env --version)\n\ncommands:\n" + "\n".join(lines))
+    return ("usage: ballad-env <command> [options] | --version   (ballad-env <command> "
+            "--help)\n\ncommands:\n" + "\n".join(lines))
 
 
 def user_error(err: BaseException, what: str = "this command") -> str | None:
