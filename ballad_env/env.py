@@ -130,16 +130,16 @@ class BudgetAllocationEnv(gym.Env):
     ## Arguments
     | argument | default | meaning |
     |---|---|---|
-    | dataset | ``"toy"`` | a name (``toy``, ``wdbc``, one of the paper's 18 such as |
-    | | | ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), |
-    | | | a path, ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode |
+    | dataset | ``"toy"`` | a name, a path, ``(X, y)``, a ``Dataset`` or a list (below) |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
-    | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
-    | | | or ``"ansi"`` (one line of text) |
+    | render_mode | ``None`` | ``"rgb_array"`` (data and rounds) or ``"ansi"`` (one line) |
     | observation | ``"v0"`` | observation version: ``"v0"`` (above), ``"v1"`` or ``"v2"`` |
-    | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
-    | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
+    | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``c_fn=10``, ``prior="knn"`` |
+
+    ``dataset`` is a name (``toy``, ``wdbc``, one of the paper's 18 such as
+    ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), a path,
+    ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode.
 
     ## Version History
     * v0: initial version.
