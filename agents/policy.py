@@ -21,14 +21,14 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 
 from agents.base import mask_from_observation
-from agents.policy_files import is_policy_path, policy_name, settings_file
+from agents.policy_files import ALGORITHMS, is_policy_path, policy_name, settings_file
 from agents.policy_zip import PolicyFileError, load_model_safely
 from ballad_env.observation import OBSERVATION_FEATURES, OBSERVATIONS
 
-#: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
-ALGORITHM_CLASSES: dict[str, type[Any]] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
-                                      "maskable_ppo": MaskablePPO}
-ALGORITHMS = tuple(ALGORITHM_CLASSES)
+#: Algorithms by command-line name (``policy_files.ALGORITHMS``, their names without torch);
+#: ``maskable_ppo`` uses the environment's action masks.
+ALGORITHM_CLASSES: dict[str, type[Any]] = dict(zip(ALGORITHMS, (PPO, A2C, DQN, MaskablePPO),
+                                                   strict=True))
 
 
 def settings_path(model_path: str | Path) -> Path:

@@ -14,6 +14,10 @@ import hashlib
 import os
 from pathlib import Path
 
+#: The algorithms' command-line names (``agents.policy.ALGORITHM_CLASSES`` maps them to their
+#: classes), here so that parsers name them without importing torch.
+ALGORITHMS = ("ppo", "a2c", "dqn", "maskable_ppo")
+
 #: Sub-folders of a training run holding models saved during training.
 TRAINING_SUBFOLDERS = ("checkpoints", "eval")
 #: The command-line opt-in to stable-baselines3's full loader (``load_policy(trust_pickle=)``).
@@ -83,5 +87,5 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["TRAINING_SUBFOLDERS", "TRUST_PICKLE_HELP", "add_trust_pickle_argument",
+__all__ = ["ALGORITHMS", "TRAINING_SUBFOLDERS", "TRUST_PICKLE_HELP", "add_trust_pickle_argument",
            "is_policy_path", "policy_fingerprint", "policy_name", "settings_file", "training_run"]

@@ -239,6 +239,7 @@ def test_make_targets_install_what_they_need(tmp_path: Path) -> None:
     assert installs("run") == ".[experiments]"
     assert installs("bench") == ".[experiments]"
     assert installs("test") == ".[all]"
+    assert installs("docs") == ".[experiments] .[docs]"  # no torch for the site
 
 
 def test_license_is_an_spdx_string() -> None:

@@ -36,7 +36,7 @@ from agents.experiments.cli import (
 from agents.experiments.stores.results import RunError
 from agents.experiments.training.config import VEC_ENVS, TrainConfig
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
-from agents.policy import ALGORITHMS
+from agents.policy_files import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args

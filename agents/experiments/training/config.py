@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.policy import ALGORITHMS
+from agents.policy_files import ALGORITHMS
 from ballad_env.observation import check_version
 from ballad_env.settings import Settings
 
