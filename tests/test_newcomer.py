@@ -217,6 +217,25 @@ def test_the_cli_reference_builds_without_torch() -> None:
     assert done.stdout.strip() == "True", done.stderr[-3000:]
 
 
+def test_the_landing_page_has_every_finding_of_the_readme() -> None:
+    """The site's landing page lacked two of the README's five findings."""
+    readme, index = ((ROOT / page).read_text() for page in ("README.md", "docs/index.md"))
+    findings = re.findall(r"^- (\*\*[^*]+\*\*)", readme, re.M)
+    assert len(findings) >= 5 and [f for f in findings if f not in index] == []
+
+
+def test_the_answer_figures_labels_read_at_ten_pixels() -> None:
+    """Its cell labels were about 7 pixels on the page (the site shows it ~700 wide)."""
+    from matplotlib import image
+
+    from scripts.tools.reports.winners import LABEL_POINTS
+
+    png = ROOT / "docs" / "figures" / "crossed_winners.png"
+    width_px = image.imread(png).shape[1]
+    dpi = 130  # agents.experiments.reports.plots.save_figure's
+    assert LABEL_POINTS / 72 * dpi * 700 / width_px >= 9.5
+
+
 def test_license_file_matches_the_declared_license() -> None:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert meta["license"] == "BSD-3-Clause" and meta["license-files"] == ["LICENSE"]
