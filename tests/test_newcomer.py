@@ -253,6 +253,18 @@ def test_install_is_from_a_clone_not_the_index() -> None:
     assert "takes 10 to 12 minutes on two cores" in readme  # make test's duration
 
 
+def test_the_compare_plot_says_what_it_averages() -> None:
+    """Its title said neither the data sets nor the number of seeds."""
+    import pandas as pd
+
+    from agents.experiments.reports.plots import averaged_over
+
+    table = pd.DataFrame({"dataset": ["wdbc", "WBC", "wdbc"], "seed": [0, 1, 2]})
+    assert averaged_over(table) == "WBC, wdbc; 3 seeds"
+    many = pd.DataFrame({"dataset": list("abcde"), "seed": [0] * 5})
+    assert averaged_over(many) == "5 data sets; 1 seed"
+
+
 def test_the_summary_line_gives_its_folder(tmp_path: Path, capsys) -> None:
     status = cli(["compare", "--datasets", "toy", "--seeds", "1", "--agents", "all-in-lr",
                   "--prior", "knn", "--budget-fraction", "0.1", "--n-jobs", "1",

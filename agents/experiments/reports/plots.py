@@ -151,6 +151,15 @@ def _finish_panels(fig: Any, n_agents: int, title: str | None,
     return save_figure(fig, path)
 
 
+def averaged_over(table: pd.DataFrame) -> str:
+    """What a figure's means are taken over, for its title: the data sets (named when there
+    are few) and the number of seeds."""
+    sets = sorted(table["dataset"].unique())
+    named = ", ".join(sets) if len(sets) <= 4 else f"{len(sets)} data sets"
+    seeds = table["seed"].nunique()
+    return f"{named}; {seeds} seed{'s' if seeds != 1 else ''}"
+
+
 def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
                               agents: Sequence[str] | None = None,
                               settings: Sequence[str] | None = None,
@@ -158,7 +167,7 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
     """One panel per setting: ``metric`` per round, averaged over data sets within each seed,
     then over seeds, with a band of one standard error over seeds (``ballad-env compare
     --plot``). The band is the seeds' spread (splits, priors, queries); with one seed there
-    is none."""
+    is none. The title (by default) names the data sets and the number of seeds."""
     table = _table(results)
     agents = _select(table, "agent", agents)
     settings = _select(table, "setting", settings)
@@ -180,6 +189,8 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
         ax.set_title(setting, fontsize=9)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"{metric.replace('_', ' ')} (mean ± s.e. over seeds)")
+    if title is None:
+        title = f"{metric.replace('_', ' ')} by round ({averaged_over(table)})"
     return _finish_panels(fig, len(agents), title, path)
 
 
@@ -208,5 +219,5 @@ def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
     return save_figure(fig, path)
 
 
-__all__ = ["AGENT_COLORS", "cost_by_round_with_errors", "cost_per_round", "mean_cost_per_round",
-           "reward_difference_histogram", "save_figure"]
+__all__ = ["AGENT_COLORS", "averaged_over", "cost_by_round_with_errors", "cost_per_round",
+           "mean_cost_per_round", "reward_difference_histogram", "save_figure"]
