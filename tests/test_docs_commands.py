@@ -1,6 +1,7 @@
-"""The README's shell commands run as written, in order, in a fresh folder beside a clone
-(issue 38): its training section builds a lattice store, trains on it with both trainers and
-rl-zoo3, and records a Minari dataset from it.
+"""The shell commands of the README and of Getting started run as written, in order, in a
+fresh folder beside a clone (issue 38): the README's training section builds a lattice
+store, trains on it with both trainers and rl-zoo3, and records a Minari dataset from it;
+Getting started compares three agents with a figure.
 
 Each command runs with options appended that make it small (argparse keeps the last value
 of an option, so ``--seeds 1`` after ``--seeds 10`` wins); nothing else is changed. The
@@ -31,7 +32,10 @@ SMALL = {
     "python -m rl_zoo3.train": ["-n", "256", "-params", "n_envs:2", "n_steps:64",
                                 "batch_size:64", "--seed", "0"],
     "ballad-env minari": [],
+    "ballad-env compare": ["--seeds", "2", "--n-jobs", "1", "--no-progress"],
 }
+#: the pages whose commands run (the other pages' commands are studies of hours)
+PAGES = ("README.md", "docs/getting-started.md")
 #: commands that set up the clone, run by CI and the Makefile themselves
 SET_UP = ("make ",)
 
@@ -68,6 +72,9 @@ def small(command: str) -> list[str] | None:
 
 
 def test_every_readme_command_is_known() -> None:
+    for page in PAGES[1:]:
+        assert all(small(c) is not None or c.startswith(SET_UP)
+                   for c in shell_commands(ROOT / page))
     commands = shell_commands(ROOT / "README.md")
     runnable = [c for c in commands if small(c) is not None]
     assert len(runnable) >= 5 and runnable[0].startswith("ballad-env lattices"), runnable
@@ -94,3 +101,14 @@ def test_the_readmes_commands_run_in_order(tmp_path: Path) -> None:
                                   for r in runs), runs
     assert (tmp_path / "results" / "zoo").is_dir() and not (tmp_path / "logs").exists()
     assert (tmp_path / "minari" / "ballad" / "opt-v0").is_dir()
+
+
+@pytest.mark.slow
+def test_getting_starteds_commands_run(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    commands = [small(c) for c in shell_commands(ROOT / PAGES[1])]
+    for argv in filter(None, commands):
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "results" / "run" / "cost_by_round.png").is_file()
