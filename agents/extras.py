@@ -2,8 +2,9 @@
 
 Installing the project (``pip install -e .`` in a clone) gives the environment and the rule
 agents; the experiment harness needs the ``experiments`` extra (pandas, pyarrow, joblib,
-dask) and policy training and saved policies the ``rl`` extra (stable-baselines3,
-sb3-contrib, torch).
+dask), policy training and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib,
+torch) and the statistics of ``compare --stats`` the ``stats`` extra (scikit-posthocs,
+statsmodels).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 EXTRA_OF = {"pandas": "experiments", "pyarrow": "experiments", "joblib": "experiments",
             "dask": "experiments", "distributed": "experiments", "torch": "rl",
             "stable_baselines3": "rl", "sb3_contrib": "rl", "rl_zoo3": "zoo",
-             "minari": "minari"}
+            "minari": "minari", "scikit_posthocs": "stats", "statsmodels": "stats"}
 
 
 def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
