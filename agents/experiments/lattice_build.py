@@ -111,7 +111,9 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
     try:
         with store.lock():
             _check_and_record(store, loaded, settings)
-            remove_stale_temporaries([store.root], recursive=True)  # left by killed builds
+            # left by killed builds, in the folders this build writes (and nowhere else)
+            folders = {store.path(name, 0, s).parent for name in loaded for s in settings}
+            remove_stale_temporaries([store.root, *sorted(folders)])
     except TimeoutError as err:  # another build keeps store.json's lock
         raise RunError(str(err)) from err
     return store

@@ -44,6 +44,7 @@ from agents.experiments.training.ppo_batches import (
     policy_outputs,
     ppo_update,
 )
+from agents.experiments.training.run_folder import run_lock
 from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
@@ -302,12 +303,13 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
         run = _run(algo, store, settings, names, seeds, observation, n_envs, total_timesteps,
                    seed, device, threads or DEFAULT_THREADS, eval_freq, eval_episodes,
                    eval_seed, output_dir, run_name)
-        run_dir = fresh_run_dir(TrainConfig(algo=run.algo, run_name=run.run_name,
-                                            output_dir=run.output_dir, overwrite=overwrite))
+        config = TrainConfig(algo=run.algo, run_name=run.run_name, output_dir=run.output_dir,
+                             overwrite=overwrite)
         if eval_freq > 0:
             eval_envs = make_envs(store, eval_episodes, settings, datasets, seeds, observation)
         torch.set_num_threads(run.torch_threads)
-        return _train(run, hp, envs, eval_envs, run_dir)
+        with run_lock(config.run_dir):  # one run writes a folder at a time
+            return _train(run, hp, envs, eval_envs, fresh_run_dir(config))
     finally:
         torch.set_num_threads(threads_before)
         envs.close()

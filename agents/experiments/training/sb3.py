@@ -49,6 +49,7 @@ from agents.experiments.training.envs import (
     env_factory,
     make_vec_env,
 )
+from agents.experiments.training.run_folder import check_run_name, run_lock
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATIONS, check_version
@@ -119,6 +120,8 @@ class TrainConfig:
             raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
         if not self.datasets:
             raise ValueError("datasets: give at least one data set")
+        if self.run_name is not None:
+            check_run_name(self.run_name)
         if self.vec_env == "vector" and self.replay_store is None:
             raise ValueError("vec_env='vector' steps the replay environment: give "
                              "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
@@ -372,6 +375,12 @@ def train(config: TrainConfig) -> TrainResult:
     as agents; it is completed at the end.
     """
     check_data(config)
+    with run_lock(config.run_dir):  # one run writes a folder at a time
+        return _train_locked(config)
+
+
+def _train_locked(config: TrainConfig) -> TrainResult:
+    """:func:`train` once the data is checked and the run folder held."""
     # Seeding, in one place: Python/NumPy/torch here; the model seeds the action space
     # and the vector env (worker i resets first with seed + i, then draws from its RNG).
     torch.set_num_threads(config.torch_threads)
