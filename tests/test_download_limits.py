@@ -183,7 +183,8 @@ def test_a_sigterm_during_a_download_leaves_no_temporary_file(tmp_path: Path) ->
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         print("ready", flush=True)
-        download(f"http://127.0.0.1:{{httpd.server_address[1]}}/x", pathlib.Path({str(folder)!r}) / "x.npz",
+        url = f"http://127.0.0.1:{{httpd.server_address[1]}}/x"
+        download(url, pathlib.Path({str(folder)!r}) / "x.npz",
                  {{"size": 100000, "sha256": "0" * 64}}, "slow/x", progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
