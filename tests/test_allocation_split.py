@@ -53,7 +53,7 @@ def test_reserved_names_are_refused_in_any_spelling(name):
 def test_library_accepts_reserved_sets_and_the_studies_refuse_them(tmp_path):
     """The reserved sets are the allocation studies' rule, not the library's: the trainer
     takes ``adbench/cardio``; the studies that fit allocators refuse it."""
-    from agents.experiments.training.sb3 import TrainConfig
+    from agents.experiments.training.config import TrainConfig
     from scripts.studies.allocation.rl import train_policies
     from scripts.studies.allocators.cells import build_lattices
 

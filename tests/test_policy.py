@@ -15,12 +15,14 @@ import pytest
 
 from agents import run_episode
 from agents.base import mask_from_observation
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.policy_runs import read_monitor
-from agents.experiments.training.sb3 import TrainConfig, ValidActionWrapper, train
+from agents.experiments.training.sb3 import train
 from agents.policy import ALGORITHMS, PolicyAgent, is_policy_path, load_policy
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.settings import Settings
+from ballad_env.wrappers import ValidActionWrapper
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 150  # ten toy episodes: enough for every algorithm to update at least once

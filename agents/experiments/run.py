@@ -194,10 +194,12 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 trust_pickle: bool = False) -> tuple[dict[str, Any], dict[str, Dataset]]:
     """Check every agent and (data set, setting) now; return run.json's content and the data.
 
-    The grid's data sets are keyed by the names they load under (``Grid.resolve``), and each
-    saved policy by a hash of its file, so a retrained policy is never taken for the old one.
+    ``grid`` is resolved (``Grid.resolve``: its data sets keyed by the names they load
+    under), and each saved policy is keyed by a hash of its file, so a retrained policy is
+    never taken for the old one.
     """
-    grid = grid.resolve(data_dir)
+    if not grid.keys:
+        raise ValueError("prepare_run needs a resolved grid: pass grid.resolve(data_dir)")
     for spec in grid.agents:
         check_agent(spec, trust_pickle=trust_pickle)
     directory = None if data_dir is None else str(data_dir)

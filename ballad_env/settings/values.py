@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
 import math
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -52,4 +53,39 @@ def named_options(cls: T) -> T:
     return cls
 
 
-__all__ = ["finite_number", "named_options", "number_text", "whole_number"]
+def check_backend(kernel_backend: str, kernel_device: Any) -> None:
+    """A kernel device only with the torch backend, and torch installed for that backend
+    (looked for, not imported: importing torch takes seconds)."""
+    if kernel_device is not None:
+        if not isinstance(kernel_device, str) or not kernel_device.strip():
+            raise ValueError(f"kernel_device must be a torch device's name (cpu, cuda, "
+                             f"cuda:N) or None, got {kernel_device!r}")
+        if kernel_backend != "torch":
+            raise ValueError(f"kernel_device={kernel_device!r} applies to the torch "
+                             "backend only: add kernel_backend='torch', or leave the "
+                             "device out")
+    if kernel_backend == "torch" and importlib.util.find_spec("torch") is None:
+        raise ValueError("kernel_backend='torch' needs PyTorch, which is not installed: "
+                         "pip install 'ballad-env[torch]' (or pip install torch), or use "
+                         "kernel_backend='numpy'")
+
+
+def query_seed_value(seed: Any, query_rng: str) -> int | None:
+    """``query_seed`` checked: None (or ``"split"``, read as None) or a seed of a legacy
+    ``RandomState``, and a seed only with ``query_rng="authors"``, the one stream it seeds."""
+    if seed is None or isinstance(seed, str) and seed.lower() == "split":
+        return None
+    if (isinstance(seed, bool) or not isinstance(seed, int | float)
+            or not float(seed).is_integer() or not 0 <= seed < 2**32):
+        raise ValueError(f"query_seed must be 'split' (the split seed) or a whole number "
+                         f"from 0 to 2**32 - 1 (a RandomState seed), got {seed!r}")
+    if query_rng != "authors":
+        raise ValueError(f"query_seed={seed!r} seeds the one legacy stream of "
+                         f"query_rng='authors', but query_rng={query_rng!r} draws "
+                         "the queries from the episode's own streams: use "
+                         "query_rng='authors', or leave query_seed at 'split'")
+    return int(seed)
+
+
+__all__ = ["check_backend", "finite_number", "named_options", "number_text", "query_seed_value",
+           "whole_number"]

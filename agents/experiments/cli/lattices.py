@@ -32,8 +32,6 @@ from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.replay.store import StoreError
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
-REPO = Path(__file__).resolve().parents[3]
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""

@@ -34,8 +34,8 @@ from agents.experiments.cli import (
     import_plugins,
 )
 from agents.experiments.stores.results import RunError
+from agents.experiments.training.config import VEC_ENVS, TrainConfig
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
-from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
 from agents.policy import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings

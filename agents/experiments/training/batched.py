@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 
 import ballad_env
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
     Rollout,
@@ -45,7 +46,7 @@ from agents.experiments.training.ppo_batches import (
     ppo_update,
 )
 from agents.experiments.training.run_folder import run_lock
-from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
+from agents.experiments.training.sb3 import fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version

@@ -40,7 +40,7 @@ from agents.experiments.stores.results import (
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
-    from agents.experiments.training.sb3 import TrainConfig, TrainResult
+    from agents.experiments.training.config import TrainConfig, TrainResult
 
 #: A study policy's run name: ``<group>-train<n training sets>-s<seed>``.
 RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
