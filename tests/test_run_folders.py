@@ -20,8 +20,8 @@ from ballad_env.settings import Settings
 
 pytest.importorskip("stable_baselines3")
 from agents.experiments.cli.train import main as train_main  # noqa: E402
-from agents.experiments.training.run_folder import check_run_name, run_lock  # noqa: E402
 from agents.experiments.training.config import TrainConfig  # noqa: E402
+from agents.experiments.training.run_folder import check_run_name, run_lock  # noqa: E402
 from agents.experiments.training.sb3 import train  # noqa: E402
 
 NOT_NAMES = ["..", ".", "", " ", "a/b", "../x", "/tmp/x", "a\\b", "C:", "x\0y", " pad"]
