@@ -78,6 +78,23 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
                      + (f" or a name like {', '.join(families)}" if families else ""))
 
 
+def agent_source(name: str) -> str:
+    """Where the agent called ``name`` is implemented: its factory's module and qualified
+    name (``agents.rules:<lambda>``), what a run records so that a resume under another
+    implementation of the name (a plugin's, or none) is refused; ``""`` for a saved policy
+    (its file's hash is recorded instead)."""
+    factory: Any = None
+    if name in AGENTS:
+        factory = AGENTS[name]
+    else:
+        factory = next((f for p, _, f in _PATTERNS if p.fullmatch(name)), None)
+    if factory is None:
+        return ""
+    inner = getattr(factory, "func", factory)  # a functools.partial's function
+    qualname = getattr(inner, "__qualname__", type(inner).__name__)
+    return f"{getattr(inner, '__module__', '?')}:{qualname}"
+
+
 def _register_built_in() -> None:
     """Register the agents of this package, in the order ``agent_names`` lists them."""
     for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, ALLOCATION_AGENTS, BANDIT_AGENTS,
@@ -90,5 +107,5 @@ def _register_built_in() -> None:
 
 _register_built_in()
 
-__all__ = ["AGENTS", "agent_names", "is_agent_name", "is_policy_path", "make_agent",
+__all__ = ["AGENTS", "agent_names", "agent_source", "is_agent_name", "is_policy_path", "make_agent",
            "register_agent", "register_agent_pattern"]
