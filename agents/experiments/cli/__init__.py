@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import sys
 from collections.abc import Sequence
 
 from agents.extras import EXTRA_OF, missing_extra
+from ballad_env.files import read_regular_text
 from ballad_env.plugins import PluginError, load_entry_points, load_plugins
 
 #: subcommand -> (module of its ``main``, what it does)
@@ -105,6 +108,23 @@ def import_plugins(argv: Sequence[str] | None) -> None:
     except PluginError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from err
+
+
+def datasets_from(path: str | os.PathLike) -> tuple[str, ...]:
+    """The ``train`` list of data-set names in the JSON file ``path`` (``--datasets-from``,
+    e.g. ``docs/policy_split.json``); a ``ValueError`` naming the file and what is wrong (a
+    FIFO or folder there is refused, not waited on)."""
+    try:
+        content = json.loads(read_regular_text(path, "--datasets-from file"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"--datasets-from {path}: not a readable JSON file ({err})") from err
+    names = content.get("train") if isinstance(content, dict) else None
+    if not isinstance(names, list) or not names or \
+            not all(isinstance(name, str) and name for name in names):
+        raise ValueError(f"--datasets-from {path}: needs a 'train' list of data-set names "
+                         f"(e.g. {{\"train\": [\"Glass\", \"WBC\"]}}), found "
+                         f"{json.dumps(names)[:80] if names is not None else 'none'}")
+    return tuple(names)
 
 
 def usage() -> str:

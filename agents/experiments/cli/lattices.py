@@ -14,7 +14,6 @@ both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes tha
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    datasets_from,
     import_plugins,
 )
 from agents.experiments.lattice_build import build_store, build_summary
@@ -61,7 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = build_parser()
     args = p.parse_args(argv)
     if args.datasets_from is not None:
-        args.datasets = json.loads(args.datasets_from.read_text())["train"]
+        try:
+            args.datasets = list(datasets_from(args.datasets_from))
+        except ValueError as err:
+            p.error(str(err))
     if not args.datasets:
         p.error("give --datasets or --datasets-from")
     if args.seeds < 1:

@@ -31,6 +31,7 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    datasets_from,
     import_plugins,
 )
 from agents.experiments.stores.results import RunError
@@ -108,7 +109,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The run's settings from the parsed command line."""
     datasets = args.datasets
     if args.datasets_from is not None:
-        datasets = json.loads(args.datasets_from.read_text())["train"]
+        datasets = datasets_from(args.datasets_from)
     return TrainConfig(
         algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
         settings=settings_from_args(args)[0], total_timesteps=args.total_timesteps, seed=args.seed,
