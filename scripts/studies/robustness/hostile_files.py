@@ -153,8 +153,8 @@ def _data_json(change: Callable[[dict[str, Any]], None]) -> Callable[[bytes], by
 
 def policy_rewrites() -> list[Rewrite]:
     """Saved policies that ask for too much: members declaring 2^31 and 2^32 - 1 bytes, a
-    ``data`` member inflating to 40 MB, networks of 10^8 parameters or malformed, and
-    buffers of 10^11."""
+    ``data`` member inflating to 40 MB, networks of 10^8 parameters or malformed, buffers
+    of 10^11, and a rollout of 10^7 steps x 10^4 environments."""
     rewrites = [Rewrite(f"{member} declares {size} bytes",
                         functools.partial(with_declared_size, member=member, size=size))
                 for member in ("data", "policy.pth", "policy.optimizer.pth")
@@ -169,7 +169,13 @@ def policy_rewrites() -> list[Rewrite]:
         for value in (10**11, 1e11, -1, 0):
             rewrites.append(Rewrite(f"{key} {value}", _data_json(
                 functools.partial(_set_entry, key, value))))
+    rewrites.append(Rewrite("n_steps 10^7 x n_envs 10^4", _data_json(_huge_rollout)))
     return rewrites
+
+
+def _huge_rollout(values: dict[str, Any]) -> None:
+    """Each within its limit, their product a 6.5 TiB buffer (issue 39, item 15)."""
+    values["n_steps"], values["n_envs"] = 10**7, 10**4
 
 
 def _bloated(data: bytes) -> bytes:
