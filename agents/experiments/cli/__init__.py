@@ -68,7 +68,14 @@ def n_jobs_value(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("0 workers cannot run anything: use 1 (this "
                                          "process), N workers, or -1 (all cores)")
+    if abs(value) > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS} worker processes, got {value}")
     return value
+
+
+#: The most local worker processes ``--n-jobs`` starts (and the most a negative count
+#: leaves out).
+MAX_JOBS = 1_024
 
 
 def add_execution_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,

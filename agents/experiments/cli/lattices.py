@@ -25,6 +25,7 @@ from agents.experiments.cli import (
     datasets_from,
     import_plugins,
 )
+from agents.experiments.grid import MAX_SEEDS
 from agents.experiments.lattice_build import build_store, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
@@ -67,8 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(str(err))
     if not args.datasets:
         p.error("give --datasets or --datasets-from")
-    if args.seeds < 1:
-        p.error(f"--seeds must be at least 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        p.error(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {args.seeds}")
     return args
 
 

@@ -35,6 +35,7 @@ from agents.experiments.cli import (
     import_plugins,
 )
 from agents.experiments.stores.results import RunError
+from agents.experiments.training.bounds import check_training_sizes
 from agents.experiments.training.config import VEC_ENVS, TrainConfig
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
 from agents.policy import ALGORITHMS
@@ -139,6 +140,9 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
     if args.replay_store is None:
         raise ValueError("--trainer batched trains on the replay environment: give "
                          "--replay-store DIR (a store built with ballad-env lattices)")
+    check_training_sizes({"n_steps": args.n_steps, "batch_size": args.batch_size,
+                          "n_epochs": args.n_epochs, "net_arch": args.net_arch,
+                          "n_envs": args.n_envs})
     defaults = parse_args([])
     hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
              if getattr(args, option) != getattr(defaults, option)}

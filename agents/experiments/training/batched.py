@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 
 import ballad_env
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.bounds import check_training_sizes
 from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
@@ -259,6 +260,9 @@ def _run(algo: str, store: str | Path, settings: Settings, names: Sequence[str],
     check_version(observation)
     if n_envs < 1 or total_timesteps < 1 or threads < 1 or eval_episodes < 1:
         raise ValueError("n_envs, total_timesteps, threads and eval_episodes must be positive")
+    check_training_sizes({"n_envs": n_envs, "total_timesteps": total_timesteps,
+                          "torch_threads": threads, "eval_episodes": eval_episodes,
+                          "eval_freq": eval_freq})
     if eval_freq < 0:
         raise ValueError(f"eval_freq must be >= 0 (0: never), got {eval_freq}")
     names = list(names)
