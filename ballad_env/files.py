@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from filelock import FileLock, Timeout
 
@@ -107,6 +107,61 @@ def read_regular_text(path: str | os.PathLike, what: str = "file") -> str:
     """The UTF-8 text of ``path``, a regular file (:func:`open_regular`)."""
     with open_regular(path, what) as handle:
         return handle.read().decode("utf-8")
+
+
+#: The most bytes the arrays of one data or lattice file may take in memory, checked from
+#: the file's headers before anything is inflated (ADBench's largest, census, takes 1.2 GB);
+#: ``$BALLAD_MAX_ARRAY_BYTES`` sets another.
+MAX_ARRAY_BYTES = 1_500_000_000
+ARRAY_BYTES_ENV = "BALLAD_MAX_ARRAY_BYTES"
+
+
+def array_ceiling() -> int:
+    """``$BALLAD_MAX_ARRAY_BYTES`` (a positive whole number) if set, else
+    :data:`MAX_ARRAY_BYTES`."""
+    text = os.environ.get(ARRAY_BYTES_ENV, "").strip()
+    if not text:
+        return MAX_ARRAY_BYTES
+    try:
+        value = int(float(text))
+    except (ValueError, OverflowError):
+        value = 0
+    if value < 1:
+        raise ValueError(f"${ARRAY_BYTES_ENV} is {text!r}: give the most bytes a file's arrays "
+                         f"may take, a positive whole number (unset: {MAX_ARRAY_BYTES:,})")
+    return value
+
+
+def check_array_bytes(path: str | os.PathLike, nbytes: int, what: str) -> None:
+    """A ``ValueError`` naming ``path`` if ``nbytes`` (what its headers declare) passes
+    :func:`array_ceiling`."""
+    ceiling = array_ceiling()
+    if nbytes > ceiling:
+        raise ValueError(f"{path}: its {what} would take {nbytes:,} bytes in memory, more than "
+                         f"the ceiling of {ceiling:,}; refused before reading it. If the file "
+                         f"is genuine, set ${ARRAY_BYTES_ENV} to a larger number of bytes")
+
+
+def npz_array_bytes(archive: Any) -> int:
+    """The bytes the arrays of an open ``numpy.load`` ``.npz`` archive declare in their
+    ``.npy`` headers (read without inflating the data); a ``ValueError`` if one holds Python
+    objects or declares no valid shape."""
+    import numpy as np
+
+    total = 0
+    for member in archive.zip.namelist():
+        with archive.zip.open(member) as handle:
+            version = np.lib.format.read_magic(handle)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read(handle)
+        if dtype.hasobject:
+            raise ValueError(f"member {member} holds Python objects")
+        count = 1
+        for extent in shape:
+            count *= int(extent)
+        total += count * dtype.itemsize
+    return total
 
 
 def _kind(mode: int) -> str:
@@ -306,7 +361,9 @@ def _free(path: Path) -> str:
     return f"{free:.1f} TB"
 
 
-__all__ = ["LOCK_TIMEOUT_S", "NAME_HASH_DIGITS", "PROBE_BYTES", "STALE_AFTER_S",
+__all__ = ["ARRAY_BYTES_ENV", "LOCK_TIMEOUT_S", "MAX_ARRAY_BYTES", "NAME_HASH_DIGITS",
+           "PROBE_BYTES", "STALE_AFTER_S", "array_ceiling", "check_array_bytes",
+           "npz_array_bytes",
            "TEMPORARY_MARKER", "TEMPORARY_NAME", "LockError", "atomic_write", "colliding",
            "is_disk_full", "manifest_lock", "open_regular", "probe_writable",
            "read_regular_text", "remove_stale_temporaries", "safe_name", "temporary_path",
