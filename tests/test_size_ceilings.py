@@ -29,7 +29,7 @@ def xy(n: int = 80) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_a_sparse_mat_of_a_few_bytes_declaring_gigabytes_is_refused(tmp_path: Path) -> None:
-    scipy = pytest.importorskip("scipy")
+    pytest.importorskip("scipy")
     import scipy.io
     import scipy.sparse
 
@@ -75,7 +75,8 @@ def test_a_forged_npy_header_is_refused_before_allocating(tmp_path: Path) -> Non
 def test_text_files_are_sized_before_they_are_parsed(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "d.csv"
     X, y = xy()
-    path.write_text("a,b,label\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, y)))
+    rows = "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, y, strict=True))
+    path.write_text("a,b,label\n" + rows)
     monkeypatch.setenv(files.ARRAY_BYTES_ENV, str(path.stat().st_size))
     with pytest.raises(ValueError, match=r"d.csv: its values, parsed from text, would take"):
         load_dataset(path)
