@@ -14,6 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from ballad_env.files import open_regular
+
 #: Sub-folders of a training run holding models saved during training.
 TRAINING_SUBFOLDERS = ("checkpoints", "eval")
 #: The command-line opt-in to stable-baselines3's full loader (``load_policy(trust_pickle=)``).
@@ -77,7 +79,7 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
     """A hash of the saved model's bytes: a policy retrained under the same path is another
     policy, and results of the old one must not pass for its own."""
     digest = hashlib.sha256()
-    with open(model, "rb") as handle:
+    with open_regular(model, "policy file") as handle:  # a FIFO is refused, not waited on
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from gymnasium import spaces
 
+from ballad_env.files import open_regular
 from ballad_env.observation import observation_space
 
 #: Members of the zip the safe loader reads (SB3 writes them all).
@@ -89,7 +90,7 @@ def read_archive(path: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
     """The zip's ``data`` as plain JSON (nothing deserialised), the weights' bytes and the
     optimizer state's bytes (``None`` when absent)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path, "policy file") as handle, zipfile.ZipFile(handle) as archive:
             names = set(archive.namelist())
             missing = [m for m in (DATA, WEIGHTS) if m not in names]
             if missing:

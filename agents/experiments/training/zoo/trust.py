@@ -15,6 +15,7 @@ files shipped beside this module write mappings where rl-zoo3 would eval strings
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -54,7 +55,10 @@ def hyperparameter_problems(hyperparams: Mapping[str, Any]) -> list[str]:
 
 def config_problem(config: str) -> str | None:
     """Why rl-zoo3 would run the ``--conf-file`` ``config`` as code as a whole (a ``.py``
-    file is executed, any other name imported as a module), or ``None`` for YAML."""
+    file is executed, any other name imported as a module) or block on it (a FIFO), or
+    ``None`` for a YAML file."""
+    if os.path.exists(config) and not os.path.isfile(config):
+        return f"the --conf-file {config} is not a regular file (a FIFO or a folder)"
     if str(config).lower().endswith((".yml", ".yaml")):
         return None
     return (f"the --conf-file {config} is not a .yml/.yaml file: rl-zoo3 executes a .py file "
