@@ -205,7 +205,7 @@ def test_valid_action_wrapper_switches_when_a_pool_runs_out():
 @pytest.mark.slow
 def test_train_policy_script_smoke(tmp_path):
     """The command line end to end: subprocess workers, evaluation, checkpoints, curve."""
-    cmd = [sys.executable, str(ROOT / "scripts" / "train_policy.py"), "--algo", "maskable_ppo",
+    cmd = [sys.executable, "-m", "ballad_env", "train", "--algo", "maskable_ppo",
            "--datasets", "toy", "--prior", PRIOR, "--reward", "val_cost", "--total-timesteps", "60",
            "--n-steps", "15", "--batch-size", "30", "--n-envs", "2", "--vec-env", "subproc",
            "--eval-freq", "30", "--eval-episodes", "1", "--checkpoint-freq", "30",

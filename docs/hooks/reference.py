@@ -13,6 +13,7 @@ A new module appears in the reference without any edit here or in ``mkdocs.yml``
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,8 @@ def on_config(config: Any) -> Any:
 def on_files(files: Files, config: Any) -> Files:
     from mkdocs.structure.files import File
 
+    if str(ROOT) not in sys.path:  # the docs' tools (scripts/) run from the clone, uninstalled
+        sys.path.insert(0, str(ROOT))
     from scripts.tools.cli_reference import cli_reference
 
     packages = api_packages()
