@@ -10,6 +10,8 @@ import math
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from ballad_env.cost import COST_RANGE
+
 T = TypeVar("T", bound=type)
 
 
@@ -30,9 +32,6 @@ def finite_number(name: str, value: Any) -> float:
 #: bayes searches' evaluations (20 by default, the published code's 50), SSDO's neighbour
 #: rank, SSIF's trees (100 by default) and eta's sample.
 SIZE_BOUNDS = {"bayes_calls": 1_000, "k": 10_000, "ssif_trees": 10_000, "eta_sample": 10**7}
-#: The range of each cost (c_fp, c_fn, c_r): beyond it the test cost overflows or the
-#: reward's scale underflows.
-COST_RANGE = (1e-6, 1e6)
 
 
 def whole_number(name: str, value: Any, minimum: int) -> int:
