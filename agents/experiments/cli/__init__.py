@@ -18,7 +18,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agents.extras import EXTRA_OF, missing_extra
 from ballad_env.files import read_regular_text
@@ -76,6 +76,22 @@ def n_jobs_value(text: str) -> int:
 #: The most local worker processes ``--n-jobs`` starts (and the most a negative count
 #: leaves out).
 MAX_JOBS = 1_024
+
+
+def bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` (a size option's documented
+    bound), else argparse's one-line error naming the option."""
+    def value(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, got {number:,}")
+        return number
+
+    value.__name__ = f"whole number from {low} to {high}"
+    return value
 
 
 def add_execution_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,

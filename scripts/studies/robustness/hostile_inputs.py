@@ -176,6 +176,7 @@ def size_cases() -> list[Case]:
         ("--seeds 10^9", functools.partial(seed_range, 10**9), ("--seeds", "10,000,000")),
         ("--n-jobs 10^9", functools.partial(n_jobs_value, "1000000000"), ("worker processes",)),
     ]
+    cases += _bench_cases()
     try:
         from agents.experiments.training.config import TrainConfig
     except ModuleNotFoundError:  # the rl extra: training is not installed
@@ -195,6 +196,17 @@ def size_cases() -> list[Case]:
         ("train --n-epochs 10^9", train(n_epochs=10**9), ("n_epochs",)),
         ("train --batch-size 10^9", train(batch_size=10**9), ("batch_size",)),
     ]
+
+
+def _bench_cases() -> list[Case]:
+    """``ballad-env bench``'s counts and sizes, each at 10^12 (its parser's type refuses)."""
+    from agents.experiments.cli.bench import build_parser
+
+    actions = {a.option_strings[0]: a for a in build_parser()._actions if a.option_strings}
+    sized = [option for option, action in actions.items()
+             if getattr(action.type, "__name__", "").startswith("whole number from")]
+    return [(f"bench {option} 10^12", functools.partial(actions[option].type, str(10**12)),
+             ("must be from",)) for option in sized]
 
 
 def name_cases(folder: Path) -> list[Case]:
