@@ -16,6 +16,7 @@ from agents.experiments.run import prepare_run, run_grid
 from agents.experiments.stores.results import ResultStore, RunError
 from agents.registry import AGENTS, agent_source, make_agent
 from ballad_env.data import Dataset
+from ballad_env.plugins import plugin_modules
 from ballad_env.settings import Settings
 
 SETTING = Settings(prior="knn", budget_fraction=0.1)
@@ -41,7 +42,7 @@ def test_a_run_records_each_agents_code() -> None:
     assert manifest["agents"]["all-in-al"] == agent_source("all-in-al")
     assert manifest["agents"]["all-in-al"].startswith("agents.")
     assert manifest["agents"]["lr-first-25"] != ""
-    assert manifest["plugins"] == []
+    assert manifest["plugins"] == list(plugin_modules())  # those this process imported
 
 
 def test_a_resume_under_another_implementation_of_a_name_is_refused(tmp_path: Path) -> None:
