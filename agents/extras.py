@@ -1,8 +1,9 @@
 """Optional dependencies: a missing one is an error naming the extra that installs it.
 
 ``pip install ballad-env`` installs the environment and the rule agents; the experiment
-harness needs the ``experiments`` extra (pandas, pyarrow, joblib, dask) and policy training
-and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib, torch).
+harness needs the ``experiments`` extra (pandas, pyarrow, joblib, dask), policy training
+and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib, torch) and the
+statistics of ``compare --stats`` the ``stats`` extra (scikit-posthocs, statsmodels).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 EXTRA_OF = {"pandas": "experiments", "pyarrow": "experiments", "joblib": "experiments",
             "dask": "experiments", "distributed": "experiments", "torch": "rl",
             "stable_baselines3": "rl", "sb3_contrib": "rl", "rl_zoo3": "zoo",
-             "minari": "minari"}
+            "minari": "minari", "scikit_posthocs": "stats", "statsmodels": "stats"}
 
 
 def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:

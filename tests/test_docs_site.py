@@ -18,7 +18,7 @@ from agents import make_agent, run_episode
 from agents.experiments.cli import COMMANDS
 from scripts.tools.cli_reference import cli_reference, job_help, job_parser
 from scripts.tools.reports.__main__ import main as reports_main
-from scripts.tools.reports.winners import SOURCE, STEM, stale_answer, winners
+from scripts.tools.reports.winners import PER_DATASET, SOURCE, STEM, stale_answer, winners
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,8 @@ def test_committed_answer_is_current() -> None:
 
 def test_reports_figures_redraws_and_checks(tmp_path: Path) -> None:
     (tmp_path / "docs" / "tables").mkdir(parents=True)
-    shutil.copy(ROOT / "docs" / "tables" / f"{SOURCE}.csv", tmp_path / "docs" / "tables")
+    for stem in (SOURCE, PER_DATASET):
+        shutil.copy(ROOT / "docs" / "tables" / f"{stem}.csv", tmp_path / "docs" / "tables")
     assert reports_main(["--root", str(tmp_path), "--check", "--figures"]) == 1  # none yet
     assert reports_main(["--root", str(tmp_path), "--figures"]) == 0
     assert (tmp_path / "docs" / "figures" / f"{STEM}.png").is_file()

@@ -187,6 +187,8 @@ _STUDY = ("import runpy, sys; sys.argv = ['{0}', '--help']; "
     (("pandas",), _STUDY.format("scripts.studies.authors_code"), "experiments"),
     (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training.sb3", "rl"),
     (("torch",), _JOB.format("train"), "rl"),
+    (("scikit_posthocs",), "from agents.experiments.reports.stats import require_stats_extra; "
+                           "require_stats_extra()", "stats"),
 ])
 def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:
     """After ``pip install .`` without extras, imports died with a bare ModuleNotFoundError."""

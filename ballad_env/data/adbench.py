@@ -46,6 +46,12 @@ def is_adbench_name(source: object) -> bool:
     return isinstance(source, str) and source.lower().startswith(PREFIX)
 
 
+def dataset_group(name: str) -> str:
+    """Where a data set comes from: ``adbench`` for ADBench's downloads (``adbench/<name>``),
+    ``paper`` for the rest (the paper's bundled sets, and built-in or local files)."""
+    return "adbench" if is_adbench_name(name) else "paper"
+
+
 def adbench_names() -> list[str]:
     """Every registered name, ``adbench/<ADBench's file stem without its number>``."""
     return [PREFIX + row["name"] for row in registry()["datasets"]]
@@ -132,5 +138,5 @@ def fetch(name: str, *, progress: bool = True) -> Path:
 
 
 __all__ = ["DATA_HOME_ENV", "MIRROR_ENV", "PREFIX", "URL_TEMPLATE", "adbench_names",
-           "cache_path", "data_home", "entry", "fetch", "is_adbench_name", "is_cached",
-           "max_bytes", "registry", "source_url"]
+           "cache_path", "data_home", "dataset_group", "entry", "fetch", "is_adbench_name",
+           "is_cached", "max_bytes", "registry", "source_url"]

@@ -49,7 +49,8 @@ def _select(table: pd.DataFrame, column: str, values: Sequence[str] | None) -> l
     return list(values)
 
 
-def _color(agent: str, index: int) -> str:
+def agent_color(agent: str, index: int) -> str:
+    """``agent``'s fixed colour (:data:`AGENT_COLORS`), else the ``index``-th of the cycle."""
     return AGENT_COLORS.get(agent, f"C{(index + 5) % 10}")
 
 
@@ -86,7 +87,7 @@ def _draw(ax: plt.Axes, table: pd.DataFrame, agents: list[str], settings: list[s
             curve = curves.loc[(setting, agent)]
             label = agent if len(settings) == 1 else f"{agent} ({setting})"
             ax.plot(100 * curve.index, curve.to_numpy(), LINESTYLES[j % len(LINESTYLES)],
-                    color=_color(agent, i), marker="o", markersize=2.5, linewidth=1.3,
+                    color=agent_color(agent, i), marker="o", markersize=2.5, linewidth=1.3,
                     label=label if labels else None)
 
 
@@ -180,10 +181,10 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
                 continue
             m, e = mean.loc[(setting, agent)], error.loc[(setting, agent)].fillna(0.0)
             x = 100 * m.index.to_numpy()
-            ax.plot(x, m.to_numpy(), color=_color(agent, i), marker="o", markersize=2.5,
+            ax.plot(x, m.to_numpy(), color=agent_color(agent, i), marker="o", markersize=2.5,
                     linewidth=1.3, label=agent if j == 0 else None)
-            ax.fill_between(x, (m - e).to_numpy(), (m + e).to_numpy(), color=_color(agent, i),
-                            alpha=0.2, linewidth=0)
+            ax.fill_between(x, (m - e).to_numpy(), (m + e).to_numpy(),
+                            color=agent_color(agent, i), alpha=0.2, linewidth=0)
         ax.set_title(setting, fontsize=9)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"{metric.replace('_', ' ')} (mean ± s.e. over seeds)")
@@ -215,5 +216,5 @@ def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
     return save_figure(fig, path)
 
 
-__all__ = ["AGENT_COLORS", "cost_by_round_with_errors", "cost_per_round", "mean_cost_per_round",
-           "reward_difference_histogram", "save_figure"]
+__all__ = ["AGENT_COLORS", "agent_color", "cost_by_round_with_errors", "cost_per_round",
+           "mean_cost_per_round", "reward_difference_histogram", "save_figure"]
