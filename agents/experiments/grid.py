@@ -227,5 +227,5 @@ def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = Non
     return tuple(dict.fromkeys(expanded))
 
 
-__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "MAX_SEEDS", "PAPER_AGENTS", "Cell", "Grid", "agent_label",
-           "check_agent", "dataset_names", "seed_range"]
+__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "MAX_SEEDS", "PAPER_AGENTS", "Cell", "Grid",
+           "agent_label", "check_agent", "dataset_names", "seed_range"]
