@@ -202,11 +202,12 @@ def _bench_cases() -> list[Case]:
     """``ballad-env bench``'s counts and sizes, each at 10^12 (its parser's type refuses)."""
     from agents.experiments.cli.bench import build_parser
 
-    actions = {a.option_strings[0]: a for a in build_parser()._actions if a.option_strings}
-    sized = [option for option, action in actions.items()
-             if getattr(action.type, "__name__", "").startswith("whole number from")]
-    return [(f"bench {option} 10^12", functools.partial(actions[option].type, str(10**12)),
-             ("must be from",)) for option in sized]
+    types: dict[str, Callable[[str], Any]] = {
+        action.option_strings[0]: action.type for action in build_parser()._actions
+        if action.option_strings and callable(action.type)
+        and getattr(action.type, "__name__", "").startswith("whole number from")}
+    return [(f"bench {option} 10^12", functools.partial(check, str(10**12)), ("must be from",))
+            for option, check in types.items()]
 
 
 def name_cases(folder: Path) -> list[Case]:
