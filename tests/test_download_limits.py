@@ -161,6 +161,10 @@ def test_a_killed_downloads_leftovers_are_removed_at_the_next_start(
     assert load_dataset("adbench/Alpha").n_samples == 120
     assert not any(path.exists() for path in stale)
     assert all(path.exists() for path in kept)
+    again = folder / f".1_Alpha.npz.~ballad-{host}-{dead}-fedcba98.tmp"
+    again.write_bytes(b"x")
+    assert load_dataset("adbench/Alpha").n_samples == 120  # cached: no download, yet cleaned
+    assert not again.exists()
 
 
 def test_a_sigterm_during_a_download_leaves_no_temporary_file(tmp_path: Path) -> None:
