@@ -14,6 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from ballad_env.files import open_regular
+
 #: The algorithms' command-line names (``agents.policy.ALGORITHM_CLASSES`` maps them to their
 #: classes), here so that parsers name them without importing torch.
 ALGORITHMS = ("ppo", "a2c", "dqn", "maskable_ppo")
@@ -81,7 +83,7 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
     """A hash of the saved model's bytes: a policy retrained under the same path is another
     policy, and results of the old one must not pass for its own."""
     digest = hashlib.sha256()
-    with open(model, "rb") as handle:
+    with open_regular(model, "policy file") as handle:  # a FIFO is refused, not waited on
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]

@@ -39,12 +39,12 @@ from agents.experiments.stores.results import (
     normalise_dtypes,
 )
 from agents.policy_files import policy_fingerprint
-from agents.registry import defined_in, is_policy_path, make_agent
+from agents.registry import agent_source, defined_in, is_policy_path, make_agent
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
-from ballad_env.plugins import load_plugins
+from ballad_env.plugins import load_plugins, plugin_modules
 from ballad_env.settings import Settings
 
 
@@ -230,6 +230,9 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 "policies": {agent_label(spec): {"file": str(spec),
                                                  "sha256": policy_fingerprint(spec)}
                              for spec in grid.agents if is_policy_path(spec)},
+                "agents": {agent_label(spec): agent_source(spec)
+                           for spec in grid.agents if not is_policy_path(spec)},
+                "plugins": list(plugin_modules()),
                 "versions": package_versions(),
                 "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
     return manifest, loaded

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from agents.extras import EXTRA_OF, missing_extra
+from ballad_env.files import read_regular_text
 from ballad_env.plugins import PluginError, load_entry_points, load_plugins
 
 #: subcommand -> (module of its ``main``, what it does)
@@ -66,6 +68,29 @@ def n_jobs_value(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("0 workers cannot run anything: use 1 (this "
                                          "process), N workers, or -1 (all cores)")
+    if abs(value) > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS} worker processes, got {value}")
+    return value
+
+
+#: The most local worker processes ``--n-jobs`` starts (and the most a negative count
+#: leaves out).
+MAX_JOBS = 1_024
+
+
+def bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` (a size option's documented
+    bound), else argparse's one-line error naming the option."""
+    def value(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, got {number:,}")
+        return number
+
+    value.__name__ = f"whole number from {low} to {high}"
     return value
 
 
@@ -112,6 +137,23 @@ def import_plugins(argv: Sequence[str] | None) -> None:
     except PluginError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from err
+
+
+def datasets_from(path: str | os.PathLike) -> tuple[str, ...]:
+    """The ``train`` list of data-set names in the JSON file ``path`` (``--datasets-from``,
+    e.g. ``docs/policy_split.json``); a ``ValueError`` naming the file and what is wrong (a
+    FIFO or folder there is refused, not waited on)."""
+    try:
+        content = json.loads(read_regular_text(path, "--datasets-from file"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"--datasets-from {path}: not a readable JSON file ({err})") from err
+    names = content.get("train") if isinstance(content, dict) else None
+    if not isinstance(names, list) or not names or \
+            not all(isinstance(name, str) and name for name in names):
+        raise ValueError(f"--datasets-from {path}: needs a 'train' list of data-set names "
+                         f"(e.g. {{\"train\": [\"Glass\", \"WBC\"]}}), found "
+                         f"{json.dumps(names)[:80] if names is not None else 'none'}")
+    return tuple(names)
 
 
 def usage() -> str:

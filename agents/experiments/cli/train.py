@@ -31,9 +31,11 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    datasets_from,
     import_plugins,
 )
 from agents.experiments.stores.results import RunError
+from agents.experiments.training.bounds import check_training_sizes
 from agents.experiments.training.config import VEC_ENVS, TrainConfig
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
 from agents.policy_files import ALGORITHMS
@@ -116,7 +118,7 @@ def chosen_datasets(args: argparse.Namespace) -> list[str] | None:
     """The data sets the command line names (``--datasets`` or ``--datasets-from``), or
     ``None`` when it names none."""
     if args.datasets_from is not None:
-        return list(json.loads(args.datasets_from.read_text())["train"])
+        return list(datasets_from(args.datasets_from))
     return None if args.datasets is None else list(args.datasets)
 
 
@@ -169,6 +171,9 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
     if args.replay_store is None:
         raise ValueError("--trainer batched trains on the replay environment: give "
                          "--replay-store DIR (a store built with ballad-env lattices)")
+    check_training_sizes({"n_steps": args.n_steps, "batch_size": args.batch_size,
+                          "n_epochs": args.n_epochs, "net_arch": args.net_arch,
+                          "n_envs": args.n_envs})
     defaults = parse_args([])
     hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
              if getattr(args, option) != getattr(defaults, option)}

@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 
 from agents.experiments.reports.tables import reward_difference_stats, reward_differences  # noqa: E402
 from agents.experiments.stores.results import load_results  # noqa: E402
+from ballad_env.files import atomic_write  # noqa: E402
 
 Results: TypeAlias = pd.DataFrame | str | os.PathLike
 
@@ -56,11 +57,17 @@ def agent_color(agent: str, index: int) -> str:
 def save_figure(fig: plt.Figure, path: str | os.PathLike, *, dpi: int = 130,
                 bbox_inches: str | None = "tight") -> Path:
     """Write ``fig`` to ``path`` (its folder made if missing), close it, return the path:
-    the one way every report's figure reaches the disk."""
+    the one way every report's figure reaches the disk. Written to a temporary file and
+    renamed (``ballad_env.files.atomic_write``), so a FIFO or a half-written figure at
+    ``path`` is replaced, never written into."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches=bbox_inches)
-    plt.close(fig)
+    kind = path.suffix.lstrip(".").lower() or "png"
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format=kind, dpi=dpi,
+                                                   bbox_inches=bbox_inches))
+    finally:
+        plt.close(fig)
     return path
 
 
