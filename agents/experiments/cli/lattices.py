@@ -22,7 +22,6 @@ own unit costs (``lookup.task_costs``) instead of the settings' c_fp and c_fn:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -31,8 +30,11 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    bounded,
+    datasets_from,
     import_plugins,
 )
+from agents.experiments.grid import MAX_SEEDS
 from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
@@ -42,6 +44,9 @@ from ballad_env.data.tasks import is_task_name, task_name
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+
+#: The most generated tasks per source one command asks for.
+MAX_TASKS = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of data files ($BALLAD_DATA_DIR)")
     p.add_argument("--tasks-from", nargs="+", default=(),
                    help="sources of generated tasks: adds task/<source>/<k> for each")
-    p.add_argument("--tasks-per-source", type=int, default=10,
+    p.add_argument("--tasks-per-source", type=bounded(1, MAX_TASKS), default=10,
                    help="generated tasks per source (k = 0..N-1)")
     p.add_argument("--task-costs", action="store_true",
                    help="build each generated task at its own unit costs (c_fp, c_fn)")
@@ -78,15 +83,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = build_parser()
     args = p.parse_args(argv)
     if args.datasets_from is not None:
-        args.datasets = json.loads(args.datasets_from.read_text())["train"]
-    if args.tasks_per_source < 1:
-        p.error(f"--tasks-per-source must be at least 1, got {args.tasks_per_source}")
+        try:
+            args.datasets = list(datasets_from(args.datasets_from))
+        except ValueError as err:
+            p.error(str(err))
     args.datasets = [*(args.datasets or ()), *(
         task_name(source, k) for k in range(args.tasks_per_source) for source in args.tasks_from)]
     if not args.datasets:
         p.error("give --datasets, --datasets-from or --tasks-from")
-    if args.seeds < 1:
-        p.error(f"--seeds must be at least 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        p.error(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {args.seeds}")
     return args
 
 
