@@ -25,7 +25,7 @@ largest share of the room on the held-out data sets.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -33,16 +33,10 @@ from typing import Any
 import numpy as np
 
 from agents.base import AL, LR, AgentFactory, ProbeThenDecide, RuleAgent, feature
+from agents.split_allocators import FixedSplitByCost, SafeSplit, nearest_level
 
 #: The packaged parameters' file name (in this package).
 PARAMS_FILE = "allocation_params.json"
-
-
-def nearest_level(ratios: Iterable[float], observation: np.ndarray) -> float:
-    """Of the cost ratios a family was fitted at, the one nearest the observation's
-    ``cost_ratio`` (the first on ties): which level's model or policy acts."""
-    ratio = feature(observation, "cost_ratio")
-    return min(ratios, key=lambda r: abs(r - ratio))
 
 
 class _LevelModels:
@@ -246,6 +240,10 @@ def packaged_agent(family: str) -> RuleAgent:
         raise ValueError(f"no packaged parameters for {family!r}: use one of "
                          f"{', '.join(params['families'])} or 'allocator'")
     entry = params["families"][family]
+    if family == "fixed-split-by-cost":
+        return FixedSplitByCost.from_entry(entry)
+    if family == "safe-split":
+        return SafeSplit.from_entry(entry)
     if "family" in entry:
         return ConfidentPolicy(packaged_agent(entry["family"]), entry["threshold"])
     if family == "maskable-ppo":
@@ -260,6 +258,8 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "split-rule": lambda env: packaged_agent("split-rule"),
     "imitation": lambda env: packaged_agent("imitation"),
     "maskable-ppo": lambda env: packaged_agent("maskable-ppo"),
+    "fixed-split-by-cost": lambda env: packaged_agent("fixed-split-by-cost"),
+    "safe-split": lambda env: packaged_agent("safe-split"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 

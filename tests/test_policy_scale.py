@@ -69,7 +69,7 @@ def test_training_options_reach_the_algorithms() -> None:
     assert (dqn["train_freq"], dqn["gradient_steps"]) == (4, 2)
     with pytest.raises(ValueError, match="unknown observation version 'v9'"):
         TrainConfig(observation="v9")
-    with pytest.raises(ValueError, match="must be positive"):
+    with pytest.raises(ValueError, match="n_epochs .* must be a whole number from 1"):
         TrainConfig(n_epochs=0)
     assert TrainConfig(observation="v1").name.endswith("-v1-s0-3000steps")
 

@@ -111,7 +111,9 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
     try:
         with store.lock():
             _check_and_record(store, loaded, settings)
-            remove_stale_temporaries([store.root], recursive=True)  # left by killed builds
+            # left by killed builds, in the folders this build writes (and nowhere else)
+            folders = {store.path(name, 0, s).parent for name in loaded for s in settings}
+            remove_stale_temporaries([store.root, *sorted(folders)])
     except TimeoutError as err:  # another build keeps store.json's lock
         raise RunError(str(err)) from err
     return store
@@ -149,19 +151,29 @@ def _check_and_record(store: LatticeStore, loaded: dict[str, Dataset],
 def pending_cells(store: LatticeStore, names: Sequence[str], seeds: Sequence[int],
                   settings: Sequence[Settings]) -> list[tuple[str, int, Settings]]:
     """The (data set, seed, setting) cells not stored yet. A stored file is read: one that is
-    unreadable or from other code is a ``RunError`` naming it (it is never rebuilt over)."""
+    unreadable, from other code or of another data set's name is a ``RunError`` naming it
+    (it is never rebuilt over)."""
+    return pending_cells_of(store, [(name, seed, setting) for name in names for seed in seeds
+                                    for setting in settings])
+
+
+def pending_cells_of(store: LatticeStore, cells: Sequence[tuple[str, int, Settings]]
+                     ) -> list[tuple[str, int, Settings]]:
+    """Those of ``cells`` not stored yet (:func:`pending_cells` for any list of cells)."""
     todo = []
-    for name in names:
-        for seed in seeds:
-            for setting in settings:
-                path = store.path(name, seed, setting)
-                if not path.exists():
-                    todo.append((name, seed, setting))
-                    continue
-                try:
-                    read_header(path)
-                except StoreError as err:
-                    raise RunError(str(err)) from err
+    for name, seed, setting in cells:
+        path = store.path(name, seed, setting)
+        if not path.exists():
+            todo.append((name, seed, setting))
+            continue
+        try:
+            header = read_header(path)
+        except StoreError as err:
+            raise RunError(str(err)) from err
+        if header.get("dataset") != name:  # two names made one folder
+            raise RunError(f"{path} holds data set {header.get('dataset')!r}, not "
+                           f"{name!r}: the two names share a folder of the store "
+                           "(rename one, or build into a new folder)")
     return todo
 
 
@@ -176,36 +188,51 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
     settings that differ only by it are built once. Returns :func:`store_table` of the
     cells asked for.
     """
-    directory = None if data_dir is None else str(data_dir)
     datasets = named_arrays(datasets)  # several (X, y): arrays-0, arrays-1, ...
-    names = [dataset_name(d, directory) for d in datasets]
+    return build_cells(root, [(d, seed, s) for d in datasets for seed in seeds for s in settings],
+                       data_dir=data_dir, n_jobs=n_jobs, scheduler=scheduler, progress=progress)
+
+
+def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, int, Settings]], *,
+                data_dir: str | os.PathLike | None = None, n_jobs: int = 1,
+                scheduler: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """Build every missing lattice of ``cells``, (data set, seed, setting) triples, into
+    ``root``: :func:`build_store` for cells that are no grid (a generated task at its own
+    costs, ``ballad_env.data.tasks``). Returns :func:`store_table` of the cells asked for."""
+    directory = None if data_dir is None else str(data_dir)
+    sources: dict[str, str | Dataset] = {}
+    for source, _, _ in cells:
+        sources.setdefault(dataset_name(source, directory), source)
+    names = list(sources)
     pairs = colliding(names)
     if pairs:
         raise RunError("; ".join(f"data sets {a!r} and {b!r}" for a, b in pairs) + " would "
                        "share one folder of the store on a case-insensitive file system "
                        "(macOS, Windows): rename one")
-    loaded = {name: load_data(source, directory) for name, source in zip(names, datasets,
-                                                                      strict=True)}
-    unique = list({setting_key(s): lattice_settings(s) for s in settings}.values())
+    loaded = {name: load_data(source, directory) for name, source in sources.items()}
+    asked = [(dataset_name(d, directory), int(seed), lattice_settings(s)) for d, seed, s in cells]
+    unique = list({setting_key(s): s for _, _, s in asked}.values())
     store = prepare_store(root, loaded, unique)
-    todo = pending_cells(store, names, seeds, unique)
+    todo = [cell for cell in dict.fromkeys((n, seed, setting_key(s)) for n, seed, s in asked)]
+    by_key = {setting_key(s): s for s in unique}
+    pending = {(n, seed, setting_key(s)) for n, seed, s in pending_cells_of(
+        store, [(n, seed, by_key[k]) for n, seed, k in todo])}
     groups: dict[tuple[str, int], list[Settings]] = {}
-    for name, seed, setting in todo:
-        groups.setdefault((name, seed), []).append(setting)
-    sources = dict(zip(names, datasets, strict=True))
+    for name, seed, key in todo:
+        if (name, seed, key) in pending:
+            groups.setdefault((name, seed), []).append(by_key[key])
     # Seed after seed (a store stopped early holds whole seeds), the largest data first.
     order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
     tasks = [_BuildTask(name, sources[name], directory, seed,
                         tuple(sharing_order(groups[name, seed])), str(store.root))
              for name, seed in order]
-    total = len(names) * len(seeds) * len(unique)
-    bar = progress_bar(total, total - len(todo), progress)
+    bar = progress_bar(len(todo), len(todo) - len(pending), progress)
     try:
         for built in execute(tasks, _build_task, n_jobs, scheduler):
             bar.update(len(built))
     finally:
         bar.close()
-    return store_table(store, unique, names, seeds)
+    return store_table(store, unique, names, sorted({seed for _, seed, _ in asked}))
 
 
 def store_table(store: LatticeStore, settings: Sequence[Settings],
@@ -256,6 +283,6 @@ def store_settings(store: str | Path, settings: Settings | None, reward: str | N
     return settings
 
 
-__all__ = ["CELL_COLUMNS", "SHARING_OPTIONS", "build_store", "build_summary", "pending_cells",
-           "store_settings",
-           "prepare_store", "sharing_order", "store_table"]
+__all__ = ["CELL_COLUMNS", "SHARING_OPTIONS", "build_cells", "build_store", "build_summary",
+           "pending_cells", "pending_cells_of", "prepare_store", "sharing_order", "store_settings",
+           "store_table"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ballad_env.data.download import check_scheme, download, verify
+from ballad_env.files import remove_stale_temporaries
 
 DATA_HOME_ENV = "BALLAD_DATA_HOME"
 MIRROR_ENV = "BALLAD_DATA_MIRROR"
@@ -131,6 +132,7 @@ def fetch(name: str, *, progress: bool = True) -> Path:
     row = entry(name)
     path = cache_path(row)
     label = PREFIX + row["name"]
+    remove_stale_temporaries([path.parent])  # a killed download's, even once the file is here
     if not path.is_file():
         download(source_url(row), path, hashes(row), label, max_bytes=max_bytes(row),
                  progress=progress)

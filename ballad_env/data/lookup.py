@@ -3,11 +3,13 @@
 The rule, first match wins:
 
 1. a :class:`Dataset` or an ``(X, y)`` tuple is the data itself;
-2. ``adbench/<name>`` (any case) is ADBench's classical data set, downloaded once into the
+2. ``task/<source>/<seed>`` is a generated task, rebuilt from its source data set
+   (``ballad_env.data.tasks``);
+3. ``adbench/<name>`` (any case) is ADBench's classical data set, downloaded once into the
    cache and verified at every use (``ballad_env.data.adbench``);
-3. ``toy`` and ``wdbc``, in lower case, are the built-ins;
-4. a path (with a folder separator or a data-file ending) is that file;
-5. any other name is a file stem in the user's folder (``data_dir=`` or
+4. ``toy`` and ``wdbc``, in lower case, are the built-ins;
+5. a path (with a folder separator or a data-file ending) is that file;
+6. any other name is a file stem in the user's folder (``data_dir=`` or
    ``$BALLAD_DATA_DIR``, any case), else one of the paper's 18 bundled data sets (any case).
 
 So ``WBC`` is the paper's rebuilt WBC (or the user's own ``WBC`` file, which a configured
@@ -16,10 +18,13 @@ folder puts first) and ``adbench/WBC`` is ADBench's; a bare name is never downlo
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
+
+import numpy as np
 
 import ballad_env.data.adbench as adbench
 import ballad_env.data.bundled as bundled
@@ -27,6 +32,15 @@ from ballad_env.data.builtin import BUILTIN_DATASETS, BUILTIN_MAKERS
 from ballad_env.data.folder import DATA_DIR_ENV, folder_file, folder_names, resolve_data_dir
 from ballad_env.data.formats import DATA_SUFFIXES, read_file
 from ballad_env.data.sampling import parse_sample, sample_name, sample_rows
+from ballad_env.data.tasks import (
+    TaskSpec,
+    build_task,
+    check_source,
+    draw_spec,
+    is_task_name,
+    parse_task,
+    task_name,
+)
 from ballad_env.data.validation import Dataset, validate_xy
 
 _MAX_LISTED = 30
@@ -97,7 +111,11 @@ def data_file(source: str | os.PathLike, data_dir: str | os.PathLike | None = No
     """The file a path or a name refers to, as :func:`load_dataset` finds it: a path as
     given (a bare file name also in the data directory), ``adbench/<name>`` its verified
     cached file (downloaded first if absent), a bare name as the module's rule says.
-    Raises :func:`load_dataset`'s errors for unknown names and missing files."""
+    Raises :func:`load_dataset`'s errors for unknown names and missing files; a generated
+    task has no file (a ``ValueError``)."""
+    if is_task_name(source):
+        raise ValueError(f"{source!r} is a generated task: it has no file; load_dataset "
+                         "rebuilds it from its name")
     if adbench.is_adbench_name(source):
         return adbench.fetch(str(source))
     if _looks_like_path(source):
@@ -126,6 +144,9 @@ def dataset_name(source: Dataset | tuple[Any, Any] | str | os.PathLike,
         return "arrays"
     if isinstance(source, str) and (sample := parse_sample(source)):
         return sample_name(dataset_name(sample[0], data_dir), *sample[1:])
+    if is_task_name(source):
+        task_source, task_seed = parse_task(str(source))
+        return task_name(dataset_name(task_source, data_dir), task_seed)
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return source
     if adbench.is_adbench_name(source):
@@ -153,6 +174,7 @@ def load_dataset(
         A :class:`Dataset` (validated and returned), an ``(X, y)`` tuple (named
         ``"arrays"``), a path to a ``.npz``/``.mat``/``.arff``/``.csv`` file, or a name:
         ``adbench/<name>`` for ADBench's classical data sets (downloaded once, verified),
+        ``task/<source>/<seed>`` for a generated task (``ballad_env.data.tasks``),
         ``"toy"`` or ``"wdbc"`` for the built-ins, else a file stem in the data directory
         or one of the paper's 18 bundled data sets, matched case-insensitively (so
         ``"WDBC"`` is the benchmark file); npz > mat > arff > csv when stems collide.
@@ -193,12 +215,46 @@ def load_dataset(
     if isinstance(source, str) and (sample := parse_sample(source)):
         base, rows, sample_seed = sample
         return sample_rows(load_dataset(base, data_dir, seed), rows, sample_seed)
+    if is_task_name(source):
+        spec = task_spec(str(source), data_dir)
+        return build_task(spec, _normals(spec.source, _folder_text(data_dir)))
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return BUILTIN_MAKERS[source](seed)
     if adbench.is_adbench_name(source):
         return _load_file(adbench.fetch(str(source)), dataset_name(source))
     path = data_file(source, data_dir)
     return _load_file(path, path.stem)
+
+
+# ------------------------------------------------------------------------------ tasks
+def _folder_text(data_dir: str | os.PathLike | None) -> str | None:
+    return None if data_dir is None else str(data_dir)
+
+
+@functools.lru_cache(maxsize=16)
+def _normals(source: str, data_dir: str | None) -> np.ndarray:
+    """The normal rows of ``source`` (loaded once per process for the last 16 sources)."""
+    data = load_dataset(source, data_dir=data_dir)
+    normals = np.asarray(data.X[data.y == 0])
+    normals.setflags(write=False)
+    return normals
+
+
+def task_spec(name: str, data_dir: str | os.PathLike | None = None) -> TaskSpec:
+    """The spec of the generated task called ``name`` (``ballad_env.data.tasks``; reads
+    its source's shape). A reserved source, or a task of a task, is a ``ValueError``."""
+    source, seed = parse_task(name)
+    check_source(source)
+    source = dataset_name(source, data_dir)
+    check_source(source)
+    return draw_spec(source, seed, *_normals(source, _folder_text(data_dir)).shape)
+
+
+def task_costs(name: str, data_dir: str | os.PathLike | None = None) -> dict[str, float]:
+    """The unit costs the task called ``name`` drew, ``{"c_fp": ..., "c_fn": ...}``: its
+    episodes' settings are ``settings.replace(**task_costs(name))``."""
+    spec = task_spec(name, data_dir)
+    return {"c_fp": spec.c_fp, "c_fn": spec.c_fn}
 
 
 # ------------------------------------------------------------------------------ listing
@@ -305,4 +361,5 @@ def available_datasets(data_dir: str | os.PathLike | None = None, *,
     return _names(directory)
 
 
-__all__ = ["DatasetInfo", "available_datasets", "data_file", "dataset_name", "load_dataset"]
+__all__ = ["DatasetInfo", "available_datasets", "data_file", "dataset_name", "load_dataset",
+           "task_costs", "task_spec"]

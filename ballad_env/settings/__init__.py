@@ -36,6 +36,7 @@ from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
 from ballad_env.settings.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
 from ballad_env.settings.values import (
     check_backend,
+    cost_value,
     finite_number,
     named_options,
     number_text,
@@ -229,14 +230,7 @@ class Settings:
             value = getattr(self, name)
             if value is None or (name == "c_r" and value in C_R_RULES):
                 continue
-            try:
-                value = finite_number(name, value)
-            except ValueError:
-                value = float("nan")
-            if not value > 0:
-                raise ValueError(f"invalid costs: {name} must be a positive finite number, "
-                                 f"got {getattr(self, name)!r}")
-            self._set(name, value)
+            self._set(name, cost_value(name, value))
         REWARD_SIGNALS.check(self.reward)
         AL_QUERIES.check(self.al_strategy)
         LR_QUERIES.check(self.lr_strategy)

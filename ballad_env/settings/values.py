@@ -10,6 +10,8 @@ import math
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from ballad_env.cost import COST_RANGE
+
 T = TypeVar("T", bound=type)
 
 
@@ -26,10 +28,35 @@ def finite_number(name: str, value: Any) -> float:
     return float(value)
 
 
+#: The largest value of each size option (a bound on time or memory, not on sense): the
+#: bayes searches' evaluations (20 by default, the published code's 50), SSDO's neighbour
+#: rank, SSIF's trees (100 by default) and eta's sample.
+SIZE_BOUNDS = {"bayes_calls": 1_000, "k": 10_000, "ssif_trees": 10_000, "eta_sample": 10**7}
+
+
 def whole_number(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    """``value`` as an int: a whole number from ``minimum`` to the option's
+    :data:`SIZE_BOUNDS` entry (if any); else a ``ValueError`` naming ``name``."""
+    maximum = SIZE_BOUNDS.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or int(value) != value or value < minimum or \
+            (maximum is not None and value > maximum):
+        upper = f" and <= {maximum:,}" if maximum is not None else ""
+        raise ValueError(f"{name} must be a whole number >= {minimum}{upper}, got {value!r}")
     return int(value)
+
+
+def cost_value(name: str, value: Any) -> float:
+    """A cost as a float within :data:`COST_RANGE`; else a ``ValueError`` naming it."""
+    try:
+        number = finite_number(name, value)
+    except ValueError:
+        number = float("nan")
+    low, high = COST_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"invalid costs: {name} must be a number from {low:g} to {high:g}, "
+                         f"got {value!r}")
+    return number
 
 
 def named_options(cls: T) -> T:
@@ -87,5 +114,5 @@ def query_seed_value(seed: Any, query_rng: str) -> int | None:
     return int(seed)
 
 
-__all__ = ["check_backend", "finite_number", "named_options", "number_text", "query_seed_value",
-           "whole_number"]
+__all__ = ["COST_RANGE", "SIZE_BOUNDS", "check_backend", "cost_value", "finite_number",
+           "named_options", "number_text", "query_seed_value", "whole_number"]

@@ -36,6 +36,7 @@ from agents.experiments.cli import (
 from agents.experiments.grid import DATASETS_HELP, agent_label
 from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
+from ballad_env.files import atomic_write
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
@@ -141,7 +142,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
     the win counts, optionally the rounds; with ``plot`` (a path, or ``""`` for
     ``<output>/cost_by_round.png``) draw the cost by round with error bands."""
     summary = with_standard_errors(summary_table(results), standard_errors(results))
-    summary.to_csv(output / "summary.csv")
+    atomic_write(output / "summary.csv", summary.to_csv)  # a FIFO there is replaced
     import pandas as pd  # here, so that agents.experiments names a missing extra first
 
     with pd.option_context("display.width", 200, "display.max_columns", 50,
@@ -154,7 +155,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
             print(win_counts(summary).to_string())
         if per_round:
             rounds = per_round_table(results)
-            rounds.to_csv(output / "per_round.csv")
+            atomic_write(output / "per_round.csv", rounds.to_csv)
             print("\nMean test cost per round (data sets weigh equally)")
             print(rounds.to_string())
     if plot is not None:
@@ -163,7 +164,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
         figure = cost_by_round_with_errors(results, plot or output / "cost_by_round.png")
         print(f"\nCost by round (mean ± standard error over seeds): {figure}")
     print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
-          "agents.experiments.load_results); summary: summary.csv")
+          f"agents.experiments.load_results); summary: {output / 'summary.csv'}")
 
 
 def main(argv: list[str] | None = None) -> int:

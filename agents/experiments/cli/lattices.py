@@ -9,12 +9,19 @@ both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes tha
 
     ballad-env lattices --out results/lattices --datasets Glass WBC \\
         --seeds 10 --prior iforest knn --n-jobs 1
+
+Generated tasks (``ballad_env.data.tasks``) are data sets like any other
+(``--datasets task/Glass/3``); ``--tasks-from SOURCE ... --tasks-per-source N`` adds the N
+tasks ``task/<source>/0..N-1`` of each source, and ``--task-costs`` builds every task at its
+own unit costs (``lookup.task_costs``) instead of the settings' c_fp and c_fn:
+
+    ballad-env lattices --out results/tasks --tasks-from Glass WDBC \\
+        --tasks-per-source 100 --task-costs --seeds 1 --n-jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -23,14 +30,23 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    bounded,
+    datasets_from,
     import_plugins,
 )
-from agents.experiments.lattice_build import build_store, build_summary
+from agents.experiments.grid import MAX_SEEDS
+from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
 from ballad_env.data.bundled import BUNDLED_DIR
+from ballad_env.data.lookup import task_costs
+from ballad_env.data.tasks import is_task_name, task_name
 from ballad_env.replay.store import StoreError
+from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+
+#: The most generated tasks per source one command asks for.
+MAX_TASKS = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
     p.add_argument("--data-dir", type=Path, default=Path(default_data),
                    help="folder of data files ($BALLAD_DATA_DIR)")
+    p.add_argument("--tasks-from", nargs="+", default=(),
+                   help="sources of generated tasks: adds task/<source>/<k> for each")
+    p.add_argument("--tasks-per-source", type=bounded(1, MAX_TASKS), default=10,
+                   help="generated tasks per source (k = 0..N-1)")
+    p.add_argument("--task-costs", action="store_true",
+                   help="build each generated task at its own unit costs (c_fp, c_fn)")
     p.add_argument("--seeds", type=int, default=10, help="episode seeds 0..N-1")
     p.add_argument("--first-seed", type=int, default=0, help="seeds start here")
     add_execution_arguments(p, n_jobs=1, scheduler=True, progress=True)
@@ -61,12 +83,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = build_parser()
     args = p.parse_args(argv)
     if args.datasets_from is not None:
-        args.datasets = json.loads(args.datasets_from.read_text())["train"]
+        try:
+            args.datasets = list(datasets_from(args.datasets_from))
+        except ValueError as err:
+            p.error(str(err))
+    args.datasets = [*(args.datasets or ()), *(
+        task_name(source, k) for k in range(args.tasks_per_source) for source in args.tasks_from)]
     if not args.datasets:
-        p.error("give --datasets or --datasets-from")
-    if args.seeds < 1:
-        p.error(f"--seeds must be at least 1, got {args.seeds}")
+        p.error("give --datasets, --datasets-from or --tasks-from")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        p.error(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {args.seeds}")
     return args
+
+
+def planned_cells(args: argparse.Namespace, seeds: list[int]
+                  ) -> list[tuple[str, int, Settings]]:
+    """(data set, seed, setting) of every cell asked for: each generated task at its own
+    unit costs under ``--task-costs``."""
+    cells = []
+    for name in args.datasets:
+        for setting in settings_from_args(args):
+            if args.task_costs and is_task_name(name):
+                setting = setting.replace(**task_costs(name, args.data_dir))
+            cells += [(name, seed, setting) for seed in seeds]
+    return cells
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     try:
-        cells = build_store(args.out, args.datasets, list(seeds), settings_from_args(args),
-                            data_dir=args.data_dir, n_jobs=args.n_jobs,
-                            scheduler=args.scheduler, progress=not args.no_progress)
+        cells = build_cells(args.out, planned_cells(args, list(seeds)), data_dir=args.data_dir,
+                            n_jobs=args.n_jobs, scheduler=args.scheduler,
+                            progress=not args.no_progress)
     except (RunError, StoreError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

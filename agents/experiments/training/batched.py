@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.bounds import check_training_sizes
 from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.fused import AutogradUpdate, FusedUpdate
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
@@ -46,6 +47,7 @@ from agents.experiments.training.ppo_batches import (
     policy_outputs,
 )
 from agents.experiments.training.rollouts import INFO_KEYS, Forward, collect, make_envs
+from agents.experiments.training.run_folder import run_lock
 from agents.experiments.training.run_records import Curves, Record, Recorder, greedy_episodes
 from agents.experiments.training.sb3 import fresh_run_dir, versions
 from agents.policy import ALGORITHM_CLASSES
@@ -154,6 +156,9 @@ def _run(trainer: str, algo: str, store: str | Path, settings: Settings, names: 
         raise ValueError(f"unknown trainer {trainer!r}: use one of {TORCH_TRAINERS}")
     if n_envs < 1 or total_timesteps < 1 or threads < 1 or eval_episodes < 1:
         raise ValueError("n_envs, total_timesteps, threads and eval_episodes must be positive")
+    check_training_sizes({"n_envs": n_envs, "total_timesteps": total_timesteps,
+                          "torch_threads": threads, "eval_episodes": eval_episodes,
+                          "eval_freq": eval_freq})
     if eval_freq < 0 or checkpoint_freq < 0:
         raise ValueError(f"eval_freq and checkpoint_freq must be >= 0 (0: never), got "
                          f"{eval_freq} and {checkpoint_freq}")
@@ -218,13 +223,14 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
         run = _run(trainer, algo, store, settings, names, seeds, observation, n_envs,
                    total_timesteps, seed, device, threads or DEFAULT_THREADS, eval_freq,
                    eval_episodes, eval_seed, output_dir, run_name, overlap, checkpoint_freq)
-        run_dir = fresh_run_dir(TrainConfig(algo=run.algo, run_name=run.run_name,
-                                            output_dir=run.output_dir, overwrite=overwrite))
+        config = TrainConfig(algo=run.algo, run_name=run.run_name, output_dir=run.output_dir,
+                             overwrite=overwrite)
         if eval_freq > 0:
             eval_envs = make_envs(store, eval_episodes, settings, datasets, seeds, observation)
         torch.set_num_threads(run.torch_threads)
-        return _train(run, hp, envs, eval_envs, run_dir,
-                      (store, n_envs, settings, datasets, seeds, observation))
+        with run_lock(config.run_dir):  # one run writes a folder at a time
+            return _train(run, hp, envs, eval_envs, fresh_run_dir(config),
+                          (store, n_envs, settings, datasets, seeds, observation))
     finally:
         torch.set_num_threads(threads_before)
         envs.close()

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.policy import ALGORITHMS
+from agents.experiments.training.bounds import TRAINING_BOUNDS, check_training_sizes
+from agents.experiments.training.run_folder import check_run_name
+from agents.policy_files import ALGORITHMS
 from ballad_env.observation import check_version
 from ballad_env.settings import Settings
 
@@ -76,11 +78,15 @@ class TrainConfig:
             raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
         if not self.datasets:
             raise ValueError("datasets: give at least one data set")
+        if self.run_name is not None:
+            check_run_name(self.run_name)
         if self.vec_env == "vector" and self.replay_store is None:
             raise ValueError("vec_env='vector' steps the replay environment: give "
                              "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
         if self.n_envs < 1 or self.total_timesteps < 1:
             raise ValueError("n_envs and total_timesteps must be positive")
+        check_training_sizes({f: getattr(self, f) for f in (*TRAINING_BOUNDS, "net_arch")},
+                             self.vec_env)
         self._check_batches()
         check_version(self.observation)
         if min(self.n_epochs, self.train_freq, self.gradient_steps) < 1:

@@ -230,8 +230,7 @@ def plot_by_round(df: pd.DataFrame, column: str, ylabel: str, path: Path,
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
     axes.flat[0].legend(fontsize=7)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches=None)
 
 
 def run_folders(models: Sequence[Path], order: Sequence[str] = ()) -> dict[str, list[Path]]:

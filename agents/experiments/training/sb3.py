@@ -42,6 +42,7 @@ import ballad_env
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.training.config import TrainConfig, TrainResult
 from agents.experiments.training.envs import build_env, make_vec_env
+from agents.experiments.training.run_folder import run_lock
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATIONS
@@ -250,6 +251,12 @@ def train(config: TrainConfig) -> TrainResult:
     """
     if config.vec_env == "subproc" and config.n_envs > 1:
         check_data(config)  # in this process, the environments' own errors name the cause
+    with run_lock(config.run_dir):  # one run writes a folder at a time
+        return _train_locked(config)
+
+
+def _train_locked(config: TrainConfig) -> TrainResult:
+    """:func:`train` once the data is checked and the run folder held."""
     # Seeding, in one place: Python/NumPy/torch here; the model seeds the action space
     # and the vector env (worker i resets first with seed + i, then draws from its RNG).
     torch.set_num_threads(config.torch_threads)

@@ -3,5 +3,8 @@ cost levels on the lattices of docs/allocation_split.json's pool, scored on its 
 
 ``cells`` builds and reads the lattices, ``fit`` fits the families (numpy), ``analysis``
 chooses their settings by cross validation on the training data sets and scores them,
-``report`` runs the study and writes its tables and figure.
+``report`` runs the study and writes its tables and figure. The third round (issue 40:
+generated tasks, ``fixed-split-by-cost`` and ``safe-split``) is ``tasks_cells``,
+``tasks_fit``, ``tasks_report`` and ``tasks_study`` (``python -m
+scripts.studies.allocation.tasks_study``).
 """

@@ -97,6 +97,13 @@ def _labels(frame: pd.DataFrame, parts: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(frame[list(parts)].astype(str).agg(" / ".join, axis=1)))
 
 
+#: The cell labels' size in points and a cell's width in inches: the site shows the figure
+#: about 700 pixels wide, where 10-point labels on cells of 1.1 inches read at about 10
+#: pixels (7 points on 1.35-inch cells read at 7).
+LABEL_POINTS = 10
+CELL_INCHES = 1.1
+
+
 def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
                 title: str | None = None, per_dataset: pd.DataFrame | None = None) -> Path:
     """Draw :func:`winners` of ``table`` as a grid: a cell per (row, column) coloured by its
@@ -109,7 +116,8 @@ def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
     rows, columns = _labels(won, ROW_PARTS), _labels(won, COLUMN_PARTS)
     row_of = won[list(ROW_PARTS)].astype(str).agg(" / ".join, axis=1)
     column_of = won[list(COLUMN_PARTS)].astype(str).agg(" / ".join, axis=1)
-    fig, ax = plt.subplots(figsize=(1.35 * len(columns) + 2.6, 0.42 * len(rows) + 1.6))
+    fig, ax = plt.subplots(figsize=(CELL_INCHES * len(columns) + 2.6,
+                                    0.55 * len(rows) + 1.6))
     for name, i, j, gain, weak in zip(won["winner"], row_of.map(rows.index),
                                       column_of.map(columns.index), won["gain"], unproven,
                                       strict=True):
@@ -117,11 +125,11 @@ def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
                                    edgecolor="white", linewidth=2, hatch="//" if weak else None))
         text = name if name == "all-in-lr" else f"{name}\n-{100 * gain:.0f}%"
         text += " n.s." if weak else ""
-        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7)
+        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=LABEL_POINTS)
     ax.set_xlim(0, len(columns))
     ax.set_ylim(len(rows), 0)
-    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=8)
+    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, rotation=30, ha="right", fontsize=9)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=9)
     ax.set_xlabel(" / ".join(COLUMN_PARTS), fontsize=8)
     ax.set_ylabel(" / ".join(ROW_PARTS), fontsize=8)
     ax.tick_params(length=0)
@@ -129,10 +137,10 @@ def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
         side.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=to_rgba(c, 0.55)) for c in
                RULE_COLORS.values()]
-    ax.legend(handles, list(RULE_COLORS), loc="upper center", ncol=len(RULE_COLORS),
-              bbox_to_anchor=(0.5, 1.12), frameon=False, fontsize=8)
+    ax.legend(handles, list(RULE_COLORS), loc="lower center", ncol=len(RULE_COLORS),
+              bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=9)
     if title:
-        ax.set_title(title, fontsize=9, pad=28)
+        ax.set_title(title, fontsize=10, pad=30)
     return save_figure(fig, path)
 
 

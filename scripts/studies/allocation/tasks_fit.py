@@ -1,0 +1,260 @@
+"""Fitting ``fixed-split-by-cost`` and ``safe-split`` on training cells, and their grouped
+cross validation (issue 40; plain numpy).
+
+Rows are :func:`tasks_cells.cell_row` records (a DataFrame): the real training sets at the three
+cost levels and generated tasks at their own costs, each with its source's ``group``. Every
+choice is made by cross validation over the allocation study's folds of the real training
+data sets (sorted by name, every fifth in a fold; each is its own group): a fold's real cells
+are scored by a fit on the other folds' real cells and on the tasks generated from the other
+folds' groups only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agents.split_allocators import ALL_IN_LR, FixedSplitByCost, SafeSplit, feature_vector
+from scripts.studies.allocation.tasks_cells import candidate_splits
+
+#: The cost levels of the real cells and their ``cost_ratio``.
+LEVEL_RATIO = {"default": 0.5, "cfn10": 0.75, "cfp10": 0.25}
+#: The task's label-free traits (the distance check reads these).
+TRAITS = ("log_size", "log_dimension", "log_contamination", "budget_share", "prior_flagged",
+          "prior_confidence")
+#: The gain model's features: the traits, the cost ratio, its square and its products with
+#: the traits (so the best split may turn with the costs).
+FEATURES = (*TRAITS, "cost_ratio", "cost_ratio*cost_ratio",
+            *(f"{t}*cost_ratio" for t in TRAITS))
+#: Folds of the cross validation.
+N_FOLDS = 5
+#: Members of the bootstrap ensemble.
+MEMBERS = 16
+#: The candidates: ridge penalty, bound width z, margin (gain per example over the largest
+#: unit cost), the distance check's quantile of the training distances (None: no check).
+#: ``task_weight``: a generated task's weight in the fit (a real cell's is 1).
+GRID: dict[str, Sequence[Any]] = {"alpha": (1.0, 10.0, 100.0), "z": (0.0, 0.5, 1.0),
+                                  "margin": (0.0, 0.002), "ood": (None, 0.95, 0.99),
+                                  "task_weight": (0.1, 0.25, 1.0)}
+
+
+def folds(names: Sequence[str], n: int = N_FOLDS) -> list[list[str]]:
+    """``n`` folds of the names: sorted, every n-th in one fold."""
+    ordered = sorted(set(names))
+    return [ordered[k::n] for k in range(min(n, len(ordered)))]
+
+
+def splits_of(rows: pd.DataFrame) -> list[tuple[int, int]]:
+    """The candidate splits of the rows (all have the same budget)."""
+    rounds = set(rows["n_rounds"])
+    if len(rounds) != 1:
+        raise ValueError(f"cells of several budgets ({sorted(rounds)}): fit one at a time")
+    return candidate_splits(rounds.pop())
+
+
+def costs_of(rows: pd.DataFrame, choices: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Each row's mean cost under its chosen split (All-in-LR's for ``ALL_IN_LR``)."""
+    splits = splits_of(rows)
+    index = {s: n for n, s in enumerate(splits)}
+    out = []
+    for (_, row), choice in zip(rows.iterrows(), choices, strict=True):
+        split = (int(choice[0]), int(choice[1]))
+        out.append(row["all-in-lr"] if split == ALL_IN_LR else row["split_costs"][index[split]])
+    return np.array(out)
+
+
+def level_shares(rows: pd.DataFrame, costs: np.ndarray) -> dict[str, float]:
+    """Per level, the share of the room (All-in-LR - agent) / (All-in-LR - optimum) on
+    data-set means of seed means."""
+    frame = rows[["level", "dataset", "all-in-lr", "optimal"]].assign(agent=costs)
+    means = frame.groupby(["level", "dataset"]).mean(numeric_only=True).groupby("level").mean()
+    shares = (means["all-in-lr"] - means["agent"]) / (means["all-in-lr"] - means["optimal"])
+    return {str(k): float(v) for k, v in shares.items()}
+
+
+# --------------------------------------------------------------------------- fixed split
+def fit_fixed(rows: pd.DataFrame) -> dict[str, Any]:
+    """``fixed-split-by-cost``: per level, the split (All-in-LR included) of the least mean
+    cost over data sets (means of seed means) on the real ``rows``."""
+    splits = splits_of(rows)
+    levels = []
+    for level, part in rows.groupby("level"):
+        table = pd.DataFrame(np.stack(list(part["split_costs"])), index=part.index)
+        table["lr"] = part["all-in-lr"]
+        mean = table.groupby(part["dataset"]).mean().mean()
+        best = mean.idxmin()
+        split = ALL_IN_LR if best == "lr" or mean[best] >= mean["lr"] else splits[int(best)]
+        levels.append({"level": str(level), "cost_ratio": LEVEL_RATIO[str(level)],
+                       "split": [int(split[0]), int(split[1])]})
+    return {"levels": levels}
+
+
+def fixed_choices(params: Mapping[str, Any], rows: pd.DataFrame) -> list[tuple[int, int]]:
+    """The split ``fixed-split-by-cost`` plays on each row."""
+    agent = FixedSplitByCost.from_entry(params)
+    return [agent.decide(obs) for obs in rows["obs"]]
+
+
+# --------------------------------------------------------------------------- safe split
+def gain_matrix(rows: pd.DataFrame) -> np.ndarray:
+    """[row, split]: All-in-LR's mean cost minus the split's, over the row's largest unit
+    cost."""
+    costs = np.stack(list(rows["split_costs"]))
+    return np.asarray((rows["all-in-lr"].to_numpy()[:, None] - costs)
+                      / rows["unit"].to_numpy()[:, None])
+
+
+def _ridge(Z: np.ndarray, Y: np.ndarray, w: np.ndarray, alpha: float
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted ridge for every column of Y at once (row weights ``w``, scaled to sum to
+    the rows; the intercept unpenalised): (coef [outputs, features], intercept)."""
+    w = w * (len(w) / w.sum())
+    zm, ym = w @ Z / w.sum(), w @ Y / w.sum()
+    Zc = Z - zm
+    coef = np.linalg.solve((Zc * w[:, None]).T @ Zc + alpha * np.eye(Z.shape[1]),
+                           (Zc * w[:, None]).T @ (Y - ym)).T
+    return coef, ym - coef @ zm
+
+
+def design(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """What the safe split's fit and the cross validation read of ``rows``, computed once:
+    the gain model's features ``X``, the traits ``T``, the gains ``Y`` and the groups."""
+    return {"X": np.stack([feature_vector(o, FEATURES) for o in rows["obs"]]),
+            "T": np.stack([feature_vector(o, TRAITS) for o in rows["obs"]]),
+            "Y": gain_matrix(rows), "groups": rows["group"].to_numpy(),
+            "task": (rows["level"] == "task").to_numpy()}
+
+
+def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: float | None,
+             task_weight: float = 1.0, seed: int = 0, members: int = MEMBERS,
+             arrays: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """``safe-split``'s parameters on ``rows`` (real cells and tasks; ``arrays`` their
+    :func:`design` if computed already): ``members`` ridge fits (a task weighing
+    ``task_weight``, a real cell 1), each on a bootstrap sample of the groups
+    (``numpy.random.default_rng(seed)``); the distance check's center and precision from
+    every row's traits, its threshold the ``ood`` quantile of the training rows'
+    distances."""
+    d = arrays if arrays is not None else design(rows)
+    X, T, groups = d["X"], d["T"], d["groups"]
+    center, scale = X.mean(axis=0), X.std(axis=0)
+    scale = np.where(scale > 1e-9, scale, 1.0)
+    Z = (X - center) / scale
+    names = np.unique(groups)
+    rows_of = {g: np.flatnonzero(groups == g) for g in names}
+    rng = np.random.default_rng(seed)
+    coefs, intercepts = [], []
+    for _ in range(members):
+        drawn = rng.choice(names, size=names.size, replace=True)
+        take = np.concatenate([rows_of[g] for g in drawn])
+        weights = np.where(d["task"][take], task_weight, 1.0)
+        coef, intercept = _ridge(Z[take], d["Y"][take], weights, alpha)
+        coefs.append(coef)
+        intercepts.append(intercept)
+    t_center = T.mean(axis=0)
+    precision = np.linalg.inv(np.cov(T, rowvar=False) + 1e-6 * np.eye(len(TRAITS)))
+    distances = mahalanobis(T, t_center, precision)
+    return {"features": list(FEATURES), "center": center.tolist(), "scale": scale.tolist(),
+            "coef": np.stack(coefs).tolist(), "intercept": np.stack(intercepts).tolist(),
+            "splits": [list(s) for s in splits_of(rows)], "z": float(z),
+            "margin": float(margin),
+            "ood": {"features": list(TRAITS), "center": t_center.tolist(),
+                    "precision": precision.tolist(),
+                    "threshold": None if ood is None else float(np.quantile(distances, ood)),
+                    "quantile": ood},
+            "settings": {"alpha": alpha, "task_weight": task_weight, "members": members,
+                         "seed": seed,
+                         "rows": int(len(groups)), "groups": int(names.size)}}
+
+
+def mahalanobis(T: np.ndarray, center: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """Each row's Mahalanobis distance from ``center``."""
+    D = T - center
+    return np.asarray(np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", D, precision, D), 0.0)))
+
+
+def safe_choices(params: Mapping[str, Any], rows: pd.DataFrame,
+                 arrays: Mapping[str, np.ndarray] | None = None) -> list[tuple[int, int]]:
+    """The split ``safe-split`` plays on each row: with ``arrays`` (the rows' :func:`design`)
+    computed in one go, as ``SafeSplit.choose`` computes it per observation (a test holds
+    them equal); without, by the agent itself."""
+    if arrays is None:
+        agent = SafeSplit.from_entry(params)
+        return [agent.choose(obs)[0] for obs in rows["obs"]]
+    Z = (arrays["X"] - np.asarray(params["center"])) / np.asarray(params["scale"])
+    gains = np.asarray(params["intercept"])[:, None, :] + np.einsum(
+        "msf,rf->mrs", np.asarray(params["coef"]), Z)
+    mean, spread = gains.mean(axis=0), gains.std(axis=0)
+    best = np.argmax(mean, axis=1)
+    lower = mean[np.arange(len(best)), best] - params["z"] * spread[np.arange(len(best)), best]
+    ood = params["ood"]
+    trusted = np.ones(len(best), dtype=bool) if ood["threshold"] is None else \
+        mahalanobis(arrays["T"], np.asarray(ood["center"]),
+                    np.asarray(ood["precision"])) <= ood["threshold"]
+    splits = [tuple(s) for s in params["splits"]]
+    return [splits[b] if ok and low > params["margin"] else ALL_IN_LR
+            for b, low, ok in zip(best, lower, trusted, strict=True)]
+
+
+# --------------------------------------------------------------------------- cross validation
+def candidates(grid: Mapping[str, Sequence[Any]] = GRID) -> list[dict[str, Any]]:
+    """Every combination of the grid's values."""
+    return [dict(zip(grid, v, strict=True)) for v in itertools.product(*grid.values())]
+
+
+def training_rows(real: pd.DataFrame, tasks: pd.DataFrame, groups: Sequence[str]
+                  ) -> pd.DataFrame:
+    """The real cells and the tasks of ``groups``."""
+    keep = set(groups)
+    return pd.concat([real[real["group"].isin(keep)], tasks[tasks["group"].isin(keep)]],
+                     ignore_index=True)
+
+
+def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
+                   grid: Mapping[str, Sequence[Any]] = GRID) -> pd.DataFrame:
+    """Every safe-split candidate's and the fixed split's cross-validated shares per level
+    on the real training cells, with ``cv mean`` and ``cv min`` over the levels."""
+    fold_list = folds(list(real["dataset"]))  # the allocation study's folds, by data set
+    both = pd.concat([real, tasks], ignore_index=True)
+    arrays = design(both)
+    keys: list[tuple[str, dict[str, Any]]] = [("fixed-split-by-cost", {})] + [
+        (f"safe {n}", c) for n, c in enumerate(candidates(grid))]
+    results = {name: np.full(len(real), np.nan) for name, _ in keys}
+    for fold in fold_list:
+        out = real["dataset"].isin(fold).to_numpy()
+        held_groups = set(real["group"][out])
+        fixed = fit_fixed(real[~out])
+        results["fixed-split-by-cost"][out] = costs_of(real[out], fixed_choices(fixed, real[out]))
+        train = ~np.isin(arrays["groups"], list(held_groups))
+        sub = {k: v[train] for k, v in arrays.items()}
+        evaluate = {k: v[:len(real)][out] for k, v in arrays.items()}
+        for name, candidate in keys[1:]:
+            params = fit_safe(both[train], arrays=sub, **candidate)
+            results[name][out] = costs_of(real[out], safe_choices(params, real[out], evaluate))
+    rows = []
+    for name, candidate in keys:
+        shares = level_shares(real, results[name])
+        rows.append({"candidate": name, **candidate,
+                     **{f"cv {k}": v for k, v in shares.items()},
+                     "cv mean": float(np.mean(list(shares.values()))),
+                     "cv min": min(shares.values())})
+    return pd.DataFrame(rows)
+
+
+def best_candidate(cv: pd.DataFrame) -> pd.Series:
+    """The safe-split candidate chosen: the largest mean share over the levels among those
+    whose every level's share is >= 0 (else the largest smallest share)."""
+    safe = cv[cv["candidate"].str.startswith("safe")]
+    ok = safe[safe["cv min"] >= 0.0]
+    pool, key = (ok, "cv mean") if len(ok) else (safe, "cv min")
+    return pool.sort_values([key, "cv min"], ascending=False, kind="stable").iloc[0]
+
+
+__all__ = ["FEATURES", "GRID", "LEVEL_RATIO", "MEMBERS", "N_FOLDS", "TRAITS", "best_candidate",
+           "candidates", "costs_of", "cross_validate", "fit_fixed", "fit_safe",
+           "design", "fixed_choices", "folds", "gain_matrix", "level_shares", "mahalanobis",
+           "safe_choices",
+           "splits_of", "training_rows"]

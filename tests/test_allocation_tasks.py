@@ -1,0 +1,98 @@
+"""Issue 40's study parts: split costs on the hand lattice, the fixed split's and the safe
+split's fits, and the shares' standard errors, by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import v2_observation as observation
+
+from agents.split_allocators import ALL_IN_LR, FixedSplitByCost, SafeSplit
+from ballad_env.episode import AL, LR
+from scripts.studies.allocation import tasks_fit as F
+from scripts.studies.allocation.tasks_cells import candidate_splits, cell_row, split_path
+from scripts.studies.allocation.tasks_report import shares_with_se
+
+
+def test_split_costs_on_the_hand_lattice_equal_the_agents_replay() -> None:
+    from test_replay import hand_lattice
+
+    lat = hand_lattice()  # costs [i, j]: (0,0) .5 (0,1) .3 (1,0) .2 (0,2) 0 (1,1) .9 (2,0) .8
+    assert candidate_splits(2) == [(LR, 0), (LR, 1), (AL, 1)]
+    row = cell_row(lat, "default", "hand")
+    assert np.allclose(row["split_costs"], [(0.2 + 0.8) / 2, (0.3 + 0.9) / 2, (0.2 + 0.9) / 2])
+    assert row["all-in-lr"] == pytest.approx(0.15) and row["optimal"] == pytest.approx(0.15)
+    for split in [*candidate_splits(2), ALL_IN_LR]:
+        agent = FixedSplitByCost({0.5: split})
+        assert lat.replay(agent) == split_path(lat, split)
+
+
+def _rows(gains_by_tau: list[tuple[float, list[float]]], level: str = "default",
+          groups: int = 4) -> pd.DataFrame:
+    """Rows with All-in-LR cost 1, optimum 0 and split costs 1 - gain (two-round budget)."""
+    rows = []
+    for k, (tau, gains) in enumerate(gains_by_tau):
+        rows.append({"level": level, "dataset": f"d{k % groups}", "group": f"g{k % groups}",
+                     "seed": k, "n_rounds": 2, "unit": 1.0, "all-in-lr": 1.0, "optimal": 0.0,
+                     "obs": observation(log_contamination=tau, log_size=0.1 * (k % 3)),
+                     "split_costs": 1.0 - np.array(gains)})
+    return pd.DataFrame(rows)
+
+
+def test_fixed_split_takes_the_least_mean_cost_per_level() -> None:
+    rows = pd.concat([_rows([(0.5, [0.1, 0.3, -0.2])] * 4),
+                      _rows([(0.5, [-0.1, -0.3, -0.2])] * 4, "cfp10")], ignore_index=True)
+    params = F.fit_fixed(rows)
+    levels = {lv["level"]: tuple(lv["split"]) for lv in params["levels"]}
+    assert levels == {"default": (LR, 1), "cfp10": ALL_IN_LR}  # every split loses at cfp10
+    choices = F.fixed_choices(params, rows.iloc[:1])
+    assert F.costs_of(rows.iloc[:1], choices) == pytest.approx([0.7])
+
+
+def test_safe_split_fit_learns_a_gain_that_turns_with_a_trait() -> None:
+    rng = np.random.default_rng(0)
+    taus = rng.uniform(size=200)
+    rows = _rows([(t, [0.4 * (t - 0.5), 0.0, -0.1]) for t in taus], groups=10)
+    params = F.fit_safe(rows, alpha=1e-6, z=0.0, margin=0.0, ood=None)
+    near = observation(log_contamination=0.9, log_size=0.1)  # gains 0.16, 0, -0.1
+    agent = SafeSplit.from_entry(params)
+    assert agent.gains(near)[0] == pytest.approx([0.16, 0.0, -0.1], abs=1e-6)
+    assert agent.choose(near)[0] == (LR, 0)
+    assert agent.choose(observation(log_contamination=0.1))[0] == ALL_IN_LR  # no gain > 0
+    strict = SafeSplit.from_entry({**params, "margin": 0.5})
+    assert strict.choose(near)[0] == ALL_IN_LR
+    checked = F.fit_safe(rows, alpha=1e-6, z=0.0, margin=0.0, ood=0.9)
+    far = SafeSplit.from_entry(checked)
+    assert far.choose(near)[0] == (LR, 0)
+    assert far.choose(observation(log_contamination=0.9, log_size=2.0))[0] == ALL_IN_LR
+    distances = [far.distance(o) for o in rows["obs"]]
+    assert np.mean(np.array(distances) <= checked["ood"]["threshold"]) == pytest.approx(0.9,
+                                                                                      abs=0.01)
+
+
+def test_folds_and_training_rows_keep_groups_apart() -> None:
+    assert F.folds(["b", "a", "c", "a", "d", "e", "f"], 3) == [["a", "d"], ["b", "e"], ["c", "f"]]
+    real = _rows([(0.5, [0.0, 0.0, 0.0])] * 4)
+    tasks = real.assign(level="task", group=["g0", "g1", "g2", "g9"])
+    train = F.training_rows(real, tasks, ["g0", "g9"])
+    assert sorted(train["group"]) == ["g0", "g0", "g9"]
+
+
+def test_shares_and_standard_errors_by_hand() -> None:
+    # two data sets, All-in-LR 1 and 3, optimum 0 and 1 (room 1.5); agent 0.5 and 3.0:
+    # gains 0.5 and 0: share 0.25 / 1.5, SE sd(0.5, 0) / sqrt(2) / 1.5 = 0.25 / 1.5
+    rows = pd.DataFrame({"level": ["default"] * 2, "dataset": ["a", "b"],
+                         "all-in-lr": [1.0, 3.0], "optimal": [0.0, 1.0]})
+    share, se = shares_with_se(rows, np.array([0.5, 3.0]))["default"]
+    assert share == pytest.approx(0.25 / 1.5) and se == pytest.approx(0.25 / 1.5)
+    assert F.level_shares(rows, np.array([0.5, 3.0]))["default"] == pytest.approx(0.25 / 1.5)
+
+
+def test_vectorised_choices_equal_the_agents() -> None:
+    rng = np.random.default_rng(1)
+    rows = _rows([(t, [0.4 * (t - 0.5), 0.1 * (0.5 - t), 0.02]) for t in rng.uniform(size=60)],
+                 groups=6)
+    for z, ood in ((0.0, None), (1.0, 0.8)):
+        params = F.fit_safe(rows, alpha=1.0, z=z, margin=0.01, ood=ood, members=5)
+        assert F.safe_choices(params, rows, F.design(rows)) == F.safe_choices(params, rows)
