@@ -41,15 +41,26 @@ from ballad_env.detectors.ssdo.kernel import (
     kernel_width,
 )
 
+#: How the squashing function is evaluated: ``"expm1"``, -expm1(-ln 2 (s/l)^2), which keeps
+#: its precision for small s, or ``"authors"``, anomatools' ``SquashScaler`` (the published
+#: code's) 1 - exp(ln(0.5) (s/l)^2), which differs from it in the last bit on some scores.
+SQUASH_FORMULAS = ("expm1", "authors")
 
-def squash(s: np.ndarray | float, threshold: float) -> np.ndarray:
-    """Squashing function S_l(s) = 1 - 2^(-(s/l)^2): maps s >= 0 to [0, 1) with S_l(l) = 0.5.
+
+def squash(s: np.ndarray | float, threshold: float, formula: str = "expm1") -> np.ndarray:
+    """Squashing function S_l(s) = 1 - 2^(-(s/l)^2): maps s >= 0 to [0, 1) with S_l(l) = 0.5,
+    evaluated as ``formula`` says (``SQUASH_FORMULAS``).
 
     A threshold of 0 (all reference scores zero) degenerates to the indicator s > 0.
     """
     s = np.asarray(s, dtype=np.float64)
     if threshold <= 0:
         return (s > 0).astype(np.float64)
+    if formula == "authors":  # anomatools 3.0.3's SquashScaler, operation for operation
+        return 1.0 - np.exp(np.log(0.5) * np.power(s / threshold, 2))
+    if formula != "expm1":
+        raise ValueError(f"unknown squash formula {formula!r}: use one of "
+                         f"{', '.join(SQUASH_FORMULAS)}")
     return -np.expm1(-np.log(2.0) * (s / threshold) ** 2)
 
 
@@ -129,6 +140,8 @@ class SSDO:
         ``"fitted"`` or ``"rescored"``: D's prior scores (``TRAIN_SCORINGS``).
     squash_quantile : str
         ``"exact"`` or ``"whole-percent"``: both squashing thresholds (``squash_threshold``).
+    squash_formula : str
+        ``"expm1"`` or ``"authors"``: how both squashings are evaluated (``squash``).
     kernel_backend : str
         ``"numpy"`` or ``"torch"``: where the kernel sums and the sampled eta's neighbour
         search run (``KernelRows``, ``kernel_width``).
@@ -158,10 +171,14 @@ class SSDO:
         kernel_backend: str = "numpy",
         kernel_device: str | None = None,
         kernel_pairs: str = "all",
+        squash_formula: str = "expm1",
     ) -> None:
         if train_scores not in TRAIN_SCORINGS:
             raise ValueError(f"unknown train_scores {train_scores!r}: use one of "
                              f"{', '.join(TRAIN_SCORINGS)}")
+        if squash_formula not in SQUASH_FORMULAS:
+            raise ValueError(f"unknown squash_formula {squash_formula!r}: use one of "
+                             f"{', '.join(SQUASH_FORMULAS)}")
         self.contamination = contamination
         self.prior = prior
         self.k = k
@@ -174,6 +191,7 @@ class SSDO:
         self.kernel_backend = kernel_backend
         self.kernel_device = kernel_device
         self.kernel_pairs = kernel_pairs
+        self.squash_formula = squash_formula
 
     def fit(self, X: np.ndarray, unlabeled: UnlabeledFit | None = None) -> SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold.
@@ -205,7 +223,7 @@ class SSDO:
         shift = min(0.0, float(raw.min()))
         train_scores = raw - shift
         threshold = squash_threshold(train_scores, self.contamination, self.squash_quantile)
-        return prior, shift, threshold, squash(train_scores, threshold)
+        return prior, shift, threshold, squash(train_scores, threshold, self.squash_formula)
 
     def fit_unlabeled(self, X: np.ndarray) -> UnlabeledFit:
         """The label-free parts: the prior fitted on X, its threshold, q on X, eta."""
@@ -230,12 +248,14 @@ class SSDO:
         quantile), computing neither eta nor kernel rows: the published code's initial
         outputs, from a detector fitted on D and V together (``initial_fit``)."""
         q = self._fit_prior(np.asarray(X, dtype=np.float64))[3]
-        return squash(q, squash_threshold(q, self.contamination, self.squash_quantile))
+        return squash(q, squash_threshold(q, self.contamination, self.squash_quantile),
+                      self.squash_formula)
 
     def prior_probability(self, X: np.ndarray) -> np.ndarray:
         """q(x): the prior's anomaly probability of new points (not the training set)."""
         raw = np.asarray(self.prior_.decision_function(X), dtype=np.float64)
-        return squash(np.maximum(raw - self.score_shift_, 0.0), self.prior_threshold_)
+        return squash(np.maximum(raw - self.score_shift_, 0.0), self.prior_threshold_,
+                      self.squash_formula)
 
     def add_labels(self, X_new: np.ndarray, y_new: np.ndarray) -> SSDO:
         """Add labeled training examples and update the training label terms incrementally."""
@@ -262,7 +282,7 @@ class SSDO:
 
     def anomaly_probability(self, X: np.ndarray) -> np.ndarray:
         """P(x) = S_t'(s(x)), t' the (1 - gamma) quantile of s on the training set."""
-        return squash(self.decision_function(X), self.score_threshold_)
+        return squash(self.decision_function(X), self.score_threshold_, self.squash_formula)
 
 
 class EpisodeScores(Protocol):
@@ -323,11 +343,13 @@ class PointScores:
         det = self.detector
         s_train = posterior_score(det.q_train_, det.da_train_, det.dn_train_, det.alpha)
         s_other = posterior_score(self.q, self.da, self.dn, det.alpha)
-        return squash(s_train, det.score_threshold_), squash(s_other, det.score_threshold_)
+        formula = det.squash_formula
+        return (squash(s_train, det.score_threshold_, formula),
+                squash(s_other, det.score_threshold_, formula))
 
 
 __all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES",
-           "KERNEL_PAIRS", "PRIORS",
+           "KERNEL_PAIRS", "PRIORS", "SQUASH_FORMULAS",
            "SQUASH_QUANTILES", "SSDO", "TRAIN_SCORINGS", "EpisodeScores", "KernelRows",
            "PointScores", "PriorFactory", "UnlabeledFit", "check_prior", "kernel_sums",
            "kernel_width", "make_prior", "posterior_score", "prior_factory",
