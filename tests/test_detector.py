@@ -45,6 +45,27 @@ def test_squash_monotone_and_bounded() -> None:
     assert squash(1e-9, 1.0) == pytest.approx(math.log(2) * 1e-18, rel=1e-9)
 
 
+def test_squash_as_anomatools_writes_it() -> None:
+    """``formula="authors"``: 1 - exp(ln(0.5) (s/l)^2), anomatools' SquashScaler. The same
+    function: S_2(1) = 1 - 2^(-1/4) = 0.159103585, S_1(2) = 0.9375; but 1 - exp(x) loses
+    what expm1 keeps for small scores (1 - exp(-6.9e-19) rounds to 0), and the two differ in
+    the last bit on some scores (which can move the published threshold search's tau)."""
+    assert squash(1.0, 2.0, "authors") == pytest.approx(0.159103585, abs=1e-9)
+    assert squash(2.0, 1.0, "authors") == pytest.approx(0.9375, abs=1e-15)
+    assert squash(1.0, 1.0, "authors") == pytest.approx(0.5, abs=1e-15)
+    assert squash(1e-9, 1.0, "authors") == 0.0 < squash(1e-9, 1.0)
+    s = np.linspace(0.05, 3.0, 400)
+    ours, theirs = squash(s, 1.3), squash(s, 1.3, "authors")
+    np.testing.assert_array_equal(theirs, 1.0 - np.exp(np.log(0.5) * np.power(s / 1.3, 2)))
+    assert np.abs(ours - theirs).max() <= 4.5e-16
+    assert (ours != theirs).any()
+    np.testing.assert_array_equal(squash(s, 0.0, "authors"), np.ones_like(s))
+    with pytest.raises(ValueError, match="unknown squash formula 'exp'"):
+        squash(s, 1.0, "exp")
+    with pytest.raises(ValueError, match="unknown squash_formula 'exp'"):
+        SSDO(0.1, squash_formula="exp")
+
+
 def test_squash_zero_threshold_is_indicator() -> None:
     s = np.array([0.0, 1e-12, 0.3, 5.0])
     np.testing.assert_array_equal(squash(s, 0.0), [0.0, 1.0, 1.0, 1.0])
