@@ -20,7 +20,7 @@ install: $(VENV)/.installed-all
 
 run: $(VENV)/.installed-experiments
 	rm -rf results/run  # a fresh run: results of older code must not be resumed
-	$(PY) scripts/compare_agents.py --datasets wdbc --seeds 10 \
+	$(VENV)/bin/ballad-env compare --datasets wdbc --seeds 10 \
 		--agents ballad all-in-al all-in-lr --per-round --output results/run
 
 test: $(VENV)/.installed-all
@@ -40,7 +40,7 @@ docs: $(VENV)/.installed-all $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: $(VENV)/.installed-experiments
-	$(PY) scripts/bench.py
+	$(VENV)/bin/ballad-env bench
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis

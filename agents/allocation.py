@@ -18,7 +18,7 @@ log10(c_fn / c_fp), scaled) is nearest the episode's, so one agent serves every 
 
 The fitted parameters ship as JSON (``allocation_params.json``), read without pickle, and
 the policies as SB3 zips loaded without unpickling; the fit is
-``agents.experiments.studies.allocation``. ``allocator`` is the family that takes the
+``scripts.studies.allocation``. ``allocator`` is the family that takes the
 largest share of the room on the held-out data sets.
 """
 

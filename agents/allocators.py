@@ -24,7 +24,7 @@ label, ``val_cost`` is computed on V's labels only, so the two estimates agree o
 state the rule visits after its first LR round.)
 
 Defaults are the values tuned on the training data sets of ``docs/policy_split.json``
-(``agents.experiments.studies.allocators``). Each rule keeps its own state, reset by
+(``scripts.studies.allocators``). Each rule keeps its own state, reset by
 ``reset(seed)`` and whenever an observation shows an unspent budget.
 """
 
@@ -261,7 +261,7 @@ class TraitSwitch(ProbeThenDecide):
     round moved the detector (entropy and cosine rewards), the anomalies it found, and tau
     and the rejection rate it leaves. The decision that matters comes first
     (docs/studies/ALLOCATORS.md), so the probe is short. The coefficients are fitted on the
-    training data sets (``agents.experiments.studies.allocators.fit_trait_switch``).
+    training data sets (``scripts.studies.allocators.fit_trait_switch``).
     """
 
     name = "trait-switch"

@@ -140,7 +140,7 @@ def read_settings(json_file: Path) -> dict[str, Any]:
     :class:`PolicyFileError` naming the file."""
     def refuse(problem: str) -> PolicyFileError:
         return PolicyFileError(f"{json_file}: {problem}; a policy's settings JSON is written "
-                               "by scripts/train_policy.py and needs at least "
+                               "by ballad-env train and needs at least "
                                '{"algo": "ppo"|"a2c"|"dqn"|"maskable_ppo"}')
 
     try:

@@ -57,7 +57,7 @@ def settings_file(model: str | os.PathLike) -> Path:
     raise FileNotFoundError(
         f"no settings file {beside} beside the model, nor a training run's for a checkpoint "
         f"or best model (<run>/<run>.json above {'/ or '.join(TRAINING_SUBFOLDERS)}/): "
-        "scripts/train_policy.py writes it; a model trained elsewhere needs at least "
+        "ballad-env train writes it; a model trained elsewhere needs at least "
         "{\"algo\": \"ppo\"|\"a2c\"|\"dqn\"|\"maskable_ppo\"}")
 
 

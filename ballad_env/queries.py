@@ -209,7 +209,8 @@ class ThresholdDistanceAuthors(ThresholdDistance):
 class ThresholdDistanceAuthorsRanked(ThresholdDistanceAuthors):
     """``threshold-distance-authors`` with the earlier round-1 fix: rank the pool by
     2 |P - 0.5| (the distance to 0.5), nothing rejected, and buy ``size`` labels (what
-    ``ballad-env sadal-published --al-first-round rank`` does to the published code)."""
+    ``python -m scripts.studies.sadal_published --al-first-round rank`` does to the published
+    code)."""
 
     def first_round(self, probability: np.ndarray, unlabeled: np.ndarray, size: int
                     ) -> np.ndarray:

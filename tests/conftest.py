@@ -11,7 +11,6 @@ import importlib.util
 import json
 import math
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -28,18 +27,10 @@ from ballad_env.data.bundled import BUNDLED_DIR
 ENV_ID = ballad_env.ENV_ID
 
 
-def load_script(name: str) -> ModuleType:
-    """The command line that ``scripts/<name>`` runs (its ``main``'s module), imported
-    through the shim once per session."""
-    module_name = f"script_{name.removesuffix('.py')}"
-    if module_name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "scripts" / name
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[sys.modules[module_name].main.__module__]  # the shim's command line
+def load_job(module: str) -> ModuleType:
+    """The module of a job's command line (``agents.experiments.cli.compare``, or a study's
+    ``scripts.studies.<study>.__main__``), imported."""
+    return importlib.import_module(module)
 
 
 def write_data_files(folder: Path, sizes: dict[str, int]) -> Path:
@@ -190,7 +181,7 @@ def crossed_hand_paths(queries: str = "ours", with_lattice: bool = True) -> Any:
     the lattice's oracle and optimum when ``with_lattice`` is False, as a live cell)."""
     import pandas as pd
 
-    from agents.experiments.studies.crossed.factors import FACTOR_NAMES
+    from scripts.studies.crossed.factors import FACTOR_NAMES
 
     costs = {"A": {"all-in-al": 0.50, "all-in-lr": 0.30, "ballad": 0.20, "sadal": 0.40,
                    "oracle": 0.25, "optimal": 0.10, "fixed-lr00": 0.50, "fixed-lr01": 0.15},

@@ -10,12 +10,6 @@ from conftest import v2_observation as observation
 
 import agents
 from agents.allocation import ImitationPolicy, SplitRule, packaged_agent, packaged_params
-from agents.experiments.studies.allocation import fit as F
-from agents.experiments.studies.allocation.cells import (
-    decision_observation,
-    probe_path,
-    split_costs,
-)
 from agents.registry import make_agent
 from ballad_env.data import load_dataset
 from ballad_env.env import BudgetAllocationEnv
@@ -23,6 +17,12 @@ from ballad_env.episode import AL, LR
 from ballad_env.observation import ALL_FEATURE_INDEX
 from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
+from scripts.studies.allocation import fit as F
+from scripts.studies.allocation.cells import (
+    decision_observation,
+    probe_path,
+    split_costs,
+)
 
 
 def model(ratio: float, coef: list[list[float]], intercept: list[float]) -> dict:
@@ -197,7 +197,7 @@ def test_allocator_replays_as_it_plays_on_a_benchmark_at_cfn10() -> None:
 def test_level_shares_average_seeds_then_data_sets() -> None:
     import pandas as pd
 
-    from agents.experiments.studies.allocation.analysis import folds, level_shares
+    from scripts.studies.allocation.analysis import folds, level_shares
 
     rows = pd.DataFrame({
         "level": ["default"] * 3, "dataset": ["a", "a", "b"], "seed": [0, 1, 0],
@@ -208,7 +208,7 @@ def test_level_shares_average_seeds_then_data_sets() -> None:
 
 
 def test_the_allocation_study_refuses_reserved_sets(tmp_path) -> None:
-    from agents.experiments.studies.allocation.cells import iter_lattices
+    from scripts.studies.allocation.cells import iter_lattices
 
     with pytest.raises(ValueError, match="allocation study refuses the reserved"):
         next(iter_lattices(tmp_path, ["Pima", "adbench/yeast"], [0]))

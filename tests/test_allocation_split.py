@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.experiments.allocation_split import (
+from scripts.studies.common.split import (
     GROUPS,
     NEAR_RESERVED,
     RESERVED,
@@ -50,12 +50,16 @@ def test_reserved_names_are_refused_in_any_spelling(name):
         refuse_reserved(["Pima", name], "training")
 
 
-def test_trainer_and_allocator_study_refuse_reserved_sets(tmp_path):
-    from agents.experiments.studies.allocators.cells import build_lattices
+def test_library_accepts_reserved_sets_and_the_studies_refuse_them(tmp_path):
+    """The reserved sets are the allocation studies' rule, not the library's: the trainer
+    takes ``adbench/cardio``; the studies that fit allocators refuse it."""
     from agents.experiments.training.sb3 import TrainConfig
+    from scripts.studies.allocation.rl import train_policies
+    from scripts.studies.allocators.cells import build_lattices
 
+    assert TrainConfig(datasets=("Pima", "adbench/cardio")).datasets == ("Pima", "adbench/cardio")
     with pytest.raises(ValueError, match="training refuses the reserved data set"):
-        TrainConfig(datasets=("Pima", "adbench/cardio"))
+        train_policies(tmp_path, ["Pima", "adbench/cardio"], steps=10)
     with pytest.raises(ValueError, match="allocator study refuses"):
         build_lattices(tmp_path, ["adbench/musk@500"], [0])
     refuse_reserved(["Pima", "adbench/Cardiotocography", "adbench/satellite"], "x")  # passes

@@ -1,5 +1,5 @@
 """The validation-sample cost signal, observation v1, and the allocators that read it
-(agents.allocators, agents.experiments.studies.allocators)."""
+(agents.allocators, scripts.studies.allocators)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,19 @@ from agents.allocators import (
     ThompsonGain,
     TraitSwitch,
 )
-from agents.experiments.studies.allocators import (
+from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
+from ballad_env.cost import Costs
+from ballad_env.observation import (
+    ALL_FEATURE_INDEX,
+    OBSERVATION_FEATURES,
+    OBSERVATIONS,
+    encode,
+    feature_table,
+)
+from ballad_env.rejection.confidence import confidence, example_costs, mean_and_standard_error
+from ballad_env.replay.lattice import STATE_FIELDS, Lattice, build_lattice
+from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES
+from scripts.studies.allocators import (
     Candidate,
     candidates,
     detection_rounds,
@@ -36,18 +48,6 @@ from agents.experiments.studies.allocators import (
     trait_switch_paths,
     tuned_paths,
 )
-from ballad_env import AL, LR, BudgetAllocationEnv, Episode, Settings, load_dataset
-from ballad_env.cost import Costs
-from ballad_env.observation import (
-    ALL_FEATURE_INDEX,
-    OBSERVATION_FEATURES,
-    OBSERVATIONS,
-    encode,
-    feature_table,
-)
-from ballad_env.rejection.confidence import confidence, example_costs, mean_and_standard_error
-from ballad_env.replay.lattice import STATE_FIELDS, Lattice, build_lattice
-from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES
 
 SHORT = {"budget_fraction": 0.3, "round_fraction": 0.05}  # 6 rounds
 
@@ -510,7 +510,7 @@ def test_replays_run_into_a_result_store_resume_and_grow(tmp_path) -> None:
     """The study's replays are cells of a ResultStore (a TableCell per table): the stored
     paths are ``replay_cell``'s rows, a rerun computes nothing, and a candidate added later
     is replayed alone and appended to each finished cell."""
-    from agents.experiments.studies.allocators import (
+    from scripts.studies.allocators import (
         build_lattices,
         compute_replays,
         iter_lattices,

@@ -1,25 +1,26 @@
 """The floors of docs/architecture.md, checked on the imports of every module.
 
 ballad_env (the environment) imports no other floor; agents (the allocators) import only
-ballad_env; agents.experiments (the harness) imports both; the studies
-(agents.experiments.studies) import those three and never one another (a study split into a
-subpackage by job imports its own parts); the command line
-(agents.experiments.cli, and ``python -m ballad_env``) sits on top; scripts are shims of it,
-imported by nothing. Within ballad_env the module-level imports form no cycle. No module
-imports another module's private name, and no module starts a script as a process.
+ballad_env; agents.experiments (the harness) imports both; the command line
+(agents.experiments.cli, and ``python -m ballad_env``) sits on top of the library. The
+research lives in scripts/, never installed: the studies (scripts.studies.<study>) import the
+library and what they share (scripts.studies.common), never one another; the tools
+(scripts.tools) import the library and the studies' common part. Nothing in the library imports
+scripts/. No import circle runs among the project's modules (imports inside functions
+included; ``if TYPE_CHECKING:`` blocks, which never run, aside). No module imports another
+module's private name, and no module starts a script as a process.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ballad_env", "agents")
+PACKAGES = ("ballad_env", "agents", "scripts")
 
 
 #: The command line's entry in the environment's package: it imports the command lazily.
@@ -30,23 +31,28 @@ def layer(module: str) -> str:
     """The layer of a dotted module name of this project ('' for other packages)."""
     if module.startswith("agents.experiments.cli") or module in ENTRY_POINTS:
         return "commands"
-    if module.startswith("agents.experiments.studies"):
-        return "studies"
     if module.startswith("agents.experiments"):
         return "harness"
     if module.startswith("agents"):
         return "agents"
     if module.startswith("ballad_env"):
         return "environment"
+    if module.startswith("scripts.studies.common"):
+        return "common"
+    if module.startswith("scripts.studies"):
+        return "studies"
     if module.startswith("scripts"):
-        return "scripts"
+        return "tools"
     return ""
 
 
+LIBRARY = {"environment", "agents", "harness", "commands"}
 ALLOWED = {"environment": {"environment"}, "agents": {"environment", "agents"},
            "harness": {"environment", "agents", "harness"},
-           "studies": {"environment", "agents", "harness"},
-           "commands": {"environment", "agents", "harness", "studies", "commands"}}
+           "commands": LIBRARY,
+           "common": LIBRARY | {"common"},
+           "studies": LIBRARY | {"common"},
+           "tools": LIBRARY | {"common", "tools"}}
 
 
 @functools.cache
@@ -62,31 +68,48 @@ def modules() -> dict[str, Path]:
 def imports(path: Path, top_level_only: bool = False) -> set[str]:
     """Project modules that ``path`` imports (anywhere, or at module level only)."""
     tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    nodes = tree.body if top_level_only else [
+        node for node in ast.walk(strip_type_checking(tree))]
     names: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            # ``from package import module`` imports that module too
-            names.update(f"{node.module}.{alias.name}" for alias in node.names
-                         if f"{node.module}.{alias.name}" in modules())
+            # ``from package import module`` imports that module; any other name, the package
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names
+                          if f"{node.module}.{alias.name}" in modules()}
+            names.update(submodules)
+            if len(submodules) < len(node.names):
+                names.add(node.module)
     return {name for name in names if layer(name)}
 
 
+def strip_type_checking(tree: ast.Module) -> ast.Module:
+    """``tree`` without its ``if TYPE_CHECKING:`` blocks (their imports never run)."""
+    class Strip(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | None:
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else (
+                test.attr if isinstance(test, ast.Attribute) else "")
+            if name == "TYPE_CHECKING":
+                return None if not node.orelse else node.orelse  # type: ignore[return-value]
+            self.generic_visit(node)
+            return node
+    return Strip().visit(tree)
+
+
 def study(module: str) -> str | None:
-    """The study a module belongs to (``agents.experiments.studies.<name>``, also for the
-    parts of a study split into a subpackage), or None."""
+    """The study a module belongs to (``scripts.studies.<name>``, for every part of it), or
+    None (``scripts.studies.common`` is shared, not a study)."""
     parts = module.split(".")
-    if parts[:3] == ["agents", "experiments", "studies"] and len(parts) > 3:
-        return ".".join(parts[:4])
+    if parts[:2] == ["scripts", "studies"] and len(parts) > 2 and parts[2] != "common":
+        return ".".join(parts[:3])
     return None
 
 
 def allowed(module: str, name: str) -> bool:
-    """Whether ``module`` may import ``name``: a floor below it, or (for a study split into
-    a subpackage by job) a part of its own study; never another study."""
+    """Whether ``module`` may import ``name``: a floor below it, or a part of its own study;
+    never another study."""
     own_study = study(module)
     return layer(name) in ALLOWED[layer(module)] or (
         own_study is not None and study(name) == own_study)
@@ -157,38 +180,86 @@ def test_no_module_starts_a_script_as_a_process(module: str) -> None:
                        "main, or the function it runs, in the executor's workers instead")
 
 
-#: Maintainers' tools in scripts/ (not jobs of the command): they may import below it.
-MAINTAINER_TOOLS = {"adbench_registry.py"}
+STUDIES = sorted(p.name for p in (ROOT / "scripts" / "studies").iterdir()
+                 if (p / "__init__.py").is_file() and p.name != "common")
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.py")))
-def test_each_script_is_an_executable_shim_of_a_command(script: str) -> None:
-    path = ROOT / "scripts" / script
-    assert path.read_text().startswith("#!/usr/bin/env python3\n"), "no shebang"
-    assert os.access(path, os.X_OK), f"scripts/{script} is not executable (chmod +x)"
-    if script in MAINTAINER_TOOLS:
-        return
-    project = imports(path)
-    assert project and all(layer(name) == "commands" for name in project), project
+@pytest.mark.parametrize("name", STUDIES)
+def test_each_study_has_one_entry_point(name: str) -> None:
+    """``python -m scripts.studies.<name>``: a ``__main__`` with a ``main(argv)``, run only
+    as a program (importing it runs nothing)."""
+    main = ROOT / "scripts" / "studies" / name / "__main__.py"
+    assert main.is_file(), f"scripts/studies/{name} has no __main__.py"
+    tree = ast.parse(main.read_text())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
+    assert 'if __name__ == "__main__":' in main.read_text()
 
 
-def test_the_environment_has_no_import_cycle() -> None:
-    graph = {name: {m for m in imports(path, top_level_only=True)
-                    if m.startswith("ballad_env.") and m != name}
-             for name, path in modules().items()
-             if name.startswith("ballad_env.")}
-    done: set[str] = set()
+def test_nothing_in_the_library_imports_the_research() -> None:
+    wrong = {name: sorted(m for m in imports(path) if m.startswith("scripts"))
+             for name, path in modules().items() if layer(name) in LIBRARY}
+    assert not {k: v for k, v in wrong.items() if v}
 
-    def visit(node: str, trail: tuple[str, ...]) -> None:
-        assert node not in trail, "import cycle: " + " -> ".join((*trail, node))
-        if node in done:
-            return
-        for child in graph.get(node, ()):
-            visit(child, (*trail, node))
-        done.add(node)
 
-    for name in graph:
-        visit(name, ())
+def import_graph() -> dict[str, set[str]]:
+    """Each project module -> the project modules it imports anywhere (in functions too)."""
+    found = modules()
+    return {name: {m for m in imports(path) if m in found and m != name}
+                for name, path in found.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for child in sorted(graph.get(node, ())):
+            if child not in index:
+                connect(child)
+                low[node] = min(low[node], low[child])
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            connect(name)
+    return cycles
+
+
+def test_no_import_cycle_among_the_project_modules() -> None:
+    cycles = import_cycles(import_graph())
+    assert not cycles, "import cycles (imports inside functions count): " + "; ".join(
+        " <-> ".join(group) for group in cycles)
+
+
+def test_an_import_cycle_inside_a_function_would_be_caught(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text("from agents.experiments import run\n")
+    second.write_text("def late():\n    from agents import base\n")
+    graph = {"a": {"b"}, "b": set(), "agents.base": {"agents.x"}, "agents.x": {"agents.base"}}
+    assert import_cycles(graph) == [["agents.base", "agents.x"]]
+    assert imports(second) == {"agents.base"} or imports(second) == {"agents"}
+    typed = tmp_path / "c.py"
+    typed.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                     "    from agents import base\n")
+    assert imports(typed) == set()
 
 
 def test_a_forbidden_import_would_be_caught(tmp_path: Path) -> None:
@@ -203,19 +274,20 @@ def test_study_to_study_and_private_imports_would_be_caught(tmp_path: Path) -> N
     """The checkers themselves: a study importing another study (either spelling), a private
     name from another module, and a process started on a script are all reported."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from agents.experiments.studies import lattice\n"
-                   "from agents.experiments.studies.policies import load_rounds\n"
+    bad.write_text("from scripts.studies import lattice\n"
+                   "from scripts.studies.policies.study import load_rounds\n"
                    "from agents.experiments.run import _run_task\n")
     found = imports(bad)
-    assert {"agents.experiments.studies.lattice", "agents.experiments.studies.policies"} <= found
-    assert not any(allowed("agents.experiments.studies.x", name) for name in found
-                   if name.startswith("agents.experiments.studies"))
+    assert {"scripts.studies.lattice", "scripts.studies.policies.study"} <= found
+    assert not any(allowed("scripts.studies.crossed.cells", name) for name in found
+                   if name.startswith("scripts.studies"))
+    assert not allowed("agents.experiments.grid", "scripts.studies.common.split")
     # A study split into a subpackage by job imports its own parts, and still no other study.
-    part = "agents.experiments.studies.allocators.analysis"
-    assert allowed(part, "agents.experiments.studies.allocators.cells")
-    assert not allowed(part, "agents.experiments.studies.lattice")
-    assert not allowed(part, "agents.experiments.studies.lattice.analysis")
-    assert private_imports(bad, "agents.experiments.studies.x") == [
+    part = "scripts.studies.allocators.analysis"
+    assert allowed(part, "scripts.studies.allocators.cells")
+    assert not allowed(part, "scripts.studies.lattice")
+    assert not allowed(part, "scripts.studies.lattice.analysis")
+    assert private_imports(bad, "scripts.studies.x") == [
         "agents.experiments.run._run_task"]
     bad.write_text("import subprocess, sys\nSCRIPT = ROOT / 'scripts' / 'train_policy.py'\n"
                    "subprocess.Popen([sys.executable, str(SCRIPT)])\n"

@@ -10,15 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments.studies.authors_code import (
-    ablation_episodes,
-    ablation_settings,
-    ablation_table,
-    agreement_per_dataset,
-    agreement_table,
-    change_label,
-    published_grids,
-)
 from ballad_env.cost import Costs, evaluate
 from ballad_env.data import Dataset
 from ballad_env.detectors.ssdo.model import SSDO, squash, squash_threshold
@@ -28,6 +19,15 @@ from ballad_env.rejection.confidence import ThresholdSearch, empirical_cost, pla
 from ballad_env.rewards import SideOutput, entropy
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+from scripts.studies.authors_code.ablation import (
+    ablation_episodes,
+    ablation_settings,
+    ablation_table,
+    agreement_per_dataset,
+    agreement_table,
+    change_label,
+    published_grids,
+)
 
 
 # ----------------------------------------------------------------------------- cost metric

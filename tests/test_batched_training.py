@@ -206,7 +206,7 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
 def test_the_learning_check_replays_a_groups_policies(store, tmp_path) -> None:
     """``bench --quality-runs``: a group's greedy policies replayed on every cell, beside
     the yardsticks; no path beats the hindsight optimum of the final cost."""
-    from agents.experiments.studies.training_bench import quality_table, run_groups
+    from agents.experiments.bench.training import quality_table, run_groups
 
     run = train_batched(store, n_envs=4, total_timesteps=60, hyperparameters=TINY,
                         output_dir=tmp_path, run_name="g-s0")

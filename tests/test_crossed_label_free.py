@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from agents.experiments.studies.crossed.label_free import (
+from scripts.studies.crossed.label_free import (
     applies,
     label_free_table,
     per_dataset,

@@ -1,4 +1,4 @@
-"""The crossed study's live cells (agents.experiments.studies.crossed.live): which
+"""The crossed study's live cells (scripts.studies.crossed.live): which
 combinations are played live, a live cell's rows (fixed splits' paths, the scoring checked
 against the lattice's), the analysis' live rows by hand, resumption and the command line.
 On the built-in toy data with 5 rounds (a budget of 10% in rounds of 2%), so it is fast."""
@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 from conftest import crossed_hand_paths
 
-from agents.experiments.cli import crossed_study as cli
-from agents.experiments.lattice_paths import BEST_FIXED, episode_row, reference_paths
-from agents.experiments.studies import crossed as study
 from agents.registry import make_agent
 from ballad_env.data import load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
+from scripts.studies import crossed as study
+from scripts.studies.common.lattice_paths import BEST_FIXED, episode_row, reference_paths
+from scripts.studies.crossed import __main__ as cli
 
 SHORT = Settings(budget_fraction=0.1)  # 5 rounds of 2%
 SADAL_QUERIES = {"al_strategy": "threshold-distance", "lr_strategy": "stratified-probability"}

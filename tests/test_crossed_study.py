@@ -1,4 +1,4 @@
-"""The crossed study (agents.experiments.studies.crossed): its factor combinations and the
+"""The crossed study (scripts.studies.crossed): its factor combinations and the
 not-posable ones, its summaries on a hand-built table, and a small run end to end on the
 built-in toy data (lattices built, replayed, stored, resumed, reported)."""
 
@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from conftest import crossed_hand_paths
 
-from agents.experiments.cli import crossed_study as cli
-from agents.experiments.lattice_paths import BEST_FIXED, best_fixed_per_cell
-from agents.experiments.studies import crossed as study
 from ballad_env.replay.lattice import build_lattice
 from ballad_env.settings import Settings
+from scripts.studies import crossed as study
+from scripts.studies.common.lattice_paths import BEST_FIXED, best_fixed_per_cell
+from scripts.studies.crossed import __main__ as cli
 
 OURS = {"detector": ["ssdo"], "rejector": ["confidence"], "queries": ["ours"],
         "costs": ["default"], "protocol": ["ours"]}

@@ -6,7 +6,7 @@ damaged ``.npz`` either loads the very same arrays (the byte was in a field noth
 or fails. The other formats carry no checksum: a changed digit loads as a different, valid
 data set, which is all a reader can do; what must never happen is a parser's own
 exception (``zlib.error``, ``IndexError``, ``UnicodeDecodeError``, ...) with no file name.
-``scripts/robustness_sweep.py``-sized runs of the same check take longer; these stay fast.
+``python -m scripts.studies.robustness``-sized runs of the same check take longer; these stay fast.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.experiments.stores.corruption import (
+from ballad_env.data import DataWarning, load_dataset
+from ballad_env.data.mat5 import mat5_problem
+from scripts.studies.robustness.damaged_files import (
     DATA_FORMATS,
     check_damages,
     damages,
@@ -26,8 +28,6 @@ from agents.experiments.stores.corruption import (
     write_mat,
     write_npz_compressed,
 )
-from ballad_env.data import DataWarning, load_dataset
-from ballad_env.data.mat5 import mat5_problem
 
 X = np.round(np.random.default_rng(0).normal(size=(24, 3)), 3)
 Y = (np.arange(24) < 3).astype(np.int8)

@@ -1,6 +1,6 @@
 """The documentation site's generated parts: the command line's reference drawn from the
-parsers (agents.experiments.cli.reference), the landing page's figure of which allocation
-wins where (agents.experiments.reports.winners), and the notes the guide gives for two
+parsers (scripts.tools.cli_reference), the landing page's figure of which allocation
+wins where (scripts.tools.reports.winners), and the notes the guide gives for two
 things Gymnasium and stable-baselines3 do not do for you (action masks through wrappers,
 costs from evaluate_policy)."""
 
@@ -16,9 +16,9 @@ import pytest
 import ballad_env
 from agents import make_agent, run_episode
 from agents.experiments.cli import COMMANDS
-from agents.experiments.cli.reference import cli_reference, job_help, job_parser
-from agents.experiments.cli.reports import main as reports_main
-from agents.experiments.reports.winners import SOURCE, STEM, stale_answer, winners
+from scripts.tools.cli_reference import cli_reference, job_help, job_parser
+from scripts.tools.reports.__main__ import main as reports_main
+from scripts.tools.reports.winners import SOURCE, STEM, stale_answer, winners
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,8 +39,6 @@ def test_reference_is_each_parsers_own_help() -> None:
         assert f"## `ballad-env {name}`" in page
     compare = dict(job_help("compare"))["ballad-env compare"]
     assert "--plot" in compare and compare in page  # the parser's text, not a copy
-    helps = dict(job_help("policy-study"))
-    assert {"ballad-env policy-study train", "ballad-env policy-study evaluate"} <= set(helps)
 
 
 def test_unknown_job_names_the_known_ones() -> None:
@@ -169,9 +167,9 @@ def test_api_reference_covers_every_package_and_module() -> None:
     packages = hook.api_packages()
     assert {"ballad_env", "ballad_env.replay", "agents", "agents.experiments.reports"} <= set(
         packages)
-    assert not any(p.startswith(("agents.experiments.studies", "agents.experiments.cli"))
-                   for p in packages)
-    assert "agents.experiments.reports.winners" in packages["agents.experiments.reports"]
+    assert not any(p.startswith(("scripts", "agents.experiments.cli")) for p in packages)
+    assert "agents.experiments.reports.plots" in packages["agents.experiments.reports"]
+    assert "agents.experiments.bench.training" in packages["agents.experiments.bench"]
     assert "ballad_env.__main__" not in packages["ballad_env"]
     page = hook.api_page("ballad_env.replay", packages["ballad_env.replay"])
     assert "::: ballad_env.replay.vector\n" in page

@@ -2,8 +2,9 @@
 a full disk is said in words and leaves no partial file, and a killed writer's temporary
 files are cleared at the next start.
 
-The fuzz tests damage a seeded sample of each file kind (``agents.experiments.stores.corruption``);
-``scripts/robustness_sweep.py --files`` damages every byte of each.
+The fuzz tests damage a seeded sample of each file kind
+(``scripts.studies.robustness.damaged_files``);
+``python -m scripts.studies.robustness --files`` damages every byte of each.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ import pytest
 from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store
 from agents.experiments.run import run_grid
-from agents.experiments.stores.corruption import (
+from agents.experiments.stores.results import ResultStore, RunError, load_results, writable_folder
+from ballad_env import files
+from ballad_env.replay.lattice import build_lattice
+from ballad_env.replay.store import LatticeStore, StoreError, load_lattice, save_lattice
+from ballad_env.settings import Settings
+from scripts.studies.robustness.damaged_files import (
     Damage,
     check_damages,
     damages,
@@ -34,11 +40,6 @@ from agents.experiments.stores.corruption import (
     result_kinds,
     sample_data,
 )
-from agents.experiments.stores.results import ResultStore, RunError, load_results, writable_folder
-from ballad_env import files
-from ballad_env.replay.lattice import build_lattice
-from ballad_env.replay.store import LatticeStore, StoreError, load_lattice, save_lattice
-from ballad_env.settings import Settings
 
 SETTING = Settings(prior="knn", budget_fraction=0.1)  # 5 rounds
 DISK_FULL = OSError(errno.ENOSPC, "No space left on device")

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
-from conftest import load_script, write_data_files
+from conftest import load_job, write_data_files
 
 import ballad_env
 from agents.experiments import dataset_names
@@ -61,9 +61,9 @@ def test_datasets_groups(tmp_path: Path) -> None:
 
 
 def test_scripts_default_to_the_bundled_data_not_a_folder_beside_the_clone() -> None:
-    for name in ("build_lattices.py", "allocator_study.py", "lattice_study.py",
-                 "policy_study.py"):
-        assert "shared" not in (ROOT / "scripts" / name).read_text(), name
+    for name in ("agents/experiments/cli/lattices.py", "scripts/studies/allocators/__main__.py",
+                 "scripts/studies/lattice/__main__.py", "scripts/studies/policies/__main__.py"):
+        assert "shared" not in (ROOT / name).read_text(), name
 
 
 # ------------------------------------------------------------------------------ training
@@ -82,7 +82,7 @@ def test_training_curve_of_a_run_shorter_than_one_episode(tmp_path: Path) -> Non
 
 
 def test_ppo_minibatch_of_one_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
-    script = load_script("train_policy.py")
+    script = load_job("agents.experiments.cli.train")
     assert script.main(["--batch-size", "1", "--datasets", "toy"]) == 2
     assert "batch_size must be at least 2 for PPO" in capsys.readouterr().err
     assert script.main(["--n-steps", "1", "--n-envs", "1"]) == 2
@@ -91,7 +91,7 @@ def test_ppo_minibatch_of_one_is_refused_by_name(capsys: pytest.CaptureFixture[s
 
 def test_train_policy_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        load_script("train_policy.py").parse_args(["--help"])
+        load_job("agents.experiments.cli.train").parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     for option, default in (("--total-timesteps", "3000"), ("--n-envs", "2"),
                             ("--algo", "ppo"), ("--output-dir", "results/policies")):
@@ -174,15 +174,19 @@ sys.meta_path.insert(0, Block())
 """
 
 
-_SCRIPT = "import runpy, sys; sys.argv = ['{0}', '--help']; runpy.run_path('scripts/{0}')"
+#: a job (``python -m ballad_env <job> --help``) or a study (``python -m scripts.studies.<x>``)
+_JOB = ("import runpy, sys; sys.argv = ['ballad-env', '{0}', '--help']; "
+        "runpy.run_module('ballad_env', run_name='__main__')")
+_STUDY = ("import runpy, sys; sys.argv = ['{0}', '--help']; "
+          "runpy.run_module('{0}', run_name='__main__')")
 
 
 @pytest.mark.parametrize(("blocked", "code", "extra"), [
     (("pandas",), "from agents.experiments import run_grid", "experiments"),
-    (("pandas",), _SCRIPT.format("compare_agents.py"), "experiments"),
-    (("pandas",), _SCRIPT.format("authors_code_check.py"), "experiments"),
+    (("pandas",), _JOB.format("compare"), "experiments"),
+    (("pandas",), _STUDY.format("scripts.studies.authors_code"), "experiments"),
     (("torch", "stable_baselines3", "sb3_contrib"), "import agents.experiments.training.sb3", "rl"),
-    (("torch",), _SCRIPT.format("train_policy.py"), "rl"),
+    (("torch",), _JOB.format("train"), "rl"),
 ])
 def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:
     """After ``pip install .`` without extras, imports died with a bare ModuleNotFoundError."""

@@ -1,6 +1,7 @@
 """The robustness sweep's hostile cases (issue 30) end as they must: every manifest shape,
 policy size and download trick is read identically or refused by name, in time, leaving
-nothing behind (``agents.experiments.stores.hostile``; ``ballad-env robustness --files``
+nothing behind (``scripts.studies.robustness.hostile_files``;
+``python -m scripts.studies.robustness --files``
 runs them all)."""
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.experiments.stores.corruption import (
+from scripts.studies.robustness.damaged_files import (
     check_damages,
     lattice_kinds,
     result_kinds,
     sample_data,
     write_npz,
 )
-from agents.experiments.stores.hostile import (
+from scripts.studies.robustness.hostile_files import (
     DOWNLOAD_TRICKS,
     download_outcome,
     hostile_outcomes,
@@ -48,7 +49,7 @@ def test_every_download_trick_is_refused_in_time(tmp_path: Path) -> None:
 
 def test_every_policy_size_is_refused_by_name(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from agents.experiments.stores.corruption import policy_kind
+    from scripts.studies.robustness.damaged_files import policy_kind
 
     outcome = check_damages(policy_kind(tmp_path), policy_rewrites())
     assert outcome.failures == []

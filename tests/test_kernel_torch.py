@@ -1,7 +1,7 @@
 """The torch kernel backend: its kernel sums and neighbour search against numpy's, the
 options that choose it, and the episode's decisions with it (on CPU torch: CI has no GPU).
 
-Speed is measured by ``scripts/bench.py --full-size``, not here.
+Speed is measured by ``ballad-env bench --full-size``, not here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from agents.experiments.studies.bench_full import compare_backends
+from agents.experiments.bench.full_size import compare_backends
 from ballad_env.data import Dataset, DataWarning, validate_xy
 from ballad_env.detectors.ssdo.kernel import KernelRows, kernel_width
 from ballad_env.episode import Episode
@@ -232,7 +232,7 @@ def test_benchmark_decisions_agree_across_backends(benchmark_dir: Path, name: st
 
 # ----------------------------------------------------------------------- the full-size bench
 def test_full_size_bench_times_each_agent_from_one_reset(tmp_path: Path) -> None:
-    from agents.experiments.studies.bench_full import full_table, measure_full
+    from agents.experiments.bench.full_size import full_table, measure_full
     from ballad_env.compute import RESET_CACHE, episode_threads, set_episode_threads
 
     data = dataset(n=800)

@@ -1,4 +1,4 @@
-"""The lattice study (agents.experiments.studies.lattice): its analysis on hand-built tables,
+"""The lattice study (scripts.studies.lattice): its analysis on hand-built tables,
 its resume rules in its ResultStore (a new agent recomputes finished cells; other source
 code is refused) and the command line end to end on two small synthetic data sets."""
 
@@ -17,7 +17,7 @@ from conftest import write_data_files
 
 from agents.experiments.stores import provenance
 from agents.experiments.stores.results import ResultStore, RunError
-from agents.experiments.studies import lattice as study
+from scripts.studies import lattice as study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lattice_study.py"
 

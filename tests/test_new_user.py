@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import load_script, make_xy, write_data_files
+from conftest import load_job, make_xy, write_data_files
 
 import agents.experiments.executor as executor
 import agents.experiments.run as runner
@@ -98,15 +98,15 @@ def test_one_data_set_under_two_names_is_refused(tmp_path: Path, data_dir: Path)
 # ------------------------------------------------------------------ reports outside docs/
 def test_study_reports_go_to_the_results_folder_unless_asked(tmp_path: Path) -> None:
     docs = ROOT / "docs"
-    lattice = load_script("lattice_study.py")
+    lattice = load_job("scripts.studies.lattice.__main__")
     options = lattice.parse_options(["--out", str(tmp_path / "lat"), "--datasets", "wdbc"])
     assert options.docs == tmp_path / "lat"
     assert lattice.parse_options(["--datasets", "wdbc", "--update-docs"]).docs == docs
-    paper = load_script("reproduce_paper.py")
+    paper = load_job("scripts.studies.paper.__main__")
     assert paper.report_folder(paper.parse_args(["--output", str(tmp_path / "p")])) \
         == tmp_path / "p"
     assert paper.report_folder(paper.parse_args(["--update-docs"])) == docs
-    policies = load_script("policy_study.py")
+    policies = load_job("scripts.studies.policies.__main__")
     args = policies.build_parser().parse_args(["--study-dir", str(tmp_path / "s"), "report"])
     assert policies.report_folder(args) == tmp_path / "s"
     args = policies.build_parser().parse_args(["report", "--update-docs"])
@@ -142,7 +142,7 @@ def test_evaluate_policy_runs_every_registered_agent() -> None:
 
 # ------------------------------------------------------------------ small lattice studies
 def test_lattice_study_options_refuse_no_seeds() -> None:
-    lattice = load_script("lattice_study.py")
+    lattice = load_job("scripts.studies.lattice.__main__")
     with pytest.raises(SystemExit):
         lattice.parse_options(["--datasets", "wdbc", "--seeds", "0"])
 
@@ -151,7 +151,7 @@ def test_lattice_study_options_refuse_no_seeds() -> None:
 def test_small_lattice_study_on_the_builtin_wdbc(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """The built-in wdbc is a data set like any other, and the heat map shows a studied one."""
-    lattice = load_script("lattice_study.py")
+    lattice = load_job("scripts.studies.lattice.__main__")
     out = tmp_path / "out"
     committed = {path: path.stat().st_mtime_ns for folder in ("tables", "figures")
                  for path in (ROOT / "docs" / folder).glob("lattice_*")}
@@ -166,7 +166,7 @@ def test_small_lattice_study_on_the_builtin_wdbc(tmp_path: Path,
 # ------------------------------------------------------------------ errors that say what to do
 def test_train_policy_names_a_bad_data_set_before_starting_workers(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    script = load_script("train_policy.py")
+    script = load_job("agents.experiments.cli.train")
     code = script.main(["--datasets", "NoSuch", "toy", "--vec-env", "subproc", "--n-envs", "2",
                         "--total-timesteps", "30", "--no-progress", "--output-dir",
                         str(tmp_path)])
@@ -176,7 +176,7 @@ def test_train_policy_names_a_bad_data_set_before_starting_workers(
 
 def test_reproduce_paper_names_the_unknown_data_set(
         tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    script = load_script("reproduce_paper.py")
+    script = load_job("scripts.studies.paper.__main__")
     assert script.main(["--datasets", "NoSuchSet", "--data-dir", str(data_dir), "--output",
                         str(tmp_path / "p"), "--no-progress"]) == 2
     err = capsys.readouterr().err
@@ -201,7 +201,7 @@ def test_unwritable_output_folder_is_a_clear_error(
     blocker.write_text("not a folder")
     with pytest.raises(RunError, match="cannot write to .*a_file.* another --output"):
         run(Grid(("toy",), (0,), ("all-in-lr",), (SETTING,)), blocker / "run")
-    script = load_script("compare_agents.py")
+    script = load_job("agents.experiments.cli.compare")
     assert script.main(["--datasets", "toy", "--seeds", "1", "--agents", "all-in-lr",
                         "--prior", "knn", "--budget-fraction", "0.1", "--n-jobs", "1",
                         "--no-progress", "--output", str(blocker)]) == 2
@@ -376,8 +376,8 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
-    from agents.experiments.studies import policies as policy_study
     from agents.experiments.training.policy_runs import prepare_rounds
+    from scripts.studies.policies import study as policy_study
 
     model = tmp_path / "ppo-cost-train2-s0.zip"
     model.write_bytes(b"the first policy")

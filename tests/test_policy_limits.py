@@ -19,9 +19,9 @@ import pytest
 from test_policy_trust import genuine, rewrite, zip_data
 
 from agents import policy_zip
-from agents.experiments.stores.hostile import with_declared_size
 from agents.policy import load_policy
 from agents.policy_zip import PolicyFileError
+from scripts.studies.robustness.hostile_files import with_declared_size
 
 
 def _refused(model: Path, *fragments: str) -> str:

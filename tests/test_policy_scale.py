@@ -1,4 +1,4 @@
-"""The policy study at scale (agents.experiments.studies.policy_scale): training on a replay store,
+"""The policy study at scale (scripts.studies.policy_scale.study): training on a replay store,
 exact lattice evaluation on unseen cells, and its report."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from conftest import write_data_files
 
 from agents.evaluation import run_episode
 from agents.experiments.lattice_build import build_store
-from agents.experiments.studies import policy_scale as scale
 from agents.experiments.training.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
 from agents.experiments.training.sb3 import KeepInfo, TrainConfig, algorithm_kwargs, train
 from agents.policy import load_policy, observation_version
 from ballad_env import BudgetAllocationEnv, Settings
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.replay.store import LatticeStore
+from scripts.studies.policy_scale import study as scale
 
 SETTINGS = Settings()
 

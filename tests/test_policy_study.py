@@ -1,6 +1,6 @@
-"""The policy study (agents.experiments.studies.policies): its split rule, the settings it trains
+"""The policy study (scripts.studies.policies.study): its split rule, the settings it trains
 and evaluates under, resuming, its analysis on small hand-built tables, and the whole study
-at tiny size through ``scripts/policy_study.py``.
+at tiny size through ``python -m scripts.studies.policies``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import load_script, write_data_files
+from conftest import load_job, write_data_files
 
 from agents import make_agent, run_episode
-from agents.experiments.studies import policies as study
 from agents.experiments.training import policy_runs as shared
 from ballad_env import BudgetAllocationEnv
 from ballad_env.settings import Settings
+from scripts.studies.policies import study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -281,7 +281,7 @@ def test_training_times_read_both_settings_layouts(tmp_path):
 
 # --------------------------------------------------------------------------- the whole study
 def test_every_option_has_help():
-    parser = load_script("policy_study.py").build_parser()
+    parser = load_job("scripts.studies.policies.__main__").build_parser()
     subparsers = [a for a in parser._actions if a.dest == "command"][0].choices.values()
     for p in (parser, *subparsers):
         for action in p._actions:
@@ -291,7 +291,7 @@ def test_every_option_has_help():
 @pytest.mark.slow
 def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
     """split, train one policy (300 steps, c_fn = 10), evaluate, add a baseline, report."""
-    script = load_script("policy_study.py")
+    script = load_job("scripts.studies.policies.__main__")
     base = ["--data-dir", str(data_dir), "--study-dir", str(tmp_path / "study"),
             "--split-file", str(tmp_path / "split.json")]
     settings = ["--prior", "knn", "--c-fn", "10"]

@@ -99,7 +99,7 @@ def test_a_crafted_policy_runs_code_only_when_trusted(genuine, tmp_path):
 
 
 def _compare_agents():
-    """The command line behind ``scripts/compare_agents.py`` (a shim of ``ballad-env
+    """The command line behind ``ballad-env compare`` (a shim of ``ballad-env
     compare``)."""
     from agents.experiments.cli import compare
 

@@ -1,11 +1,11 @@
 """Property test: any small data set and any allocation give a well-formed episode.
 
-Hypothesis draws awkward data sets (``agents.experiments.studies.robustness``: tiny, around the 30
+Hypothesis draws awkward data sets (``scripts.studies.robustness.datasets``: tiny, around the 30
 neighbours of eta, duplicated rows, constant columns, one or two anomalies, anomalies
 indistinguishable from normals, feature scales from 1e-300 to 1e200) and an allocation
 sequence, and runs a whole episode: it must play with finite, well-formed figures, or be
 refused at construction with the error the case calls for. The suite runs a few dozen
-cases; ``scripts/robustness_sweep.py`` runs 500 or more.
+cases; ``python -m scripts.studies.robustness`` runs 500 or more.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from agents.experiments.studies.robustness import Case, check_case, episodes, expected_refusal
+from scripts.studies.robustness.datasets import Case, check_case, episodes, expected_refusal
 
 
 @pytest.mark.slow
@@ -41,15 +41,9 @@ def test_the_sweep_accepts_plays_and_refuses_as_it_should() -> None:
 
 
 def test_the_sweep_refuses_a_max_rows_below_its_smallest_data_set(capsys) -> None:
-    import importlib.util
-    from pathlib import Path
+    from scripts.studies.robustness import __main__ as script
+    from scripts.studies.robustness.datasets import MIN_ROWS, awkward_data
 
-    from agents.experiments.studies.robustness import MIN_ROWS, awkward_data
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "robustness_sweep.py"
-    spec = importlib.util.spec_from_file_location("script_robustness_sweep", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     with pytest.raises(SystemExit) as done:
         script.main(["--max-rows", str(MIN_ROWS - 1), "--examples", "1"])
     assert done.value.code == 2  # argparse's usage error, not a failed case

@@ -4,7 +4,6 @@ dependency is named. The published code itself (anomatools) is not needed here."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import types
@@ -14,8 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.experiments.studies import published_code
-from agents.experiments.studies.published_code import (
+from ballad_env.protocol import split_and_scale
+from scripts.studies.authors_code import published as published_code
+from scripts.studies.authors_code.published import (
     PublishedCodeError,
     episode_order,
     finished_episodes,
@@ -24,9 +24,6 @@ from agents.experiments.studies.published_code import (
     published_split,
     run_published,
 )
-from ballad_env.protocol import split_and_scale
-
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 @pytest.mark.parametrize("seed", [0, 5])
@@ -141,13 +138,10 @@ def test_episodes_run_seed_after_seed() -> None:
 
 # ----------------------------------------------------------------------------- errors
 def _main() -> Any:
-    """The script's ``main``, imported from its file."""
-    spec = importlib.util.spec_from_file_location("script_authors_code_check",
-                                                  SCRIPTS / "authors_code_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    """The study's ``main``, from its entry point."""
+    from scripts.studies.authors_code.__main__ import main
+
+    return main
 
 
 def test_published_command_names_what_is_missing(tmp_path: Path,

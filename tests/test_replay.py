@@ -555,7 +555,7 @@ def test_training_on_the_replay_store(store, tmp_path) -> None:
 
 
 def test_replay_report_states_the_ratio_and_the_target() -> None:
-    from agents.experiments.studies.bench import REPLAY_TARGET_STEPS, replay_report
+    from agents.experiments.bench.episodes import REPLAY_TARGET_STEPS, replay_report
 
     row = {"datasets": ["Glass"], "cells": 3, "build_s": 2.5, "kb_per_cell": 17.0,
            "replay_steps_per_s": 60_000.0, "live_steps_per_s": 30.0, "ratio": 2_000.0}
@@ -567,7 +567,7 @@ def test_replay_report_states_the_ratio_and_the_target() -> None:
 
 
 def test_replay_store_summary_gives_the_median_and_range_of_runs() -> None:
-    from agents.experiments.studies.bench import replay_store_summary
+    from agents.experiments.bench.episodes import replay_store_summary
 
     rows = [{"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": cold,
              "cold_cpu_steps_per_s": 2 * cold, "warm_steps_per_s": warm,
@@ -604,7 +604,7 @@ def test_the_stored_form_of_settings_is_made_once_and_for_unhashable_priors_too(
 
 
 def test_replay_store_report_gives_both_rates_and_the_verdicts() -> None:
-    from agents.experiments.studies.bench import replay_store_report
+    from agents.experiments.bench.episodes import replay_store_report
 
     row = {"store": "s", "cells": 100, "steps": 150_000, "cold_steps_per_s": 40_000.0,
            "cold_cpu_steps_per_s": 45_000.0, "warm_steps_per_s": 60_000.0,

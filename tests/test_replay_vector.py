@@ -262,8 +262,8 @@ def test_bad_arguments_are_refused_with_clear_errors(store) -> None:
 
 
 def test_bench_times_every_way_and_states_the_target(store) -> None:
-    """``scripts/bench.py --vector``'s measuring, tiny: a row per way and N, a verdict."""
-    from agents.experiments.studies.vector_bench import measure_vector, vector_report
+    """``ballad-env bench --vector``'s measuring, tiny: a row per way and N, a verdict."""
+    from agents.experiments.bench.vector import measure_vector, vector_report
 
     result = measure_vector(store, Settings(prior="knn"), sizes=(2,), steps=300, repeats=1,
                             short_steps=60)

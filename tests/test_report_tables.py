@@ -1,5 +1,5 @@
 """The reports include their generated tables through markers, and no report's table may
-differ from its file in docs/tables (agents.experiments.reports.generated)."""
+differ from its file in docs/tables (scripts.tools.reports.generated)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.experiments.cli.reports import main
-from agents.experiments.reports.generated import (
+from agents.experiments.reports.tables import write_table
+from scripts.tools.reports.__main__ import main
+from scripts.tools.reports.generated import (
     blocks,
     fill,
     generated_table,
     reports,
     stale,
 )
-from agents.experiments.reports.tables import write_table
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = ["POLICIES.md", "REPRODUCTION.md", "ALLOCATORS.md", "LATTICE.md"]
@@ -30,7 +30,7 @@ def test_every_report_matches_its_generated_tables():
     assert marked > 0, "no report includes a generated table: the check would check nothing"
     differences = [str(d) for p in found for d in stale(p, REPO)]
     assert not differences, ("reports whose tables differ from docs/tables (run "
-                             "scripts/fill_reports.py):\n" + "\n".join(differences))
+                             "python -m scripts.tools.reports):\n" + "\n".join(differences))
 
 
 def test_reports_live_under_docs_and_old_root_names_are_gone():

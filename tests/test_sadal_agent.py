@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from test_bandits import play
 
 from agents import make_agent
 from agents.sadal import SadalAgent, discounted_sum, sadal_choice
 from ballad_env import AL, LR
-from tests.test_bandits import play
 
 
 def test_discounted_sum_by_hand() -> None:

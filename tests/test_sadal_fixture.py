@@ -5,7 +5,7 @@ the published ``SADAL.py`` (with the published ``ssif.py``) did in each of its 1
 choosing as SADAL (``sadal``) and forced to All-in-AL (``AL``) and All-in-LR (``LR``): the
 action, the labels bought, the two thresholds, the search's seed, the test cost and the
 rewards; its ``provenance`` says how it was recorded (the files' git blob ids, the library
-versions, the command; ``agents/experiments/studies/sadal/published.py``), which SSIF ran
+versions, the command; ``scripts/studies/sadal_published/published.py``), which SSIF ran
 (the published ``ssif.py`` for ``sadal``; for the forced episodes, to save an hour, ours on
 ``RandomState(9)``, which grows the published forests: the ``sadal`` episode recorded that
 way was identical in every field), and which evident fixes were applied where the
@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.experiments.studies.sadal.published import SSIF_SOURCES
 from agents.sadal import sadal_choice
 from ballad_env.data import Dataset
 from ballad_env.episode import AL, LR, Episode
 from ballad_env.rejection.two_sided import TWO_SIDED_SEARCHES, SideProblem
 from ballad_env.settings import Settings
+from scripts.studies.sadal_published.published import SSIF_SOURCES
 
 FIXTURE = Path(__file__).parent / "data" / "sadal_published_trajectory.json"
 STRATEGIES = ("sadal", "AL", "LR")

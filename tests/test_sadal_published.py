@@ -1,4 +1,4 @@
-"""The runner of SADAL's published code (``agents.experiments.studies.sadal.published``),
+"""The runner of SADAL's published code (``scripts.studies.sadal_published.published``),
 without the published code: its refusals, its provenance and the split it hands over.
 (Running the published code itself is not part of the suite.)"""
 
@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.experiments.cli.sadal_published import main
-from agents.experiments.stores.episodes import PublishedCodeError
-from agents.experiments.studies.sadal.published import (
+from ballad_env.protocol import sadal_holdout, sadal_split_indices
+from scripts.studies.common.episodes import PublishedCodeError
+from scripts.studies.sadal_published.__main__ import main
+from scripts.studies.sadal_published.published import (
     check_sadal,
     fixture_data,
     git_blob_id,
     published_rest,
 )
-from ballad_env.protocol import sadal_holdout, sadal_split_indices
 
 
 def test_absent_files_are_refused_by_name(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_the_published_code_gets_sadals_training_part() -> None:
 def test_rounds_agree_from_the_first_until_one_differs() -> None:
     import pandas as pd
 
-    from agents.experiments.studies.sadal.agreement import agreement_summary, rounds_agreeing
+    from scripts.studies.sadal_published.agreement import agreement_summary, rounds_agreeing
 
     published = pd.DataFrame({"action": ["LR", "AL", "AL"], "new_train": ["", "4 1", ""],
                               "new_val": ["7", "", ""], "left": [0.4, 0.3, 0.3],
@@ -113,7 +113,7 @@ def test_the_runners_round_1_fix_keeps_the_empty_rejected_list(fix, passed, labe
     eligible: no label); ``--al-first-round rank`` passes "none rejected" instead."""
     import types
 
-    from agents.experiments.studies.sadal import published
+    from scripts.studies.sadal_published import published
 
     recorded = published._recording(types.SimpleNamespace(SADAL=_FakeSADAL, SSIF=_FakeSSIF))
     model = recorded()

@@ -1,5 +1,5 @@
 """A variant of ``Settings.sadal()`` on the published SADAL episodes
-(``agents.experiments.studies.sadal.variant``, ``agreement --set option=value``): the options
+(``scripts.studies.sadal_published.variant``, ``agreement --set option=value``): the options
 it reads and refuses, its table (written, resumed) and its comparison, on a stand-in
 published store and hand-checkable rounds."""
 
@@ -13,19 +13,19 @@ import pandas as pd
 import pytest
 from conftest import write_data_files
 
-from agents.experiments.cli.sadal_published import main
-from agents.experiments.stores.episodes import episode_cell, grow_store
 from agents.experiments.stores.results import ResultStore
-from agents.experiments.studies.sadal.agreement import PRESET_TABLE
-from agents.experiments.studies.sadal.variant import (
+from ballad_env.settings import Settings
+from ballad_env.settings.cli import setting_from_text
+from scripts.studies.common.episodes import episode_cell, grow_store
+from scripts.studies.sadal_published.__main__ import main
+from scripts.studies.sadal_published.agreement import PRESET_TABLE
+from scripts.studies.sadal_published.variant import (
     compare_rounds,
     variant_episodes,
     variant_settings,
     variant_summary,
     variant_table,
 )
-from ballad_env.settings import Settings
-from ballad_env.settings.cli import setting_from_text
 
 EXACT = ["--set", "threshold_search=exact", "--set", "ssif-trees=10"]  # 10 trees: fast
 TABLE = "preset_ssif_trees=10+threshold_search=exact"

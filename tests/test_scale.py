@@ -1,7 +1,7 @@
 """Large data sets: the reset cache, the fast paths above ``EXACT_MAX_TRAIN``, threads and
 fork safety, priors by pyod name, rendering and Gymnasium's checker on every benchmark.
 
-Speed itself is measured by ``scripts/bench.py --scaling``, not here.
+Speed itself is measured by ``ballad-env bench --scaling``, not here.
 """
 
 from __future__ import annotations
@@ -354,23 +354,20 @@ def test_pyod_priors_that_cannot_serve_say_why() -> None:
         prior_factory("lscp")
 
 
-SCRIPT_PARSERS = {"compare_agents.py": ("parse_args", ["--datasets", "x"]),
-                  "bench.py": ("parse_args", []), "reproduce_paper.py": ("parse_args", []),
-                  "train_policy.py": ("parse_args", []),
-                  "lattice_study.py": ("parse_options", ["--datasets", "toy"]),
-                  "crossed_study.py": ("build_parser", []),
-                  "policy_study.py": ("build_parser", ["train"])}
+SCRIPT_PARSERS = {"agents.experiments.cli.compare": ("parse_args", ["--datasets", "x"]),
+                  "agents.experiments.cli.bench": ("parse_args", []),
+                  "scripts.studies.paper.__main__": ("parse_args", []),
+                  "agents.experiments.cli.train": ("parse_args", []),
+                  "scripts.studies.lattice.__main__": ("parse_options", ["--datasets", "toy"]),
+                  "scripts.studies.crossed.__main__": ("build_parser", []),
+                  "scripts.studies.policies.__main__": ("build_parser", ["train"])}
 
 
 def parse_with(script: str, argv: list[str]):
-    """Parse ``argv`` with ``script``'s own parser (loaded as a module, in this process)."""
-    import importlib.util
+    """Parse ``argv`` with the job's or study's own parser, in this process."""
+    import importlib
 
-    spec = importlib.util.spec_from_file_location(f"scale_{script[:-3]}",
-                                                  ROOT / "scripts" / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module = sys.modules[module.main.__module__]  # the shim's command line
+    module = importlib.import_module(script)
     function, prefix = SCRIPT_PARSERS[script]
     if function == "build_parser":
         return module.build_parser().parse_args([*prefix, *argv])
@@ -435,12 +432,12 @@ def test_gymnasium_check_env_with_render_checks_on_every_benchmark(benchmark_dir
 
 # =============================================================================== bench
 def test_the_scaling_bench_measures_and_fits_the_growth() -> None:
-    from agents.experiments.studies.bench import (
+    from agents.experiments.bench.episodes import (
         growth_exponent,
         measure_scaling,
         scaling_table,
     )
-    from agents.experiments.timing import synthetic_dataset
+    from agents.experiments.bench.timing import synthetic_dataset
 
     data = synthetic_dataset(1000, 3, contamination=0.05)
     assert data.name == "synthetic:1000x3" and data.contamination == 0.05

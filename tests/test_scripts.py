@@ -1,8 +1,8 @@
-"""Smoke tests: the experiment scripts run as subprocesses with tiny sizes and leave their outputs.
+"""Smoke tests: the jobs and the studies run as programs with tiny sizes and leave their outputs.
 
-Each script runs once as a subprocess (one seed, the kNN prior, small data: built-in
-``wdbc`` or two ~150-row files written to a temporary data folder); further cases call the
-script's ``main`` in this process, which is faster.
+Each runs once as a subprocess (``python -m <module>``, from the repository's root: one seed,
+the kNN prior, small data: built-in ``wdbc`` or two ~150-row files written to a temporary data
+folder); further cases call its ``main`` in this process, which is faster.
 """
 
 from __future__ import annotations
@@ -16,22 +16,35 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import load_script, write_data_files
+from conftest import load_job, write_data_files
 
 from agents.experiments import Grid, load_results, run_grid
-from agents.experiments.studies import authors_code, paper, published_code
-from agents.experiments.studies.allocators import build_lattices
-from agents.experiments.studies.bench import PHASES
+from agents.experiments.bench.episodes import PHASES
 from ballad_env.settings import Settings
+from scripts.studies import paper
+from scripts.studies.allocators import build_lattices
+from scripts.studies.authors_code import ablation as authors_code
+from scripts.studies.authors_code import published as published_code
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+ROOT = Path(__file__).resolve().parents[1]
+#: Every study's entry point, and the library's job modules.
+STUDY_MAINS = sorted(f"scripts.studies.{p.name}.__main__"
+                     for p in (ROOT / "scripts" / "studies").iterdir()
+                     if (p / "__main__.py").is_file())
 
 
-def run_script(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def run_job(module: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A study as ``python -m scripts.studies.<study> ...``, or a library job's module as
+    ``python -m ballad_env <job> ...``, from the repository's root."""
+    from agents.experiments.cli import COMMANDS
+
+    jobs = {f"agents.experiments.cli.{module}": job for job, (module, _) in COMMANDS.items()}
+    command = ["ballad_env", jobs[module]] if module in jobs else [
+        module.removesuffix(".__main__")]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     env.pop("BALLAD_DATA_DIR", None)
-    done = subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-m", *command, *args],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -52,7 +65,7 @@ def test_compare_agents_writes_results_and_resumes(
     args = ["--datasets", "all", "--data-dir", str(data_dir), "--seeds", "1", "--agents",
             "ballad", "all-in-lr", "--prior", "knn", "--n-jobs", "1", "--per-round",
             "--no-progress", "--output", str(output)]
-    first = run_script("compare_agents.py", *args)
+    first = run_job("agents.experiments.cli.compare", *args)
     assert "Mean test cost per round" in first.stdout and "winner" in first.stdout
     assert (output / "run.json").is_file()
     assert len(list((output / "cells").glob("*.parquet"))) == 4  # alpha, beta x 2 agents
@@ -60,7 +73,7 @@ def test_compare_agents_writes_results_and_resumes(
     results = load_results(output)  # labels spent: round x 2 % of |D|, up to the 30 % budget
     for _, cell in results.groupby(["dataset", "agent"]):
         np.testing.assert_allclose(cell["spent_fraction"], np.arange(1, 16) * 0.02)
-    script = load_script("compare_agents.py")
+    script = load_job("agents.experiments.cli.compare")
     assert script.main(args) == 0  # every cell is done: nothing reruns, same report
     assert capsys.readouterr().out == first.stdout
     assert script.main([*args[:-1], str(tmp_path / "x"), "--agents", "nope"]) == 2
@@ -72,7 +85,7 @@ def test_compare_agents_writes_results_and_resumes(
 @pytest.mark.slow
 def test_reproduce_paper_writes_figures_and_tables(tmp_path: Path, data_dir: Path) -> None:
     docs = tmp_path / "docs"
-    run_script("reproduce_paper.py", "--data-dir", str(data_dir), "--seeds", "1",
+    run_job("scripts.studies.paper.__main__", "--data-dir", str(data_dir), "--seeds", "1",
                "--prior", "knn", "--questions", "q1", "q2", "q3", "q4", "--n-jobs", "1",
                "--no-progress", "--output", str(tmp_path / "results"), "--docs", str(docs))
     figures = {p.name for p in (docs / "figures").iterdir()}
@@ -113,20 +126,20 @@ def test_spent_fraction_is_round_times_round_fraction(tmp_path: Path) -> None:
 
 
 def test_bench_runs_without_the_rl_extra() -> None:
-    """``make bench`` installs the experiments extra only: ``scripts/bench.py`` must not import
+    """``make bench`` installs the experiments extra only: ``ballad-env bench`` must not import
     stable-baselines3 (only ``--vector`` needs it, when it runs)."""
     blocked = "import sys; sys.modules.update(dict.fromkeys(['stable_baselines3', 'sb3_contrib']))"
     code = f"{blocked}; from agents.experiments.cli.bench import main; main(['--help'])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=SCRIPTS.parent, timeout=120)
+                          cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "--full-size" in done.stdout
 
 
 @pytest.mark.slow
 def test_bench_prints_timings_and_a_profile() -> None:
-    done = run_script("bench.py", "--datasets", "wdbc", "--repeats", "1", "--bayes-repeats",
-                      "0", "--prior", "knn")
+    done = run_job("agents.experiments.cli.bench", "--datasets", "wdbc", "--repeats", "1",
+                   "--bayes-repeats", "0", "--prior", "knn")
     assert "exact s" in done.stdout and "peak MB" in done.stdout
     assert "slowest exact episode" in done.stdout
     assert "Profile of one exact episode on wdbc" in done.stdout
@@ -136,7 +149,7 @@ def test_bench_prints_timings_and_a_profile() -> None:
 
 def test_build_lattices_builds_resumes_and_names_a_corrupt_file(
         tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    script = load_script("build_lattices.py")
+    script = load_job("agents.experiments.cli.lattices")
     store = tmp_path / "store"
     args = ["--out", str(store), "--datasets", "alpha", "beta", "--data-dir", str(data_dir),
             "--seeds", "1", "--prior", "knn", "--no-progress", "--summary", str(tmp_path)]
@@ -154,7 +167,7 @@ def test_build_lattices_builds_resumes_and_names_a_corrupt_file(
 
 
 def test_train_policy_takes_a_replay_store(tmp_path: Path) -> None:
-    script = load_script("train_policy.py")
+    script = load_job("agents.experiments.cli.train")
     config = script.config_from_args(script.parse_args(
         ["--datasets", "WBC", "--replay-store", str(tmp_path), "--episode-seeds", "5"]))
     assert (config.replay_store, config.episode_seeds) == (str(tmp_path), 5)
@@ -163,8 +176,9 @@ def test_train_policy_takes_a_replay_store(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_times_the_replay_against_the_live_environment() -> None:
-    done = run_script("bench.py", "--replay", "--datasets", "wdbc", "--prior", "knn",
-                      "--replay-seeds", "1", "--replay-steps", "3000", "--live-episodes", "1")
+    done = run_job("agents.experiments.cli.bench", "--replay", "--datasets", "wdbc",
+                   "--prior", "knn", "--replay-seeds", "1", "--replay-steps", "3000",
+                   "--live-episodes", "1")
     assert "store: 1 cells (wdbc)" in done.stdout
     assert "replay environment:" in done.stdout and "x the live one" in done.stdout
 
@@ -172,7 +186,7 @@ def test_bench_times_the_replay_against_the_live_environment() -> None:
 @pytest.mark.slow
 def test_authors_ablation_grows_seed_by_seed_and_says_what_a_partial_run_holds(
         tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    script = load_script("authors_code_check.py")
+    script = load_job("scripts.studies.authors_code.__main__")
     grids: list[tuple[int, ...]] = []
     real_run_grid = script.run_grid
 
@@ -215,7 +229,7 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
                                                                  data_dir: Path) -> None:
     """A partial agreement (--report-only while the published run grows) leaves out the
     strategies ours has not started, and compares the rest with the published costs."""
-    script = load_script("authors_code_check.py")
+    script = load_job("scripts.studies.authors_code.__main__")
     published = tmp_path / "published"
 
     def publish(strategy: str) -> None:  # an episode of the published run, mean cost 0.2
@@ -246,7 +260,7 @@ def test_authors_agreement_pairs_the_runners_stream_seed() -> None:
     """The published-code runner seeds numpy's stream with 331 by default, as the published
     loader does (or the split seed); agreement takes the published run's seed from its
     store unless told one, which it then checks."""
-    parser = load_script("authors_code_check.py").build_parser()
+    parser = load_job("scripts.studies.authors_code.__main__").build_parser()
     assert "query_seed" not in vars(parser.parse_args(["agreement"]))
     assert parser.parse_args(["agreement", "--query-seed", "331"]).query_seed == 331
     assert parser.parse_args(["published"]).stream_seed == 331
@@ -255,19 +269,22 @@ def test_authors_agreement_pairs_the_runners_stream_seed() -> None:
         parser.parse_args(["agreement", "--query-seed", "loader"])
 
 
-@pytest.mark.parametrize("script", ["compare_agents.py", "reproduce_paper.py", "bench.py",
-                                    "build_lattices.py", "allocator_study.py",
-                                    "authors_code_check.py"])
-def test_every_option_has_help(script: str) -> None:
-    parser = load_script(script).build_parser()
+@pytest.mark.parametrize("module", ["agents.experiments.cli.compare",
+                                    "agents.experiments.cli.bench",
+                                    "agents.experiments.cli.lattices",
+                                    "scripts.studies.paper.__main__",
+                                    "scripts.studies.allocators.__main__",
+                                    "scripts.studies.authors_code.__main__"])
+def test_every_option_has_help(module: str) -> None:
+    parser = load_job(module).build_parser()
     for action in parser._actions:
         assert action.help, action.option_strings
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
-def test_every_script_prints_its_help(script: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("module", STUDY_MAINS)
+def test_every_study_prints_its_help(module: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
-        load_script(script).main(["--help"])
+        load_job(module).main(["--help"])
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith("usage:")
 
@@ -282,7 +299,7 @@ def test_allocator_study_builds_replays_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["--data-dir", str(data), "--out", str(out), "--costs", "default", "--seeds", "1",
             "--priors", "knn", "--split", str(split)]
-    run_script("allocator_study.py", *args)
+    run_job("scripts.studies.allocators.__main__", *args)
     tables = out / "tables"
     goal = pd.read_csv(tables / "allocators_goal.csv")
     assert set(goal["evaluation"]) == {"held-out", "leave-three-out"}
@@ -339,7 +356,6 @@ def test_every_jobs_help_shows_its_defaults(
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 parsers += action.choices.values()
-    assert len(parsers) > len(cli.COMMANDS)  # policy-study's steps too
     # `data` is ballad_env.data's own command line (below the command floor); its options
     # have no default to show, and its help says the data folder's in words.
     assert {p.prog for p in parsers if p.formatter_class is not cli.HelpFormatter} == {
@@ -349,32 +365,33 @@ def test_every_jobs_help_shows_its_defaults(
               and "default" not in (p.formatter_class(p.prog)._get_help_string(a) or "")]
     assert not silent, f"options whose help hides their default: {silent}"
     capsys.readouterr()
+    from scripts.studies.paper.__main__ import main as paper
+
     with pytest.raises(SystemExit):
-        cli.main(["paper", "--help"])
+        paper(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "repetitions: seeds 0..N-1 (default: 10)" in text
     assert "(default: $BALLAD_DATA_DIR)" in text and "(default: None)" not in text
     assert "hide progress bars (default: False)" not in text
 
 
-def test_every_script_is_the_shim_of_a_job() -> None:
+def test_a_study_asked_of_ballad_env_says_how_to_run_it_from_a_clone(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The studies left the command (they are research, run from a clone): asking for one
+    names its ``python -m`` line instead of "unknown command"."""
     from agents.experiments import cli
 
-    modules = {f"agents.experiments.cli.{module}" for module, _ in cli.COMMANDS.values()}
-    for script in SCRIPTS.glob("*.py"):
-        if script.name != "adbench_registry.py":  # a maintainers' tool, not a job
-            assert load_script(script.name).__name__ in modules, script.name
-
-
-def test_a_study_job_without_the_studies_says_where_they_are(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """An installed wheel has no studies: their jobs say so instead of a traceback."""
-    from agents.experiments import cli
-
-    monkeypatch.delitem(sys.modules, "agents.experiments.cli.paper", raising=False)
-    monkeypatch.setitem(sys.modules, "agents.experiments.studies.paper", None)
     assert cli.main(["paper", "--report-only"]) == 2
-    assert "studies come with the source checkout" in capsys.readouterr().err
+    assert "python -m scripts.studies.paper --help" in capsys.readouterr().err
+    assert cli.main(["reports", "--check"]) == 2
+    assert "python -m scripts.tools.reports" in capsys.readouterr().err
+    assert not set(cli.STUDIES) & set(cli.COMMANDS)
+
+
+@pytest.mark.slow
+def test_a_study_runs_as_python_m_from_the_clone() -> None:
+    done = run_job("scripts.studies.lattice", "--help")
+    assert done.stdout.startswith("usage:") and "--update-docs" in done.stdout
 
 
 def test_python_m_ballad_env_and_the_entry_point_run_the_command(data_dir: Path) -> None:
@@ -385,5 +402,5 @@ def test_python_m_ballad_env_and_the_entry_point_run_the_command(data_dir: Path)
     assert all(f"| `{name}` |" in done.stdout for name in ("alpha", "beta", "toy", "wdbc"))
     import tomllib
 
-    project = tomllib.loads((SCRIPTS.parent / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {"ballad-env": "ballad_env.__main__:main"}

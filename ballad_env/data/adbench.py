@@ -1,6 +1,6 @@
 """ADBench's 47 classical data sets by name (``adbench/cover``), downloaded once, verified.
 
-``adbench.json`` (written by ``scripts/adbench_registry.py``) pins repository
+``adbench.json`` (written by ``scripts/tools/adbench_registry.py``) pins repository
 Minqi824/ADBench at one commit and lists, per file of ``adbench/datasets/Classical``, its git
 blob id (and, for the files that were read, size and SHA256), n, d, the anomaly count and
 where those figures came from. First use downloads the file to the cache

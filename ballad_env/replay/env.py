@@ -96,7 +96,7 @@ class BudgetAllocationReplayEnv(gym.Env):
 
     ## Description
     The episodes of ``BudgetAllocationEnv`` (``help(ballad_env.BudgetAllocationEnv)``), read
-    from lattices computed beforehand (``scripts/build_lattices.py``, ``docs/REPLAY.md``): no
+    from lattices computed beforehand (``ballad-env lattices``, ``docs/REPLAY.md``): no
     detector runs, so a step is a table look-up, for training policies fast.
 
     ## Action Space, Observation Space, Rewards, Episode End
@@ -117,7 +117,7 @@ class BudgetAllocationReplayEnv(gym.Env):
 
     | argument | default | meaning |
     |---|---|---|
-    | store | (required) | folder built by ``scripts/build_lattices.py`` |
+    | store | (required) | folder built by ``ballad-env lattices`` |
     | datasets | every one stored | the data sets to draw from (names) |
     | seeds | every one stored | the episode seeds to draw from |
     | settings | ``Settings()`` | the episode's options; any reward works with any store |
@@ -153,7 +153,7 @@ class BudgetAllocationReplayEnv(gym.Env):
         if not self._stored:
             raise StoreError(f"the store {self.store.root} holds no lattice for the setting "
                              f"{self._setting_key}: build them with "
-                             "scripts/build_lattices.py")
+                             "ballad-env lattices")
         self.cells = self._select(datasets, seeds)
         #: The width of ``info["queried"]``: the widest round of the store's data sets (of
         #: this setting), shorter rounds and resets padded with -1, so that Gymnasium's
@@ -216,7 +216,7 @@ class BudgetAllocationReplayEnv(gym.Env):
                                 for name, missing in sorted(short.items()))
             raise StoreError(f"the store {self.store.root} does not hold every seed asked for "
                              f"under setting {self._setting_key}: {listing}. Ask for stored "
-                             "seeds, or build the others (scripts/build_lattices.py)")
+                             "seeds, or build the others (ballad-env lattices)")
 
     # ----------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None,

@@ -160,7 +160,7 @@ def save_lattice(lattice: Lattice, path: str | os.PathLike, **extra: Any) -> int
         atomic_write(path, write)
     except OSError as err:
         raise StoreError(write_failure(path, err, "build into a folder on another disk "
-                                       "(scripts/build_lattices.py --out)")) from err
+                                       "(ballad-env lattices --out)")) from err
     return path.stat().st_size
 
 
@@ -181,7 +181,7 @@ def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarra
 
 def _unreadable(path: Path, err: BaseException) -> StoreError:
     return StoreError(f"lattice file {path} cannot be read ({type(err).__name__}: {err}); "
-                      "delete it and build it again (scripts/build_lattices.py resumes)")
+                      "delete it and build it again (ballad-env lattices resumes)")
 
 
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def _check_header(path: Path, header: Any) -> None:
                          "moved or renamed since; source "
                          f"{header.get('source')}, now {environment_fingerprint()}), so its "
                          "episodes may differ from the environment's: build a new store "
-                         "(scripts/build_lattices.py --out NEW_FOLDER)")
+                         "(ballad-env lattices --out NEW_FOLDER)")
 
 
 def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: int | None = None,
@@ -231,7 +231,7 @@ def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: i
         raise
     except Exception as err:  # a crafted or damaged header: missing keys, wrong types
         raise StoreError(f"lattice file {path} is malformed ({type(err).__name__}: {err}); "
-                         "delete it and build it again (scripts/build_lattices.py resumes)"
+                         "delete it and build it again (ballad-env lattices resumes)"
                          ) from err
 
 
@@ -288,7 +288,7 @@ class LatticeStore:
             manifest = json.loads(read_regular_text(self.manifest_path, "the manifest"))
         except FileNotFoundError:
             raise StoreError(f"{self.root} is not a lattice store (no {MANIFEST_FILE}): build "
-                             "one with scripts/build_lattices.py --out "
+                             "one with ballad-env lattices --out "
                              f"{self.root}") from None
         except (OSError, ValueError, RecursionError) as err:  # UnicodeDecodeError: ValueError
             reason = "nested too deeply" if isinstance(err, RecursionError) else err

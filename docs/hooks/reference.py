@@ -1,9 +1,9 @@
 """MkDocs hook: the reference pages, generated from the code at every build.
 
 - ``reference/cli.md``: every ``ballad-env <job>``'s help, from its parser
-  (``agents.experiments.cli.reference.cli_reference``);
+  (``scripts.tools.cli_reference.cli_reference``);
 - ``reference/api/<package>.md``: one page per package of ``ballad_env`` and ``agents``
-  (the harness's command line and studies aside), each module's docstrings through
+  (the harness.s command line aside), each module's docstrings through
   mkdocstrings, listed in the nav where ``mkdocs.yml`` names ``reference/api.md``;
 - ``extending.md``: the section "Where to add things" of ``docs/architecture.md``, cut out
   of that page at every build (one text, two places to find it).
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Packages documented, and subpackages left out (the command line has its own page; the
 #: studies run from a source checkout and are documented by their reports).
 PACKAGES = ("ballad_env", "agents")
-LEFT_OUT = ("agents.experiments.cli", "agents.experiments.studies", "ballad_env.__main__")
+LEFT_OUT = ("agents.experiments.cli", "ballad_env.__main__")
 API_INDEX = "reference/api.md"
 EXTENDING = "extending.md"
 WHERE = "## Where to add things"
@@ -99,7 +99,7 @@ def on_config(config: Any) -> Any:
 def on_files(files: Files, config: Any) -> Files:
     from mkdocs.structure.files import File
 
-    from agents.experiments.cli.reference import cli_reference
+    from scripts.tools.cli_reference import cli_reference
 
     packages = api_packages()
     files.append(File.generated(config, "reference/cli.md", content=cli_reference()))

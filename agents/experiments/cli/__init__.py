@@ -1,14 +1,14 @@
 """The ``ballad-env`` command: one subcommand per job, each an importable ``main(argv)``.
 
-``ballad-env compare ...`` (also ``python -m ballad_env compare ...`` and
-``scripts/compare_agents.py ...``) runs :func:`agents.experiments.cli.compare.main`, and so
-on for every job below. The harness's jobs (compare, train, lattices, data, reports) ship in the
-wheel; the studies' commands run the studies of ``agents.experiments.studies``, which live
-in a source checkout only, and say so when they are missing.
+``ballad-env compare ...`` (also ``python -m ballad_env compare ...``) runs
+:func:`agents.experiments.cli.compare.main`, and so on for every job below: the jobs a user
+of the library runs. The studies are research, run from a clone
+(``python -m scripts.studies.<study>``); :data:`STUDIES` names them, so that asking
+``ballad-env`` for one says where it went.
 
 Every job's parser formats its help with :class:`HelpFormatter`, so ``--help`` shows each
-option's default. This is the top floor: it may import the studies and the harness; nothing
-imports it.
+option's default. This is the library's top floor: it imports the harness; nothing in the
+library imports it.
 """
 
 from __future__ import annotations
@@ -28,19 +28,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "minari": ("minari_data", "record replay episodes of a policy as a Minari dataset"),
     "lattices": ("lattices", "build a lattice store for the replay environment"),
     "data": ("data", "list data sets: built-in ones and the files of a data folder"),
-    "reports": ("reports", "fill the reports' tables from docs/tables (--check: list stale)"),
-    "paper": ("paper", "study: reproduce the paper's four questions"),
-    "authors-code": ("authors_code", "study: the published code's variant, ablated and compared"),
-    "sadal-published": ("sadal_published", "study: SADAL's published code and Settings.sadal()"),
-    "lattice-study": ("lattice_study", "study: allocation rules against the best allocation"),
-    "allocator-study": ("allocator_study", "study: allocators on the validation-sample cost"),
-    "allocation-study": ("allocation_study", "study: the allocator fitted across data sets "
-                         "and costs"),
-    "crossed-study": ("crossed_study", "study: BALLAD's and SADAL's parts crossed on the lattice"),
-    "policy-study": ("policy_study", "study: learned policies on held-out data sets"),
-    "policy-scale": ("policy_scale", "study: policies trained on the replay store"),
-    "bench": ("bench", "study: timings of episodes, grids and the replay"),
-    "robustness": ("robustness", "study: awkward generated data sets, played or refused"),
+    "bench": ("bench", "time episodes, grids, the replay and the trainers on this machine"),
+}
+
+#: the former ``ballad-env`` jobs that run from a clone now -> their module there
+STUDIES: dict[str, str] = {
+    **{job: f"scripts.studies.{package}" for job, package in (
+        ("paper", "paper"), ("authors-code", "authors_code"),
+        ("sadal-published", "sadal_published"), ("lattice-study", "lattice"),
+        ("allocator-study", "allocators"), ("allocation-study", "allocation"),
+        ("crossed-study", "crossed"), ("policy-study", "policies"),
+        ("policy-scale", "policy_scale"), ("robustness", "robustness"))},
+    "reports": "scripts.tools.reports",
 }
 
 
@@ -123,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(usage())
         return 0 if args else 2
     name, rest = args[0], args[1:]
+    if name in STUDIES:
+        print(f"error: `{name}` is research, run from a clone of the repository: "
+              f"python -m {STUDIES[name]} --help", file=sys.stderr)
+        return 2
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
@@ -132,12 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (err.name or "").split(".")[0] in EXTRA_OF:  # an extra this job needs: named once
             print(f"error: {missing_extra(err, f'`ballad-env {name}`')}", file=sys.stderr)
             return 2
-        if not (err.name or "").startswith("agents.experiments.studies"):
-            raise
-        print(f"error: `ballad-env {name}` runs a study, and the studies come with the source "
-              "checkout, not the installed package: clone the repository and run it there "
-              "(pip install -e '.[experiments]')", file=sys.stderr)
-        return 2
+        raise
     try:
         load_entry_points()  # installed plugins, before any option is read
     except PluginError as err:
@@ -147,5 +145,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(module.main(rest) or 0)
 
 
-__all__ = ["COMMANDS", "HelpFormatter", "add_plugin_argument", "import_plugins", "main",
+__all__ = ["COMMANDS", "STUDIES", "HelpFormatter", "add_plugin_argument", "import_plugins", "main",
            "n_jobs_value", "usage"]

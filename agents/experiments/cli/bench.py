@@ -6,7 +6,7 @@ and the bayes search, the reset alone, environment steps per second, and peak me
 one exact episode of the slowest data set is profiled. ``--q1`` also times the whole Q1
 grid through the harness. Targets (2 cores): Q1 under 5 minutes, every exact episode under
 5 s, peak memory under 2 GB on KDDCup99. The measuring lives in
-``agents.experiments.studies.bench``.
+``agents.experiments.bench.episodes``.
 
 ``--scaling`` times one episode per agent on synthetic data of each size in ``--sizes`` and
 dimension in ``--dims`` (5% anomalies): reset, median AL and LR step, episode, peak memory,
@@ -15,10 +15,10 @@ and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 mi
 (sampled eta, float32 kernel sums) and prints how far the costs move. ``synthetic:<n>x<d>``
 names a synthetic data set anywhere a data set is asked for.
 
-    .venv/bin/python scripts/bench.py
-    .venv/bin/python scripts/bench.py --scaling --sizes 50000 200000 500000
-    .venv/bin/python scripts/bench.py --effects --datasets KDDCup99 ALOI synthetic:100000x10
-    .venv/bin/python scripts/bench.py --replay --datasets Glass WBC WDBC
+    ballad-env bench
+    ballad-env bench --scaling --sizes 50000 200000 500000
+    ballad-env bench --effects --datasets KDDCup99 ALOI synthetic:100000x10
+    ballad-env bench --replay --datasets Glass WBC WDBC
 
 ``--replay`` builds a lattice store of the data sets and times the replay environment
 (``ballad_env/BudgetAllocationReplay-v0``) against the live one, steps a second and their
@@ -35,22 +35,22 @@ gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N
 
 ``--full-size FILE ...`` plays All-in-AL, All-in-LR and BALLAD on each data file at full
 size, for each of ``--seeds``, ``--priors`` and ``--backends`` (one fresh process and one
-reset each, ``agents.experiments.studies.bench_full``), and prints one table: reset, AL and LR
+reset each, ``agents.experiments.bench.full_size``), and prints one table: reset, AL and LR
 step, episode (wall-clock and CPU seconds), peak memory and cost (goal: 60 s an episode on
 two cores). ``--phases`` adds the reset's split by phase. ``--compare-backends`` plays the
 data sets with the numpy and the torch kernel backend and counts the rounds whose decisions
 (labels queried, tau) differ.
 
-    .venv/bin/python scripts/bench.py --full-size cover.npz smtp.npz --backends numpy torch
-    .venv/bin/python scripts/bench.py --compare-backends --data-dir ../shared/benchmarks
+    ballad-env bench --full-size cover.npz smtp.npz --backends numpy torch
+    ballad-env bench --compare-backends --data-dir ../shared/benchmarks
 
 ``--training --replay-store DIR`` times training on the store: the torch thread count
 (1 or 2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the
 batched trainer's PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times SB3's steps
 a second), each run in a fresh process, with where each run's time went
-(``agents.experiments.studies.training_bench``; ``docs/training.md``).
+(``agents.experiments.bench.training``; ``docs/training.md``).
 
-The vector measuring lives in ``agents.experiments.studies.vector_bench``.
+The vector measuring lives in ``agents.experiments.bench.vector``.
 """
 
 from __future__ import annotations
@@ -61,9 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments import dataset_names
-from agents.experiments.cli import HelpFormatter, n_jobs_value
-from agents.experiments.grid import DATASETS_HELP
-from agents.experiments.studies.bench import (
+from agents.experiments.bench.episodes import (
     EPISODE_TARGET_S,
     MEMORY_TARGET_MB,
     Q1_TARGET_S,
@@ -83,16 +81,22 @@ from agents.experiments.studies.bench import (
     time_q1,
     timings_table,
 )
-from agents.experiments.studies.bench_full import FULL_AGENTS
-from agents.experiments.studies.policy_scale import ScalePlan
-from agents.experiments.studies.training_bench import TRAINING_SIZES
-from agents.experiments.studies.vector_bench import (
+from agents.experiments.bench.full_size import FULL_AGENTS
+from agents.experiments.bench.timing import (
+    SYNTHETIC_PREFIX,
+    bench_dataset,
+    in_fresh_process,
+    time_ppo,
+)
+from agents.experiments.bench.training import STUDY_PPO_SIZES, TRAINING_SIZES
+from agents.experiments.bench.vector import (
     VECTOR_SIZES,
     measure_vector,
     ppo_report,
     vector_report,
 )
-from agents.experiments.timing import SYNTHETIC_PREFIX, bench_dataset, in_fresh_process, time_ppo
+from agents.experiments.cli import HelpFormatter, n_jobs_value
+from agents.experiments.grid import DATASETS_HELP
 from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.store import StoreError
@@ -268,7 +272,7 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
     """The vector environment's steps/s, then PPO on both paths if asked."""
     if args.replay_store is None:
         print("error: --vector needs --replay-store DIR (a store built with "
-              "scripts/build_lattices.py)", file=sys.stderr)
+              "ballad-env lattices)", file=sys.stderr)
         return 2
     try:
         result = measure_vector(args.replay_store, settings, args.vector_sizes,
@@ -280,10 +284,11 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
     if args.ppo_steps > 0:
         datasets = sorted({name for name, _ in
                            BudgetAllocationReplayEnv(args.replay_store, settings=settings).cells})
-        plan = ScalePlan(train_store=Path(args.replay_store), split_file=Path())
+        sizes = STUDY_PPO_SIZES
         rows = [time_ppo(args.replay_store, datasets, path, args.ppo_steps,
-                         settings=settings.replace(reward="cost"), batch_size=plan.batch_size,
-                         n_epochs=plan.n_epochs, learning_rate=plan.learning_rate)
+                         settings=settings.replace(reward="cost"),
+                         batch_size=sizes.batch_size, n_epochs=sizes.n_epochs,
+                         learning_rate=sizes.learning_rate)
                 for path in ("dummy", "vector")]
         print(f"\nPPO, {args.ppo_steps:,} steps at the policy study's sizes (reward cost), "
               "seconds of the whole run and of its parts (cProfile):")
@@ -293,12 +298,12 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_quality(args: argparse.Namespace) -> int:
     """The runs' greedy policies on the evaluation store, and their learning curves."""
-    from agents.experiments.lattice_build import store_settings
-    from agents.experiments.studies.training_bench import (
+    from agents.experiments.bench.training import (
         quality_report,
         quality_table,
         run_groups,
     )
+    from agents.experiments.lattice_build import store_settings
     from agents.experiments.training.policy_runs import plot_training_curves, read_monitor
 
     if args.eval_store is None:
@@ -324,15 +329,15 @@ def run_training(args: argparse.Namespace) -> int:
         return run_quality(args)
     if args.replay_store is None:
         print("error: --training needs --replay-store DIR (a store built with "
-              "scripts/build_lattices.py)", file=sys.stderr)
+              "ballad-env lattices)", file=sys.stderr)
         return 2
+    from agents.experiments.bench.training import measure_training, training_report
     from agents.experiments.lattice_build import store_settings
-    from agents.experiments.studies.training_bench import measure_training, training_report
 
     try:
         settings = store_settings(args.replay_store, None, "cost")
-        plan = ScalePlan(train_store=Path(args.replay_store), split_file=Path())
-        study = (plan.n_envs, plan.n_steps, plan.batch_size, plan.learning_rate)
+        sizes = STUDY_PPO_SIZES
+        study = (sizes.n_envs, sizes.n_steps, sizes.batch_size, sizes.learning_rate)
         result = measure_training(args.replay_store, settings, study, args.train_sizes,
                                   args.train_steps, args.sb3_steps, args.train_repeats)
     except (StoreError, ValueError) as err:
@@ -348,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_training(args)
     settings = Settings(prior=args.prior)
     if args.full_size:
-        from agents.experiments.studies.bench_full import run_full_size
+        from agents.experiments.bench.full_size import run_full_size
 
         print(run_full_size(args.full_size, args.seeds, args.priors, args.backends,
                             args.agents or list(FULL_AGENTS), args.threads, args.kernel_device,
@@ -357,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.agents = args.agents or ["ballad", "all-in-al"]
     if args.compare_backends:
-        from agents.experiments.studies.bench_full import run_compare_backends
+        from agents.experiments.bench.full_size import run_compare_backends
 
         print(run_compare_backends(bench_names(args.datasets, args.data_dir), args.data_dir,
                                    settings, args.seeds, args.agents, args.kernel_device))

@@ -2,7 +2,7 @@
 
 Example (the Makefile's ``run`` target)::
 
-    python scripts/compare_agents.py --datasets wdbc --seeds 10 \\
+    ballad-env compare --datasets wdbc --seeds 10 \\
         --agents ballad all-in-al all-in-lr --per-round --output results/run
 
 Each setting option takes one or more values; the grid runs every combination. Running the

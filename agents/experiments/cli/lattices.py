@@ -7,7 +7,7 @@ missing cells, and refuses a store of other environment code, package versions o
 or a stored file it cannot read, naming it. Prints the build time and size per cell, and
 both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes that table.
 
-    python scripts/build_lattices.py --out results/lattices --datasets Glass WBC \\
+    ballad-env lattices --out results/lattices --datasets Glass WBC \\
         --seeds 10 --prior iforest knn --n-jobs 1
 """
 

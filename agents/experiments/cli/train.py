@@ -10,11 +10,11 @@ checkpoints and ``eval/best_model.zip`` work too.
 
 Example::
 
-    python scripts/train_policy.py --algo maskable_ppo --reward val_cost \\
+    ballad-env train --algo maskable_ppo --reward val_cost \\
         --datasets Pima WBC Glass --total-timesteps 3000
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
-from a lattice store built by ``scripts/build_lattices.py`` (200 to 2,000 times faster).
+from a lattice store built by ``ballad-env lattices`` (200 to 2,000 times faster).
 ``--trainer batched --replay-store DIR`` trains PPO or MaskablePPO on N replay episodes at
 once, batched in torch (``training.batched.train_batched``; ``docs/training.md``): the same
 run folder and an SB3 model, several times faster than the SB3 path.
@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="0: a fresh seed per training episode; N: draw it from 0..N-1, so "
                         "each reset is computed once per worker and then cached")
     p.add_argument("--replay-store", default=None,
-                   help="a lattice store (scripts/build_lattices.py): train on the replay "
+                   help="a lattice store (ballad-env lattices): train on the replay "
                         "environment, from the stored cells of --datasets")
     add_execution_arguments(p, progress=True)
     add_plugin_argument(p)
@@ -137,7 +137,7 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
 
     if args.replay_store is None:
         raise ValueError("--trainer batched trains on the replay environment: give "
-                         "--replay-store DIR (a store built with scripts/build_lattices.py)")
+                         "--replay-store DIR (a store built with ballad-env lattices)")
     defaults = parse_args([])
     hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
              if getattr(args, option) != getattr(defaults, option)}

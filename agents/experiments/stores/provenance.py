@@ -50,9 +50,9 @@ def package_versions() -> dict[str, str]:
 #: invalidates stored results.
 PRESENTATION_MODULES = frozenset({
     "agents/experiments/reports/plots.py", "agents/experiments/reports/tables.py",
-    "agents/experiments/cli/paper.py", "agents/experiments/cli/bench.py",
-    "agents/experiments/studies/bench.py",
-    "agents/experiments/studies/crossed/label_free.py"})
+    "scripts/studies/paper/__main__.py", "agents/experiments/cli/bench.py",
+    "agents/experiments/bench/episodes.py",
+    "scripts/studies/crossed/label_free.py"})
 
 
 def source_fingerprint() -> str:

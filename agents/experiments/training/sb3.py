@@ -6,7 +6,7 @@ environments (one data set drawn per episode from a list; built in
 (a plain-tqdm progress bar, periodic evaluation on fixed seeds that also records the test
 cost, checkpoints), the run itself (model ``<run>.zip`` + settings ``<run>.json`` +
 monitor CSVs in ``<out>/<run>/``), and the training-curve plot read back from those files.
-``scripts/train_policy.py`` is the command line over :func:`train`;
+``ballad-env train`` is the command line over :func:`train`;
 :func:`agents.policy.load_policy` reads what it saves.
 """
 
@@ -39,7 +39,6 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
 from tqdm.auto import tqdm
 
 import ballad_env
-from agents.experiments.allocation_split import refuse_reserved
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.training.envs import (
     MONITOR_KEYWORDS,
@@ -102,7 +101,7 @@ class TrainConfig:
     #: seed from 0..N-1, so each (data set, seed) reset is computed once per worker and then
     #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
     episode_seeds: int = 0
-    #: A lattice store (``scripts/build_lattices.py``): train on the replay environment
+    #: A lattice store (``ballad-env lattices``): train on the replay environment
     #: (``ballad_env.replay.env``), the same episodes 200 to 2,000 times faster; the data sets are
     #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
     replay_store: str | None = None
@@ -120,7 +119,6 @@ class TrainConfig:
             raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
         if not self.datasets:
             raise ValueError("datasets: give at least one data set")
-        refuse_reserved(self.datasets, "training")
         if self.vec_env == "vector" and self.replay_store is None:
             raise ValueError("vec_env='vector' steps the replay environment: give "
                              "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
