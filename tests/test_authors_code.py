@@ -353,12 +353,14 @@ def test_ablation_table_of_a_partial_run_compares_the_same_episodes() -> None:
 
 def test_ablation_settings_hold_each_option_and_the_preset() -> None:
     names = [s.name for s in ablation_settings(["knn"])]
-    assert names[0] == "knn" and "knn_authors_qseed331" in names
+    assert names[0] == "knn" and "knn_authors_qseed331_squashf-authors_cos-authors" in names
     assert "knn_split-authors" in names
     assert len(names) == len(set(names))
     assert change_label(Settings.authors_code(threshold_search="exact")) == "preset"
     assert change_label(Settings.authors_code(threshold_search="exact", query_seed="split")
                         ) == "preset without query_seed"
+    assert change_label(Settings.authors_code(threshold_search="exact", cosine_rule="ours")
+                        ) == "preset without cosine_rule"
     assert change_label(Settings.authors_code(threshold_search="exact", initial_fit="train",
                                               tau_position="bottom")) == \
         "preset without initial_fit (tau_position=bottom)"
