@@ -23,6 +23,7 @@ from ballad_env.detectors.ssdo.model import (
     EXACT_MAX_TRAIN,
     KERNEL_BACKENDS,
     KERNEL_DTYPES,
+    LABEL_TERMS,
     SQUASH_FORMULAS,
     SQUASH_QUANTILES,
     TRAIN_SCORINGS,
@@ -61,6 +62,7 @@ RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
 SquashFormula = Literal["expm1", "authors"]
+LabelTerms = Literal["incremental", "authors"]
 CosineRule = Literal["ours", "authors"]
 TauWithoutVal = Literal["train-labels", "zero", "validation"]
 TauPosition = Literal["as-found", "bottom", "middle", "top"]
@@ -177,6 +179,10 @@ class Settings:
         "expm1", "how the squashing 1 - 2^(-(s/t)^2) is evaluated: expm1 (-expm1(-ln 2 "
         "(s/t)^2), precise for small s) or authors (anomatools' 1 - exp(ln(0.5) (s/t)^2), the "
         "published code's; it differs in the last bit on some scores)", "squashf", quiet=True)
+    label_terms: LabelTerms = _option(
+        "incremental", "how SSDO's label terms are summed: incremental (kernel sums grown as "
+        "labels arrive) or authors (anomatools': pairwise distances, summed over all labels in "
+        "the order of D every round; the published code's last bits)", "lterms", quiet=True)
     tau_without_val: TauWithoutVal = _option(
         "train-labels", "tau while V has no label: train-labels (set on D's labels), zero "
         "(the published BALLAD code: reject nothing) or validation (two-sided rejector only; "
@@ -386,8 +392,9 @@ class Settings:
         """The published code's variant (``AUTHORS_CODE``): its kNN prior, its threshold
         search (``authors-bayes``, 50 calls), its query stream's seed (331, named
         ``qseed331``; with ``query_rng="streams"`` in ``changes`` there is no such stream)
-        and its arithmetic (``AUTHORS_ARITHMETIC``: the squashing as anomatools writes it,
-        the published cosine signal; named ``squashf-authors``, ``cos-authors``) too;
+        and its arithmetic (``AUTHORS_ARITHMETIC``: the squashing and SSDO's label terms as
+        anomatools computes them, the published cosine signal; named ``squashf-authors``,
+        ``lterms-authors``, ``cos-authors``) too;
         ``changes`` override any option."""
         values: dict[str, Any] = {"prior": "knn", "threshold_search": "authors-bayes",
                                   "bayes_calls": 50, **AUTHORS_CODE, **AUTHORS_ARITHMETIC,
@@ -479,6 +486,7 @@ FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "scaling": SCALINGS,
     "prior_train_scores": TRAIN_SCORINGS,
     "squash_quantile": SQUASH_QUANTILES, "squash_formula": SQUASH_FORMULAS,
+    "label_terms": LABEL_TERMS,
     "cosine_rule": COSINE_RULES, "tau_without_val": ("train-labels", "zero", "validation"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,

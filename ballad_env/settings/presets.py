@@ -23,11 +23,12 @@ AUTHORS_QUERY_SEED = 331
 #: The published code's arithmetic where it changes a number, added after results of the
 #: preset were stored: ``Settings.authors_code()`` sets them, and like ``query_seed`` they are
 #: not in ``AUTHORS_CODE``, so settings stored before them keep their names; the preset's
-#: name carries them as tags (``..._squashf-authors_cos-authors``). ``squash_formula``:
-#: anomatools' ``1 - exp(ln(0.5) (s/t)^2)`` (ours, ``-expm1``, differs in the last bit, which
-#: can move the threshold search's tau); ``cosine_rule``: the published cosine signal
-#: (``docs/method.md``, Rewards).
-AUTHORS_ARITHMETIC: dict[str, str] = {"squash_formula": "authors", "cosine_rule": "authors"}
+#: name carries them as tags (``..._squashf-authors_lterms-authors_cos-authors``).
+#: ``squash_formula`` and ``label_terms``: anomatools' squashing and label sums (ours differ in
+#: the last bit, which can move the threshold search's tau); ``cosine_rule``: the published
+#: cosine signal (``docs/method.md``, Rewards).
+AUTHORS_ARITHMETIC: dict[str, str] = {"squash_formula": "authors", "label_terms": "authors",
+                                      "cosine_rule": "authors"}
 #: The published SADAL code's behaviour (``docs/sadal.md``): ``Settings.sadal()`` switches
 #: all of them. Its one legacy stream (``query_rng="authors"``) is seeded with the split
 #: seed, as ``SADAL(..., seed)`` seeds its ``RandomState`` with the seed of its D/V split.

@@ -84,6 +84,7 @@ class SSDODetector:
                     train_scores=settings.prior_train_scores,
                     squash_quantile=settings.squash_quantile,
                     squash_formula=settings.squash_formula,
+                    label_terms=settings.label_terms,
                     kernel_backend=settings.kernel_backend, kernel_device=settings.kernel_device,
                     kernel_pairs=settings.kernel_pairs_for(n_train))
 
