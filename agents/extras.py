@@ -1,8 +1,10 @@
 """Optional dependencies: a missing one is an error naming the extra that installs it.
 
-``pip install ballad-env`` installs the environment and the rule agents; the experiment
-harness needs the ``experiments`` extra (pandas, pyarrow, joblib, dask) and policy training
-and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib, torch).
+Installing the project (``pip install -e .`` in a clone) gives the environment and the rule
+agents; the experiment harness needs the ``experiments`` extra (pandas, pyarrow, joblib,
+dask), policy training and saved policies the ``rl`` extra (stable-baselines3, sb3-contrib,
+torch) and the statistics of ``compare --stats`` the ``stats`` extra (scikit-posthocs,
+statsmodels).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 EXTRA_OF = {"pandas": "experiments", "pyarrow": "experiments", "joblib": "experiments",
             "dask": "experiments", "distributed": "experiments", "torch": "rl",
             "stable_baselines3": "rl", "sb3_contrib": "rl", "rl_zoo3": "zoo",
-             "minari": "minari"}
+            "minari": "minari", "scikit_posthocs": "stats", "statsmodels": "stats"}
 
 
 def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
@@ -23,7 +25,8 @@ def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
         return err
     return ModuleNotFoundError(
         f"{what} needs {module}, which is not installed: install the project's '{extra}' "
-        f"extra, pip install 'ballad-env[{extra}]' (from a clone: pip install -e '.[{extra}]')",
+        f"extra, in the clone pip install -e '.[{extra}]' (from a built wheel: "
+        f"pip install 'ballad-env[{extra}]')",
         name=module)
 
 

@@ -21,14 +21,15 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 
 from agents.base import mask_from_observation
-from agents.policy_files import is_policy_path, policy_name, settings_file
+from agents.policy_files import ALGORITHMS, is_policy_path, policy_name, settings_file
 from agents.policy_zip import PolicyFileError, load_model_safely
+from ballad_env.files import read_regular_text
 from ballad_env.observation import OBSERVATION_FEATURES, OBSERVATIONS
 
-#: Algorithms by command-line name; ``maskable_ppo`` uses the environment's action masks.
-ALGORITHM_CLASSES: dict[str, type[Any]] = {"ppo": PPO, "a2c": A2C, "dqn": DQN,
-                                      "maskable_ppo": MaskablePPO}
-ALGORITHMS = tuple(ALGORITHM_CLASSES)
+#: Algorithms by command-line name (``policy_files.ALGORITHMS``, their names without torch);
+#: ``maskable_ppo`` uses the environment's action masks.
+ALGORITHM_CLASSES: dict[str, type[Any]] = dict(zip(ALGORITHMS, (PPO, A2C, DQN, MaskablePPO),
+                                                   strict=True))
 
 
 def settings_path(model_path: str | Path) -> Path:
@@ -144,7 +145,7 @@ def read_settings(json_file: Path) -> dict[str, Any]:
                                '{"algo": "ppo"|"a2c"|"dqn"|"maskable_ppo"}')
 
     try:
-        settings = json.loads(json_file.read_text(encoding="utf-8"))
+        settings = json.loads(read_regular_text(json_file, "policy settings file"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise refuse(f"not valid JSON ({type(err).__name__}: {err})") from None
     if not isinstance(settings, dict):

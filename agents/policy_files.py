@@ -14,6 +14,12 @@ import hashlib
 import os
 from pathlib import Path
 
+from ballad_env.files import open_regular
+
+#: The algorithms' command-line names (``agents.policy.ALGORITHM_CLASSES`` maps them to their
+#: classes), here so that parsers name them without importing torch.
+ALGORITHMS = ("ppo", "a2c", "dqn", "maskable_ppo")
+
 #: Sub-folders of a training run holding models saved during training.
 TRAINING_SUBFOLDERS = ("checkpoints", "eval")
 #: The command-line opt-in to stable-baselines3's full loader (``load_policy(trust_pickle=)``).
@@ -77,11 +83,11 @@ def policy_fingerprint(model: str | os.PathLike) -> str:
     """A hash of the saved model's bytes: a policy retrained under the same path is another
     policy, and results of the old one must not pass for its own."""
     digest = hashlib.sha256()
-    with open(model, "rb") as handle:
+    with open_regular(model, "policy file") as handle:  # a FIFO is refused, not waited on
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
 
 
-__all__ = ["TRAINING_SUBFOLDERS", "TRUST_PICKLE_HELP", "add_trust_pickle_argument",
+__all__ = ["ALGORITHMS", "TRAINING_SUBFOLDERS", "TRUST_PICKLE_HELP", "add_trust_pickle_argument",
            "is_policy_path", "policy_fingerprint", "policy_name", "settings_file", "training_run"]

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from gymnasium import spaces
 
+from ballad_env.files import open_regular
 from ballad_env.observation import observation_space
 
 #: Members of the zip the safe loader reads (SB3 writes them all).
@@ -37,6 +38,9 @@ MEMBER_CEILINGS = {DATA: 16 << 20, WEIGHTS: 512 << 20, OPTIMIZER: 1 << 30}
 #: Plain numbers that size the buffers an algorithm allocates when it is built: each must be
 #: a whole number in [1, limit] (10^11 steps would ask numpy for terabytes).
 SIZE_LIMITS = {"n_steps": 10**7, "n_envs": 10**4, "buffer_size": 10**7, "batch_size": 10**7}
+#: The most steps a rollout buffer may hold: n_steps x n_envs (each within its own limit, the
+#: product could ask for terabytes).
+ROLLOUT_LIMIT = 10**7
 #: The opt-in, as the refusal names it.
 OPT_IN = ("if you trust whoever made this file, load it with trust_pickle=True "
           "(--trust-pickle on the command line), which runs any code stored in it")
@@ -86,7 +90,7 @@ def read_archive(path: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
     """The zip's ``data`` as plain JSON (nothing deserialised), the weights' bytes and the
     optimizer state's bytes (``None`` when absent)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path, "policy file") as handle, zipfile.ZipFile(handle) as archive:
             names = set(archive.namelist())
             missing = [m for m in (DATA, WEIGHTS) if m not in names]
             if missing:
@@ -178,6 +182,11 @@ def copy_plain_attributes(path: Path, model: Any, data: dict[str, Any]) -> None:
                 raise _refuse(path, f"its {key} is {value}, which must be a whole number in "
                                     f"[1, {limit}]")
             setattr(model, key, value)
+    steps, envs = data.get("n_steps"), data.get("n_envs")
+    if isinstance(steps, int) and isinstance(envs, int) and steps * envs > ROLLOUT_LIMIT:
+        raise _refuse(path, f"its rollout of n_steps x n_envs = {steps} x {envs} = "
+                            f"{steps * envs:,} steps passes {ROLLOUT_LIMIT:,} (the buffer "
+                            "alone would take gigabytes)")
 
 
 def _layer_lists(path: Path, net_arch: Any) -> list[list[int]]:
@@ -265,5 +274,5 @@ def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
     return model
 
 
-__all__ = ["MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS", "SIZE_LIMITS", "PolicyFileError",
-           "load_model_safely", "read_archive"]
+__all__ = ["MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS", "ROLLOUT_LIMIT", "SIZE_LIMITS",
+           "PolicyFileError", "load_model_safely", "read_archive"]

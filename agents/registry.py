@@ -56,6 +56,22 @@ def is_agent_name(name: str) -> bool:
     return name in AGENTS or any(p.fullmatch(name) for p, _, _ in _PATTERNS)
 
 
+def defined_in(name: str) -> str | None:
+    """The module of the code that builds the agent called ``name`` (``"__main__"`` for an
+    agent registered in a script or a notebook, which worker processes never run), or
+    ``None`` for a name that is not registered."""
+    factory = agent_factory(name)
+    return None if factory is None else getattr(factory, "__module__", None)
+
+
+def agent_factory(name: str) -> Any:
+    """What builds the agent called ``name``: its registered factory, or the factory of the
+    pattern it matches; ``None`` for a name that is not registered."""
+    if name in AGENTS:
+        return AGENTS[name]
+    return next((f for p, _, f in _PATTERNS if p.fullmatch(name)), None)
+
+
 def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Agent:
     """The agent called ``name`` (or the saved policy at a ``.zip`` path); ``env`` is the
     environment it will act in. ``trust_pickle`` applies to a saved policy only: ``True``
@@ -78,6 +94,19 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
                      + (f" or a name like {', '.join(families)}" if families else ""))
 
 
+def agent_source(name: str) -> str:
+    """Where the agent called ``name`` is implemented: its factory's module and qualified
+    name (``agents.rules:<lambda>``), what a run records so that a resume under another
+    implementation of the name (a plugin's, or none) is refused; ``""`` for a saved policy
+    (its file's hash is recorded instead)."""
+    factory = agent_factory(name)
+    if factory is None:
+        return ""
+    inner = getattr(factory, "func", factory)  # a functools.partial's function
+    qualname = getattr(inner, "__qualname__", type(inner).__name__)
+    return f"{getattr(inner, '__module__', '?')}:{qualname}"
+
+
 def _register_built_in() -> None:
     """Register the agents of this package, in the order ``agent_names`` lists them."""
     for table in (RULE_AGENTS, ORACLE_AGENTS, ALLOCATOR_AGENTS, ALLOCATION_AGENTS, BANDIT_AGENTS,
@@ -90,5 +119,6 @@ def _register_built_in() -> None:
 
 _register_built_in()
 
-__all__ = ["AGENTS", "agent_names", "is_agent_name", "is_policy_path", "make_agent",
-           "register_agent", "register_agent_pattern"]
+__all__ = ["AGENTS", "agent_factory", "agent_names", "agent_source", "defined_in",
+           "is_agent_name", "is_policy_path", "make_agent", "register_agent",
+           "register_agent_pattern"]

@@ -6,15 +6,38 @@
 """
 
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from gymnasium.envs.registration import register
 
-from ballad_env.data import Dataset, DataWarning, available_datasets, dataset_name, load_dataset
-from ballad_env.env import BudgetAllocationEnv
-from ballad_env.episode import AL, LR, Episode, Snapshot
-from ballad_env.observation import FEATURE_INDEX, OBSERVATION_FEATURES
-from ballad_env.protocol import BudgetWarning
-from ballad_env.settings import Settings
+from ballad_env.registry import lazy_exports
+
+#: Each public name -> the module defining it, imported on first use (``lazy_exports``).
+_SOURCES = {
+    **dict.fromkeys(("Dataset", "DataWarning", "available_datasets", "dataset_name",
+                     "load_dataset"), "ballad_env.data"),
+    "BudgetAllocationEnv": "ballad_env.env",
+    **dict.fromkeys(("AL", "LR", "Episode", "Snapshot"), "ballad_env.episode"),
+    **dict.fromkeys(("FEATURE_INDEX", "OBSERVATION_FEATURES"), "ballad_env.observation"),
+    "BudgetWarning": "ballad_env.protocol",
+    "Settings": "ballad_env.settings",
+}
+
+if TYPE_CHECKING:
+    from ballad_env.data import (
+        Dataset,
+        DataWarning,
+        available_datasets,
+        dataset_name,
+        load_dataset,
+    )
+    from ballad_env.env import BudgetAllocationEnv
+    from ballad_env.episode import AL, LR, Episode, Snapshot
+    from ballad_env.observation import FEATURE_INDEX, OBSERVATION_FEATURES
+    from ballad_env.protocol import BudgetWarning
+    from ballad_env.settings import Settings
+
+__getattr__ = lazy_exports(__name__, _SOURCES)
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
 #: The same problem replayed from stored lattices (``ballad_env.replay.env``), for fast training.

@@ -33,6 +33,11 @@ def rejection_cost(contamination: float, c_fp: float = 1.0, c_fn: float = 1.0,
     return c_r
 
 
+#: The range of each cost a user sets (c_fp, c_fn, c_r): beyond it the test cost overflows
+#: or the reward's scale underflows (``Settings``; a cost derived by a rule may be smaller).
+COST_RANGE = (1e-6, 1e6)
+
+
 @dataclass(frozen=True)
 class Costs:
     """Costs of a false positive, a false negative and a rejection (c_fp, c_fn, c_r), and the
@@ -68,9 +73,9 @@ class Costs:
         values = {"c_fp": self.c_fp, "c_fn": self.c_fn, "c_r": self.c_r}
         for name, value in values.items():
             is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-            if not (is_number and math.isfinite(value) and value > 0):
-                raise ValueError(f"invalid costs: {name} must be a positive finite number, "
-                                 f"got {value!r}")
+            if not (is_number and math.isfinite(value) and 0 < value <= COST_RANGE[1]):
+                raise ValueError(f"invalid costs: {name} must be a positive finite number "
+                                 f"up to {COST_RANGE[1]:g}, got {value!r}")
         bound = min(self.c_fp * (1 - contamination), self.c_fn * contamination)
         if self.c_r > bound * (1 + 1e-12):
             raise ValueError(

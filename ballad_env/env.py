@@ -68,8 +68,7 @@ class BudgetAllocationEnv(gym.Env):
     | index | name | meaning |
     |---|---|---|
     | 0-17 | as v0 | |
-    | 18 | val_sample_cost | the cost on the labeled validation examples only (a uniform |
-    | | | sample of V), over the largest unit cost |
+    | 18 | val_sample_cost | the cost on labeled V examples (uniform), over the top unit cost |
     | 19 | val_sample_se | its standard error, over the largest unit cost |
 
     ``observation="v2"`` appends 13 more to v1, ``Box(0, 1, (33,))``: the unit costs, the
@@ -94,29 +93,30 @@ class BudgetAllocationEnv(gym.Env):
     ## Info
     ``reset`` and ``step`` return the same keys (``agents.RECORD_FIELDS`` and two arrays):
 
-    | key | meaning |
-    |---|---|
-    | dataset, round, action | data set name, rounds taken, ``"AL"``/``"LR"`` (``""`` at reset) |
-    | test_cost | cost per test example of the detector with rejection (the metric in force) |
-    | test_cost_per_example, test_cost_class_conditional | the test cost under each metric |
-    | fpr, fnr, rejection_rate, auc | on T: false positive and negative rates among the |
-    | | accepted examples, share rejected, ROC AUC of the scores |
-    | reward_al, reward_lr | each side's latest shown signal (the ``reward`` setting's side |
-    | | signal; entropy for a cost reward) |
-    | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest side signals |
-    | al_measured, lr_measured | whether each side has been played |
-    | tau, val_cost | the rejection threshold and the validation cost that set it |
-    | threshold_left, threshold_right | the rejection band's ends in P: the two-sided |
-    | | rejector's thresholds, or 0.5 -/+ tau / 2 (tau: the band's width) |
-    | rejex_expected_rejection, | RejEx's (``rejector="rejex"``/``"rejex-tuned"``) expected |
-    | rejex_rejection_bound, | test rejection rate, its bound on that rate (holding with |
-    | rejex_cost_bound | probability 0.95) and on the expected cost per test example; |
-    | | -1 for other rejectors. RejEx reads no label: with ``"rejex"`` the labels an LR |
-    | | round buys set nothing and only estimate the cost (val_cost, ``val_sample_cost``) |
-    | n_labeled_train, n_labeled_val, n_anomalies_found | labels bought in D and V, |
-    | | anomalies among them |
-    | queried | indices (into D for AL, V for LR) the round just labeled |
-    | action_mask | boolean (AL, LR): which actions remain (also ``action_masks()``) |
+    - ``dataset``, ``round``, ``action``: data set name, rounds taken, ``"AL"``/``"LR"``
+      (``""`` at reset);
+    - ``test_cost``: cost per test example of the detector with rejection (the metric in
+      force); ``test_cost_per_example``, ``test_cost_class_conditional``: the test cost
+      under each metric;
+    - ``fpr``, ``fnr``, ``rejection_rate``, ``auc``: on T, false positive and negative rates
+      among the accepted examples, share rejected, ROC AUC of the scores;
+    - ``reward_al``, ``reward_lr``: each side's latest shown signal (the ``reward``
+      setting's side signal; entropy for a cost reward); ``entropy_al``, ``entropy_lr``,
+      ``cosine_al``, ``cosine_lr``: each side's latest side signals; ``al_measured``,
+      ``lr_measured``: whether each side has been played;
+    - ``tau``, ``val_cost``: the rejection threshold and the validation cost that set it;
+      ``threshold_left``, ``threshold_right``: the rejection band's ends in P (the
+      two-sided rejector's thresholds, or 0.5 -/+ tau / 2, tau being the band's width);
+    - ``rejex_expected_rejection``, ``rejex_rejection_bound``, ``rejex_cost_bound``:
+      RejEx's (``rejector="rejex"``/``"rejex-tuned"``) expected test rejection rate, its
+      bound on that rate (holding with probability 0.95) and on the expected cost per test
+      example; -1 for other rejectors. RejEx reads no label: with ``"rejex"`` the labels an
+      LR round buys set nothing and only estimate the cost (``val_cost``,
+      ``val_sample_cost``);
+    - ``n_labeled_train``, ``n_labeled_val``, ``n_anomalies_found``: labels bought in D and
+      V, anomalies among them;
+    - ``queried``: indices (into D for AL, V for LR) the round just labeled;
+    - ``action_mask``: boolean (AL, LR), which actions remain (also ``action_masks()``).
 
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
@@ -133,16 +133,16 @@ class BudgetAllocationEnv(gym.Env):
     ## Arguments
     | argument | default | meaning |
     |---|---|---|
-    | dataset | ``"toy"`` | a name (``toy``, ``wdbc``, one of the paper's 18 such as |
-    | | | ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), |
-    | | | a path, ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode |
+    | dataset | ``"toy"`` | a name, a path, ``(X, y)``, a ``Dataset`` or a list (below) |
     | data_dir | ``None`` | folder of data files; else ``$BALLAD_DATA_DIR`` |
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
-    | render_mode | ``None`` | ``"rgb_array"`` (a picture of the data and the rounds) |
-    | | | or ``"ansi"`` (one line of text) |
+    | render_mode | ``None`` | ``"rgb_array"`` (data and rounds) or ``"ansi"`` (one line) |
     | observation | ``"v0"`` | observation version: ``"v0"`` (above), ``"v1"`` or ``"v2"`` |
-    | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"``, |
-    | | | ``c_fn=10``, ``prior="knn"``, ``threshold_search="bayes"`` |
+    | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``c_fn=10``, ``prior="knn"`` |
+
+    ``dataset`` is a name (``toy``, ``wdbc``, one of the paper's 18 such as
+    ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), a path,
+    ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode.
 
     ## Version History
     * v0: initial version.

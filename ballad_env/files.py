@@ -7,9 +7,11 @@ for every process on the machine (an advisory lock on a hidden file beside the m
 released by the operating system when its process dies, so a crash never leaves it held).
 Every file is written to a hidden temporary name (:func:`temporary_path`) and renamed into
 place by :func:`atomic_write`, which removes the temporary file whatever goes wrong; only a
-SIGKILL can leave one behind, and :func:`remove_stale_temporaries` clears those at the next
-start. None of this touches a lattice's content, so this module is left out of the
-environment's fingerprint (``lattice_store.NOT_IN_LATTICES``).
+SIGKILL can leave one behind (SIGTERM raises ``SystemExit`` meanwhile), and
+:func:`remove_stale_temporaries` clears those at the next start, in the folders the caller
+names: only files whose name carries this program's marker. None of this touches a
+lattice's content, so this module is left out of the environment's fingerprint
+(``lattice_store.NOT_IN_LATTICES``).
 """
 
 from __future__ import annotations
@@ -19,37 +21,40 @@ import hashlib
 import os
 import re
 import shutil
+import signal
+import socket
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from filelock import FileLock, Timeout
 
 #: Seconds a process waits for another one's manifest lock (held for milliseconds at a time).
 LOCK_TIMEOUT_S = 120.0
-#: A temporary file is stale when the process named in it is gone and it has not changed for
-#: this many seconds (a writer on another machine sharing the folder is never a local pid).
-STALE_AFTER_S = 60.0
-#: Names of temporary files: ``.NAME.PID.HEX.tmp`` (and ``.NAME.PID.tmp``), the probe's
-#: ``.write-test-PID-HEX``, plus the lattice, store and download names of earlier versions
-#: (``.seed4.tmp123.npz``, ``.store.json.tmp123``, ``.10_cover.npz.part123``).
-TEMPORARY_NAMES = (re.compile(r"^\..+?\.(?P<pid>\d+)(\.[0-9a-f]{8})?\.tmp$"),
-                   re.compile(r"^\.write-test-(?P<pid>\d+)-[0-9a-f]{8}$"),
-                   re.compile(r"^\.seed\d+\.tmp(?P<pid>\d+)\.npz$"),
-                   re.compile(r"^\.store\.json\.tmp(?P<pid>\d+)$"),
-                   re.compile(r"^\..+\.part(?P<pid>\d+)$"))
+#: A temporary file written on another machine sharing the folder (its process cannot be
+#: looked up from here) is stale once it has not changed for this many seconds; one of this
+#: machine is stale as soon as the process named in it is gone.
+STALE_AFTER_S = 3600.0
+#: The marker every temporary file this program writes carries in its name, so that only
+#: those are ever removed as stale: ``.NAME.~ballad-HOST-PID-HEX.tmp`` (HOST: 8 hex digits
+#: of this machine's name, PID: the writer's process, HEX: random per file).
+TEMPORARY_MARKER = "~ballad"
+TEMPORARY_NAME = re.compile(r"^\..+\." + re.escape(TEMPORARY_MARKER)
+                            + r"-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
 #: Bytes the writability probe writes and syncs (a full disk often still creates empty files).
 PROBE_BYTES = 4096
 
 
 #: Characters a file name keeps as they are; any other run of characters becomes one ``_``.
 _UNSAFE = re.compile(r"[^A-Za-z0-9.=+-]+")
-#: Hex digits of the hash an altered name carries (40 bits).
-NAME_HASH_DIGITS = 10
+#: Hex digits of the hash an altered name carries (80 bits: 40 were found to collide in
+#: seconds, which merged two data sets' folders in a store).
+NAME_HASH_DIGITS = 20
 
 
 def safe_name(text: str) -> str:
@@ -104,6 +109,61 @@ def read_regular_text(path: str | os.PathLike, what: str = "file") -> str:
         return handle.read().decode("utf-8")
 
 
+#: The most bytes the arrays of one data or lattice file may take in memory, checked from
+#: the file's headers before anything is inflated (ADBench's largest, census, takes 1.2 GB);
+#: ``$BALLAD_MAX_ARRAY_BYTES`` sets another.
+MAX_ARRAY_BYTES = 1_500_000_000
+ARRAY_BYTES_ENV = "BALLAD_MAX_ARRAY_BYTES"
+
+
+def array_ceiling() -> int:
+    """``$BALLAD_MAX_ARRAY_BYTES`` (a positive whole number) if set, else
+    :data:`MAX_ARRAY_BYTES`."""
+    text = os.environ.get(ARRAY_BYTES_ENV, "").strip()
+    if not text:
+        return MAX_ARRAY_BYTES
+    try:
+        value = int(float(text))
+    except (ValueError, OverflowError):
+        value = 0
+    if value < 1:
+        raise ValueError(f"${ARRAY_BYTES_ENV} is {text!r}: give the most bytes a file's arrays "
+                         f"may take, a positive whole number (unset: {MAX_ARRAY_BYTES:,})")
+    return value
+
+
+def check_array_bytes(path: str | os.PathLike, nbytes: int, what: str) -> None:
+    """A ``ValueError`` naming ``path`` if ``nbytes`` (what its headers declare) passes
+    :func:`array_ceiling`."""
+    ceiling = array_ceiling()
+    if nbytes > ceiling:
+        raise ValueError(f"{path}: its {what} would take {nbytes:,} bytes in memory, more than "
+                         f"the ceiling of {ceiling:,}; refused before reading it. If the file "
+                         f"is genuine, set ${ARRAY_BYTES_ENV} to a larger number of bytes")
+
+
+def npz_array_bytes(archive: Any) -> int:
+    """The bytes the arrays of an open ``numpy.load`` ``.npz`` archive declare in their
+    ``.npy`` headers (read without inflating the data); a ``ValueError`` if one holds Python
+    objects or declares no valid shape."""
+    import numpy as np
+
+    total = 0
+    for member in archive.zip.namelist():
+        with archive.zip.open(member) as handle:
+            version = np.lib.format.read_magic(handle)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read(handle)
+        if dtype.hasobject:
+            raise ValueError(f"member {member} holds Python objects")
+        count = 1
+        for extent in shape:
+            count *= int(extent)
+        total += count * dtype.itemsize
+    return total
+
+
 def _kind(mode: int) -> str:
     for test, kind in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "folder"),
                        (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
@@ -113,25 +173,36 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-def manifest_lock(manifest: str | os.PathLike, what: str | None = None
-                  ) -> AbstractContextManager[None]:
+class LockError(TimeoutError):
+    """A lock that could not be taken: another process held it past the timeout, or its
+    file cannot be a lock (a folder, say); the message names the lock and what it guards."""
+
+
+def manifest_lock(manifest: str | os.PathLike, what: str | None = None,
+                  timeout: float | None = None) -> AbstractContextManager[None]:
     """Hold the inter-process lock of ``manifest``'s read-modify-write (``.NAME.lock`` beside
-    it) for a ``with`` block; re-entrant within a thread. A ``TimeoutError`` naming ``what``
-    (default: the manifest) if another process keeps it for ``LOCK_TIMEOUT_S`` seconds."""
+    it) for a ``with`` block; re-entrant within a thread. A :class:`LockError` naming
+    ``what`` (default: the manifest) if another process keeps it for ``timeout`` seconds
+    (default :data:`LOCK_TIMEOUT_S`; 0: refuse at once), or if something else (a folder)
+    sits at the lock's name."""
+    timeout = LOCK_TIMEOUT_S if timeout is None else timeout
     path = Path(manifest)
-    lock = FileLock(path.with_name(f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S,
-                    is_singleton=True)
-    return _held(lock, what or str(path))
+    lock = FileLock(path.with_name(f".{path.name}.lock"), timeout=timeout, is_singleton=True)
+    return _held(lock, what or str(path), timeout)
 
 
 @contextmanager
-def _held(lock: FileLock, what: str) -> Iterator[None]:
+def _held(lock: FileLock, what: str, timeout: float) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout as err:
-        raise TimeoutError(f"another process has held the lock of {what} ({lock.lock_file}) "
-                           f"for {LOCK_TIMEOUT_S:g} s: wait for it to finish, or write "
-                           "elsewhere") from err
+        held = f"has held the lock of {what} ({lock.lock_file}) for {timeout:g} s" \
+            if timeout > 0 else f"holds the lock of {what} ({lock.lock_file})"
+        raise LockError(f"another process {held}: wait for it to finish, or write "
+                        "elsewhere") from err
+    except OSError as err:  # a folder or a file of another owner at the lock's name
+        raise LockError(f"cannot take the lock of {what}: {lock.lock_file} is not a lock file "
+                        f"({err.strerror or err}); remove it, or write elsewhere") from err
     try:
         yield
     finally:
@@ -139,9 +210,38 @@ def _held(lock: FileLock, what: str) -> Iterator[None]:
 
 
 def temporary_path(path: str | os.PathLike) -> Path:
-    """A hidden temporary name beside ``path`` for this process (``.NAME.PID.HEX.tmp``)."""
+    """A hidden temporary name beside ``path`` for this process, with the program's marker
+    (``.NAME.~ballad-HOST-PID-HEX.tmp``; :data:`TEMPORARY_NAME`)."""
     path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    return path.with_name(f".{path.name}.{TEMPORARY_MARKER}-{_host()}-{os.getpid()}-"
+                          f"{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _host() -> str:
+    """8 hex digits of this machine's name (what a temporary name says of its writer)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+@contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """Within the ``with`` block, SIGTERM raises ``SystemExit`` (status 143) in the main
+    thread instead of ending the process at once, so ``finally`` blocks remove temporary
+    files; Python's default is restored after. Elsewhere (another thread, a handler of the
+    caller's own in place) it changes nothing."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or not hasattr(signal, "SIGTERM") or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
@@ -149,11 +249,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> No
     absent, and the temporary file is removed whatever happens (the error propagates)."""
     path = Path(path)
     tmp = temporary_path(path)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with terminated_as_exit():
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def is_disk_full(err: BaseException) -> bool:
@@ -181,7 +282,7 @@ def write_failure(path: str | os.PathLike, err: OSError, fix: str) -> str:
 def probe_writable(folder: str | os.PathLike) -> None:
     """Write, sync and remove ``PROBE_BYTES`` bytes in ``folder``: an ``OSError`` if it cannot
     be written, a full disk included."""
-    probe = Path(folder) / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    probe = temporary_path(Path(folder) / "write-test")
     try:
         handle = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -193,35 +294,39 @@ def probe_writable(folder: str | os.PathLike) -> None:
         probe.unlink(missing_ok=True)
 
 
-def remove_stale_temporaries(folders: Iterable[str | os.PathLike], recursive: bool = False,
-                             now: float | None = None) -> list[Path]:
-    """Remove the temporary files in ``folders`` (and below, if ``recursive``) that a killed
-    writer left: the process named in the file's name is gone and the file has not changed
-    for ``STALE_AFTER_S`` seconds. Returns the files removed."""
+def remove_stale_temporaries(folders: Iterable[str | os.PathLike], now: float | None = None
+                             ) -> list[Path]:
+    """Remove the temporary files in ``folders`` (not below) that a killed writer left: only
+    names with this program's marker (:data:`TEMPORARY_NAME`) whose process is gone (on
+    this machine), or that have not changed for ``STALE_AFTER_S`` seconds (a writer on
+    another machine). Returns the files removed."""
     now = time.time() if now is None else now
     removed = []
     for folder in map(Path, folders):
         if not folder.is_dir():
             continue
-        for path in folder.rglob(".*") if recursive else folder.glob(".*"):
-            pid = _temporary_pid(path.name)
-            if pid is None or _alive(pid) or not path.is_file():
+        for path in folder.glob(f".*{TEMPORARY_MARKER}-*.tmp"):
+            if not _stale(path, now):
                 continue
             try:
-                if now - path.stat().st_mtime >= STALE_AFTER_S:
-                    path.unlink()
-                    removed.append(path)
+                path.unlink()
+                removed.append(path)
             except FileNotFoundError:  # another process removed it first
                 continue
     return removed
 
 
-def _temporary_pid(name: str) -> int | None:
-    for pattern in TEMPORARY_NAMES:
-        match = pattern.match(name)
-        if match:
-            return int(match["pid"])
-    return None
+def _stale(path: Path, now: float) -> bool:
+    """Whether ``path`` is a temporary file of this program that its writer left."""
+    match = TEMPORARY_NAME.match(path.name)
+    if match is None or path.is_symlink() or not path.is_file():
+        return False
+    if match["host"] == _host():
+        return not _alive(int(match["pid"]))
+    try:
+        return now - path.stat().st_mtime >= STALE_AFTER_S
+    except FileNotFoundError:
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -256,7 +361,10 @@ def _free(path: Path) -> str:
     return f"{free:.1f} TB"
 
 
-__all__ = ["LOCK_TIMEOUT_S", "NAME_HASH_DIGITS", "PROBE_BYTES", "STALE_AFTER_S", "atomic_write",
-           "colliding", "is_disk_full", "manifest_lock", "open_regular", "probe_writable",
+__all__ = ["ARRAY_BYTES_ENV", "LOCK_TIMEOUT_S", "MAX_ARRAY_BYTES", "NAME_HASH_DIGITS",
+           "PROBE_BYTES", "STALE_AFTER_S", "array_ceiling", "check_array_bytes",
+           "npz_array_bytes",
+           "TEMPORARY_MARKER", "TEMPORARY_NAME", "LockError", "atomic_write", "colliding",
+           "is_disk_full", "manifest_lock", "open_regular", "probe_writable",
            "read_regular_text", "remove_stale_temporaries", "safe_name", "temporary_path",
-           "write_failure"]
+           "terminated_as_exit", "write_failure"]

@@ -42,7 +42,7 @@ def load_plugins(modules: Iterable[str] = ()) -> tuple[str, ...]:
             continue
         try:
             importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001 - any failure of the user's module, named
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure, sys.exit too
             raise PluginError(f"cannot import the plugin module {name!r} ({type(err).__name__}"
                               f": {err}): it must be importable by that name from this "
                               "Python (on its path, e.g. installed or in the folder the "
@@ -61,7 +61,7 @@ def load_entry_points() -> None:
             loaded = point.load()
             if callable(loaded) and ":" in point.value:
                 loaded()
-        except Exception as err:  # noqa: BLE001 - any failure of the plugin, named
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure, sys.exit too
             dist = getattr(point.dist, "name", "an installed package")
             raise PluginError(f"the plugin {point.name!r} ({point.value}, from {dist}, "
                               f"entry point group {ENTRY_POINT_GROUP!r}) cannot be loaded "

@@ -3,13 +3,17 @@ strategies, reward signals, agents).
 
 A registry maps a name to an item (usually a factory). Looking up an unknown name raises a
 ``ValueError`` that lists the names there are, so every option is validated in one place
-with one message.
+with one message. :func:`lazy_exports` maps a package's public names to the modules that
+define them, imported on first use (PEP 562), so importing a package stays cheap: ``import
+ballad_env`` registers the environments and nothing more, and the ``ballad-env`` command's
+``--help`` and ``--version`` answer without importing scikit-learn, scipy or the harness.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -78,4 +82,27 @@ class Registry(Generic[T]):
         return f"Registry({self.kind!r}: {', '.join(self)})"
 
 
-__all__ = ["Registry"]
+def lazy_exports(package: str, sources: dict[str, str],
+                 wrap_error: Callable[[ModuleNotFoundError], Exception] | None = None
+                 ) -> Callable[[str], Any]:
+    """The module-level ``__getattr__`` of ``package``: each name of ``sources`` (name ->
+    the module defining it) imported on first use and kept in the package's namespace.
+    ``wrap_error`` rewords a missing optional dependency (e.g. to name its extra)."""
+
+    def __getattr__(name: str) -> Any:
+        source = sources.get(name)
+        if source is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        try:
+            value = getattr(importlib.import_module(source), name)
+        except ModuleNotFoundError as err:
+            if wrap_error is None:
+                raise
+            raise wrap_error(err) from err
+        vars(importlib.import_module(package))[name] = value
+        return value
+
+    return __getattr__
+
+
+__all__ = ["Registry", "lazy_exports"]

@@ -133,24 +133,73 @@ def test_the_temporary_names_are_unpredictable(tmp_path: Path) -> None:
     dest = tmp_path / "x.npz"
     names = {download_module._part_path(dest).name for _ in range(20)}
     assert len(names) == 20
-    assert all(name.startswith(f".x.npz.{os.getpid()}.") for name in names)
+    host = files._host()
+    assert all(name.startswith(f".x.npz.~ballad-{host}-{os.getpid()}-") for name in names)
 
 
 def test_a_killed_downloads_leftovers_are_removed_at_the_next_start(
         server: _Server, fixture_registry: dict[str, bytes], tmp_path: Path) -> None:
+    """A dead writer's file of this machine goes at once (issue 39, item 21), another
+    machine's after ``STALE_AFTER_S``; a live writer's and a user's look-alikes stay."""
     folder = _cached(tmp_path, "1_Alpha.npz").parent
     folder.mkdir(parents=True)
-    dead = 99_999_999  # above any pid_max: no such process
-    stale = [folder / f".1_Alpha.npz.part{dead}", folder / f".2_beta.npz.{dead}.0123abcd.tmp"]
+    dead, host = 99_999_999, files._host()  # above any pid_max: no such process
+    stale = [folder / f".1_Alpha.npz.~ballad-{host}-{dead}-0123abcd.tmp",
+             folder / f".2_beta.npz.~ballad-0badf00d-{dead}-0123abcd.tmp"]
     for path in stale:
         path.write_bytes(b"x" * 1000)
-        os.utime(path, (time.time() - 3600, time.time() - 3600))
-    fresh = folder / f".1_Alpha.npz.{os.getpid()}.89abcdef.tmp"  # a live writer's: kept
-    fresh.write_bytes(b"y")
+    old = time.time() - files.STALE_AFTER_S - 1
+    os.utime(stale[1], (old, old))
+    kept = [folder / f".1_Alpha.npz.~ballad-{host}-{os.getpid()}-89abcdef.tmp",  # live
+            folder / f".3_gamma.npz.~ballad-0badf00d-{dead}-0123abcd.tmp",  # elsewhere, recent
+            folder / ".thesis.4000000.tmp", folder / ".config.part4000002",  # the user's
+            folder / f".notes.{dead}.0123abcd.tmp"]
+    for path in kept:
+        path.write_bytes(b"y")
+        if "gamma" not in path.name:
+            os.utime(path, (old, old))
     assert load_dataset("adbench/Alpha").n_samples == 120
     assert not any(path.exists() for path in stale)
-    assert fresh.exists()
-    assert files._temporary_pid(stale[0].name) == dead
+    assert all(path.exists() for path in kept)
+    again = folder / f".1_Alpha.npz.~ballad-{host}-{dead}-fedcba98.tmp"
+    again.write_bytes(b"x")
+    assert load_dataset("adbench/Alpha").n_samples == 120  # cached: no download, yet cleaned
+    assert not again.exists()
+
+
+def test_a_sigterm_during_a_download_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """SIGTERM ends a download with its temporary file removed (issue 39, item 21)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    folder = tmp_path / "cache"
+    script = textwrap.dedent(f"""
+        import http.server, threading, time, pathlib, hashlib
+        from ballad_env.data.download import download
+        class Slow(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200); self.send_header("Content-Length", "100000")
+                self.end_headers()
+                for _ in range(1000):
+                    self.wfile.write(b"x" * 100); self.wfile.flush(); time.sleep(0.05)
+            def log_message(self, *a): pass
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        print("ready", flush=True)
+        url = f"http://127.0.0.1:{{httpd.server_address[1]}}/x"
+        download(url, pathlib.Path({str(folder)!r}) / "x.npz",
+                 {{"size": 100000, "sha256": "0" * 64}}, "slow/x", progress=False)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 20
+    while not any(folder.glob(".*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any(folder.glob(".*.tmp"))
+    proc.terminate()
+    assert proc.wait(timeout=20) == 143
+    assert list(folder.iterdir()) == []
 
 
 def test_threads_of_one_process_load_one_data_set_together(

@@ -229,39 +229,50 @@ def dead_pid() -> int:
     return int(child.stdout)
 
 
+def temporary(folder: Path, name: str, pid: int, host: str | None = None) -> Path:
+    """The temporary name a writer ``pid`` on ``host`` (default: this machine) gives ``name``."""
+    return folder / f".{name}.~ballad-{host or files._host()}-{pid}-0123abcd.tmp"
+
+
 def test_a_killed_runs_temporary_cell_files_are_removed_at_the_next_start(
         results, tmp_path: Path) -> None:
     import shutil
 
     output = Path(shutil.copytree(results[0], tmp_path / "run"))
     cells, pid = output / "cells", dead_pid()
-    stale = [cells / f".{name}.parquet.{pid}.0123abcd.tmp" for name in ("a", "b")]
-    stale.append(output / f".run.json.{pid}.tmp")  # the name of earlier versions
-    live = cells / f".c.parquet.{os.getpid()}.0123abcd.tmp"  # a writer still at work
-    recent = cells / f".d.parquet.{pid}.0123abcd.tmp"  # another machine's, being written
+    stale = [temporary(cells, f"{name}.parquet", pid) for name in ("a", "b")]
+    stale.append(temporary(output, "run.json", pid))
+    live = temporary(cells, "c.parquet", os.getpid())  # a writer still at work
+    recent = temporary(cells, "d.parquet", pid, "0badf00d")  # another machine's, being written
+    user = [cells / f".e.parquet.{pid}.0123abcd.tmp", output / ".thesis.4000000.tmp"]
     old = time.time() - 2 * files.STALE_AFTER_S
-    for path in (*stale, live, recent):
+    for path in (*stale, live, recent, *user):
         path.write_bytes(b"")
         if path is not recent:
             os.utime(path, (old, old))
     grid = Grid((sample_data(),), (0,), ("ballad",), (SETTING,))
     run_grid(grid, output, n_jobs=1, progress=False)
-    assert hidden_files(output) == sorted([live, recent])
+    assert hidden_files(output) == sorted([live, recent, *user])
 
 
 def test_a_killed_builds_temporary_lattice_files_are_removed_at_the_next_start(
         tmp_path: Path) -> None:
+    """Only this program's temporary files, only in the folders the build writes (issue
+    39, item 3): a user's hidden files that look temporary stay, in every subfolder."""
     data = sample_data()
     build_store(tmp_path, [data], [0], [SETTING], progress=False)
     folder, pid = LatticeStore(tmp_path).path(data.name, 0, SETTING).parent, dead_pid()
+    leftovers = [temporary(folder, "seed5.npz", pid), temporary(tmp_path, "store.json", pid)]
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    kept = [folder / ".thesis.4000000.tmp", folder / ".config.part4000002",
+            tmp_path / f".seed4.tmp{pid}.npz", temporary(mine, "draft.txt", pid)]
     old = time.time() - 2 * files.STALE_AFTER_S
-    leftovers = [folder / f".seed4.tmp{pid}.npz", folder / f".seed5.npz.{pid}.0123abcd.tmp",
-                 tmp_path / f".store.json.tmp{pid}"]
-    for path in leftovers:
+    for path in (*leftovers, *kept):
         path.write_bytes(b"partial")
         os.utime(path, (old, old))
     build_store(tmp_path, [data], [0], [SETTING], progress=False)
-    assert hidden_files(tmp_path) == []
+    assert hidden_files(tmp_path) == sorted(kept)
 
 
 # --------------------------------------------------------------------------- fuzzing

@@ -19,7 +19,7 @@ from agents.experiments.stores import provenance
 from agents.experiments.stores.results import ResultStore, RunError
 from scripts.studies import lattice as study
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lattice_study.py"
+ROOT = Path(__file__).resolve().parents[1]
 
 # Two cells (seeds 0 and 1) of a two-round lattice: (mean cost, final cost) of each path.
 PATH_COSTS = {0: {"AA": (0.20, 0.10), "AL": (0.10, 0.08), "LA": (0.12, 0.06), "LL": (0.30, 0.30)},
@@ -270,9 +270,10 @@ def test_script_end_to_end_writes_well_formed_tables(tmp_path: Path, data_dir: P
     out, docs = tmp_path / "out", tmp_path / "docs"
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--data-dir", str(data_dir), "--out", str(out),
-         "--docs", str(docs), "--seeds", "1", "--prior", "knn", "--n-jobs", "1",
-         "--figure-dataset", "alpha"], capture_output=True, text=True, env=env, timeout=300)
+        [sys.executable, "-m", "scripts.studies.lattice", "--data-dir", str(data_dir),
+         "--out", str(out), "--docs", str(docs), "--seeds", "1", "--prior", "knn",
+         "--n-jobs", "1", "--figure-dataset", "alpha"], capture_output=True, text=True,
+        env=env, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "2 cells, 0 already done" in done.stdout
     tables = docs / "tables"

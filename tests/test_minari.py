@@ -85,5 +85,8 @@ def test_the_command_line(store, minari_folder, capsys) -> None:
             "--minari-path", str(minari_folder)]
     assert minari_main(argv) == 0
     assert "recorded 2 episodes (30 steps)" in capsys.readouterr().out
-    assert minari_main([*argv[:3], "nope", *argv[4:]]) == 2
+    assert minari_main(argv) == 2  # the id exists now: refused before any episode
+    assert "the Minari dataset ballad/cli-v0 exists already" in capsys.readouterr().err
+    fresh = [*argv[:5], "ballad/cli-v1", *argv[6:]]
+    assert minari_main([*fresh[:3], "nope", *fresh[4:]]) == 2
     assert "unknown agent 'nope'" in capsys.readouterr().err

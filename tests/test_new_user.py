@@ -339,7 +339,8 @@ def test_killed_runner_leaves_no_worker_processes(tmp_path: Path) -> None:
 def retrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """A policy trained twice under one run name (evaluations and checkpoints on), with a
     run of the grid on the first one in between."""
-    from agents.experiments.training.sb3 import TrainConfig, train
+    from agents.experiments.training.config import TrainConfig
+    from agents.experiments.training.sb3 import train
 
     out = tmp_path_factory.mktemp("policies")
     results = tmp_path_factory.mktemp("results") / "run"

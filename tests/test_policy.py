@@ -15,12 +15,14 @@ import pytest
 
 from agents import run_episode
 from agents.base import mask_from_observation
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.policy_runs import read_monitor
-from agents.experiments.training.sb3 import TrainConfig, ValidActionWrapper, train
+from agents.experiments.training.sb3 import train
 from agents.policy import ALGORITHMS, PolicyAgent, is_policy_path, load_policy
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.settings import Settings
+from ballad_env.wrappers import ValidActionWrapper
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 150  # ten toy episodes: enough for every algorithm to update at least once
@@ -203,7 +205,7 @@ def test_valid_action_wrapper_switches_when_a_pool_runs_out():
 @pytest.mark.slow
 def test_train_policy_script_smoke(tmp_path):
     """The command line end to end: subprocess workers, evaluation, checkpoints, curve."""
-    cmd = [sys.executable, str(ROOT / "scripts" / "train_policy.py"), "--algo", "maskable_ppo",
+    cmd = [sys.executable, "-m", "ballad_env", "train", "--algo", "maskable_ppo",
            "--datasets", "toy", "--prior", PRIOR, "--reward", "val_cost", "--total-timesteps", "60",
            "--n-steps", "15", "--batch-size", "30", "--n-envs", "2", "--vec-env", "subproc",
            "--eval-freq", "30", "--eval-episodes", "1", "--checkpoint-freq", "30",

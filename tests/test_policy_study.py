@@ -334,7 +334,7 @@ def test_the_study_at_tiny_size(tmp_path, data_dir, capsys):
 def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
     """Runs train in the executor (here in this process); one that fails is named, its
     traceback kept in its log, and nothing is raised."""
-    from agents.experiments.training.sb3 import TrainConfig
+    from agents.experiments.training.config import TrainConfig
 
     config = TrainConfig(datasets=("no-such-data-set",), output_dir=str(tmp_path / "p"),
                          run_name="bad", progress_bar=False)

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from agents import make_agent, run_episode
-from agents.experiments.training.sb3 import TrainConfig, train
+from agents.experiments.training.config import TrainConfig
+from agents.experiments.training.sb3 import train
 from agents.policy import ALGORITHMS, load_policy
 from agents.policy_zip import PolicyFileError
 from ballad_env import BudgetAllocationEnv

@@ -23,7 +23,7 @@ import ballad_env.detectors.ssdo.kernel as kernel_module
 from agents import make_agent, run_episode
 from agents.experiments import Grid, run_grid
 from agents.experiments import run as runner
-from agents.experiments.training.sb3 import SeedPool, TrainConfig
+from agents.experiments.training.config import TrainConfig
 from ballad_env import ENV_ID
 from ballad_env.compute import (
     RESET_CACHE,
@@ -46,6 +46,7 @@ from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR, Episode
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+from ballad_env.wrappers import SeedPool
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = [LR, AL, AL, LR, AL, LR, AL, AL, LR, AL, LR, LR, AL, AL, LR]

@@ -18,11 +18,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import ballad_env
 from agents.experiments.lattice_build import build_store
-from agents.experiments.training.sb3 import ValidActionWrapper
 from agents.experiments.training.vec_adapter import ReplaySB3VecEnv, make_replay_vec_env, valid
 from ballad_env import Settings
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.vector import ReplayVectorEnv
+from ballad_env.wrappers import ValidActionWrapper
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,9 @@ def test_maskable_ppo_reads_the_masks_and_both_algorithms_train(store) -> None:
 def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
     """``TrainConfig(vec_env="vector")``: the run's monitor file holds its episodes, each a
     stored cell of the seeds kept."""
+    from agents.experiments.training.config import TrainConfig
     from agents.experiments.training.policy_runs import read_monitor
-    from agents.experiments.training.sb3 import TrainConfig, train
+    from agents.experiments.training.sb3 import train
 
     config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,
                          settings=Settings(reward="cost", prior="knn"), n_envs=2,

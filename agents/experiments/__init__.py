@@ -12,10 +12,10 @@ without the 'experiments' extra (pandas & co.) is an error naming the extra.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agents.extras import missing_extra
+from ballad_env.registry import lazy_exports
 
 #: Each public name -> the module that defines it.
 _SOURCES = {
@@ -54,17 +54,8 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use; a missing extra named."""
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module 'agents.experiments' has no attribute {name!r}")
-    try:
-        value = getattr(importlib.import_module(source), name)
-    except ModuleNotFoundError as err:  # pandas & co. come with the 'experiments' extra
-        raise missing_extra(err, "agents.experiments") from err
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SOURCES,
+                           lambda err: missing_extra(err, "agents.experiments"))
 
 
 __all__ = ["COLUMNS", "KEY_COLUMNS", "Cell", "Grid", "ResultStore", "RunError", "action_shares",

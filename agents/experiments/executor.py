@@ -128,16 +128,31 @@ SCHEDULER_TIMEOUT = 10.0
 
 def connect(scheduler: str) -> Any:
     """A Dask client of the scheduler at ``scheduler``; ``RunError`` if it does not answer
-    within ``SCHEDULER_TIMEOUT`` seconds."""
+    within ``SCHEDULER_TIMEOUT`` seconds, a server that accepts the connection and never
+    answers included (Dask's own timeout covers the connection, not its handshake: the
+    client is made in a daemon thread, abandoned at the deadline)."""
     from dask.distributed import Client
 
-    try:
-        return Client(scheduler, timeout=SCHEDULER_TIMEOUT)
-    except (OSError, ValueError) as err:  # timeouts are OSErrors; a malformed address too
+    made: list[Any] = []
+
+    def make() -> None:
+        try:
+            made.append(Client(scheduler, timeout=SCHEDULER_TIMEOUT))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller below
+            made.append(err)
+
+    thread = threading.Thread(target=make, name="dask-connect", daemon=True)
+    thread.start()
+    thread.join(SCHEDULER_TIMEOUT + 1.0)
+    outcome: Any = made[0] if made else TimeoutError("no answer to Dask's handshake")
+    if isinstance(outcome, OSError | ValueError):  # timeouts are OSErrors; a bad address too
         raise RunError(f"cannot reach the Dask scheduler at {scheduler} within "
-                       f"{SCHEDULER_TIMEOUT:g} s ({err}). Check the address (tcp://host:8786) "
-                       "and that a scheduler runs there with workers, or leave out "
-                       "--scheduler to run on this machine.") from err
+                       f"{SCHEDULER_TIMEOUT:g} s ({outcome}). Check the address "
+                       "(tcp://host:8786) and that a scheduler runs there with workers, or "
+                       "leave out --scheduler to run on this machine.") from outcome
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def progress_bar(total: int, done: int = 0, enabled: bool = True, unit: str = "cell",

@@ -167,10 +167,17 @@ def _refuse_collisions(axis: str, names: Sequence[str]) -> None:
                          "(macOS, Windows), so one's results would be lost: rename one")
 
 
+#: The most seeds a grid or a store takes (``--seeds``): the run's record lists each one.
+MAX_SEEDS = 10**7
+
+
 def seed_range(n: int) -> tuple[int, ...]:
-    """The seeds 0..n-1 (a repetition of the protocol per seed)."""
+    """The seeds 0..n-1 (a repetition of the protocol per seed), at most :data:`MAX_SEEDS`."""
     if n < 1:
         raise ValueError(f"need at least one seed, got {n}")
+    if n > MAX_SEEDS:
+        raise ValueError(f"--seeds must be at most {MAX_SEEDS:,} (the run's record lists every "
+                         f"seed), got {n:,}")
     return tuple(range(n))
 
 
@@ -220,5 +227,5 @@ def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = Non
     return tuple(dict.fromkeys(expanded))
 
 
-__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "PAPER_AGENTS", "Cell", "Grid", "agent_label",
-           "check_agent", "dataset_names", "seed_range"]
+__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "MAX_SEEDS", "PAPER_AGENTS", "Cell", "Grid",
+           "agent_label", "check_agent", "dataset_names", "seed_range"]

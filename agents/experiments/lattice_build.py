@@ -111,7 +111,9 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
     try:
         with store.lock():
             _check_and_record(store, loaded, settings)
-            remove_stale_temporaries([store.root], recursive=True)  # left by killed builds
+            # left by killed builds, in the folders this build writes (and nowhere else)
+            folders = {store.path(name, 0, s).parent for name in loaded for s in settings}
+            remove_stale_temporaries([store.root, *sorted(folders)])
     except TimeoutError as err:  # another build keeps store.json's lock
         raise RunError(str(err)) from err
     return store
@@ -149,7 +151,8 @@ def _check_and_record(store: LatticeStore, loaded: dict[str, Dataset],
 def pending_cells(store: LatticeStore, names: Sequence[str], seeds: Sequence[int],
                   settings: Sequence[Settings]) -> list[tuple[str, int, Settings]]:
     """The (data set, seed, setting) cells not stored yet. A stored file is read: one that is
-    unreadable or from other code is a ``RunError`` naming it (it is never rebuilt over)."""
+    unreadable, from other code or of another data set's name is a ``RunError`` naming it
+    (it is never rebuilt over)."""
     todo = []
     for name in names:
         for seed in seeds:
@@ -159,9 +162,13 @@ def pending_cells(store: LatticeStore, names: Sequence[str], seeds: Sequence[int
                     todo.append((name, seed, setting))
                     continue
                 try:
-                    read_header(path)
+                    header = read_header(path)
                 except StoreError as err:
                     raise RunError(str(err)) from err
+                if header.get("dataset") != name:  # two names made one folder
+                    raise RunError(f"{path} holds data set {header.get('dataset')!r}, not "
+                                   f"{name!r}: the two names share a folder of the store "
+                                   "(rename one, or build into a new folder)")
     return todo
 
 

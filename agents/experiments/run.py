@@ -34,16 +34,17 @@ from agents.experiments.stores.results import (
     COLUMNS,
     FORMAT_VERSION,
     ResultStore,
+    RunError,
     concat_cells,
     normalise_dtypes,
 )
 from agents.policy_files import policy_fingerprint
-from agents.registry import is_policy_path, make_agent
+from agents.registry import agent_source, defined_in, is_policy_path, make_agent
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
-from ballad_env.plugins import load_plugins
+from ballad_env.plugins import load_plugins, plugin_modules
 from ballad_env.settings import Settings
 
 
@@ -190,14 +191,29 @@ def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
                for task in tasks)
 
 
+def check_workers_know(agents: Sequence[str]) -> None:
+    """``RunError`` naming the agents registered in the running script (``__main__``): worker
+    processes import the project and the plugins, never the script, so there they would be
+    unknown agents. The fix is to register them in a module passed as a plugin."""
+    local = [spec for spec in agents
+             if not is_policy_path(spec) and defined_in(spec) == "__main__"]
+    if local:
+        raise RunError(f"agent(s) {', '.join(map(repr, local))} are registered in your script, "
+                       "which worker processes do not run: move the registration into a module "
+                       "and pass run_grid(..., plugins=['that_module']) (on the command line "
+                       "--import that_module), or n_jobs=1 to play in this process")
+
+
 def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 trust_pickle: bool = False) -> tuple[dict[str, Any], dict[str, Dataset]]:
     """Check every agent and (data set, setting) now; return run.json's content and the data.
 
-    The grid's data sets are keyed by the names they load under (``Grid.resolve``), and each
-    saved policy by a hash of its file, so a retrained policy is never taken for the old one.
+    ``grid`` is resolved (``Grid.resolve``: its data sets keyed by the names they load
+    under), and each saved policy is keyed by a hash of its file, so a retrained policy is
+    never taken for the old one.
     """
-    grid = grid.resolve(data_dir)
+    if not grid.keys:
+        raise ValueError("prepare_run needs a resolved grid: pass grid.resolve(data_dir)")
     for spec in grid.agents:
         check_agent(spec, trust_pickle=trust_pickle)
     directory = None if data_dir is None else str(data_dir)
@@ -214,6 +230,9 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 "policies": {agent_label(spec): {"file": str(spec),
                                                  "sha256": policy_fingerprint(spec)}
                              for spec in grid.agents if is_policy_path(spec)},
+                "agents": {agent_label(spec): agent_source(spec)
+                           for spec in grid.agents if not is_policy_path(spec)},
+                "plugins": list(plugin_modules()),
                 "versions": package_versions(),
                 "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
     return manifest, loaded
@@ -273,6 +292,8 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
                    trust_pickle)
     if _expected_seconds(tasks, sizes) < WORKER_START_S:
         n_jobs = 1  # too small to pay for starting workers
+    if n_jobs != 1 or scheduler is not None:
+        check_workers_know(grid.agents)
     bar = progress_bar(len(cells), len(frames), progress)
     try:
         for finished in execute(tasks, _run_task, n_jobs, scheduler):
@@ -285,4 +306,5 @@ def run_grid(grid: Grid, output: str | os.PathLike, *, data_dir: str | os.PathLi
     return concat_cells(frames[cell] for cell in cells)
 
 
-__all__ = ["WORKER_START_S", "load_data", "play_agents", "prepare_run", "run_grid"]
+__all__ = ["WORKER_START_S", "check_workers_know", "load_data", "play_agents", "prepare_run",
+           "run_grid"]

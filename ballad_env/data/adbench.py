@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ballad_env.data.download import check_scheme, download, verify
+from ballad_env.files import remove_stale_temporaries
 
 DATA_HOME_ENV = "BALLAD_DATA_HOME"
 MIRROR_ENV = "BALLAD_DATA_MIRROR"
@@ -44,6 +45,12 @@ def entries() -> dict[str, dict[str, Any]]:
 def is_adbench_name(source: object) -> bool:
     """Whether ``source`` is a string of the form ``adbench/<name>`` (any case)."""
     return isinstance(source, str) and source.lower().startswith(PREFIX)
+
+
+def dataset_group(name: str) -> str:
+    """Where a data set comes from: ``adbench`` for ADBench's downloads (``adbench/<name>``),
+    ``paper`` for the rest (the paper's bundled sets, and built-in or local files)."""
+    return "adbench" if is_adbench_name(name) else "paper"
 
 
 def adbench_names() -> list[str]:
@@ -125,6 +132,7 @@ def fetch(name: str, *, progress: bool = True) -> Path:
     row = entry(name)
     path = cache_path(row)
     label = PREFIX + row["name"]
+    remove_stale_temporaries([path.parent])  # a killed download's, even once the file is here
     if not path.is_file():
         download(source_url(row), path, hashes(row), label, max_bytes=max_bytes(row),
                  progress=progress)
@@ -132,5 +140,5 @@ def fetch(name: str, *, progress: bool = True) -> Path:
 
 
 __all__ = ["DATA_HOME_ENV", "MIRROR_ENV", "PREFIX", "URL_TEMPLATE", "adbench_names",
-           "cache_path", "data_home", "entry", "fetch", "is_adbench_name", "is_cached",
-           "max_bytes", "registry", "source_url"]
+           "cache_path", "data_home", "dataset_group", "entry", "fetch", "is_adbench_name",
+           "is_cached", "max_bytes", "registry", "source_url"]

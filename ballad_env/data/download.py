@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import sys
 import threading
 import time
@@ -32,7 +31,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ballad_env.files import remove_stale_temporaries, temporary_path
+from ballad_env.data.transfer import (
+    Deadline,
+    Refused,
+    open_address,
+    redact,
+    set_read_timeout,
+)
+from ballad_env.files import (
+    remove_stale_temporaries,
+    temporary_path,
+    terminated_as_exit,
+)
 
 #: Seconds without progress (one socket read) before a download is abandoned.
 TIMEOUT_S = 60.0
@@ -47,7 +57,6 @@ _CHUNK = 1 << 20
 #: together keep the first verified copy (between processes ``os.replace`` is atomic, and
 #: every copy that reaches it is verified).
 _RENAME = threading.Lock()
-_USER_AGENT = "ballad-env verified data download (python urllib)"
 
 
 class DownloadError(OSError):
@@ -56,10 +65,6 @@ class DownloadError(OSError):
 
 class IntegrityError(ValueError):
     """A file on disk that does not match its registered hash (changed after download)."""
-
-
-class _Refused(Exception):
-    """Why a transfer was stopped before it ended (the message goes into ``DownloadError``)."""
 
 
 def file_hashes(path: Path) -> dict[str, Any]:
@@ -96,29 +101,9 @@ def check_scheme(url: str, where: str) -> None:
     """A ``ValueError`` naming ``where`` unless ``url`` is http(s) or file (no ftp, no data)."""
     scheme = urlsplit(url).scheme.lower()
     if scheme not in SCHEMES:
-        raise ValueError(f"{where}: {url!r} uses {scheme or 'no'}:// which is not supported; "
-                         "use an http://, https:// or file:// address, or a local folder")
-
-
-class _SafeRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to another http(s) address (urllib alone would follow ftp)."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> Any:
-        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
-            raise _Refused(f"the server answered with a redirect to {newurl}, which is not an "
-                           "http(s) address")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-_OPENER = urllib.request.build_opener(_SafeRedirects)
-
-
-def _set_read_timeout(response: Any, seconds: float) -> None:
-    """Bound the next socket read of an HTTP response to ``seconds`` (a file has no socket)."""
-    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
-    if isinstance(sock, socket.socket):
-        sock.settimeout(max(seconds, 1e-3))
+        raise ValueError(f"{where}: {redact(url)!r} uses {scheme or 'no'}:// which is not "
+                         "supported; use an http://, https:// or file:// address, or a local "
+                         "folder")
 
 
 def _stream(url: str, handle: Any, limits: tuple[float, float, int | None], progress: bool
@@ -127,46 +112,64 @@ def _stream(url: str, handle: Any, limits: tuple[float, float, int | None], prog
 
     ``limits`` is (seconds per read, seconds in all, most bytes or None). A server that
     announces or sends more than the most bytes, or is still sending at the deadline, is
-    stopped with :class:`_Refused` saying which limit it hit.
+    stopped with :class:`Refused` saying which limit it hit.
     """
     timeout, deadline, most = limits
     end = time.monotonic() + deadline
-    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    with _OPENER.open(request, timeout=min(timeout, deadline)) as response:
-        length = response.headers.get("Content-Length")
-        total = int(length) if length and length.isdigit() else None
-        if most is not None and total is not None and total > most:
-            raise _Refused(f"the server announces {total} bytes, more than its registered "
-                           f"size of {most} bytes")
-        received = 0
-        bar = _progress_bar(total, url) if progress else None
-        read = getattr(response, "read1", response.read)  # what has arrived, not 1 MB
+    passed = f"the download passed its total deadline of {deadline:g} s"
+    with Deadline(deadline) as watchdog:
         try:
-            while True:
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise _Refused(f"the download passed its total deadline of {deadline:g} s "
-                                   f"({received} bytes received)")
-                _set_read_timeout(response, min(timeout, left))
-                try:
-                    chunk = read(_CHUNK)
-                except TimeoutError:
-                    if end - time.monotonic() <= 0:
-                        continue  # the deadline, said above
-                    raise _Refused(f"the server sent no data for {timeout:g} s") from None
-                if not chunk:
-                    break
-                received += len(chunk)
-                if most is not None and received > most:
-                    raise _Refused(f"the server sent more than its registered size of {most} "
-                                   "bytes (stopped there)")
-                handle.write(chunk)
-                if bar is not None:
-                    bar.update(len(chunk))
-        finally:
-            if bar is not None:
-                bar.close()
+            response, total = open_address(url, min(timeout, deadline), watchdog)
+        except (OSError, HTTPException):
+            if watchdog.passed:
+                raise Refused(f"{passed} (no answer yet)") from None
+            raise
+        with response:
+            if most is not None and total is not None and total > most:
+                raise Refused(f"the server announces {total} bytes, more than its registered "
+                               f"size of {most} bytes")
+            received = _copy(response, handle, (timeout, end, most), progress, total,
+                             (url, passed))
+        if watchdog.passed:
+            raise Refused(f"{passed} ({received} bytes received)")
     return received, total
+
+
+def _copy(response: Any, handle: Any, limits: tuple[float, float, int | None],
+          progress: bool, total: int | None, said: tuple[str, str]) -> int:
+    """Copy the body of ``response`` into ``handle`` within ``limits`` (seconds per read,
+    the deadline's monotonic time, most bytes); the bytes copied. ``said``: the address,
+    and what the deadline's refusal says."""
+    timeout, end, most = limits
+    url, passed = said
+    received = 0
+    bar = _progress_bar(total, url) if progress else None
+    read = getattr(response, "read1", response.read)  # what has arrived, not 1 MB
+    try:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise Refused(f"{passed} ({received} bytes received)")
+            set_read_timeout(response, min(timeout, left))
+            try:
+                chunk = read(_CHUNK)
+            except TimeoutError:
+                if end - time.monotonic() <= 0:
+                    continue  # the deadline, said above
+                raise Refused(f"the server sent no data for {timeout:g} s") from None
+            if not chunk:
+                break
+            received += len(chunk)
+            if most is not None and received > most:
+                raise Refused(f"the server sent more than its registered size of {most} "
+                               "bytes (stopped there)")
+            handle.write(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    return received
 
 
 def _progress_bar(total: int | None, url: str) -> Any:
@@ -243,60 +246,83 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
         scheme, sends too much, passes a time limit, the transfer is cut short, the file
         does not match ``expected`` or the temporary file cannot be created.
     """
+    shown = redact(url)
     if not (expected.get("sha256") or expected.get("git_blob_sha1")):
-        raise ValueError(f"{what}: refusing to download {url} without a registered hash")
+        raise ValueError(f"{what}: refusing to download {shown} without a registered hash")
     check_scheme(url, what)
     most = int(expected["size"]) if expected.get("size") is not None else max_bytes
     limits = (timeout or TIMEOUT_S, deadline or _configured_deadline(), most)
     dest.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries([dest.parent])
     tmp = _part_path(dest)
-    by_hand = (f"To install it by hand, download {url} on a machine that can reach it and put "
-               f"it at {dest} (it is checked against its hash before use), or set "
+    by_hand = (f"To install it by hand, download {shown} on a machine that can reach it and "
+               f"put it at {dest} (it is checked against its hash before use), or set "
                "$BALLAD_DATA_MIRROR to a folder or server holding the file.")
-    try:
-        handle = _open_exclusive(tmp)
-    except OSError as err:
-        raise DownloadError(f"cannot create the temporary file {tmp} for {what} ({err}): "
-                            "something else is at that name; remove it and run again") from err
-    try:
-        with handle:
-            received, total = _fetch_into(url, handle, limits, progress, what, by_hand)
-        if total is not None and received != total:
-            raise DownloadError(
-                f"the download of {what} from {url} was cut short: {received} of {total} "
-                f"bytes. Nothing was saved under {dest}; run again. " + by_hand)
-        bad = mismatches(tmp, expected)
-        if bad:
-            raise DownloadError(
-                f"the file downloaded for {what} from {url} does not match its registered hash "
-                f"({'; '.join(bad)}): the address serves another file or the transfer was "
-                f"damaged. Nothing was saved under {dest}. " + by_hand)
-        with _RENAME:  # one rename at a time; a verified file already there stays
-            if not (dest.is_file() and not mismatches(dest, expected)):
-                os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with terminated_as_exit():  # a SIGTERM still removes the temporary file
+        try:
+            handle = _open_exclusive(tmp)
+        except OSError as err:
+            raise DownloadError(f"cannot create the temporary file {tmp} for {what} ({err}): "
+                                "something else is at that name; remove it and run again"
+                                ) from err
+        try:
+            with handle:
+                received, total = _fetch_into(url, handle, limits, progress, what, by_hand)
+            if total is not None and received != total:
+                raise DownloadError(
+                    f"the download of {what} from {shown} was cut short: {received} of "
+                    f"{total} bytes. Nothing was saved under {dest}; run again. " + by_hand)
+            bad = mismatches(tmp, expected)
+            if bad:
+                raise DownloadError(
+                    f"the file downloaded for {what} from {shown} does not match its "
+                    f"registered hash ({'; '.join(bad)}): the address serves another file or "
+                    f"the transfer was damaged. Nothing was saved under {dest}. " + by_hand)
+            with _RENAME:  # one rename at a time; a verified file already there stays
+                if not (dest.is_file() and not mismatches(dest, expected)):
+                    os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
     return dest
 
 
 def _fetch_into(url: str, handle: Any, limits: tuple[float, float, int | None],
                 progress: bool, what: str, by_hand: str) -> tuple[int, int | None]:
-    """:func:`_stream`, with every failure a :class:`DownloadError` naming ``what``."""
+    """:func:`_stream`, with every failure a :class:`DownloadError` naming ``what``, with
+    any password of ``url`` masked (a library's message may quote the address)."""
+    try:
+        return _fetch_named(url, handle, limits, progress, what, by_hand)
+    except DownloadError as err:
+        password = _password(url)
+        if password and password in str(err):
+            raise DownloadError(str(err).replace(password, "***")) from None
+        raise
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def _fetch_named(url: str, handle: Any, limits: tuple[float, float, int | None],
+                 progress: bool, what: str, by_hand: str) -> tuple[int, int | None]:
     try:
         return _stream(url, handle, limits, progress)
-    except _Refused as err:
-        raise DownloadError(f"could not download {what} from {url}: {err}. Nothing was "
-                            "saved. " + by_hand) from None
+    except Refused as err:
+        raise DownloadError(f"could not download {what} from {redact(url)}: {err}. Nothing "
+                            "was saved. " + by_hand) from None
     except (urllib.error.URLError, HTTPException, OSError) as err:
         if isinstance(err, urllib.error.HTTPError):
             err.close()  # it holds the response, and with it the connection
         reason = (err if isinstance(err, urllib.error.HTTPError)  # "HTTP Error 404: ..."
                   else getattr(err, "reason", None) or err)
         raise DownloadError(
-            f"could not download {what} from {url} ({type(err).__name__}: {reason}). "
+            f"could not download {what} from {redact(url)} ({type(err).__name__}: {reason}). "
             + by_hand) from err
 
 
-__all__ = ["DEADLINE_ENV", "DEADLINE_S", "SCHEMES", "TIMEOUT_S", "DownloadError", "IntegrityError",
-           "check_scheme", "download", "file_hashes", "mismatches", "verify"]
+__all__ = ["DEADLINE_ENV", "DEADLINE_S", "SCHEMES", "TIMEOUT_S", "DownloadError",
+           "IntegrityError", "check_scheme", "download", "file_hashes", "mismatches", "redact",
+           "verify"]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ballad_env.data.validation import DataWarning
+from ballad_env.files import array_ceiling, check_array_bytes, npz_array_bytes
 
 _CSV_LABEL_COLUMNS = ("label", "y", "outlier", "class", "is_anomaly")
 _CSV_MISSING = frozenset({"", "?", "na", "nan", "n/a", "null", "none"})
@@ -49,6 +50,11 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise _unreadable(path, ".npz", TypeError("it holds one array, not the arrays X and y"),
                           _NPZ_ADVICE)
     with archive:
+        try:
+            nbytes = npz_array_bytes(archive)  # from the headers, nothing inflated
+        except Exception as err:  # a damaged member header: BadZipFile, ValueError, ...
+            raise _unreadable(path, ".npz", err, _NPZ_ADVICE) from err
+        check_array_bytes(path, nbytes, "arrays")
         missing = [key for key in ("X", "y") if key not in archive.files]
         if missing:
             raise ValueError(
@@ -68,10 +74,12 @@ def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     from ballad_env.data.mat5 import mat5_problem
 
     advice = "Save the data with scipy.io.savemat(path, {'X': X, 'y': y})."
+    check_array_bytes(path, path.stat().st_size, "file")
     raw = path.read_bytes()
-    problem = mat5_problem(raw)
+    problem = mat5_problem(raw, array_ceiling())
     if problem:  # scipy's reader could crash the process on it (segmentation fault)
         raise _unreadable(path, "MATLAB .mat", ValueError(problem), advice)
+    _check_mat_shapes(path, raw, advice)
     try:
         contents = scipy.io.loadmat(io.BytesIO(raw))  # the bytes checked, read once
     except NotImplementedError as exc:  # raised by scipy for v7.3 (HDF5) files
@@ -95,6 +103,33 @@ def _load_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if y.ndim == 2 and 1 in y.shape:
         y = y.ravel()
     return X, y
+
+
+def _check_mat_shapes(path: Path, raw: bytes, advice: str) -> None:
+    """The dense size of ``X`` and ``y`` from the variables' headers (a sparse matrix of a
+    few bytes may declare 25,000 x 25,000), checked before scipy reads any data."""
+    import scipy.io
+
+    try:
+        variables = scipy.io.whosmat(io.BytesIO(raw))
+    except NotImplementedError:
+        return  # v7.3 (HDF5): loadmat refuses it, with its own message
+    except Exception as exc:  # a header scipy cannot list
+        raise _unreadable(path, "MATLAB .mat", exc, advice) from exc
+    nbytes = 0
+    for name, shape, _ in variables:
+        if name in ("X", "y"):
+            count = 1
+            for extent in shape:
+                count *= int(extent)
+            nbytes += 8 * count  # read, then made dense, as float64
+    check_array_bytes(path, nbytes, "variables X and y (dense)")
+
+
+def _check_text_size(path: Path) -> None:
+    """A text file's parse takes up to about 16 bytes of memory per byte of file (Python
+    strings and lists): checked from the file's size before it is read."""
+    check_array_bytes(path, 16 * path.stat().st_size, "values, parsed from text,")
 
 
 def _yes_no(value: Any) -> int | None:
@@ -124,6 +159,7 @@ def _load_arff(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read a DAMI-style ``.arff`` file with an ``outlier`` yes/no column."""
     from scipy.io import arff
 
+    _check_text_size(path)
     try:
         data, meta = arff.loadarff(path)
     except Exception as exc:  # scipy raises several exception types for bad files
@@ -171,6 +207,7 @@ def _csv_label(text: str) -> float | None:
 
 def _csv_text(path: Path) -> str:
     """The file's text, decoded as UTF-8 (a byte-order mark is dropped)."""
+    _check_text_size(path)
     try:
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as err:

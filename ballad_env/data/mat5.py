@@ -28,9 +28,11 @@ DATA_TYPES = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 12, 13, MI_MATRIX, MI_COMPRESSED
 MAX_DEPTH = 64
 
 
-def mat5_problem(raw: bytes) -> str | None:
+def mat5_problem(raw: bytes, ceiling: int | None = None) -> str | None:
     """What is structurally wrong with the level-5 MAT file ``raw``, or ``None`` (also for a
-    file of another version, which this check leaves to scipy)."""
+    file of another version, which this check leaves to scipy). A compressed element is
+    inflated to at most ``ceiling`` bytes (None: no limit): one inflating further is a
+    problem (a zip bomb of a few kB would otherwise take gigabytes here)."""
     if len(raw) < HEADER_BYTES:
         return None  # scipy refuses a short file itself
     version, endian = raw[124:126], raw[126:128]
@@ -40,11 +42,11 @@ def mat5_problem(raw: bytes) -> str | None:
     if struct.unpack(order + "H", version)[0] != 0x0100:
         return None  # 7.3 (HDF5) or another version: scipy refuses it
     return _elements(raw, HEADER_BYTES, len(raw), order, depth=0, padded=False,
-                     offset=0, inside="the file")
+                     offset=0, inside="the file", ceiling=ceiling)
 
 
 def _elements(buf: bytes, start: int, end: int, order: str, depth: int, padded: bool,
-              offset: int, inside: str) -> str | None:
+              offset: int, inside: str, ceiling: int | None) -> str | None:
     """Walk the data elements of ``buf[start:end]``; ``offset`` maps a position to the one
     reported (decompressed data is reported relative to its element)."""
     pos = start
@@ -62,7 +64,7 @@ def _elements(buf: bytes, start: int, end: int, order: str, depth: int, padded: 
             return f"{where} is a small element of {size} bytes (at most 4)"
         if body + size > end:
             return f"{where} declares {size} bytes, past the end of {inside}"
-        problem = _inside(buf, kind, body, size, order, depth, offset, where)
+        problem = _inside(buf, kind, body, size, order, depth, offset, where, ceiling)
         if problem:
             return problem
         if small:
@@ -73,20 +75,26 @@ def _elements(buf: bytes, start: int, end: int, order: str, depth: int, padded: 
 
 
 def _inside(buf: bytes, kind: int, body: int, size: int, order: str, depth: int, offset: int,
-            where: str) -> str | None:
+            where: str, ceiling: int | None) -> str | None:
     """Check what an element holds: a matrix's subelements, a compressed element's data."""
     if depth >= MAX_DEPTH:
         return None
     if kind == MI_MATRIX:
         return _elements(buf, body, body + size, order, depth + 1, padded=True,
-                         offset=offset, inside=where)
+                         offset=offset, inside=where, ceiling=ceiling)
     if kind == MI_COMPRESSED:
+        inflater = zlib.decompressobj()
         try:
-            data = zlib.decompress(buf[body:body + size])
+            data = inflater.decompress(buf[body:body + size], 0 if ceiling is None else ceiling + 1)
         except zlib.error as err:
             return f"{where} does not decompress ({err})"
+        if ceiling is not None and len(data) > ceiling:
+            return (f"{where} inflates past {ceiling:,} bytes (the ceiling of a file's "
+                    "arrays, $BALLAD_MAX_ARRAY_BYTES)")
+        if not inflater.eof:  # as zlib.decompress says of a cut stream
+            return f"{where} does not decompress (incomplete or truncated stream)"
         return _elements(data, 0, len(data), order, depth + 1, padded=False, offset=0,
-                         inside=f"the decompressed data of {where}")
+                         inside=f"the decompressed data of {where}", ceiling=ceiling)
     return None
 
 

@@ -122,8 +122,7 @@ class BudgetAllocationReplayEnv(gym.Env):
     | seeds | every one stored | the episode seeds to draw from |
     | settings | ``Settings()`` | the episode's options; any reward works with any store |
     | render_mode | ``None`` | ``"rgb_array"`` (the lattice's costs and the path) or ``"ansi"`` |
-    | observation | ``"v0"`` | observation version, as the live environment's (``"v1"`` |
-    | | | appends the validation-sample cost and its standard error) |
+    | observation | ``"v0"`` | observation version, as the live environment's |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"`` |
 
     ``reset(options={"dataset": ..., "seed": ...})`` draws among the stored cells of these

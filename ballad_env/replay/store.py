@@ -34,7 +34,9 @@ import numpy as np
 
 from ballad_env.files import (
     atomic_write,
+    check_array_bytes,
     manifest_lock,
+    npz_array_bytes,
     open_regular,
     read_regular_text,
     safe_name,
@@ -169,6 +171,7 @@ def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarra
     try:
         with open_regular(path, "lattice file") as handle, \
                 np.load(handle, allow_pickle=False) as data:
+            check_array_bytes(path, npz_array_bytes(data), "arrays")  # nothing inflated yet
             header = json.loads(str(data["header"]))
             _check_header(path, header)
             values = unpack_arrays(header["arrays"], data["packed"]) if arrays else {}
@@ -223,16 +226,40 @@ def load_lattice(path: str | os.PathLike, *, dataset: str | None = None, seed: i
             if value is not None and value != found[key]:
                 raise StoreError(f"lattice file {path} holds {key} {found[key]!r}, "
                                  f"not {value!r}")
-        return Lattice.from_arrays(arrays, dataset=header["dataset"], seed=int(header["seed"]),
-                                   n_rounds=int(header["n_rounds"]),
-                                   contamination=float(header["contamination"]),
-                                   settings=stored)
+        lattice = Lattice.from_arrays(arrays, dataset=header["dataset"],
+                                      seed=int(header["seed"]), n_rounds=int(header["n_rounds"]),
+                                      contamination=float(header["contamination"]),
+                                      settings=stored)
+        problem = lattice_problem(lattice)
+        if problem:
+            raise StoreError(f"lattice file {path} holds no episode of its header ({problem}): "
+                             "delete it and build it again (ballad-env lattices resumes)")
+        return lattice
     except StoreError:
         raise
     except Exception as err:  # a crafted or damaged header: missing keys, wrong types
         raise StoreError(f"lattice file {path} is malformed ({type(err).__name__}: {err}); "
                          "delete it and build it again (ballad-env lattices resumes)"
                          ) from err
+
+
+def lattice_problem(lattice: Lattice) -> str | None:
+    """What makes ``lattice``'s states impossible (a zeroed or forged payload under a valid
+    header), or ``None``: the start state held, no state past the budget, each state's round
+    and budget its own, and positive sizes (set sizes, features, the cost's scale)."""
+    n, grid, reach = lattice.n_rounds, lattice.grid, lattice.reachable
+    if n < 1 or reach.ndim != 2 or not reach[0, 0]:
+        return "no start state"
+    i, j = np.nonzero(reach)
+    if np.any(i + j > n):
+        return f"states past its {n} rounds"
+    if not (np.array_equal(grid["round"][reach], i + j)
+            and np.all(grid["n_rounds"][reach] == n)):
+        return "states whose round or budget is not their own"
+    for name in ("n_train", "n_val", "n_features", "max_cost", "per_round"):
+        if not np.all(grid[name][reach] > 0):
+            return f"a state whose {name} is not positive"
+    return None
 
 
 def dataset_folder(dataset: str) -> str:
@@ -355,5 +382,6 @@ class LatticeStore:
 
 
 __all__ = ["FORMAT_VERSION", "MANIFEST_FILE", "LatticeStore", "StoreError", "dataset_folder",
-           "environment_fingerprint", "lattice_settings", "load_lattice", "pack_arrays",
-           "read_header", "save_lattice", "setting_key", "source_hash", "unpack_arrays"]
+           "environment_fingerprint", "lattice_problem", "lattice_settings", "load_lattice",
+           "pack_arrays", "read_header", "save_lattice", "setting_key", "source_hash",
+           "unpack_arrays"]

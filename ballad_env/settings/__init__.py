@@ -10,7 +10,6 @@ their registries, so options registered by a user are accepted too.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -42,7 +41,15 @@ from ballad_env.settings.presets import (
     AUTHORS_QUERY_SEED,
     SADAL_CODE,
 )
-from ballad_env.settings.values import finite_number, named_options, number_text, whole_number
+from ballad_env.settings.values import (
+    check_backend,
+    cost_value,
+    finite_number,
+    named_options,
+    number_text,
+    query_seed_value,
+    whole_number,
+)
 
 #: The built-in choices; each registry may hold more.
 RewardName = Literal["entropy", "cosine", "cost", "round_cost", "val_cost", "val_sample_cost"]
@@ -248,14 +255,7 @@ class Settings:
             value = getattr(self, name)
             if value is None or (name == "c_r" and value in C_R_RULES):
                 continue
-            try:
-                value = finite_number(name, value)
-            except ValueError:
-                value = float("nan")
-            if not value > 0:
-                raise ValueError(f"invalid costs: {name} must be a positive finite number, "
-                                 f"got {getattr(self, name)!r}")
-            self._set(name, value)
+            self._set(name, cost_value(name, value))
         REWARD_SIGNALS.check(self.reward)
         AL_QUERIES.check(self.al_strategy)
         LR_QUERIES.check(self.lr_strategy)
@@ -280,30 +280,14 @@ class Settings:
         if self.kernel_dtype is not None and self.kernel_dtype not in KERNEL_DTYPES:
             raise ValueError(f"unknown kernel_dtype {self.kernel_dtype!r}: use one of "
                              f"{', '.join(KERNEL_DTYPES)} (or None: by the training set's size)")
-        self._check_backend()
+        check_backend(self.kernel_backend, self.kernel_device)
         if self.kernel_pairs is not None:
             check_pairs(self.kernel_pairs, self.kernel_backend)
         if self.alpha <= 0:
             raise ValueError(f"alpha must be positive, got {self.alpha}")
-        self._check_query_seed()
+        self._set("query_seed", query_seed_value(self.query_seed, self.query_rng))
         Budget.from_fractions(1, self.budget_fraction, self.round_fraction)  # validates both
         Budget.warn_if_inexact(self.budget_fraction, self.round_fraction)
-
-    def _check_backend(self) -> None:
-        """The device only with the torch backend, and torch installed for it (looked for,
-        not imported: importing torch takes seconds)."""
-        if self.kernel_device is not None:
-            if not isinstance(self.kernel_device, str) or not self.kernel_device.strip():
-                raise ValueError(f"kernel_device must be a torch device's name (cpu, cuda, "
-                                 f"cuda:N) or None, got {self.kernel_device!r}")
-            if self.kernel_backend != "torch":
-                raise ValueError(f"kernel_device={self.kernel_device!r} applies to the torch "
-                                 "backend only: add kernel_backend='torch', or leave the "
-                                 "device out")
-        if self.kernel_backend == "torch" and importlib.util.find_spec("torch") is None:
-            raise ValueError("kernel_backend='torch' needs PyTorch, which is not installed: "
-                             "pip install 'ballad-env[torch]' (or pip install torch), or use "
-                             "kernel_backend='numpy'")
 
     def _check_rejex(self) -> None:
         """``rejex_T``: a positive number, and set only for a RejEx rejector."""
@@ -335,26 +319,6 @@ class Settings:
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
-
-    def _check_query_seed(self) -> None:
-        """``query_seed``: None (or ``"split"``) or a seed of a legacy ``RandomState``, and
-        only with ``query_rng="authors"``, the one stream it seeds."""
-        seed = self.query_seed
-        if isinstance(seed, str) and seed.lower() == "split":
-            self._set("query_seed", None)
-            return
-        if seed is None:
-            return
-        if (isinstance(seed, bool) or not isinstance(seed, int | float)
-                or not float(seed).is_integer() or not 0 <= seed < 2**32):
-            raise ValueError(f"query_seed must be 'split' (the split seed) or a whole number "
-                             f"from 0 to 2**32 - 1 (a RandomState seed), got {seed!r}")
-        if self.query_rng != "authors":
-            raise ValueError(f"query_seed={seed!r} seeds the one legacy stream of "
-                             f"query_rng='authors', but query_rng={self.query_rng!r} draws "
-                             "the queries from the episode's own streams: use "
-                             "query_rng='authors', or leave query_seed at 'split'")
-        self._set("query_seed", int(seed))
 
     # ----------------------------------------------------------------- derived
     @property

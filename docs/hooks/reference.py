@@ -13,6 +13,8 @@ A new module appears in the reference without any edit here or in ``mkdocs.yml``
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +101,8 @@ def on_config(config: Any) -> Any:
 def on_files(files: Files, config: Any) -> Files:
     from mkdocs.structure.files import File
 
+    if str(ROOT) not in sys.path:  # the docs' tools (scripts/) run from the clone, uninstalled
+        sys.path.insert(0, str(ROOT))
     from scripts.tools.cli_reference import cli_reference
 
     packages = api_packages()
@@ -110,3 +114,14 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, f"reference/api/{package}.md",
                                     content=api_page(package, modules)))
     return files
+
+
+#: A Sphinx role before a code span (``:class:`Settings` `` renders as ":class:" and a code
+#: span): docstrings keep the roles for ``help()`` and Sphinx readers, the site shows code.
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|data|mod|attr|exc|obj|const):(?=<code>)")
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """The page's HTML with every Sphinx role before a code span dropped, in the API pages'
+    rendered docstrings and everywhere else (the search index reads this HTML)."""
+    return ROLE.sub("", html)

@@ -1,5 +1,6 @@
 """The command line's reference, drawn from the parsers themselves: every ``ballad-env <job>``
-(and each of its subcommands) with the help its parser prints.
+(and each of its subcommands) as a section, with a short usage line and a table of its
+options (their help and defaults, as ``--help`` words them).
 
 The documentation site's "Command line" page is this module's :func:`cli_reference`, built
 at every site build (``docs/hooks/reference.py``), so the page can never drift from the
@@ -74,20 +75,69 @@ def job_help(name: str) -> list[tuple[str, str]]:
     return pages
 
 
+def _cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table: one line, ``|`` escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def short_usage(parser: argparse.ArgumentParser) -> str:
+    """``prog``, its required options and positionals, then ``[options]``: the usage line
+    without the optional ones, which the table lists (argparse's own runs to many lines)."""
+    formatter = parser._get_formatter()
+    needed = [formatter._format_action_invocation(a).split(", ")[-1] if a.option_strings
+              else formatter._metavar_formatter(a, a.dest)(1)[0]
+              for a in parser._actions
+              if (a.required or not a.option_strings)
+              and not isinstance(a, argparse._SubParsersAction)]
+    if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+        needed.append("<subcommand> ...")
+    return " ".join([parser.prog, *needed, "[options]"])
+
+
+def options_tables(parser: argparse.ArgumentParser) -> list[str]:
+    """One Markdown table per argument group of ``parser`` (option, what it does with its
+    default, as ``--help`` words it), groups without options left out."""
+    formatter = parser._get_formatter()
+    lines: list[str] = []
+    for group in parser._action_groups:
+        rows = [f"| `{_cell(formatter._format_action_invocation(action))}` | "
+                f"{_cell(formatter._expand_help(action) if action.help else '')}"
+                f"{' (required)' if action.required else ''} |"
+                for action in group._group_actions
+                if action.help != argparse.SUPPRESS
+                and not isinstance(action, argparse._SubParsersAction)]
+        if rows:
+            title = (group.title or "options")
+            lines += [f"**{title[0].upper() + title[1:]}**", "", "| Option | Description |",
+                      "|---|---|", *rows, ""]
+    return lines
+
+
+def parser_section(parser: argparse.ArgumentParser, level: str) -> list[str]:
+    """A job's (or a subcommand's) section: its description, usage line and options."""
+    lines = [f"{level} `{parser.prog}`", ""]
+    if parser.description:
+        lines += [" ".join(parser.description.split()), ""]
+    lines += ["```text", short_usage(parser), "```", "", *options_tables(parser)]
+    return lines
+
+
 def cli_reference() -> str:
-    """The Markdown page of every job's help, in the order of ``ballad-env --help``."""
+    """The Markdown page of every job: a section each, in the order of ``ballad-env --help``,
+    with its usage line and a table of its options (their help and defaults)."""
     lines = ["# Command line", "",
-             "Every job of the `ballad-env` command (also `python -m ballad_env <job>` and the",
-             "shims in `scripts/`), with the help its parser prints. This page is generated from",
-             "the parsers at every build of the site (`scripts.tools.cli_reference`).",
-             "", "```text", usage(), "```", ""]
-    for name, (_, summary) in COMMANDS.items():
-        lines += [f"## `ballad-env {name}`", "", summary[0].upper() + summary[1:] + ".", ""]
-        for prog, text in job_help(name):
-            if prog != f"ballad-env {name}":
-                lines += [f"### `{prog}`", ""]
-            lines += ["```text", text.rstrip(), "```", ""]
+             "Every job of the `ballad-env` command (also `python -m ballad_env <job>`), with",
+             "its options as its parser describes them (`ballad-env <job> --help` prints the",
+             "same). This page is generated from the parsers at every build of the site",
+             "(`scripts.tools.cli_reference`).", "", "```text", usage(), "```", ""]
+    with mock.patch.dict("os.environ", {"COLUMNS": "100"}):
+        for name in COMMANDS:
+            parser = job_parser(name)
+            lines += parser_section(parser, "##")
+            lines += [line for _, sub in subcommands(parser)
+                      for line in parser_section(sub, "###")]
     return "\n".join(lines)
 
 
-__all__ = ["cli_reference", "job_help", "job_parser", "subcommands"]
+__all__ = ["cli_reference", "job_help", "job_parser", "options_tables", "parser_section",
+           "short_usage", "subcommands"]

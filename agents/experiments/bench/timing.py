@@ -90,7 +90,9 @@ def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
     from stable_baselines3 import PPO
     from stable_baselines3.common.logger import Logger
 
-    from agents.experiments.training.sb3 import TrainConfig, algorithm_kwargs, make_vec_env
+    from agents.experiments.training.config import TrainConfig
+    from agents.experiments.training.envs import make_vec_env
+    from agents.experiments.training.sb3 import algorithm_kwargs
     from agents.experiments.training.vec_adapter import make_replay_vec_env
 
     config = TrainConfig(algo="ppo", datasets=tuple(datasets),

@@ -66,7 +66,7 @@ def measure_vector(store: str | os.PathLike, settings: Settings,
     ``short_steps`` a run, the others ``steps``. ``SyncVectorEnv``'s wrapper lives with the
     training code (the 'rl' extra), so it is imported here: the rest of ``ballad-env bench``
     runs on the core install and the experiments extra."""
-    from agents.experiments.training.envs import KeepInfo
+    from ballad_env.wrappers import KeepInfo
 
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []

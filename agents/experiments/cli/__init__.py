@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agents.extras import EXTRA_OF, missing_extra
+from ballad_env.files import read_regular_text
 from ballad_env.plugins import PluginError, load_entry_points, load_plugins
 
 #: subcommand -> (module of its ``main``, what it does)
@@ -65,6 +68,29 @@ def n_jobs_value(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("0 workers cannot run anything: use 1 (this "
                                          "process), N workers, or -1 (all cores)")
+    if abs(value) > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS} worker processes, got {value}")
+    return value
+
+
+#: The most local worker processes ``--n-jobs`` starts (and the most a negative count
+#: leaves out).
+MAX_JOBS = 1_024
+
+
+def bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` (a size option's documented
+    bound), else argparse's one-line error naming the option."""
+    def value(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, got {number:,}")
+        return number
+
+    value.__name__ = f"whole number from {low} to {high}"
     return value
 
 
@@ -75,7 +101,9 @@ def add_execution_arguments(parser: argparse.ArgumentParser | argparse._Argument
     gives its default), ``--scheduler`` (a Dask scheduler) and ``--no-progress``."""
     if n_jobs is not None:
         parser.add_argument("--n-jobs", type=n_jobs_value, default=n_jobs,
-                            help="worker processes (-1: all cores, 1: in this process)")
+                            help="worker processes (-1: all cores, 1: in this process); work "
+                                 "expected to take under a few seconds runs in this process "
+                                 "whatever this says (starting workers would cost more)")
     if scheduler:
         parser.add_argument("--scheduler", default=None, help="address of a Dask scheduler "
                             "(e.g. tcp://host:8786): run there instead")
@@ -95,11 +123,15 @@ def add_plugin_argument(parser: argparse.ArgumentParser) -> None:
 def import_plugins(argv: Sequence[str] | None) -> None:
     """Load the plugin entry points and the ``--import`` modules of ``argv`` before a job's
     parser is built (a plugin may register a prior ``--prior`` names); a plugin that fails
-    is an error naming it (exit status 2)."""
+    is an error naming it (exit status 2). The folder the command runs in goes on the path
+    first, as ``python -m`` puts it there, so ``--import my_agent`` finds ``./my_agent.py``
+    from the ``ballad-env`` script too (worker processes inherit the path)."""
     args = list(sys.argv[1:] if argv is None else argv)
     modules = [value for option, value in zip(args, args[1:], strict=False)
                if option == "--import"]
     modules += [arg.removeprefix("--import=") for arg in args if arg.startswith("--import=")]
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         load_plugins(modules)
     except PluginError as err:
@@ -107,12 +139,56 @@ def import_plugins(argv: Sequence[str] | None) -> None:
         raise SystemExit(2) from err
 
 
+def datasets_from(path: str | os.PathLike) -> tuple[str, ...]:
+    """The ``train`` list of data-set names in the JSON file ``path`` (``--datasets-from``,
+    e.g. ``docs/policy_split.json``); a ``ValueError`` naming the file and what is wrong (a
+    FIFO or folder there is refused, not waited on)."""
+    try:
+        content = json.loads(read_regular_text(path, "--datasets-from file"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"--datasets-from {path}: not a readable JSON file ({err})") from err
+    names = content.get("train") if isinstance(content, dict) else None
+    if not isinstance(names, list) or not names or \
+            not all(isinstance(name, str) and name for name in names):
+        raise ValueError(f"--datasets-from {path}: needs a 'train' list of data-set names "
+                         f"(e.g. {{\"train\": [\"Glass\", \"WBC\"]}}), found "
+                         f"{json.dumps(names)[:80] if names is not None else 'none'}")
+    return tuple(names)
+
+
 def usage() -> str:
     """The command's help: its subcommands, one line each."""
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
-    return ("usage: ballad-env <command> [options]   (ballad-env <command> --help)\n\n"
-            "commands:\n" + "\n".join(lines))
+    return ("usage: ballad-env <command> [options] | --version   (ballad-env <command> "
+            "--help)\n\ncommands:\n" + "\n".join(lines))
+
+
+def user_error(err: BaseException, what: str = "this command") -> str | None:
+    """The one-line message of a failure the user can fix (an optional dependency not
+    installed: the extra that installs it; a download that failed: what to do), or
+    ``None`` for anything else (a bug, shown with its traceback)."""
+    if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] in EXTRA_OF:
+        return str(missing_extra(err, what))
+    from ballad_env.data.download import DownloadError  # the data layer, imported when needed
+
+    if isinstance(err, DownloadError):
+        return " ".join(str(err).split())
+    return None
+
+
+def run_job(job: Callable[[], int | None], what: str = "this command") -> int:
+    """``job()``'s exit status, a failure the user can fix (:func:`user_error`) printed as
+    one line ``error: ...`` with status 2 instead of a traceback; what every ``ballad-env``
+    job and every study's ``__main__`` runs through."""
+    try:
+        return int(job() or 0)
+    except (ModuleNotFoundError, OSError) as err:
+        message = user_error(err, what)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,6 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return 0 if args else 2
+    if args[0] == "--version":
+        from ballad_env import __version__
+
+        print(f"ballad-env {__version__}")
+        return 0
     name, rest = args[0], args[1:]
     if name in STUDIES:
         print(f"error: `{name}` is research, run from a clone of the repository: "
@@ -142,8 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     sys.argv[0] = f"ballad-env {name}"  # the name argparse shows in usage and errors
-    return int(module.main(rest) or 0)
+    return run_job(lambda: module.main(rest), f"`ballad-env {name}`")
 
 
 __all__ = ["COMMANDS", "STUDIES", "HelpFormatter", "add_plugin_argument", "import_plugins", "main",
-           "n_jobs_value", "usage"]
+           "n_jobs_value", "run_job", "usage", "user_error"]

@@ -95,7 +95,7 @@ from agents.experiments.bench.vector import (
     ppo_report,
     vector_report,
 )
-from agents.experiments.cli import HelpFormatter, n_jobs_value
+from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value
 from agents.experiments.grid import DATASETS_HELP
 from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
 from ballad_env.replay.env import BudgetAllocationReplayEnv
@@ -113,17 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     add_settings_arguments(parser, only=["prior", "bayes_calls"])
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=bounded(1, 1000), default=3,
                         help="exact episodes per data set (seeds 0..N-1); the median is shown")
-    parser.add_argument("--bayes-repeats", type=int, default=1,
+    parser.add_argument("--bayes-repeats", type=bounded(0, 1000), default=1,
                         help="bayes episodes per data set (0: skip the bayes search)")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=bounded(1, 1024), default=1,
                         help="BLAS/OpenMP threads per process (the harness's workers use 1)")
     parser.add_argument("--no-profile", action="store_true",
                         help="skip profiling the slowest data set")
     parser.add_argument("--q1", action="store_true",
                         help="also time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
-    parser.add_argument("--q1-seeds", type=int, default=10, help="seeds of the --q1 grid")
+    parser.add_argument("--q1-seeds", type=bounded(1, 10**6), default=10,
+                        help="seeds of the --q1 grid")
     parser.add_argument("--n-jobs", type=n_jobs_value, default=-1,
                         help="worker processes for --q1")
     replay = parser.add_argument_group("replay environment")
@@ -133,35 +134,39 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--replay-store", default=None,
                         help="time the replay environment cold and warm on this existing "
                              "store instead (steps/s and peak memory, one fresh process)")
-    replay.add_argument("--replay-runs", type=int, default=1,
+    replay.add_argument("--replay-runs", type=bounded(1, 100), default=1,
                         help="with --replay-store: fresh processes, one after the other; "
                              "prints each and the median and range")
-    replay.add_argument("--replay-seeds", type=int, default=3, help="seeds in the store")
-    replay.add_argument("--replay-steps", type=int, default=200_000,
+    replay.add_argument("--replay-seeds", type=bounded(1, 10**6), default=3,
+                        help="seeds in the store")
+    replay.add_argument("--replay-steps", type=bounded(1, 10**9), default=200_000,
                         help="replay steps timed (after as many to warm up)")
-    replay.add_argument("--live-episodes", type=int, default=10,
+    replay.add_argument("--live-episodes", type=bounded(1, 10**6), default=10,
                         help="live episodes timed (fresh seeds)")
     vector = parser.add_argument_group("vector environment (with --replay-store)")
     vector.add_argument("--vector", action="store_true",
                         help="time the vector replay environment beside the single one and "
                              "SyncVectorEnv (steps/s, median of --vector-repeats)")
-    vector.add_argument("--vector-sizes", type=int, nargs="+", default=list(VECTOR_SIZES),
+    vector.add_argument("--vector-sizes", type=bounded(1, 10**5), nargs="+",
+                        default=list(VECTOR_SIZES),
                         help="numbers of environments N")
-    vector.add_argument("--vector-repeats", type=int, default=3, help="timed runs per figure")
-    vector.add_argument("--short-steps", type=int, default=20_000,
+    vector.add_argument("--vector-repeats", type=bounded(1, 1000), default=3,
+                        help="timed runs per figure")
+    vector.add_argument("--short-steps", type=bounded(1, 10**9), default=20_000,
                         help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
-    vector.add_argument("--ppo-steps", type=int, default=0,
+    vector.add_argument("--ppo-steps", type=bounded(0, 10**10), default=0,
                         help="also train PPO this many steps on both paths (0: skip)")
     training = parser.add_argument_group("training (with --replay-store)")
     training.add_argument("--training", action="store_true",
                           help="time SB3 PPO against the batched trainer on the store")
-    training.add_argument("--train-sizes", type=int, nargs="+", default=list(TRAINING_SIZES),
+    training.add_argument("--train-sizes", type=bounded(1, 10**5), nargs="+",
+                          default=list(TRAINING_SIZES),
                           help="environments N of the batched runs")
-    training.add_argument("--train-steps", type=int, default=307_200,
+    training.add_argument("--train-steps", type=bounded(1, 10**10), default=307_200,
                           help="steps of each batched run")
-    training.add_argument("--sb3-steps", type=int, default=102_400,
+    training.add_argument("--sb3-steps", type=bounded(1, 10**10), default=102_400,
                           help="steps of each SB3 run")
-    training.add_argument("--train-repeats", type=int, default=1,
+    training.add_argument("--train-repeats", type=bounded(1, 1000), default=1,
                           help="rounds of every run (the median is shown)")
     training.add_argument("--quality-runs", default=None, metavar="DIR",
                           help="instead: replay the greedy policies of the runs under DIR "
@@ -174,9 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
-    scaling.add_argument("--sizes", type=int, nargs="+", default=list(SCALING_SIZES),
+    scaling.add_argument("--sizes", type=bounded(1, 10**7), nargs="+", default=list(SCALING_SIZES),
                          help="rows of the synthetic data sets (--scaling)")
-    scaling.add_argument("--dims", type=int, nargs="+", default=list(SCALING_DIMS),
+    scaling.add_argument("--dims", type=bounded(1, 10_000), nargs="+", default=list(SCALING_DIMS),
                          help="features of the synthetic data sets (--scaling)")
     scaling.add_argument("--agents", nargs="+", default=None,
                          help="agents timed (--scaling: ballad all-in-al; --full-size: "
@@ -184,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "--compare-backends: ballad all-in-al)")
     scaling.add_argument("--effects", action="store_true",
                          help="compare the fast paths' costs with the exact path's instead")
-    scaling.add_argument("--effect-seeds", type=int, default=3,
+    scaling.add_argument("--effect-seeds", type=bounded(1, 10_000), default=3,
                          help="seeds 0..N-1 per data set and agent (--effects)")
     full = parser.add_argument_group("full size and kernel backends")
     full.add_argument("--full-size", nargs="+", default=None, metavar="FILE",

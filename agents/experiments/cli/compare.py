@@ -33,9 +33,10 @@ from agents.experiments.cli import (
     add_plugin_argument,
     import_plugins,
 )
-from agents.experiments.grid import DATASETS_HELP
+from agents.experiments.grid import DATASETS_HELP, agent_label
 from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
+from ballad_env.files import atomic_write
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
@@ -66,7 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--plot", nargs="?", const="", default=None, metavar="PNG",
                      help="also draw the cost by round with a band of one standard error over "
                           "seeds (default file: <output>/cost_by_round.png)")
+    add_stats_arguments(parser)
     return parser
+
+
+def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--stats`` and its options (the ``stats`` extra)."""
+    from agents.experiments.reports.stats import ALPHA, POSTHOC_TESTS
+
+    stats = parser.add_argument_group("statistics (the stats extra: pip install -e '.[stats]')")
+    stats.add_argument("--stats", action="store_true",
+                       help="also write <output>/stats/: average ranks over data sets, the "
+                            "Friedman test, post hoc p-values and a critical-difference diagram "
+                            "per setting, each agent's mean with a bootstrap interval over seeds")
+    stats.add_argument("--baseline", default=None, metavar="AGENT",
+                       help="with --stats, also test each agent against this one per data set, "
+                            "paired by seed (e.g. all-in-lr)")
+    stats.add_argument("--posthoc", choices=POSTHOC_TESTS, default=POSTHOC_TESTS[0],
+                       help="post hoc test of every pair over data sets: Wilcoxon signed-rank "
+                            "with Holm's correction, or Nemenyi's test of the average ranks")
+    stats.add_argument("--significance", type=float, default=ALPHA,
+                       help="significance level of the tests (intervals cover 1 minus it)")
+    stats.add_argument("--stats-seed", type=int, default=0,
+                       help="seed of the bootstrap intervals")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,12 +102,47 @@ def build_grid(args: argparse.Namespace) -> Grid:
                 tuple(args.agents), settings_from_args(args))
 
 
+def check_stats_args(args: argparse.Namespace) -> None:
+    """Before the run: the ``stats`` extra is installed, the baseline is one of the agents (a
+    saved policy's path becomes its name in the results) and the significance level is a
+    probability (each a one-line error)."""
+    if args.baseline is not None and not args.stats:
+        raise ValueError("--baseline needs --stats")
+    if not args.stats:
+        return
+    from agents.experiments.reports.stats import require_stats_extra
+
+    require_stats_extra()
+    if not 0 < args.significance < 1:
+        raise ValueError(f"--significance must be between 0 and 1, got {args.significance}")
+    if args.baseline is None:
+        return
+    labels = {spec: agent_label(spec) for spec in args.agents}
+    if args.baseline not in labels and args.baseline not in labels.values():
+        raise ValueError(f"--baseline {args.baseline!r} is not among --agents "
+                         f"({' '.join(args.agents)}): add it or name one of them")
+    args.baseline = labels.get(args.baseline, args.baseline)
+
+
+def report_stats(results: Any, output: Path, args: argparse.Namespace) -> None:
+    """Write ``<output>/stats/`` (:func:`agents.experiments.reports.stats_report.write_stats`)
+    and print its summary."""
+    from agents.experiments.reports.stats import seed_scores
+    from agents.experiments.reports.stats_report import StatsOptions, summary_lines, write_stats
+
+    options = StatsOptions(baseline=args.baseline, posthoc=args.posthoc,
+                           alpha=args.significance, seed=args.stats_seed)
+    stats = write_stats(seed_scores(results), output / "stats", options=options)
+    print("\nStatistics (mean test cost per seed; ranks over data sets, lowest = 1)")
+    print("\n".join(summary_lines(stats)))
+
+
 def report(results: Any, output: Path, per_round: bool, plot: str | None = None) -> None:
     """Print (and save as CSV) the summary table with each agent's standard error over seeds,
     the win counts, optionally the rounds; with ``plot`` (a path, or ``""`` for
     ``<output>/cost_by_round.png``) draw the cost by round with error bands."""
     summary = with_standard_errors(summary_table(results), standard_errors(results))
-    summary.to_csv(output / "summary.csv")
+    atomic_write(output / "summary.csv", summary.to_csv)  # a FIFO there is replaced
     import pandas as pd  # here, so that agents.experiments names a missing extra first
 
     with pd.option_context("display.width", 200, "display.max_columns", 50,
@@ -97,7 +155,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
             print(win_counts(summary).to_string())
         if per_round:
             rounds = per_round_table(results)
-            rounds.to_csv(output / "per_round.csv")
+            atomic_write(output / "per_round.csv", rounds.to_csv)
             print("\nMean test cost per round (data sets weigh equally)")
             print(rounds.to_string())
     if plot is not None:
@@ -106,12 +164,17 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
         figure = cost_by_round_with_errors(results, plot or output / "cost_by_round.png")
         print(f"\nCost by round (mean ± standard error over seeds): {figure}")
     print(f"\nTidy results: {output / 'cells'} (pandas.read_parquet or "
-          "agents.experiments.load_results); summary: summary.csv")
+          f"agents.experiments.load_results); summary: {output / 'summary.csv'}")
 
 
 def main(argv: list[str] | None = None) -> int:
     import_plugins(argv)
     args = parse_args(argv)
+    try:
+        check_stats_args(args)
+    except (ValueError, ModuleNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         grid = build_grid(args)
         results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
@@ -125,5 +188,11 @@ def main(argv: list[str] | None = None) -> int:
               "again to resume", file=sys.stderr)
         return 130
     report(results, Path(args.output), args.per_round, args.plot)
+    if args.stats:
+        try:
+            report_stats(results, Path(args.output), args)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return 0
 

@@ -14,7 +14,6 @@ both extrapolated to ``--extrapolate-seeds`` seeds; ``--summary DIR`` writes tha
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -23,16 +22,16 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    datasets_from,
     import_plugins,
 )
+from agents.experiments.grid import MAX_SEEDS
 from agents.experiments.lattice_build import build_store, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
 from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.replay.store import StoreError
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,11 +62,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = build_parser()
     args = p.parse_args(argv)
     if args.datasets_from is not None:
-        args.datasets = json.loads(args.datasets_from.read_text())["train"]
+        try:
+            args.datasets = list(datasets_from(args.datasets_from))
+        except ValueError as err:
+            p.error(str(err))
     if not args.datasets:
         p.error("give --datasets or --datasets-from")
-    if args.seeds < 1:
-        p.error(f"--seeds must be at least 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        p.error(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {args.seeds}")
     return args
 
 

@@ -31,18 +31,25 @@ from agents.experiments.cli import (
     HelpFormatter,
     add_execution_arguments,
     add_plugin_argument,
+    datasets_from,
     import_plugins,
 )
 from agents.experiments.stores.results import RunError
+from agents.experiments.training.bounds import check_training_sizes
+from agents.experiments.training.config import VEC_ENVS, TrainConfig
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
-from agents.experiments.training.sb3 import VEC_ENVS, TrainConfig
-from agents.policy import ALGORITHMS
+from agents.policy_files import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 #: ``--trainer``: stable-baselines3, or the batched trainer (``training.batched``).
 TRAINERS = ("sb3", "batched")
+#: ``--total-timesteps`` by trainer: a short SB3 run; for the batched trainer, about 66
+#: rollouts of N = 1,024 (seconds on a CPU, ``docs/training.md``), not a single one.
+TIMESTEPS = {"sb3": 3000, "batched": 1_000_000}
+#: The data set of ``--datasets`` when neither it nor a store says which.
+DEFAULT_DATASET = "toy"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,12 +60,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="sb3: stable-baselines3 (every algorithm); batched: PPO or MaskablePPO "
                         "on the vector replay environment, batched in torch (--replay-store)")
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
-    p.add_argument("--datasets", nargs="+", default=["toy"],
-                   help="data sets (names or paths); one is drawn per episode")
+    p.add_argument("--datasets", nargs="+", default=None,
+                   help="data sets (names or paths); one is drawn per episode (default: every "
+                        "data set of --replay-store, else toy)")
     p.add_argument("--datasets-from", type=Path, default=None,
                    help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
     p.add_argument("--data-dir", default=None, help="folder of data files ($BALLAD_DATA_DIR)")
-    p.add_argument("--total-timesteps", type=int, default=3000, help="environment steps")
+    p.add_argument("--total-timesteps", type=int, default=None,
+                   help=f"environment steps (default: {TIMESTEPS['sb3']:,} for sb3, "
+                        f"{TIMESTEPS['batched']:,} for batched, rounded up to whole rollouts)")
     p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
     p.add_argument("--n-envs", type=int, default=None,
                    help="parallel environments (default: 2 for sb3, 1024 for batched)")
@@ -104,14 +114,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def chosen_datasets(args: argparse.Namespace) -> list[str] | None:
+    """The data sets the command line names (``--datasets`` or ``--datasets-from``), or
+    ``None`` when it names none."""
+    if args.datasets_from is not None:
+        return list(datasets_from(args.datasets_from))
+    return None if args.datasets is None else list(args.datasets)
+
+
+def store_datasets(store: str, settings: Settings) -> list[str]:
+    """Every data set the lattice store holds under ``settings`` (the SB3 path's default on
+    a store, the batched trainer's too); ``ValueError`` when it holds none."""
+    from ballad_env.replay.store import LatticeStore
+
+    names = sorted({name for name, _ in LatticeStore(store).cells(settings)})
+    if not names:
+        raise ValueError(f"the store {store} has no lattice of setting {settings.name}: "
+                         "build one with ballad-env lattices, or pass the setting it holds "
+                         "(--prior, --c-fn, ...)")
+    return names
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The run's settings from the parsed command line."""
-    datasets = args.datasets
-    if args.datasets_from is not None:
-        datasets = json.loads(args.datasets_from.read_text())["train"]
+    datasets = chosen_datasets(args)
+    if datasets is None:  # the store's data sets, as the batched trainer takes them
+        datasets = [DEFAULT_DATASET] if args.replay_store is None else store_datasets(
+            args.replay_store, settings_from_args(args)[0])
     return TrainConfig(
         algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
-        settings=settings_from_args(args)[0], total_timesteps=args.total_timesteps, seed=args.seed,
+        settings=settings_from_args(args)[0],
+        total_timesteps=args.total_timesteps or TIMESTEPS["sb3"], seed=args.seed,
         n_envs=args.n_envs or 2, vec_env=args.vec_env, learning_rate=args.learning_rate,
         discount=args.discount, n_steps=args.n_steps, batch_size=args.batch_size,
         ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), n_epochs=args.n_epochs,
@@ -138,15 +171,18 @@ def train_batched_from_args(args: argparse.Namespace) -> int:
     if args.replay_store is None:
         raise ValueError("--trainer batched trains on the replay environment: give "
                          "--replay-store DIR (a store built with ballad-env lattices)")
+    check_training_sizes({"n_steps": args.n_steps, "batch_size": args.batch_size,
+                          "n_epochs": args.n_epochs, "net_arch": args.net_arch,
+                          "n_envs": args.n_envs})
     defaults = parse_args([])
     hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
              if getattr(args, option) != getattr(defaults, option)}
-    datasets = list(config_from_args(args).datasets) if args.datasets != ["toy"] \
-        or args.datasets_from is not None else None
+    datasets = chosen_datasets(args)  # None: every data set of the store
     seeds = range(args.episode_seeds) if args.episode_seeds else None
     run_dir = train_batched(args.replay_store, algo=args.algo, datasets=datasets, seeds=seeds,
                             settings=settings_from_args(args)[0], observation=args.observation,
-                            n_envs=args.n_envs or 1024, total_timesteps=args.total_timesteps,
+                            n_envs=args.n_envs or 1024,
+                            total_timesteps=args.total_timesteps or TIMESTEPS["batched"],
                             seed=args.seed, threads=args.torch_threads, hyperparameters=hyper,
                             eval_freq=args.eval_freq, output_dir=args.output_dir,
                             run_name=args.run_name, eval_seed=args.eval_seed,

@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 
 from agents.experiments.reports.tables import reward_difference_stats, reward_differences  # noqa: E402
 from agents.experiments.stores.results import load_results  # noqa: E402
+from ballad_env.files import atomic_write  # noqa: E402
 
 Results: TypeAlias = pd.DataFrame | str | os.PathLike
 
@@ -48,18 +49,25 @@ def _select(table: pd.DataFrame, column: str, values: Sequence[str] | None) -> l
     return list(values)
 
 
-def _color(agent: str, index: int) -> str:
+def agent_color(agent: str, index: int) -> str:
+    """``agent``'s fixed colour (:data:`AGENT_COLORS`), else the ``index``-th of the cycle."""
     return AGENT_COLORS.get(agent, f"C{(index + 5) % 10}")
 
 
 def save_figure(fig: plt.Figure, path: str | os.PathLike, *, dpi: int = 130,
                 bbox_inches: str | None = "tight") -> Path:
     """Write ``fig`` to ``path`` (its folder made if missing), close it, return the path:
-    the one way every report's figure reaches the disk."""
+    the one way every report's figure reaches the disk. Written to a temporary file and
+    renamed (``ballad_env.files.atomic_write``), so a FIFO or a half-written figure at
+    ``path`` is replaced, never written into."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches=bbox_inches)
-    plt.close(fig)
+    kind = path.suffix.lstrip(".").lower() or "png"
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format=kind, dpi=dpi,
+                                                   bbox_inches=bbox_inches))
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -79,7 +87,7 @@ def _draw(ax: plt.Axes, table: pd.DataFrame, agents: list[str], settings: list[s
             curve = curves.loc[(setting, agent)]
             label = agent if len(settings) == 1 else f"{agent} ({setting})"
             ax.plot(100 * curve.index, curve.to_numpy(), LINESTYLES[j % len(LINESTYLES)],
-                    color=_color(agent, i), marker="o", markersize=2.5, linewidth=1.3,
+                    color=agent_color(agent, i), marker="o", markersize=2.5, linewidth=1.3,
                     label=label if labels else None)
 
 
@@ -151,6 +159,15 @@ def _finish_panels(fig: Any, n_agents: int, title: str | None,
     return save_figure(fig, path)
 
 
+def averaged_over(table: pd.DataFrame) -> str:
+    """What a figure's means are taken over, for its title: the data sets (named when there
+    are few) and the number of seeds."""
+    sets = sorted(table["dataset"].unique())
+    named = ", ".join(sets) if len(sets) <= 4 else f"{len(sets)} data sets"
+    seeds = table["seed"].nunique()
+    return f"{named}; {seeds} seed{'s' if seeds != 1 else ''}"
+
+
 def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
                               agents: Sequence[str] | None = None,
                               settings: Sequence[str] | None = None,
@@ -158,7 +175,7 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
     """One panel per setting: ``metric`` per round, averaged over data sets within each seed,
     then over seeds, with a band of one standard error over seeds (``ballad-env compare
     --plot``). The band is the seeds' spread (splits, priors, queries); with one seed there
-    is none."""
+    is none. The title (by default) names the data sets and the number of seeds."""
     table = _table(results)
     agents = _select(table, "agent", agents)
     settings = _select(table, "setting", settings)
@@ -173,13 +190,15 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
                 continue
             m, e = mean.loc[(setting, agent)], error.loc[(setting, agent)].fillna(0.0)
             x = 100 * m.index.to_numpy()
-            ax.plot(x, m.to_numpy(), color=_color(agent, i), marker="o", markersize=2.5,
+            ax.plot(x, m.to_numpy(), color=agent_color(agent, i), marker="o", markersize=2.5,
                     linewidth=1.3, label=agent if j == 0 else None)
-            ax.fill_between(x, (m - e).to_numpy(), (m + e).to_numpy(), color=_color(agent, i),
-                            alpha=0.2, linewidth=0)
+            ax.fill_between(x, (m - e).to_numpy(), (m + e).to_numpy(),
+                            color=agent_color(agent, i), alpha=0.2, linewidth=0)
         ax.set_title(setting, fontsize=9)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"{metric.replace('_', ' ')} (mean ± s.e. over seeds)")
+    if title is None:
+        title = f"{metric.replace('_', ' ')} by round ({averaged_over(table)})"
     return _finish_panels(fig, len(agents), title, path)
 
 
@@ -208,5 +227,6 @@ def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
     return save_figure(fig, path)
 
 
-__all__ = ["AGENT_COLORS", "cost_by_round_with_errors", "cost_per_round", "mean_cost_per_round",
-           "reward_difference_histogram", "save_figure"]
+__all__ = ["AGENT_COLORS", "agent_color", "averaged_over", "cost_by_round_with_errors",
+           "cost_per_round",
+           "mean_cost_per_round", "reward_difference_histogram", "save_figure"]

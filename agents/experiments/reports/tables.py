@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ballad_env.files import atomic_write
+
 
 def _dataset_means(results: pd.DataFrame, by: Sequence[str], metric: str) -> pd.Series:
     """Mean of ``metric`` over seeds (and any other rows) per ``by`` + data set."""
@@ -228,12 +230,13 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     csv = folder / f"{stem}.csv"
-    frame.to_csv(csv, index=index, float_format=csv_float_format)
+    atomic_write(csv, lambda tmp: frame.to_csv(tmp, index=index, float_format=csv_float_format))
     if not markdown:
         return csv
     text = (f"# {title}\n\n" if title else "") + (f"{note}\n\n" if note else "")
     path = folder / f"{stem}.md"
-    path.write_text(text + markdown_table(frame, digits, index, missing))
+    table = text + markdown_table(frame, digits, index, missing)
+    atomic_write(path, lambda tmp: tmp.write_text(table))
     return path
 
 

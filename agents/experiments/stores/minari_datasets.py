@@ -79,10 +79,11 @@ def env_kwargs(store: str | Path, settings: Settings, observation: str = "v0",
                datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None
                ) -> dict[str, Any]:
     """The replay environment's arguments as plain JSON (what the dataset's environment
-    spec stores): the store, the settings' fields that differ from the defaults, and the
-    data sets, seeds and observation version when given."""
+    spec stores): the store's absolute path (so the dataset reloads from any folder), the
+    settings' fields that differ from the defaults, and the data sets, seeds and
+    observation version when given."""
     default = Settings()
-    kwargs: dict[str, Any] = {"store": str(store)}
+    kwargs: dict[str, Any] = {"store": str(Path(store).resolve())}
     kwargs.update({f.name: getattr(settings, f.name) for f in fields(Settings)
                    if getattr(settings, f.name) != getattr(default, f.name)})
     if datasets is not None:
@@ -102,6 +103,29 @@ def make_policy(policy: str, env: gym.Env, trust_pickle: bool = False) -> Any:
     return make_agent(policy, env.unwrapped, trust_pickle=trust_pickle)
 
 
+#: The most episodes one recording plays (``--episodes``).
+MAX_EPISODES = 10**7
+
+
+def check_dataset_id(dataset_id: str) -> None:
+    """A ``ValueError`` naming ``dataset_id`` unless it is a well-formed, versioned Minari id
+    (``(namespace/)name-vN``) not yet in Minari's folder."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    try:
+        version = parse_dataset_id(dataset_id)[2]
+    except (ValueError, TypeError):  # TypeError: no -vN (minari's int(None))
+        version = None
+    if version is None:
+        raise ValueError(f"Minari dataset id {dataset_id!r} is not of the form "
+                         "(namespace/)name-vN, e.g. ballad/replay-optimal-v0")
+    if get_dataset_path(dataset_id).exists():
+        raise ValueError(f"the Minari dataset {dataset_id} exists already "
+                         f"({get_dataset_path(dataset_id)}): pick another name or version, "
+                         "or delete it first")
+
+
 def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
                    settings: Settings | None = None, observation: str = "v0",
                    datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
@@ -116,6 +140,10 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     """
     from agents.experiments.lattice_build import store_settings
 
+    check_dataset_id(dataset_id)  # before any episode is played
+    if episodes is not None and not 1 <= episodes <= MAX_EPISODES:
+        raise ValueError(f"episodes (--episodes) must be from 1 to {MAX_EPISODES:,}, got "
+                         f"{episodes}")
     settings = store_settings(store, settings, None)
     kwargs = env_kwargs(store, settings, observation, datasets, seeds)
     env = gym.make(ballad_env.REPLAY_ENV_ID, **kwargs)
@@ -163,5 +191,6 @@ def minari_folder() -> Path:
                                Path.home() / ".minari" / "datasets"))
 
 
-__all__ = ["INFO_KEYS", "OPTIMA", "HindsightOptimum", "NumericInfo", "env_kwargs",
-           "load_recorded", "make_policy", "minari_folder", "record_dataset"]
+__all__ = ["INFO_KEYS", "MAX_EPISODES", "OPTIMA", "HindsightOptimum", "NumericInfo",
+           "check_dataset_id", "env_kwargs", "load_recorded", "make_policy", "minari_folder",
+           "record_dataset"]

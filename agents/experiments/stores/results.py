@@ -262,9 +262,12 @@ def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> lis
     for axis in GRID_AXES:
         old, new = old_grid.get(axis, []), new_grid.get(axis, [])
         same: Any = agent_label if axis == "agents" else (lambda value: value)
-        kept = [same(value) for value in new]
-        if any(same(value) not in kept for value in old):
-            problems.append(f"grid.{axis}: stored {old!r}, now {new!r}")
+        kept = {_hashable(same(value)) for value in new}  # a set: 2 million seeds in seconds
+        lost = [value for value in old if _hashable(same(value)) not in kept]
+        if lost:
+            problems.append(f"grid.{axis}: stored {_short(old)}, now {_short(new)} (lacking "
+                            f"{_short(lost)})")
+    problems += _implementation_differences(stored, wanted)
     for section in ("data", "versions"):
         old, new = stored.get(section, {}), wanted.get(section, {})
         # a data set new to the grid is not a difference; a package's version always is
@@ -281,6 +284,38 @@ def _manifest_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> lis
             problems.append(f"{new['file']} has changed since its results were stored (content "
                             f"{old['sha256']} then, {new['sha256']} now): the stored cells of "
                             f"{label} belong to the policy that was there before")
+    return problems
+
+
+def _short(values: list[Any]) -> str:
+    """``values`` as a message shows them: in full up to 8, else the first 8 and a count."""
+    if len(values) <= 8:
+        return repr(values)
+    return f"[{', '.join(map(repr, values[:8]))}, ... ({len(values):,} in all)]"
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` as a set member: itself if hashable, else its JSON text (a setting)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _implementation_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """An agent now implemented by other code than when its cells were stored (a plugin
+    that replaced a built-in's name, or a plugin missing now), and plugin modules the
+    stored run imported that this one does not."""
+    problems = []
+    old, new = stored.get("agents", {}), wanted.get("agents", {})
+    for label in sorted(set(old) & set(new)):
+        if old[label] != new[label]:
+            problems.append(f"agent {label} is implemented by {new[label] or 'nothing'} now, "
+                            f"by {old[label]} when its results were stored (a plugin module "
+                            "replaced it, or is not imported now: --import MODULE)")
+    missing = [m for m in stored.get("plugins", []) if m not in set(wanted.get("plugins", []))]
+    if missing:
+        problems.append(f"plugins: the stored run imported {', '.join(missing)}, this one "
+                        "does not (--import MODULE)")
     return problems
 
 
@@ -329,10 +364,15 @@ def _check_sections(manifest: dict[str, Any]) -> None:
     """The shapes ``run.json``'s sections must have before they are compared: ``grid``,
     ``data`` and ``versions`` objects, ``policies`` an object of ``{"file", "sha256"}``
     objects (a ``ValueError`` naming the section otherwise)."""
-    for section in ("grid", "data", "versions", "policies"):
+    for section in ("grid", "data", "versions", "policies", "agents"):
         if section in manifest and not isinstance(manifest[section], dict):
             raise ValueError(f"its {section!r} is a JSON {type(manifest[section]).__name__}, "
                              "not an object")
+    if not all(isinstance(v, str) for v in manifest.get("agents", {}).values()):
+        raise ValueError("its 'agents' must map each agent to the text naming its code")
+    plugins = manifest.get("plugins", [])
+    if not (isinstance(plugins, list) and all(isinstance(m, str) for m in plugins)):
+        raise ValueError(f"its 'plugins' is {plugins!r}, not a list of module names")
     for label, entry in manifest.get("policies", {}).items():
         if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
                 and isinstance(entry.get("file"), str)):

@@ -37,6 +37,8 @@ from gymnasium.vector import AutoresetMode
 
 import ballad_env
 from agents.experiments.lattice_build import store_settings
+from agents.experiments.training.bounds import check_training_sizes
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.ppo_batches import (
     PPOHyperparameters,
     Rollout,
@@ -44,7 +46,8 @@ from agents.experiments.training.ppo_batches import (
     policy_outputs,
     ppo_update,
 )
-from agents.experiments.training.sb3 import TrainConfig, fresh_run_dir, versions
+from agents.experiments.training.run_folder import run_lock
+from agents.experiments.training.sb3 import fresh_run_dir, versions
 from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, check_version
@@ -257,6 +260,9 @@ def _run(algo: str, store: str | Path, settings: Settings, names: Sequence[str],
     check_version(observation)
     if n_envs < 1 or total_timesteps < 1 or threads < 1 or eval_episodes < 1:
         raise ValueError("n_envs, total_timesteps, threads and eval_episodes must be positive")
+    check_training_sizes({"n_envs": n_envs, "total_timesteps": total_timesteps,
+                          "torch_threads": threads, "eval_episodes": eval_episodes,
+                          "eval_freq": eval_freq})
     if eval_freq < 0:
         raise ValueError(f"eval_freq must be >= 0 (0: never), got {eval_freq}")
     names = list(names)
@@ -302,12 +308,13 @@ def train_batched(store: str | Path, *, algo: str = "maskable-ppo",
         run = _run(algo, store, settings, names, seeds, observation, n_envs, total_timesteps,
                    seed, device, threads or DEFAULT_THREADS, eval_freq, eval_episodes,
                    eval_seed, output_dir, run_name)
-        run_dir = fresh_run_dir(TrainConfig(algo=run.algo, run_name=run.run_name,
-                                            output_dir=run.output_dir, overwrite=overwrite))
+        config = TrainConfig(algo=run.algo, run_name=run.run_name, output_dir=run.output_dir,
+                             overwrite=overwrite)
         if eval_freq > 0:
             eval_envs = make_envs(store, eval_episodes, settings, datasets, seeds, observation)
         torch.set_num_threads(run.torch_threads)
-        return _train(run, hp, envs, eval_envs, run_dir)
+        with run_lock(config.run_dir):  # one run writes a folder at a time
+            return _train(run, hp, envs, eval_envs, fresh_run_dir(config))
     finally:
         torch.set_num_threads(threads_before)
         envs.close()

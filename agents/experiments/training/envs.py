@@ -1,7 +1,7 @@
 """The environments a training run steps: one monitored environment per worker, drawing its
 data set per episode from a list (and its seed from a pool), or the vector replay
-environment; and the wrappers they share (a valid-action fallback, a slim ``info``, a seed
-pool). :mod:`agents.experiments.training.sb3` runs them; its names re-export these.
+environment, wrapped by :mod:`ballad_env.wrappers` (a valid-action fallback, a slim
+``info``, a seed pool). :mod:`agents.experiments.training.sb3` runs them.
 """
 
 from __future__ import annotations
@@ -9,10 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
-import numpy as np
 
 try:
     from stable_baselines3.common.monitor import Monitor
@@ -22,67 +20,12 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
 
     raise missing_extra(err, "policy training") from err
 
+from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.vec_adapter import make_replay_vec_env
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
-
-if TYPE_CHECKING:
-    from agents.experiments.training.sb3 import TrainConfig
-
-#: Written by Monitor at each episode's end: the final test cost, and which data set it was.
-MONITOR_KEYWORDS = ("test_cost", "dataset")
-
-
-class ValidActionWrapper(gym.ActionWrapper):
-    """Replace an action whose label pool is exhausted by the other one (the rule agents'
-    fallback), so algorithms without masks never crash the episode on an invalid choice.
-    """
-
-    def action(self, action: Any) -> int:
-        chosen = int(np.asarray(action).item())
-        mask = self.env.get_wrapper_attr("action_masks")()
-        return chosen if mask[chosen] or not mask.any() else 1 - chosen
-
-
-class KeepInfo(gym.Wrapper):
-    """Keep only the ``info`` keys training reads (``MONITOR_KEYWORDS``): SB3's DummyVecEnv
-    deep-copies every worker's info at every step, which on the replay environment took
-    ~40% of a PPO run's time with the full ``info``."""
-
-    def __init__(self, env: gym.Env, keys: Sequence[str] = MONITOR_KEYWORDS) -> None:
-        super().__init__(env)
-        self.keys = tuple(keys)
-
-    def _slim(self, info: dict[str, Any]) -> dict[str, Any]:
-        return {k: info[k] for k in self.keys if k in info}
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(**kwargs)
-        return obs, self._slim(info)
-
-    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self._slim(info)
-
-
-class SeedPool(gym.Wrapper):
-    """Resets without a seed draw one from 0..n-1 (with a generator seeded by the first seeded
-    reset), so a worker replays n repetitions of the protocol and their label-free resets
-    come from the reset cache. A reset with a seed passes it on unchanged."""
-
-    def __init__(self, env: gym.Env, n: int) -> None:
-        super().__init__(env)
-        self.n = n
-        self.rng = np.random.default_rng()
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[Any, dict[str, Any]]:
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        else:
-            seed = int(self.rng.integers(self.n))
-        return self.env.reset(seed=seed, options=options)
+from ballad_env.wrappers import MONITOR_KEYWORDS, KeepInfo, SeedPool, ValidActionWrapper
 
 
 def build_env(datasets: Sequence[str], data_dir: str | None, settings: Settings,
@@ -131,3 +74,6 @@ def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
     if config.vec_env == "subproc" and n > 1:
         return SubprocVecEnv(fns)
     return DummyVecEnv(fns)
+
+
+__all__ = ["build_env", "env_factory", "make_vec_env"]

@@ -40,7 +40,7 @@ from agents.experiments.stores.results import (
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
-    from agents.experiments.training.sb3 import TrainConfig, TrainResult
+    from agents.experiments.training.config import TrainConfig, TrainResult
 
 #: A study policy's run name: ``<group>-train<n training sets>-s<seed>``.
 RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
@@ -230,8 +230,7 @@ def plot_by_round(df: pd.DataFrame, column: str, ylabel: str, path: Path,
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
     axes.flat[0].legend(fontsize=7)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches=None)
 
 
 def run_folders(models: Sequence[Path], order: Sequence[str] = ()) -> dict[str, list[Path]]:

@@ -1,8 +1,8 @@
 """Train stable-baselines3 policies on the BALLAD environment, save them, and plot how they learned.
 
-The pieces a training run needs, each small and usable alone: a seeded vector of monitored
-environments (one data set drawn per episode from a list; built in
-:mod:`agents.experiments.training.envs`, whose names this module re-exports), callbacks
+The pieces a training run needs, each small and usable alone: its configuration
+(:mod:`agents.experiments.training.config`), a seeded vector of monitored environments (one
+data set drawn per episode from a list; :mod:`agents.experiments.training.envs`), callbacks
 (a plain-tqdm progress bar, periodic evaluation on fixed seeds that also records the test
 cost, checkpoints), the run itself (model ``<run>.zip`` + settings ``<run>.json`` +
 monitor CSVs in ``<out>/<run>/``), and the training-curve plot read back from those files.
@@ -17,7 +17,7 @@ import platform
 import shutil
 import time
 import warnings
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,144 +40,15 @@ from tqdm.auto import tqdm
 
 import ballad_env
 from agents.experiments.stores.results import RunError, writable_folder
-from agents.experiments.training.envs import (
-    MONITOR_KEYWORDS,
-    KeepInfo,
-    SeedPool,
-    ValidActionWrapper,
-    build_env,
-    env_factory,
-    make_vec_env,
-)
+from agents.experiments.training.config import TrainConfig, TrainResult
+from agents.experiments.training.envs import build_env, make_vec_env
+from agents.experiments.training.run_folder import run_lock
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
-from ballad_env.observation import OBSERVATIONS, check_version
-from ballad_env.settings import Settings
+from ballad_env.observation import OBSERVATIONS
 
-#: "vector": the replay environment stepped N at a time in numpy (``training.vec_adapter``; needs
-#: ``replay_store``), instead of N single environments in subprocesses or in this process.
-VEC_ENVS = ("subproc", "dummy", "vector")
 #: The sub-folders a run writes; training again under the same run name replaces them.
 RUN_FOLDERS = ("monitor", "logs", "eval", "checkpoints")
-
-
-@dataclass
-class TrainConfig:
-    """Everything a training run depends on; saved with the model as its settings JSON."""
-
-    algo: str = "ppo"
-    datasets: tuple[str, ...] = ("toy",)
-    data_dir: str | None = None
-    #: The environment's options (reward, costs, budget, prior, threshold search, ...).
-    settings: Settings = field(default_factory=lambda: Settings(reward="cost"))
-    total_timesteps: int = 3000
-    seed: int = 0
-    n_envs: int = 2
-    vec_env: str = "subproc"
-    # Algorithm settings (None: the per-algorithm default in ``algorithm_kwargs``).
-    learning_rate: float = 3e-4
-    discount: float = 1.0  # SB3's gamma (not the contamination)
-    n_steps: int | None = None
-    batch_size: int | None = None
-    ent_coef: float = 0.01
-    net_arch: tuple[int, ...] = (64, 64)
-    n_epochs: int = 10  # PPO: passes over each rollout
-    train_freq: int = 1  # DQN: vector steps between updates
-    gradient_steps: int = 1  # DQN: gradient steps per update
-    #: The observation version the policy reads (``ballad_env.observation.OBSERVATIONS``).
-    observation: str = "v0"
-    # Evaluation, checkpoints and output.
-    eval_freq: int = 0
-    eval_episodes: int = 6
-    eval_seed: int = 100_000
-    checkpoint_freq: int = 0
-    output_dir: str = "results/policies"
-    run_name: str | None = None
-    torch_threads: int = 1
-    progress_bar: bool = True
-    #: Replace a finished run of the same name (its ``<run>.zip``); refused otherwise.
-    overwrite: bool = False
-    #: 0: every training episode a fresh seed (the default). N: training episodes draw their
-    #: seed from 0..N-1, so each (data set, seed) reset is computed once per worker and then
-    #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
-    episode_seeds: int = 0
-    #: A lattice store (``ballad-env lattices``): train on the replay environment
-    #: (``ballad_env.replay.env``), the same episodes 200 to 2,000 times faster; the data sets are
-    #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
-    replay_store: str | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.settings, dict):  # read back from a settings JSON
-            self.settings = Settings.from_dict(self.settings)
-        self.datasets = tuple(self.datasets)
-        if self.replay_store is not None:
-            self.replay_store = str(self.replay_store)
-        self.net_arch = tuple(self.net_arch)
-        if self.algo not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algo!r}: use one of {ALGORITHMS}")
-        if self.vec_env not in VEC_ENVS:
-            raise ValueError(f"unknown vec_env {self.vec_env!r}: use one of {VEC_ENVS}")
-        if not self.datasets:
-            raise ValueError("datasets: give at least one data set")
-        if self.vec_env == "vector" and self.replay_store is None:
-            raise ValueError("vec_env='vector' steps the replay environment: give "
-                             "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
-        if self.n_envs < 1 or self.total_timesteps < 1:
-            raise ValueError("n_envs and total_timesteps must be positive")
-        self._check_batches()
-        check_version(self.observation)
-        if min(self.n_epochs, self.train_freq, self.gradient_steps) < 1:
-            raise ValueError("n_epochs, train_freq and gradient_steps must be positive")
-        if self.episode_seeds < 0:
-            raise ValueError(f"episode_seeds must be >= 0 (0: a fresh seed per episode), got "
-                             f"{self.episode_seeds}")
-
-    def _check_batches(self) -> None:
-        """Rollout and minibatch sizes SB3 would refuse with a bare ``AssertionError``."""
-        if self.n_steps is not None and self.n_steps < 1:
-            raise ValueError(f"n_steps must be positive, got {self.n_steps}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
-        if self.algo not in ("ppo", "maskable_ppo"):
-            return
-        if self.batch_size is not None and self.batch_size < 2:
-            raise ValueError("batch_size must be at least 2 for PPO (it normalises the "
-                             f"advantages over each minibatch), got {self.batch_size}")
-        if self.n_steps is not None and self.n_steps * self.n_envs < 2:
-            raise ValueError("PPO needs a rollout of at least 2 steps: n_steps x n_envs = "
-                             f"{self.n_steps} x {self.n_envs}")
-
-    @property
-    def name(self) -> str:
-        """The run name: algorithm, reward, data sets, any other non-default setting, the
-        seed and the training steps (or the name given), so runs under other settings or of
-        other lengths never share a folder."""
-        if self.run_name:
-            return self.run_name
-        one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
-        sets = one if len(self.datasets) == 1 else f"{len(self.datasets)}sets"
-        reward = self.settings.reward
-        others = self.settings.replace(reward=Settings().reward)  # the reward is named already
-        tag = "" if others == Settings() else f"-{others.name}"
-        replay = "-replay" if self.replay_store else ""
-        version = "" if self.observation == "v0" else f"-{self.observation}"
-        return (f"{self.algo}-{reward}-{sets}{tag}{version}{replay}-s{self.seed}"
-                f"-{self.total_timesteps}steps")
-
-    @property
-    def run_dir(self) -> Path:
-        """Folder holding everything this run writes."""
-        return Path(self.output_dir) / self.name
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """Where a finished run put its files, and how long it took."""
-
-    model_path: Path
-    settings_path: Path
-    run_dir: Path
-    seconds: float
 
 
 # --------------------------------------------------------------------------- algorithms
@@ -325,10 +196,11 @@ def settings_dict(config: TrainConfig, model: Any, seconds: float) -> dict[str, 
 
 
 def check_data(config: TrainConfig) -> None:
-    """Load every training data set here, before any worker process starts: an unknown name,
+    """Load every training data set here, before worker processes start: an unknown name,
     a bad file or settings the data cannot support is then an error that names it, not a
     worker's crash (``ConnectionResetError``). With a replay store, open it and find the
-    data sets' lattices instead."""
+    data sets' lattices instead. Environments built in this process need no such check:
+    their own errors name the cause."""
     if config.replay_store is not None:
         build_env(config.datasets, config.data_dir, config.settings, None,
                   config.episode_seeds, config.replay_store, config.observation)
@@ -371,7 +243,14 @@ def train(config: TrainConfig) -> TrainResult:
     JSON is written when training starts too, so the checkpoints of an interrupted run load
     as agents; it is completed at the end.
     """
-    check_data(config)
+    if config.vec_env == "subproc" and config.n_envs > 1:
+        check_data(config)  # in this process, the environments' own errors name the cause
+    with run_lock(config.run_dir):  # one run writes a folder at a time
+        return _train_locked(config)
+
+
+def _train_locked(config: TrainConfig) -> TrainResult:
+    """:func:`train` once the data is checked and the run folder held."""
     # Seeding, in one place: Python/NumPy/torch here; the model seeds the action space
     # and the vector env (worker i resets first with seed + i, then draws from its RNG).
     torch.set_num_threads(config.torch_threads)
@@ -398,14 +277,6 @@ def train(config: TrainConfig) -> TrainResult:
     return TrainResult(model_path, write_settings(config, model, seconds), run_dir, seconds)
 
 
-__all__ = ["ALGORITHMS", "KeepInfo", "MONITOR_KEYWORDS", "RUN_FOLDERS", "SeedPool", "TrainConfig",
-           "TrainResult", "ValidActionWrapper", "algorithm_class", "algorithm_kwargs",
-           "build_env", "check_data", "fresh_run_dir", "make_callbacks", "make_vec_env",
-           "train", "write_settings"]
-
-
-__all__ = ["MONITOR_KEYWORDS", "RUN_FOLDERS", "VEC_ENVS", "KeepInfo", "SeedPool", "TqdmProgress",
-           "TrainConfig", "TrainResult", "ValidActionWrapper", "algorithm_class",
-           "algorithm_kwargs", "build_env", "check_data", "config_dict", "env_factory",
-           "eval_callback", "fresh_run_dir", "make_callbacks", "make_vec_env", "settings_dict",
+__all__ = ["RUN_FOLDERS", "TqdmProgress", "algorithm_class", "algorithm_kwargs", "check_data",
+           "config_dict", "eval_callback", "fresh_run_dir", "make_callbacks", "settings_dict",
            "train", "versions", "write_settings"]

@@ -53,6 +53,8 @@ def semi_supervised_labels(y: np.ndarray, labeled: np.ndarray) -> np.ndarray:
 class SemiSupervisedIsolationForest:
     """SSIF with the published defaults (``SSIF()``): 100 trees, contamination 0.1.
 
+    Single-threaded. Fitted attributes end in ``_``.
+
     Parameters
     ----------
     n_trees : int
@@ -69,8 +71,6 @@ class SemiSupervisedIsolationForest:
         An int seeds a Generator. A Generator gives each tree a spawned stream (and is
         consumed by ``fit``). A legacy ``RandomState(seed)`` repeats the published code's
         draws, so ``RandomState(9)`` grows the published ``SSIF()``'s forest.
-
-    Single-threaded. Fitted attributes end in ``_``.
     """
 
     def __init__(self, n_trees: int = 100, contamination: float = 0.1,

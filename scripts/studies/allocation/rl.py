@@ -41,7 +41,8 @@ def train_policies(out: Path, datasets: Sequence[str], steps: int,
     """Train the missing levels' policies (``steps`` environment steps each) on the lattices
     of ``store`` (default ``<out>/lattices``) into ``<out>/policies``; the training CPU
     seconds of each level (for one reused, those its run recorded beside it)."""
-    from agents.experiments.training.sb3 import TrainConfig, train
+    from agents.experiments.training.config import TrainConfig
+    from agents.experiments.training.sb3 import train
 
     refuse_reserved(datasets, "the allocation study's training")
     seconds = {}

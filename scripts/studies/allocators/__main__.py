@@ -21,7 +21,11 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
 from ballad_env.data.bundled import BUNDLED_DIR
@@ -106,4 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -26,7 +26,11 @@ import sys
 from pathlib import Path
 
 from agents.experiments import ResultStore, load_results, run_grid, seed_range
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.grid import DATASETS_HELP, dataset_names
 from agents.experiments.reports.tables import seeds_text, write_table
 from agents.experiments.stores.results import RUN_FILE
@@ -220,4 +224,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -15,6 +15,8 @@ out, or left out of the pool where the paper does not need them).
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -88,24 +90,64 @@ RULE = (
     "size) in block order. Written before any allocator was fitted.")
 
 
+#: Endings a data file may have, in any case (``wine.CSV``, ``45_wine.NPZ``).
+_SUFFIXES = (".npz", ".mat", ".csv", ".arff")
+#: ADBench's file names start with their number (``45_wine.npz``).
+_NUMBER = re.compile(r"^\d+_")
+
+
 def base_name(name: str) -> str:
-    """A data-set name without the ``adbench/`` prefix, a sample suffix (``@rows[:seed]``)
-    or a file's folder and extension, in lower case: what reservation compares."""
-    text = str(name)
+    """What reservation compares: a data-set name without the ``adbench/`` prefix, a sample
+    suffix (``@rows[:seed]``), a file's folder, its data-file ending(s) or ADBench's number
+    prefix (``45_``), in any case or Unicode spelling (NFKC, case-folded, spaces stripped)."""
+    text = unicodedata.normalize("NFKC", str(name)).strip()
     sample = parse_sample(text)
     if sample is not None:
         text = sample[0]
-    text = text.removeprefix("adbench/")
-    stem = Path(text).name
-    for suffix in (".npz", ".mat", ".csv"):
-        stem = stem.removesuffix(suffix)
-    return stem.lower()
+    text = text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip().casefold()
+    while text.endswith(_SUFFIXES):
+        text = text[:text.rindex(".")]
+    return _NUMBER.sub("", text.rstrip(". "))
 
 
 def reserved_in(names: Iterable[Any]) -> list[str]:
-    """The names among ``names`` that are (samples of) a reserved set."""
-    reserved = {r.lower() for r in RESERVED}
-    return [str(n) for n in names if isinstance(n, str | Path) and base_name(str(n)) in reserved]
+    """The names among ``names`` that are (samples of) a reserved set: by name in any
+    spelling (:func:`base_name`), the path a symbolic link points to, or a file holding a
+    reserved set's registered bytes under another name."""
+    return [str(n) for n in names if isinstance(n, str | Path) and _is_reserved(str(n))]
+
+
+def _is_reserved(name: str) -> bool:
+    reserved = {r.casefold() for r in RESERVED}
+    if base_name(name) in reserved:
+        return True
+    sample = parse_sample(name)
+    path = Path(sample[0] if sample is not None else name).expanduser()
+    try:
+        if not path.is_file():
+            return False
+        if base_name(str(path.resolve())) in reserved:
+            return True
+        return _holds_reserved_bytes(path)
+    except OSError:
+        return False
+
+
+def _holds_reserved_bytes(path: Path) -> bool:
+    """Whether ``path`` holds the registered bytes of a reserved ADBench file (hashed only
+    when its size is one of theirs)."""
+    from ballad_env.data.adbench import registry
+    from ballad_env.data.download import file_hashes
+
+    reserved = {r.casefold() for r in RESERVED}
+    rows = [row for row in registry()["datasets"] if row["name"].casefold() in reserved]
+    size = path.stat().st_size
+    candidates = [row for row in rows if row.get("size") in (None, size)]
+    if not candidates:
+        return False
+    found = file_hashes(path)
+    return any(row.get("sha256") == found["sha256"]
+               or row.get("git_blob_sha1") == found["git_blob_sha1"] for row in candidates)
 
 
 def refuse_reserved(names: Iterable[Any], what: str) -> None:
@@ -152,8 +194,29 @@ def played_names(groups: Iterable[str], split: Mapping[str, Any] | None = None) 
 
 
 def load_split(path: Path | None = None) -> dict[str, Any]:
-    """The committed split file."""
-    return json.loads((path or SPLIT_FILE).read_text())
+    """The committed split file, checked (:func:`check_split`)."""
+    target = path or SPLIT_FILE
+    split = json.loads(target.read_text())
+    check_split(split, target)
+    return split
+
+
+def check_split(split: Any, path: Path) -> None:
+    """A ``ValueError`` naming ``path`` unless its groups are lists of names none of which is
+    a reserved set (in any spelling), and its train and held-out sides are groups of it."""
+    groups = split.get("groups") if isinstance(split, dict) else None
+    if not isinstance(groups, dict) or not all(
+            isinstance(m, list) and m and all(isinstance(n, str) for n in m)
+            for m in groups.values()):
+        raise ValueError(f"{path}: 'groups' must map each group to a list of data-set names")
+    found = reserved_in(n for members in groups.values() for n in members)
+    if found:
+        raise ValueError(f"{path}: its groups hold the reserved data set(s) {', '.join(found)}, "
+                         "which may never be fitted on: remove them from 'groups'")
+    for side in ("train", "held_out"):
+        sides = split.get(side)
+        if not isinstance(sides, list) or any(g not in groups for g in sides):
+            raise ValueError(f"{path}: '{side}' must be a list of the file's groups")
 
 
 def write_split(path: Path | None = None) -> Path:
@@ -164,5 +227,5 @@ def write_split(path: Path | None = None) -> Path:
 
 
 __all__ = ["GROUPS", "MISSING", "NEAR_RESERVED", "RESERVED", "RULE", "SAMPLES", "SPLIT_FILE",
-           "SPLIT_SEED", "base_name", "draw_split", "load_split", "played_names",
+           "SPLIT_SEED", "base_name", "check_split", "draw_split", "load_split", "played_names",
            "refuse_reserved", "reserved_in", "write_split"]

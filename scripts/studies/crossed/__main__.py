@@ -24,7 +24,11 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.grid import DATASETS_HELP, check_agent, dataset_names
 from agents.experiments.stores.results import RunError, writable_folder
 from ballad_env.data.bundled import BUNDLED_DIR
@@ -124,4 +128,4 @@ __all__ = ["build_parser", "factor_option", "main", "parse_options"]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ballad_env.data.adbench import PREFIX as ADBENCH_PREFIX
+from ballad_env.data.adbench import dataset_group
 from ballad_env.replay.lattice import check_lattice_settings
 from ballad_env.settings import Settings
 
@@ -156,12 +156,6 @@ def split_live(refused: Mapping[Combination, str], base: Settings | None = None
     the path, with their settings (:func:`path_refused`)."""
     found = {combo: path_refused(combo, base) for combo in refused}
     return {combo: settings for combo, settings in found.items() if settings is not None}
-
-
-def dataset_group(name: str) -> str:
-    """Where a data set comes from: ``adbench`` for ADBench's downloads (``adbench/<name>``),
-    ``paper`` for the rest (the paper's bundled sets, and built-in or local files)."""
-    return "adbench" if name.startswith(ADBENCH_PREFIX) else "paper"
 
 
 __all__ = ["FACTORS", "FACTOR_NAMES", "LIVE", "NOT_POSABLE", "POSED", "Combination",

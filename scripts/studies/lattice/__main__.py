@@ -23,7 +23,11 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.grid import check_agent
 from agents.experiments.stores.results import RunError, writable_folder
 from ballad_env.data import dataset_name
@@ -123,4 +127,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

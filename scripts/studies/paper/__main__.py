@@ -24,7 +24,11 @@ import sys
 from pathlib import Path
 
 from agents.experiments import RunError, dataset_names
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.grid import DATASETS_HELP
 from ballad_env.data import dataset_name
 from ballad_env.settings.cli import add_settings_arguments
@@ -116,4 +120,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -33,7 +33,11 @@ import os
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.reports.tables import markdown_table
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.training.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
@@ -168,4 +172,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -61,7 +61,7 @@ from ballad_env.episode import RECORD_FIELDS
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
-    from agents.experiments.training.sb3 import TrainConfig
+    from agents.experiments.training.config import TrainConfig
 
 SPLIT_SEED = 2023  # the paper's year; fixed before any policy was trained
 N_BLOCKS = 6
@@ -127,7 +127,7 @@ class TrainPlan:
 def train_configs(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path
                   ) -> dict[str, TrainConfig]:
     """One training run per (algorithm, reward, seed), keyed by run name."""
-    from agents.experiments.training.sb3 import TrainConfig
+    from agents.experiments.training.config import TrainConfig
 
     train = tuple(json.loads(Path(split_file).read_text())["train"])
     configs = {}

@@ -33,7 +33,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, add_execution_arguments
+from agents.experiments.cli import (
+    HelpFormatter,
+    add_execution_arguments,
+    run_job,
+)
 from agents.experiments.stores.results import RunError
 from agents.experiments.training.policy_runs import STUDY_OPTIONS, StudyError
 from agents.policy_files import add_trust_pickle_argument
@@ -122,4 +126,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -53,7 +53,7 @@ from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
-    from agents.experiments.training.sb3 import TrainConfig
+    from agents.experiments.training.config import TrainConfig
 
 #: The rule agents replayed next to the policies, and the lattice yardsticks: the one-step
 #: oracle and the hindsight optima of the mean cost over rounds and of the final cost (the
@@ -95,7 +95,7 @@ def train_configs(plan: ScalePlan, study: Path) -> dict[str, TrainConfig]:
     """One training run per (algorithm, reward, observation, seed) on the replay store,
     seed-major (every group's seed 0 first); the run's group (its name without the seed)
     is ``<algo>-<reward>-<observation>``."""
-    from agents.experiments.training.sb3 import TrainConfig
+    from agents.experiments.training.config import TrainConfig
 
     sets = tuple(training_sets(plan.split_file))
     configs = {}

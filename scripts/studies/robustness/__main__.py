@@ -13,7 +13,10 @@ stores.corruption``): every byte of a lattice file, a ``store.json``, a result c
 each damaged file must be read identically or refused with an error naming it. Then the
 hostile cases (``scripts.studies.robustness.hostile_files``): manifests of every wrong shape,
 policy zips that declare or ask for gigabytes, and a download server's tricks (an endless
-body, a huge length, a trickle, redirects, a link at the temporary name).
+body, a huge length, a trickle of the body or of the headers, redirects, a link at the
+temporary name, a password in the address). Then the commands' inputs by class
+(``scripts.studies.robustness.hostile_inputs``): FIFOs wherever a path is read or written,
+a silent Dask scheduler, every size option at an absurd value, names that are not names.
 
     python -m scripts.studies.robustness --examples 500
     python -m scripts.studies.robustness --files
@@ -28,7 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli import (
+    HelpFormatter,
+    run_job,
+)
 from scripts.studies.robustness.datasets import MIN_ROWS, Case, check_case, episodes
 
 
@@ -65,13 +71,15 @@ def sweep_files(args: argparse.Namespace) -> int:
 
     from scripts.studies.robustness.damaged_files import fuzz_files
     from scripts.studies.robustness.hostile_files import hostile_outcomes
+    from scripts.studies.robustness.hostile_inputs import input_outcomes
 
     failed = 0
     with tempfile.TemporaryDirectory() as folder:
         for outcome in itertools.chain(
                 fuzz_files(Path(folder), args.max_damages, args.policy_damages,
                            policy=args.policy_damages > 0, seed=args.seed),
-                hostile_outcomes(Path(folder) / "hostile", policy=args.policy_damages > 0)):
+                hostile_outcomes(Path(folder) / "hostile", policy=args.policy_damages > 0),
+                input_outcomes(Path(folder) / "inputs")):
             counts = ", ".join(f"{n} {what}" for what, n in outcome.counts.most_common())
             print(f"{outcome.kind}: {counts}; {len(outcome.failures)} failed", flush=True)
             for failure in outcome.failures[:20]:
@@ -112,4 +120,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -263,7 +263,8 @@ def policy_kind(folder: Path) -> FileKind:
     """A saved policy (a short PPO run on the sample data), read as ``make_agent`` reads a
     ``.zip`` and played on a fixed episode: the same actions, or an error naming the file."""
     from agents.evaluation import run_episode
-    from agents.experiments.training.sb3 import TrainConfig, train
+    from agents.experiments.training.config import TrainConfig
+    from agents.experiments.training.sb3 import train
     from agents.registry import make_agent
     from ballad_env.env import BudgetAllocationEnv
     from ballad_env.settings import Settings

@@ -153,8 +153,8 @@ def _data_json(change: Callable[[dict[str, Any]], None]) -> Callable[[bytes], by
 
 def policy_rewrites() -> list[Rewrite]:
     """Saved policies that ask for too much: members declaring 2^31 and 2^32 - 1 bytes, a
-    ``data`` member inflating to 40 MB, networks of 10^8 parameters or malformed, and
-    buffers of 10^11."""
+    ``data`` member inflating to 40 MB, networks of 10^8 parameters or malformed, buffers
+    of 10^11, and a rollout of 10^7 steps x 10^4 environments."""
     rewrites = [Rewrite(f"{member} declares {size} bytes",
                         functools.partial(with_declared_size, member=member, size=size))
                 for member in ("data", "policy.pth", "policy.optimizer.pth")
@@ -169,7 +169,13 @@ def policy_rewrites() -> list[Rewrite]:
         for value in (10**11, 1e11, -1, 0):
             rewrites.append(Rewrite(f"{key} {value}", _data_json(
                 functools.partial(_set_entry, key, value))))
+    rewrites.append(Rewrite("n_steps 10^7 x n_envs 10^4", _data_json(_huge_rollout)))
     return rewrites
+
+
+def _huge_rollout(values: dict[str, Any]) -> None:
+    """Each within its limit, their product a 6.5 TiB buffer (issue 39, item 15)."""
+    values["n_steps"], values["n_envs"] = 10**7, 10**4
 
 
 def _bloated(data: bytes) -> bytes:
@@ -211,6 +217,9 @@ class HostileServer:
             handler.send_header("Content-Length", "0")
             handler.end_headers()
             return
+        if path == "/slow-headers":
+            self.slow_headers(handler)
+            return
         handler.send_response(200)
         length = {"/huge": str(10**13), "/trickle": str(len(self.body)),
                   "/file": str(len(self.body))}.get(path)
@@ -233,6 +242,20 @@ class HostileServer:
         except OSError:
             return
 
+    def slow_headers(self, handler: Any) -> None:
+        """The status line and headers a byte every 0.05 s (20 s in all), then the body."""
+        head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\n"
+                f"X-Padding: {'a' * 360}\r\n\r\n").encode()
+        handler.close_connection = True
+        try:
+            for index in range(len(head)):
+                handler.wfile.write(head[index:index + 1])
+                handler.wfile.flush()
+                time.sleep(0.05)
+            handler.wfile.write(self.body)
+        except OSError:
+            return
+
     def __enter__(self) -> HostileServer:
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
@@ -245,7 +268,10 @@ class HostileServer:
 
 #: The server's tricks: path, and what a refusal must say.
 DOWNLOAD_TRICKS = {"/endless": "more than its registered size", "/huge": "announces",
-                   "/trickle": "total deadline", "/to-ftp": "redirect", "/loop": "redirect"}
+                   "/trickle": "total deadline", "/slow-headers": "total deadline",
+                   "/to-ftp": "redirect", "/loop": "redirect"}
+#: The password of the mirror address every trick is asked through: no message may show it.
+PASSWORD = "s3cret-word"
 
 
 def download_outcome(folder: Path, body: bytes, deadline: float = 0.5) -> Outcome:
@@ -271,27 +297,49 @@ def download_outcome(folder: Path, body: bytes, deadline: float = 0.5) -> Outcom
             dest.parent.mkdir()
             planted = plant(dest) if plant else None
             start = time.monotonic()
+            url = server.url.replace("://", f"://mirror:{PASSWORD}@") + path
             try:
                 if planted is not None:
                     original = module._part_path
                     module._part_path = functools.partial(_fixed, planted)
-                module.download(f"{server.url}{path}", dest, expected, "hostile/x",
-                                timeout=deadline, deadline=deadline, progress=False)
-                failures.append(f"{path}: downloaded without an error")
-            except module.DownloadError as err:
-                seconds = time.monotonic() - start
-                if "hostile/x" in str(err) and why in str(err) and seconds < 10 * deadline:
-                    counts["refused, naming the data set and why"] += 1
-                else:
-                    failures.append(f"{path}: {err} after {seconds:.1f} s")
+                err = within(10 * deadline, functools.partial(
+                    module.download, url, dest, expected, "hostile/x", timeout=deadline,
+                    deadline=deadline, progress=False))
             finally:
                 if planted is not None:
                     module._part_path = original
+            seconds = time.monotonic() - start
+            if not isinstance(err, module.DownloadError):
+                failures.append(f"{path}: {err or 'downloaded without an error'} after "
+                                f"{seconds:.1f} s")
+            elif "hostile/x" in str(err) and why in str(err) and PASSWORD not in str(err):
+                counts["refused, naming the data set and why"] += 1
+            else:
+                failures.append(f"{path}: {err} after {seconds:.1f} s")
             left = sorted(p.name for p in dest.parent.iterdir() if p != planted)
             if left or victim.read_text() != "keep me":
                 failures.append(f"{path}: left {left}, the link's target "
                                 f"{'kept' if victim.read_text() == 'keep me' else 'written'}")
     return Outcome("download server", counts, failures)
+
+
+def within(seconds: float, call: Callable[[], Any]) -> BaseException | str | None:
+    """Run ``call`` in a daemon thread for at most ``seconds``: the exception it raised,
+    ``None`` if it returned, or a string saying that it still ran (a hang is a failure to
+    report, not a sweep that never ends)."""
+    box: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            box.append(None)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            box.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return box[0] if box else f"still running after {seconds:g} s"
 
 
 def _fixed(path: Path, dest: Path) -> Path:
@@ -333,6 +381,6 @@ def hostile_outcomes(folder: Path, policy: bool = True) -> Iterator[Outcome]:
 
 
 __all__ = ["DOWNLOAD_TRICKS", "NESTED", "WRONG_VALUES", "HostileServer", "Rewrite",
-           "with_declared_size",
+           "with_declared_size", "within", "PASSWORD",
            "download_outcome", "hostile_outcomes", "manifest_outcomes", "manifest_rewrites",
            "policy_rewrites", "rerun_kind"]

@@ -30,7 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.experiments.cli import HelpFormatter, n_jobs_value
+from agents.experiments.cli import (
+    HelpFormatter,
+    n_jobs_value,
+    run_job,
+)
 from ballad_env.settings.cli import setting_from_text
 from scripts.studies.common.episodes import PublishedCodeError
 from scripts.studies.sadal_published.agreement import (
@@ -163,4 +167,4 @@ def agreement(output: str, data_dir: str | None, changes: dict[str, Any] | None 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -4,10 +4,13 @@ The crossed study (``docs/studies/CROSSED.md``) writes, per combination of detec
 rejector, queries, costs and protocol and per group of data sets, the mean test cost over
 rounds of each deployable allocation rule. :func:`winners` picks, in each row, the rule of
 least cost and its gain over All-in-LR (every label to the validation set, the rule to
-beat on the paper's benchmarks); :func:`winner_grid` draws those winners as one grid, rows
+beat on the paper's benchmarks); :func:`winner_tests` asks whether each winner is
+significantly cheaper than All-in-LR over the group's data sets (Wilcoxon signed-rank,
+Holm-corrected over the cells); :func:`winner_grid` draws those winners as one grid, rows
 the parts of the episode (detector / rejector / protocol), columns the data-set group and
-the costs. The documentation's landing page shows that figure, redrawn from the committed
-table by ``python -m scripts.tools.reports --figures`` and checked by ``--check``.
+the costs, hatching the cells whose winner is not significantly cheaper. The documentation's
+landing page shows that figure, redrawn from the committed tables by
+``python -m scripts.tools.reports --figures`` and checked by ``--check``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
 from agents.experiments.reports.plots import AGENT_COLORS, save_figure  # noqa: E402
+from agents.experiments.reports.stats import ALPHA, holm, paired_test  # noqa: E402
+from ballad_env.data.adbench import dataset_group  # noqa: E402
 
 #: The deployable rules compared: neither reads a test label nor looks ahead.
 RULES = ("all-in-al", "all-in-lr", "ballad", "sadal")
@@ -33,6 +38,10 @@ ROW_PARTS = ("detector", "rejector", "protocol")
 COLUMN_PARTS = ("group", "costs")
 #: The committed table the landing page's figure is drawn from, and what it writes.
 SOURCE = "crossed_ssif_groups"
+#: The same study's per-data-set table, which the tests pair by data set.
+PER_DATASET = "crossed_ssif_per_dataset"
+#: The parts of the per-data-set table's ``combination`` (``ssdo/confidence/ours/...``).
+COMBINATION_PARTS = ("detector", "rejector", "queries", "costs", "protocol")
 STEM = "crossed_winners"
 RULE_COLORS = {rule: AGENT_COLORS[rule] for rule in RULES}
 
@@ -56,29 +65,71 @@ def winners(table: pd.DataFrame, rules: Sequence[str] = RULES,
     return out
 
 
+def winner_tests(table: pd.DataFrame, per_dataset: pd.DataFrame, baseline: str = "all-in-lr",
+                 alpha: float = ALPHA) -> pd.DataFrame:
+    """:func:`winners` of ``table`` with ``p``, the two-sided Wilcoxon signed-rank p-value of
+    the winner's per-data-set cost against ``baseline``'s over the cell's data sets (from
+    ``per_dataset``, one row per combination and data set), Holm-corrected over the cells
+    whose winner is not the baseline (NaN where it is), and ``significant``: ``yes`` (p <
+    alpha), ``no``, or ``baseline`` where the baseline wins."""
+    won = winners(table, baseline=baseline)
+    if "status" in per_dataset:
+        per_dataset = per_dataset[per_dataset["status"] == "posed"]
+    parts = per_dataset["combination"].str.split("/", expand=True)
+    per_dataset = per_dataset.assign(**{part: parts[i] for i, part in
+                                        enumerate(COMBINATION_PARTS)},
+                                     group=per_dataset["dataset"].map(dataset_group))
+    keys = [*ROW_PARTS, *COLUMN_PARTS]
+    cells = per_dataset.groupby(keys, sort=False)
+    raw = pd.Series(np.nan, index=won.index)
+    for index, row in won.iterrows():
+        if row["winner"] != baseline:
+            block = cells.get_group(tuple(row[k] for k in keys))
+            raw[index] = paired_test(block[row["winner"]].to_numpy(),
+                                     block[baseline].to_numpy())["p_wilcoxon"]
+    won["p"] = holm(raw)
+    won["significant"] = np.where(won["winner"] == baseline, "baseline",
+                                  np.where(won["p"] < alpha, "yes", "no"))
+    return won
+
+
 def _labels(frame: pd.DataFrame, parts: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(frame[list(parts)].astype(str).agg(" / ".join, axis=1)))
 
 
+#: The cell labels' size in points and a cell's width in inches: the site shows the figure
+#: about 700 pixels wide, where 10-point labels on cells of 1.1 inches read at about 10
+#: pixels (7 points on 1.35-inch cells read at 7).
+LABEL_POINTS = 10
+CELL_INCHES = 1.1
+
+
 def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
-                title: str | None = None) -> Path:
+                title: str | None = None, per_dataset: pd.DataFrame | None = None) -> Path:
     """Draw :func:`winners` of ``table`` as a grid: a cell per (row, column) coloured by its
-    winning rule and labelled with the gain over All-in-LR; returns the image's path."""
-    won = winners(table)
+    winning rule and labelled with the gain over All-in-LR; with ``per_dataset``, the cells
+    whose winner is not significantly cheaper than All-in-LR (:func:`winner_tests`) are
+    hatched and marked ``n.s.``. Returns the image's path."""
+    won = winners(table) if per_dataset is None else winner_tests(table, per_dataset)
+    unproven = (won["significant"] == "no" if "significant" in won
+                else pd.Series(False, index=won.index))
     rows, columns = _labels(won, ROW_PARTS), _labels(won, COLUMN_PARTS)
     row_of = won[list(ROW_PARTS)].astype(str).agg(" / ".join, axis=1)
     column_of = won[list(COLUMN_PARTS)].astype(str).agg(" / ".join, axis=1)
-    fig, ax = plt.subplots(figsize=(1.35 * len(columns) + 2.6, 0.42 * len(rows) + 1.6))
-    for name, i, j, gain in zip(won["winner"], row_of.map(rows.index),
-                                column_of.map(columns.index), won["gain"], strict=True):
+    fig, ax = plt.subplots(figsize=(CELL_INCHES * len(columns) + 2.6,
+                                    0.55 * len(rows) + 1.6))
+    for name, i, j, gain, weak in zip(won["winner"], row_of.map(rows.index),
+                                      column_of.map(columns.index), won["gain"], unproven,
+                                      strict=True):
         ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=to_rgba(RULE_COLORS[name], 0.55),
-                                   edgecolor="white", linewidth=2))
+                                   edgecolor="white", linewidth=2, hatch="//" if weak else None))
         text = name if name == "all-in-lr" else f"{name}\n-{100 * gain:.0f}%"
-        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7)
+        text += " n.s." if weak else ""
+        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=LABEL_POINTS)
     ax.set_xlim(0, len(columns))
     ax.set_ylim(len(rows), 0)
-    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=8)
+    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, rotation=30, ha="right", fontsize=9)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=9)
     ax.set_xlabel(" / ".join(COLUMN_PARTS), fontsize=8)
     ax.set_ylabel(" / ".join(ROW_PARTS), fontsize=8)
     ax.tick_params(length=0)
@@ -86,10 +137,10 @@ def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
         side.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=to_rgba(c, 0.55)) for c in
                RULE_COLORS.values()]
-    ax.legend(handles, list(RULE_COLORS), loc="upper center", ncol=len(RULE_COLORS),
-              bbox_to_anchor=(0.5, 1.12), frameon=False, fontsize=8)
+    ax.legend(handles, list(RULE_COLORS), loc="lower center", ncol=len(RULE_COLORS),
+              bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=9)
     if title:
-        ax.set_title(title, fontsize=9, pad=28)
+        ax.set_title(title, fontsize=10, pad=30)
     return save_figure(fig, path)
 
 
@@ -98,12 +149,17 @@ def answer_title(table: pd.DataFrame) -> str:
     groups = table.groupby("group", sort=False)["datasets"].max()
     sets = ", ".join(f"{group} {int(n)}" for group, n in groups.items())
     return (f"Least mean test cost among deployable rules (data sets: {sets}; "
-            f"{int(table['seeds'].max())} seeds); % = change in mean cost against all-in-lr")
+            f"{int(table['seeds'].max())} seeds); % = change in mean cost against all-in-lr;\n"
+            "hatched, n.s.: not significantly below all-in-lr (Wilcoxon over the data sets, "
+            "Holm)")
 
 
 def answer_table(root: str | os.PathLike) -> pd.DataFrame:
-    """:func:`winners` of the crossed study's committed table under ``root``/docs/tables."""
-    return winners(pd.read_csv(Path(root) / "docs" / "tables" / f"{SOURCE}.csv"))
+    """:func:`winner_tests` of the crossed study's committed tables under
+    ``root``/docs/tables."""
+    tables = Path(root) / "docs" / "tables"
+    return winner_tests(pd.read_csv(tables / f"{SOURCE}.csv"),
+                        pd.read_csv(tables / f"{PER_DATASET}.csv"))
 
 
 def write_answer(root: str | os.PathLike) -> list[Path]:
@@ -113,11 +169,15 @@ def write_answer(root: str | os.PathLike) -> list[Path]:
 
     docs = Path(root) / "docs"
     source = pd.read_csv(docs / "tables" / f"{SOURCE}.csv")
-    figure = winner_grid(source, docs / "figures" / f"{STEM}.png", title=answer_title(source))
-    table = write_table(winners(source), docs / "tables", STEM, index=False,
+    per_dataset = pd.read_csv(docs / "tables" / f"{PER_DATASET}.csv")
+    figure = winner_grid(source, docs / "figures" / f"{STEM}.png", title=answer_title(source),
+                         per_dataset=per_dataset)
+    table = write_table(winner_tests(source, per_dataset), docs / "tables", STEM, index=False,
                         title="Which allocation wins where",
-                        note=f"The least-cost deployable rule per row of `{SOURCE}.csv`, and "
-                             "its gain over All-in-LR "
+                        note=f"The least-cost deployable rule per row of `{SOURCE}.csv`, its "
+                             "gain over All-in-LR, and whether it is significantly cheaper "
+                             f"over the group's data sets (`{PER_DATASET}.csv`: Wilcoxon "
+                             "signed-rank, Holm-corrected over the cells) "
                              "(`python -m scripts.tools.reports --figures`).")
     return [figure, table]
 
@@ -138,5 +198,6 @@ def stale_answer(root: str | os.PathLike) -> list[str]:
             "(run python -m scripts.tools.reports --figures)"]
 
 
-__all__ = ["COLUMN_PARTS", "RULES", "ROW_PARTS", "SOURCE", "STEM", "answer_table",
-           "answer_title", "stale_answer", "winner_grid", "winners", "write_answer"]
+__all__ = ["COLUMN_PARTS", "COMBINATION_PARTS", "PER_DATASET", "RULES", "ROW_PARTS", "SOURCE",
+           "STEM", "answer_table", "answer_title", "stale_answer", "winner_grid",
+           "winner_tests", "winners", "write_answer"]

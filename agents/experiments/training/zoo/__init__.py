@@ -12,13 +12,22 @@ rl-zoo3 2.9.2 has no MaskablePPO among its algorithms; ``python -m agents.experi
 takes rl-zoo3's ``train`` arguments, adds sb3-contrib's ``MaskablePPO`` as ``ppo_mask`` to
 rl-zoo3's table of algorithms, fills in ``--gym-packages ballad_env`` and this folder's
 ``--conf-file`` for the algorithm when they are not given, and runs rl-zoo3's ``train``.
+
+rl-zoo3 runs parts of a hyperparameter file as Python (``eval`` of ``policy_kwargs`` strings
+and others, a ``.py`` file executed): the launcher refuses hyperparameters holding code, and
+a ``--trained-agent`` (unpickled), unless ``--trust-conf-file`` is given
+(:mod:`agents.experiments.training.zoo.trust`; ``docs/trust.md``). This folder's files hold
+data only.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
+
+from agents.experiments.training.zoo.trust import TRUST_OPTION, CodeInConfig, guarded
 
 #: The algorithms this folder holds hyperparameters for (rl-zoo3's names).
 ZOO_ALGOS = ("ppo", "ppo_mask", "dqn")
@@ -53,16 +62,25 @@ def zoo_argv(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run rl-zoo3's ``train`` with MaskablePPO added and the project's defaults."""
+    """Run rl-zoo3's ``train`` with MaskablePPO added and the project's defaults; without
+    ``--trust-conf-file``, hyperparameters holding code are refused (exit 2, one line)."""
     try:
+        from rl_zoo3.exp_manager import ExperimentManager
         from rl_zoo3.train import train
     except ModuleNotFoundError as err:
         from agents.extras import missing_extra
 
         raise missing_extra(err, "rl-zoo3 training") from err
+    args = list(sys.argv[1:] if argv is None else argv)
+    trusted = TRUST_OPTION in args
     add_maskable_ppo()
-    sys.argv = ["rl_zoo3.train", *zoo_argv(sys.argv[1:] if argv is None else argv)]
-    train()
+    sys.argv = ["rl_zoo3.train", *zoo_argv([a for a in args if a != TRUST_OPTION])]
+    try:
+        with nullcontext() if trusted else guarded(ExperimentManager):
+            train()
+    except CodeInConfig as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,0 +1,1 @@
+"""Intervals and tests for the studies' headline claims (``python -m scripts.studies.claims``)."""

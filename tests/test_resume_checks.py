@@ -1,0 +1,98 @@
+"""What a resumed run checks against its ``run.json`` (issue 39, items 4 and 10): the code
+each agent name stood for and the plugin modules imported, so a plugin's agent and a
+built-in one never share a label; and the grid's axes compared in linear time, so a
+2-million-seed run resumes in seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agents.experiments.grid import Grid
+from agents.experiments.run import prepare_run, run_grid
+from agents.experiments.stores.results import ResultStore, RunError
+from agents.registry import AGENTS, agent_source, make_agent
+from ballad_env.data import Dataset
+from ballad_env.plugins import plugin_modules
+from ballad_env.settings import Settings
+
+SETTING = Settings(prior="knn", budget_fraction=0.1)
+
+
+def data() -> Dataset:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    X[:8] += 3.0
+    y = np.zeros(80, dtype=np.int8)
+    y[:8] = 1
+    return Dataset("d", X, y)
+
+
+def mine(env: Any) -> Any:
+    """A plugin's agent under a built-in's name: the other all-in rule."""
+    return make_agent("all-in-lr", env)
+
+
+def test_a_run_records_each_agents_code() -> None:
+    grid = Grid((data(),), (0,), ("all-in-al", "lr-first-25"), (SETTING,)).resolve(None)
+    manifest, _ = prepare_run(grid)
+    assert manifest["agents"]["all-in-al"] == agent_source("all-in-al")
+    assert manifest["agents"]["all-in-al"].startswith("agents.")
+    assert manifest["agents"]["lr-first-25"] != ""
+    assert manifest["plugins"] == list(plugin_modules())  # those this process imported
+
+
+def test_a_resume_under_another_implementation_of_a_name_is_refused(tmp_path: Path) -> None:
+    grid = Grid((data(),), (0,), ("all-in-al",), (SETTING,))
+    built_in = AGENTS.unregister("all-in-al")
+    try:
+        AGENTS.register("all-in-al", mine)
+        run_grid(grid, tmp_path, n_jobs=1, progress=False)
+    finally:
+        AGENTS.unregister("all-in-al")
+        AGENTS.register("all-in-al", built_in)
+    with pytest.raises(RunError, match=r"agent all-in-al is implemented by agents\.\S+ now, "
+                                       r"by test_resume_checks:mine when its results were "
+                                       r"stored"):
+        run_grid(grid, tmp_path, n_jobs=1, progress=False)
+
+
+def test_a_resume_without_the_stored_runs_plugin_modules_is_refused(tmp_path: Path) -> None:
+    grid = Grid((data(),), (0,), ("all-in-al",), (SETTING,)).resolve(None)
+    manifest, _ = prepare_run(grid)
+    ResultStore(tmp_path).prepare({**manifest, "plugins": ["my_plugin"]})
+    with pytest.raises(RunError, match=r"plugins: the stored run imported my_plugin, this one "
+                                       r"does not \(--import MODULE\)"):
+        ResultStore(tmp_path).prepare(manifest)
+
+
+class Counted(int):
+    """A seed that counts how often it is compared."""
+
+    calls = 0
+
+    def __eq__(self, other: object) -> bool:
+        Counted.calls += 1
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+def test_the_grids_axes_are_compared_in_linear_time(tmp_path: Path) -> None:
+    grid = Grid((data(),), (0,), ("all-in-al",), (SETTING,)).resolve(None)
+    manifest, _ = prepare_run(grid)
+    n = 3_000
+    stored = {**manifest, "grid": {**manifest["grid"], "seeds": [Counted(s) for s in range(n)]}}
+    wanted = {**manifest, "grid": {**manifest["grid"], "seeds": list(range(n))}}
+    store = ResultStore(tmp_path)
+    store.read_manifest = lambda: stored  # type: ignore[method-assign]
+    Counted.calls = 0
+    store.prepare(wanted)  # the same seeds: goes on
+    assert Counted.calls < 5 * n  # a list's ``in``: n^2 / 2 = 4.5e6 times
+    lost = {**wanted, "grid": {**wanted["grid"], "seeds": list(range(n - 1))}}
+    with pytest.raises(RunError, match=r"grid.seeds: stored \[0, 1, 2, 3, 4, 5, 6, 7, \.\.\. "
+                                       r"\(3,000 in all\)\].*\(lacking \[2999\]\)"):
+        store.prepare(lost)

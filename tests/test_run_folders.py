@@ -1,0 +1,90 @@
+"""A training run's folder and the stores' locks (issue 39, items 2, 5 and 12): a run name is
+one path component, so ``--run-name ..`` never clears another folder; two trainings into one
+folder at once are refused, not mixed; a lock path that is a folder is said in words."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.experiments.grid import Grid
+from agents.experiments.run import run_grid
+from agents.experiments.stores.results import RunError
+from ballad_env.data import Dataset
+from ballad_env.settings import Settings
+
+pytest.importorskip("stable_baselines3")
+from agents.experiments.cli.train import main as train_main  # noqa: E402
+from agents.experiments.training.config import TrainConfig  # noqa: E402
+from agents.experiments.training.run_folder import check_run_name, run_lock  # noqa: E402
+from agents.experiments.training.sb3 import train  # noqa: E402
+
+NOT_NAMES = ["..", ".", "", " ", "a/b", "../x", "/tmp/x", "a\\b", "C:", "x\0y", " pad"]
+
+
+@pytest.mark.parametrize("name", NOT_NAMES)
+def test_a_run_name_that_is_not_one_component_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="is not a name: give one folder name"):
+        check_run_name(name)
+    with pytest.raises(ValueError, match="is not a name"):
+        TrainConfig(run_name=name)
+
+
+def test_names_pass_as_they_are() -> None:
+    for name in ("ppo-cost-toy-s0-3000steps", "my run", "a.b+c=d_e~f"):
+        assert check_run_name(name) == name
+
+
+def test_train_with_run_name_dotdot_touches_nothing(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    keep = tmp_path / "logs" / "keep.txt"
+    keep.parent.mkdir()
+    keep.write_text("mine")
+    (tmp_path / "curve.png").write_text("mine")
+    code = train_main(["--output-dir", str(tmp_path / "sub"), "--run-name", "..",
+                       "--total-timesteps", "60", "--vec-env", "dummy", "--no-progress"])
+    assert code == 2
+    assert "run name '..' is not a name" in capsys.readouterr().err
+    assert keep.read_text() == "mine" and (tmp_path / "curve.png").read_text() == "mine"
+
+
+def test_a_second_training_into_a_held_folder_is_refused(tmp_path: Path) -> None:
+    config = TrainConfig(output_dir=str(tmp_path), run_name="shared", total_timesteps=60,
+                         vec_env="dummy", progress_bar=False)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from agents.experiments.training.run_folder import run_lock
+        with run_lock({str(config.run_dir)!r}):
+            print("held", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunError, match=r"another process holds the lock of the run "
+                                           r"folder .*shared.*name this run apart"):
+            train(config)
+        assert not (config.run_dir / "monitor").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with run_lock(config.run_dir):  # released with its process
+        pass
+
+
+def test_a_folder_at_a_lock_path_is_said_in_words(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = np.zeros(80, dtype=np.int8)
+    y[:8] = 1
+    output = tmp_path / "run"
+    (output / ".run.json.lock").mkdir(parents=True)
+    grid = Grid((Dataset("d", X, y),), (0,), ("all-in-al",),
+                (Settings(prior="knn", budget_fraction=0.1),))
+    with pytest.raises(RunError, match=r"\.run\.json\.lock is not a lock file \(Is a "
+                                       r"directory\); remove it"):
+        run_grid(grid, output, n_jobs=1, progress=False)
