@@ -5,37 +5,62 @@ See ``docs/method.md``, Allocation and evaluation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from agents.base import AL, LR, AgentFactory, ExactRewards, RuleAgent, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 
+#: How BALLAD starts: ``"paper"``, LR then AL, whatever the rewards (the paper's
+#: initialisation), or ``"authors"``, the published ``run_BALLAD``'s: the stored rewards
+#: start at AL 0.99 and LR 1 (``AUTHORS_INITIAL_REWARDS``) and are compared from the first
+#: round, so LR comes first and AL second only if LR's first reward is at most 0.99 (a NaN
+#: compares false: LR again).
+BALLAD_STARTS = ("paper", "authors")
+#: The published ``run_BALLAD``'s initial stored rewards (AL, LR).
+AUTHORS_INITIAL_REWARDS = (0.99, 1.0)
+
 
 class BalladAgent(ExactRewards, RuleAgent):
     """BALLAD: LR first, then AL (the initialisation), then the side with the larger latest
-    reward; ties go to AL. The rewards compared are the float64 ones of ``info`` when the
-    caller shows it (``agents.base.show_info``; the published code compares float64), else
-    the observation's float32 copies, whose rounding can turn a near-tie into a tie.
+    reward; ties go to AL, and a NaN reward (the published cosine rule's) compares false, so
+    LR is played, as in the published code. The rewards compared are the float64 ones of
+    ``info`` when the caller shows it (``agents.base.show_info``; the published code compares
+    float64), else the observation's float32 copies, whose rounding can turn a near-tie into
+    a tie (a NaN observes as 1, which AL's reward does not beat unless it is 1).
 
     Parameters
     ----------
     reward : str
         Which signal to compare, ``"entropy"`` (the paper's default) or ``"cosine"``.
+    start : str
+        ``"paper"`` (default) or ``"authors"`` (``BALLAD_STARTS``): the published start, the
+        comparison from the first round with each side's reward at its published initial
+        value until the side is played. With the entropy reward the two start alike (the
+        first LR reward is below 0.99); with the published cosine rule the first LR reward
+        is NaN and the published code plays LR twice. ``make_agent("ballad-cosine", env)``
+        takes ``"authors"`` when the environment's settings have ``cosine_rule="authors"``.
     """
 
-    def __init__(self, reward: str = "entropy") -> None:
+    def __init__(self, reward: str = "entropy", start: str = "paper") -> None:
         if reward not in SIDE_SIGNAL_NAMES:
             raise ValueError(f"unknown reward {reward!r}: use one of {SIDE_SIGNAL_NAMES}")
+        if start not in BALLAD_STARTS:
+            raise ValueError(f"unknown start {start!r}: use one of {BALLAD_STARTS}")
         self.reward = reward
+        self.start = start
         self.name = "ballad" if reward == "entropy" else f"ballad-{reward}"
 
     def act(self, observation: np.ndarray) -> int:
-        if feature(observation, "lr_measured") < 0.5:
+        measured = [feature(observation, f"{side}_measured") >= 0.5 for side in ("al", "lr")]
+        if self.start == "paper" and not measured[LR]:
             return LR
-        if feature(observation, "al_measured") < 0.5:
+        if self.start == "paper" and not measured[AL]:
             return AL
-        al = self.exact(observation, f"{self.reward}_al")
-        lr = self.exact(observation, f"{self.reward}_lr")
+        al, lr = (self.exact(observation, f"{self.reward}_{side}") if measured[index]
+                  else AUTHORS_INITIAL_REWARDS[index]
+                  for index, side in ((AL, "al"), (LR, "lr")))
         self.forget_info()
         return AL if al >= lr else LR
 
@@ -44,7 +69,16 @@ class BalladAgent(ExactRewards, RuleAgent):
         self.forget_info()
 
     def __repr__(self) -> str:
-        return f"BalladAgent(reward={self.reward!r})"
+        start = "" if self.start == "paper" else f", start={self.start!r}"
+        return f"BalladAgent(reward={self.reward!r}{start})"
+
+
+def ballad_start(env: Any) -> str:
+    """BALLAD's start in ``env`` (``BALLAD_STARTS``): ``"authors"`` when its settings (of the
+    environment itself, under any wrappers) have the published cosine rule, else ``"paper"``
+    (also with no environment)."""
+    settings = getattr(getattr(env, "unwrapped", env), "settings", None)
+    return "authors" if getattr(settings, "cosine_rule", "ours") == "authors" else "paper"
 
 
 class AllInAL(RuleAgent):
@@ -83,7 +117,7 @@ class RandomAgent(RuleAgent):
 #: Registered names and factories (the environment is not needed by any of them).
 RULE_AGENTS: dict[str, AgentFactory] = {
     "ballad": lambda env: BalladAgent("entropy"),
-    "ballad-cosine": lambda env: BalladAgent("cosine"),
+    "ballad-cosine": lambda env: BalladAgent("cosine", ballad_start(env)),
     "all-in-al": lambda env: AllInAL(),
     "all-in-lr": lambda env: AllInLR(),
     "random": lambda env: RandomAgent(),

@@ -51,7 +51,8 @@ class BudgetAllocationEnv(gym.Env):
 
     | index | name | meaning |
     |---|---|---|
-    | 0-3 | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest rewards |
+    | 0-3 | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest rewards (a NaN |
+    | | | of the published cosine, ``cosine_rule="authors"``, shows as 1) |
     | 4-5 | al_measured, lr_measured | whether each side has a reward yet |
     | 6 | budget_used | rounds taken / rounds in the budget |
     | 7-8 | labeled_train, labeled_val | labeled fractions of D and V |
@@ -85,7 +86,9 @@ class BudgetAllocationEnv(gym.Env):
     decrease of the cost estimated on the labeled examples that set tau (only labels the
     agent paid for), and ``"val_sample_cost"``, the decrease of the cost on the labeled
     validation examples only (a uniform sample of V, so the AL queries do not bias it; 0
-    before any V label). ``info`` always reports the test cost.
+    before any V label). ``info`` always reports the test cost. Under the published
+    cosine (``cosine_rule="authors"``, in ``Settings.authors_code()``) a cosine reward is NaN
+    where a vector is all zero (always the first LR round's), as in the published code.
 
     ## Info
     ``reset`` and ``step`` return the same keys (``agents.RECORD_FIELDS`` and two arrays):

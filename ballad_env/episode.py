@@ -383,15 +383,23 @@ class Episode:
         """Each side's output on D and V (from their probabilities ``p``, by default the
         detector's): AL the anomaly side, LR the rejection side under ``rule``. With
         ``entropy_log="authors"`` the LR side's and the initial AL side's entropies take the
-        natural log; ``entropy_terms`` picks the entropy."""
+        natural log; ``entropy_terms`` picks the entropy. With ``cosine_rule="authors"`` the
+        AL side's decisions are anomatools' -1/+1 labels and the LR side's initial decisions
+        all zero (the published ``initialize_loop``'s ``oldpred_LR``)."""
         if p is None:
             p = np.concatenate([self.p_train, self.p_val])
         mixed = self.settings.entropy_log == "authors"
-        terms = self.settings.entropy_terms
-        return {AL: SideOutput(p, (p > 0.5).astype(np.float64), math.e if mixed and initial
-                               else 2.0, terms),
-                LR: SideOutput(rule.rejection_probability(p), rule.reject(p).astype(np.float64),
-                               math.e if mixed else 2.0, terms)}
+        terms, cosine = self.settings.entropy_terms, self.settings.cosine_rule
+        flagged = p > 0.5
+        rejected = rule.reject(p).astype(np.float64)
+        if cosine == "authors":
+            flagged = np.where(flagged, 1.0, -1.0)
+            if initial:
+                rejected = np.zeros_like(rejected)
+        return {AL: SideOutput(p, flagged.astype(np.float64), math.e if mixed and initial
+                               else 2.0, terms, cosine),
+                LR: SideOutput(rule.rejection_probability(p), rejected,
+                               math.e if mixed else 2.0, terms, cosine)}
 
 
 __all__ = ["ACTION_NAMES", "AL", "LR", "PATH_FIELDS", "RECORD_FIELDS", "STATE_FIGURES", "Episode",

@@ -14,6 +14,7 @@ cost levels). ``encode(snapshot, version)`` builds any of them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -144,13 +145,21 @@ def _against(share: Any, contamination: Any) -> Any:
 
 
 def side_features(side: int, signals: dict[str, Any] | None) -> dict[str, Any]:
-    """One side's features: its latest side signals (0 until measured) and whether it is
-    measured. ``signals`` may hold arrays (a lattice's reward tables): elementwise."""
+    """One side's features: its latest side signals (0 until measured; a NaN, the published
+    cosine rule's, as 1: the observation stays in its box, and a rule comparing ``al >= lr``
+    on it still plays LR against it) and whether it is measured. ``signals`` may hold arrays
+    (a lattice's reward tables): elementwise."""
     suffix = SIDE_SUFFIXES[side]
-    features = {f"{name}_{suffix}": 0.0 if signals is None else signals[name]
+    features = {f"{name}_{suffix}": 0.0 if signals is None else _nan_as_one(signals[name])
                 for name in SIDE_SIGNAL_NAMES}
     features[f"{suffix}_measured"] = signals is not None
     return features
+
+
+def _nan_as_one(x: Any) -> Any:
+    """``x`` with NaN replaced by 1.0 (elementwise on an array)."""
+    return np.where(np.isnan(x), 1.0, x) if isinstance(x, np.ndarray) else (
+        1.0 if math.isnan(x) else x)
 
 
 def _at_most_one(x: Any) -> Any:

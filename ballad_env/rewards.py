@@ -32,6 +32,12 @@ ENTROPY_LOGS = ("log2", "authors")
 #: The entropy signal's entropy: ``"one"``, BALLAD's one term -p log p (the paper), or
 #: ``"binary"``, SADAL's -p log p - (1 - p) log (1 - p) (``two_sided.binary_entropy``).
 ENTROPY_TERMS = ("one", "binary")
+#: The cosine signal: ``"ours"`` (0/1 vectors; a zero vector gives 0 or 1, ``cosine_reward``)
+#: or ``"authors"``, the published code's: the AL side over -1/+1 predictions (anomatools'
+#: labels), the LR side's initial output all zero, and NaN wherever a vector is all zero
+#: (scipy's ``cosine`` divides 0 by 0 there). The episode builds the vectors
+#: (``Episode._outputs``); the summary ``decisions`` gives a zero vector's NaN.
+COSINE_RULES = ("ours", "authors")
 
 
 def entropy(p: np.ndarray, base: float = 2.0) -> np.ndarray:
@@ -57,7 +63,8 @@ def entropy_reward(p_new: np.ndarray, p_old: np.ndarray) -> float:
 
 
 def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
-    """1 - cos(v_new, v_old) of two 0/1 vectors; 0 if both are zero, 1 if exactly one is."""
+    """1 - cos(v_new, v_old) of two 0/1 (or -1/+1) vectors; 0 if both are zero, 1 if exactly
+    one is; NaN if either holds a NaN (the published rule's zero vector, ``decisions``)."""
     v_new = np.asarray(v_new, dtype=np.float64)
     v_old = np.asarray(v_old, dtype=np.float64)
     sq_new, sq_old = v_new @ v_new, v_old @ v_old
@@ -71,14 +78,16 @@ def cosine_reward(v_new: np.ndarray, v_old: np.ndarray) -> float:
 
 @dataclass
 class SideOutput:
-    """A side's detector output on D and V: probabilities, 0/1 decisions, the base of the
-    logarithm its entropy is taken in (2; e in the published code's LR side) and which
-    entropy (``ENTROPY_TERMS``: BALLAD's one term, or SADAL's binary entropy)."""
+    """A side's detector output on D and V: probabilities, decisions (0/1; -1/+1 on the AL
+    side under the published cosine rule), the base of the logarithm its entropy is taken in
+    (2; e in the published code's LR side), which entropy (``ENTROPY_TERMS``: BALLAD's one
+    term, or SADAL's binary entropy) and which cosine (``COSINE_RULES``)."""
 
     probability: np.ndarray
     decision: np.ndarray
     log_base: float = 2.0
     entropy_terms: str = "one"
+    cosine_rule: str = "ours"
 
     def rewards(self, previous: SideOutput) -> dict[str, float]:
         """Every side signal of the change from ``previous`` to this output."""
@@ -134,7 +143,12 @@ def probability_entropy(output: SideOutput) -> np.ndarray:
 
 
 def decisions(output: SideOutput) -> np.ndarray:
-    """The cosine signal's summary: the 0/1 decisions."""
+    """The cosine signal's summary: the decisions. Under the published cosine rule an all-zero
+    vector has no direction and becomes all NaN, so every cosine with it is NaN, as the
+    published code's (scipy's 1 - u.v / sqrt(u.u v.v) is 0 / 0 there); ``cosine_reward``
+    passes the NaN on."""
+    if output.cosine_rule == "authors" and not np.any(output.decision):
+        return np.full(np.shape(output.decision), np.nan)
     return output.decision
 
 
@@ -160,6 +174,7 @@ REWARD_SIGNALS.register("val_cost", CostDecrease("val_cost", "val_cost"))
 #: so unbiased by the AL queries; 0 before any V label).
 REWARD_SIGNALS.register("val_sample_cost", CostDecrease("val_sample_cost", "val_sample_cost"))
 
-__all__ = ["ENTROPY_LOGS", "ENTROPY_TERMS", "REWARD_SIGNALS", "SIDE_SIGNALS", "SIDE_SIGNAL_NAMES",
+__all__ = ["COSINE_RULES", "ENTROPY_LOGS", "ENTROPY_TERMS", "REWARD_SIGNALS", "SIDE_SIGNALS",
+           "SIDE_SIGNAL_NAMES",
            "CostDecrease", "CostPenalty", "CostSignal", "SideOutput", "SideSignal",
            "cosine_reward", "entropy", "entropy_reward", "mean_abs_difference"]

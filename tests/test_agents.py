@@ -27,6 +27,7 @@ from agents import (
 )
 from ballad_env import AL, ENV_ID, FEATURE_INDEX, LR, OBSERVATION_FEATURES
 from ballad_env.observation import OBSERVATIONS, encode
+from ballad_env.settings import Settings
 
 SHORT = {"budget_fraction": 0.06, "round_fraction": 0.02}
 N_FEATURES = len(OBSERVATION_FEATURES)
@@ -89,6 +90,41 @@ def test_ballad_greedy_rule_cosine_variant_reads_cosine(al: float, lr: float,
 def test_ballad_unknown_reward() -> None:
     with pytest.raises(ValueError, match="bogus"):
         BalladAgent("bogus")
+    with pytest.raises(ValueError, match="unknown start 'forced'"):
+        BalladAgent("cosine", "forced")
+
+
+def test_ballad_published_start_compares_from_the_first_round() -> None:
+    """``start="authors"`` (the published run_BALLAD): the stored rewards start at AL 0.99
+    and LR 1, so LR first; then AL only if LR's first reward is at most 0.99; a NaN (the
+    published cosine of an all-zero rejection vector) compares false, so LR again."""
+    agent = BalladAgent("cosine", "authors")
+    assert act(agent, observation()) == LR  # 0.99 >= 1 is false
+    assert act(agent, observation(lr_measured=1.0, cosine_lr=0.5)) == AL  # 0.99 >= 0.5
+    agent.observe_info({"cosine_lr": 0.99, "cosine_al": 0.0})  # a tie (float64): AL
+    assert act(agent, observation(lr_measured=1.0, cosine_lr=0.99)) == AL
+    assert act(agent, observation(lr_measured=1.0, cosine_lr=1.0)) == LR  # 0.99 < 1
+    # the float64 NaN of info: 0.99 >= NaN is false
+    agent.observe_info({"cosine_lr": math.nan, "cosine_al": 0.0})
+    assert act(agent, observation(lr_measured=1.0, cosine_lr=1.0)) == LR
+    agent.observe_info({"cosine_lr": 0.2, "cosine_al": math.nan})  # AL's NaN loses too
+    assert act(agent, measured(cosine_lr=0.2)) == LR
+    assert act(agent, measured(cosine_al=0.3, cosine_lr=0.2)) == AL  # then greedy
+    # the paper's start plays AL second whatever LR's reward
+    assert act(BalladAgent("cosine"), observation(lr_measured=1.0, cosine_lr=1.0)) == AL
+    assert repr(agent) == "BalladAgent(reward='cosine', start='authors')"
+
+
+def test_ballad_cosine_takes_the_published_start_from_the_settings() -> None:
+    """``make_agent("ballad-cosine", env)`` starts as the published code under the published
+    cosine rule (``Settings.authors_code()``), as the paper otherwise; ``ballad`` (entropy,
+    whose first LR reward is below 0.99, so the two starts agree) keeps the paper's."""
+    preset = gym.make(ENV_ID, dataset="toy", settings=Settings.authors_code(
+        threshold_search="exact"))
+    assert make_agent("ballad-cosine", preset).start == "authors"
+    assert make_agent("ballad", preset).start == "paper"
+    assert make_agent("ballad-cosine", gym.make(ENV_ID, dataset="toy")).start == "paper"
+    assert make_agent("ballad-cosine").start == "paper"  # no environment
 
 
 @pytest.mark.parametrize(

@@ -259,15 +259,25 @@ def test_preset_switches_every_option_and_names_itself() -> None:
         "uncertainty", "random", "streams")
     assert (preset.prior, preset.threshold_search, preset.bayes_calls) == (
         "knn", "authors-bayes", 50)
-    # its query stream seeded as the published loader seeds it, named by its tag
+    # its query stream seeded as the published loader seeds it, and its arithmetic (the
+    # squashing as anomatools writes it, the published cosine), each named by its tag
     assert preset.query_seed == 331
-    assert preset.name == "knn_authors_authors-bayes50_qseed331"
-    assert Settings.authors_code(threshold_search="exact").name == "knn_authors_qseed331"
+    assert (preset.squash_formula, preset.label_terms, preset.cosine_rule) == (
+        "authors", "authors", "authors")
+    tags = "_squashf-authors_lterms-authors_cos-authors"
+    assert preset.name == "knn_authors_authors-bayes50_qseed331" + tags
+    assert Settings.authors_code(threshold_search="exact").name == "knn_authors_qseed331" + tags
     assert Settings.authors_code(prior="iforest", threshold_search="exact", tau_position="bottom"
-                                 ).name == "iforest_authors_qseed331_taupos-bottom"
-    # with the split seed's stream, the names the preset had before query_seed
-    assert Settings.authors_code(query_seed="split").name == "knn_authors_authors-bayes50"
-    assert Settings.authors_code(threshold_search="exact", query_seed=None).name == "knn_authors"
+                                 ).name == ("iforest_authors_qseed331_squashf-authors"
+                                            "_lterms-authors_taupos-bottom_cos-authors")
+    # without them, the names the preset had before them; with the split seed's stream
+    # too, the names it had before query_seed
+    before = {"squash_formula": "expm1", "label_terms": "incremental", "cosine_rule": "ours"}
+    assert Settings.authors_code(**before).name == "knn_authors_authors-bayes50_qseed331"
+    assert Settings.authors_code(query_seed="split", **before).name == \
+        "knn_authors_authors-bayes50"
+    assert Settings.authors_code(threshold_search="exact", query_seed=None, **before
+                                 ).name == "knn_authors"
     # without the shared stream there is no seed to set
     assert Settings.authors_code(query_rng="streams").query_seed is None
     assert Settings(split="authors").name == "iforest_split-authors"
@@ -344,12 +354,15 @@ def test_ablation_table_of_a_partial_run_compares_the_same_episodes() -> None:
 
 def test_ablation_settings_hold_each_option_and_the_preset() -> None:
     names = [s.name for s in ablation_settings(["knn"])]
-    assert names[0] == "knn" and "knn_authors_qseed331" in names
+    assert names[0] == "knn"
+    assert "knn_authors_qseed331_squashf-authors_lterms-authors_cos-authors" in names
     assert "knn_split-authors" in names
     assert len(names) == len(set(names))
     assert change_label(Settings.authors_code(threshold_search="exact")) == "preset"
     assert change_label(Settings.authors_code(threshold_search="exact", query_seed="split")
                         ) == "preset without query_seed"
+    assert change_label(Settings.authors_code(threshold_search="exact", cosine_rule="ours")
+                        ) == "preset without cosine_rule"
     assert change_label(Settings.authors_code(threshold_search="exact", initial_fit="train",
                                               tau_position="bottom")) == \
         "preset without initial_fit (tau_position=bottom)"

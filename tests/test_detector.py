@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from ballad_env.detectors.ssdo.authors import authors_posterior
 from ballad_env.detectors.ssdo.model import (
     SSDO,
     PointScores,
@@ -43,6 +44,62 @@ def test_squash_monotone_and_bounded() -> None:
     assert np.all((out >= 0) & (out <= 1))
     assert squash(1e-9, 1.0) > 0  # tiny scores stay positive (expm1, no cancellation)
     assert squash(1e-9, 1.0) == pytest.approx(math.log(2) * 1e-18, rel=1e-9)
+
+
+def test_squash_as_anomatools_writes_it() -> None:
+    """``formula="authors"``: 1 - exp(ln(0.5) (s/l)^2), anomatools' SquashScaler. The same
+    function: S_2(1) = 1 - 2^(-1/4) = 0.159103585, S_1(2) = 0.9375; but 1 - exp(x) loses
+    what expm1 keeps for small scores (1 - exp(-6.9e-19) rounds to 0), and the two differ in
+    the last bit on some scores (which can move the published threshold search's tau)."""
+    assert squash(1.0, 2.0, "authors") == pytest.approx(0.159103585, abs=1e-9)
+    assert squash(2.0, 1.0, "authors") == pytest.approx(0.9375, abs=1e-15)
+    assert squash(1.0, 1.0, "authors") == pytest.approx(0.5, abs=1e-15)
+    assert squash(1e-9, 1.0, "authors") == 0.0 < squash(1e-9, 1.0)
+    s = np.linspace(0.05, 3.0, 400)
+    ours, theirs = squash(s, 1.3), squash(s, 1.3, "authors")
+    np.testing.assert_array_equal(theirs, 1.0 - np.exp(np.log(0.5) * np.power(s / 1.3, 2)))
+    assert np.abs(ours - theirs).max() <= 4.5e-16
+    assert (ours != theirs).any()
+    np.testing.assert_array_equal(squash(s, 0.0, "authors"), np.ones_like(s))
+    with pytest.raises(ValueError, match="unknown squash formula 'exp'"):
+        squash(s, 1.0, "exp")
+    with pytest.raises(ValueError, match="unknown squash_formula 'exp'"):
+        SSDO(0.1, squash_formula="exp")
+
+
+def test_label_terms_as_anomatools_sums_them_by_hand() -> None:
+    """``authors_posterior``: z (q + alpha da), z = 1 / (1 + alpha (da + dn)), the kernel
+    exp(ln(0.5) (d / eta)^2). One point at 0 (q = 0.2, alpha = 2, eta = 1), an anomaly at
+    distance 1 (kernel 1/2) and a normal at 2 (1/16): z = 1 / (1 + 2 (1/2 + 1/16)) = 1 / 2.125,
+    s = (0.2 + 1) / 2.125 = 0.56470588; the anomaly alone: (0.2 + 1) / 2 = 0.6."""
+    X, q = np.zeros((1, 1)), np.array([0.2])
+    labeled, y = np.array([[1.0], [2.0]]), np.array([1, 0])
+    assert authors_posterior(X, q, labeled, y, 1.0, 2.0)[0] == pytest.approx(1.2 / 2.125,
+                                                                             abs=1e-15)
+    assert authors_posterior(X, q, labeled[:1], y[:1], 1.0, 2.0)[0] == pytest.approx(0.6)
+    np.testing.assert_array_equal(authors_posterior(X, q, labeled[:0], y[:0], 1.0, 2.0), q)
+
+
+def test_label_terms_authors_is_ssdo_in_anomatools_order() -> None:
+    """The same detector to the last bits (the order of the sums only), whichever order the
+    labels came in; it needs the labels' rows of D."""
+    rng = np.random.default_rng(3)
+    X = rng.random((60, 3))
+    fitted = {}
+    for terms in ("incremental", "authors"):
+        det = SSDO(0.1, prior="knn", label_terms=terms).fit(X)
+        det.add_labels(X[[7, 2]], np.array([1, 0]), np.array([7, 2]))
+        det.add_labels(X[[40]], np.array([0]), np.array([40]))
+        fitted[terms] = det
+    np.testing.assert_allclose(fitted["authors"].anomaly_probability(X),
+                               fitted["incremental"].anomaly_probability(X), atol=1e-14)
+    scores = PointScores(fitted["authors"], X[:5])
+    np.testing.assert_allclose(scores.probabilities()[1],
+                               fitted["authors"].anomaly_probability(X[:5]), atol=0)
+    with pytest.raises(ValueError, match="pass their indices"):
+        SSDO(0.1, prior="knn", label_terms="authors").fit(X).add_labels(X[:1], np.array([1]))
+    with pytest.raises(ValueError, match="unknown label_terms 'sum'"):
+        SSDO(0.1, label_terms="sum")
 
 
 def test_squash_zero_threshold_is_indicator() -> None:

@@ -168,6 +168,13 @@ def test_lattice_refuses_a_shared_stream(dataset, tmp_path) -> None:
     assert not (tmp_path / "store").exists()  # nothing written
 
 
+def test_lattice_refuses_the_published_cosine_rule(dataset) -> None:
+    """Its ballad-cosine starts from the published rewards, read from the environment's
+    settings, which a lattice's replay does not give the agent."""
+    with pytest.raises(ValueError, match="no lattice with cosine_rule='authors'"):
+        build_lattice(dataset, 0, Settings(cosine_rule="authors", prior="knn"))
+
+
 def test_published_queries_on_their_own_streams_keep_the_lattice_exact(dataset) -> None:
     """The argsort ranking and the per-round sample, each on its own stream: every order of
     the rounds reaches the lattice's state (i, j) with its figures and queries."""

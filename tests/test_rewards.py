@@ -11,9 +11,12 @@ import pytest
 
 from ballad_env.rewards import (
     REWARD_SIGNALS,
+    SIDE_SIGNALS,
     CostDecrease,
     CostPenalty,
+    SideOutput,
     cosine_reward,
+    decisions,
     entropy,
     entropy_reward,
 )
@@ -111,6 +114,41 @@ def test_cosine_reward_zero_vectors() -> None:
     assert cosine_reward(zero, zero) == 0.0  # both zero: nothing changed
     assert cosine_reward(zero, one) == 1.0  # one zero: maximal change (not NaN)
     assert cosine_reward(one, zero) == 1.0
+
+
+def _cosine(new: list[float], old: list[float], rule: str) -> float:
+    """The cosine side signal between two outputs with these decisions, under ``rule``."""
+    (signal,) = [s for s in SIDE_SIGNALS if s.name == "cosine"]
+    p = np.full(len(new), 0.5)
+    return signal(SideOutput(p, np.array(new, float), cosine_rule=rule),
+                  SideOutput(p, np.array(old, float), cosine_rule=rule))
+
+
+def test_published_cosine_over_signed_predictions_by_hand() -> None:
+    # The published AL side compares anomatools' -1/+1 labels: new = [1, -1, -1, 1],
+    # old = [1, 1, -1, 1]: dot = 1 - 1 + 1 + 1 = 2, |new| |old| = 2 * 2 = 4, cos = 1/2, so
+    # 1/2. The same change in 0/1 coding ([1, 0, 0, 1] against [1, 1, 0, 1]): dot 2,
+    # sqrt(2 * 3), 1 - 2 / sqrt(6) = 0.18350342.
+    assert _cosine([1, -1, -1, 1], [1, 1, -1, 1], "authors") == 0.5
+    assert _cosine([1, 0, 0, 1], [1, 1, 0, 1], "ours") == pytest.approx(
+        1 - 2 / math.sqrt(6), abs=1e-15)
+    # one flipped label of n = 4: 2 k / n = 1/2 (above); none: exactly 0
+    assert _cosine([1, -1, -1, 1], [1, -1, -1, 1], "authors") == 0.0
+
+
+def test_published_cosine_of_a_zero_vector_is_nan() -> None:
+    """The published code's scipy cosine divides 0 by 0 where a vector is all zero (its LR
+    side's initial output, or a round that rejects nothing): NaN, with one zero vector or
+    two; ours gives 1 and 0 there."""
+    zero, some = [0, 0, 0, 0], [0, 1, 0, 1]
+    for new, old in ((zero, some), (some, zero), (zero, zero)):
+        assert math.isnan(_cosine(new, old, "authors"))
+    assert _cosine(zero, some, "ours") == 1.0 and _cosine(zero, zero, "ours") == 0.0
+    assert _cosine(some, [1, 1, 0, 1], "authors") == _cosine(some, [1, 1, 0, 1], "ours")
+    # the summary marks the zero vector only (the lattice caches summaries)
+    p = np.zeros(4)
+    assert np.isnan(decisions(SideOutput(p, np.zeros(4), cosine_rule="authors"))).all()
+    np.testing.assert_array_equal(decisions(SideOutput(p, np.zeros(4))), np.zeros(4))
 
 
 def test_cosine_reward_never_nan_and_in_range() -> None:

@@ -234,7 +234,7 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
 
     def publish(strategy: str) -> None:  # an episode of the published run, mean cost 0.2
         store = published_code.prepare_store(published, ["alpha"], [0], [strategy],
-                                             stream_seed=None)  # the preset: knn_authors
+                                             stream_seed=None)  # the preset: knn_authors...
         rows = pd.DataFrame({"dataset": "alpha", "seed": 0, "strategy": strategy,
                              "round": [1, 2], "test_cost": [0.1, 0.3]})
         store.write(published_code.episode_cell("alpha", 0, strategy), rows)
@@ -246,13 +246,15 @@ def test_authors_agreement_reports_the_strategies_it_has_played(tmp_path: Path,
     script.main(command)
     publish("LR")  # the published run goes on: an LR episode lands
     script.main([*command, "--report-only"])
-    table = pd.read_csv(output / "tables" / "authors_code_agreement_knn_authors.csv",
+    # the preset with the split seed's stream (the runner's here), named by its arithmetic
+    name = "knn_authors_squashf-authors_lterms-authors_cos-authors"
+    table = pd.read_csv(output / "tables" / f"authors_code_agreement_{name}.csv",
                         index_col="agent")
     assert list(table.index) == ["all-in-al"]
     assert table.loc["all-in-al", "published"] == pytest.approx(0.2, abs=1e-15)
-    ours = load_results(output / "knn_authors" / "all-in-al_seed0")
+    ours = load_results(output / name / "all-in-al_seed0")
     assert table.loc["all-in-al", "ours"] == pytest.approx(ours["test_cost"].mean(), abs=1e-12)
-    with pytest.raises(SystemExit, match="no results of knn_authors"):
+    with pytest.raises(SystemExit, match=f"no results of {name}"):
         script.main([*command[:-3], "--output", str(tmp_path / "empty"), "--report-only"])
 
 

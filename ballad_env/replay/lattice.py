@@ -328,7 +328,8 @@ def parse_path(text: str) -> tuple[int, ...]:
 
 def check_lattice_settings(settings: Settings) -> None:
     """A ``ValueError`` naming the option if the labels under ``settings`` depend on the
-    order of the rounds, so that one lattice cannot hold every path: a shared query stream,
+    order of the rounds, so that one lattice cannot hold every path (or if its replay could
+    not play BALLAD as the environment does: the published cosine rule): a shared query stream,
     or a query strategy marked ``depends_on_path`` (SADAL's ``stratified-probability``, whose
     labels follow the probabilities, and ``threshold-distance*``, whose ranking reads the
     previous round's rejection thresholds; its ``path_reason`` says why)."""
@@ -337,6 +338,12 @@ def check_lattice_settings(settings: Settings) -> None:
             f"no lattice with query_rng={settings.query_rng!r}: AL and LR then draw their "
             "labels from one shared random stream, so the labels after i AL and j LR rounds "
             "depend on the order of the rounds; use query_rng='streams' (the default) for "
+            "lattices and replay stores")
+    if settings.cosine_rule != "ours":
+        raise ValueError(
+            f"no lattice with cosine_rule={settings.cosine_rule!r}: ballad-cosine then starts "
+            "from the published rewards, which it reads from the environment's settings, and "
+            "a lattice's replay gives the agent none; use cosine_rule='ours' (the default) for "
             "lattices and replay stores")
     for option, registry in (("al_strategy", AL_QUERIES), ("lr_strategy", LR_QUERIES)):
         name = getattr(settings, option)

@@ -22,6 +22,8 @@ from ballad_env.detectors.ssdo.model import (
     EXACT_MAX_TRAIN,
     KERNEL_BACKENDS,
     KERNEL_DTYPES,
+    LABEL_TERMS,
+    SQUASH_FORMULAS,
     SQUASH_QUANTILES,
     TRAIN_SCORINGS,
     check_prior,
@@ -32,8 +34,13 @@ from ballad_env.rejection import REJECTORS, check_rejector_settings
 from ballad_env.rejection.confidence import CALL_SEARCHES, TAU_POSITIONS
 from ballad_env.rejection.rejex import DEFAULT_T
 from ballad_env.rejection.two_sided import TIE_RULES
-from ballad_env.rewards import ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
-from ballad_env.settings.presets import AUTHORS_CODE, AUTHORS_QUERY_SEED, SADAL_CODE
+from ballad_env.rewards import COSINE_RULES, ENTROPY_LOGS, ENTROPY_TERMS, REWARD_SIGNALS
+from ballad_env.settings.presets import (
+    AUTHORS_ARITHMETIC,
+    AUTHORS_CODE,
+    AUTHORS_QUERY_SEED,
+    SADAL_CODE,
+)
 from ballad_env.settings.values import (
     check_backend,
     cost_value,
@@ -61,6 +68,9 @@ Scaling = Literal["standard-minmax", "none"]
 RejectionCostRule = Literal["gamma", "bound"]
 TrainScores = Literal["fitted", "rescored"]
 SquashQuantile = Literal["exact", "whole-percent"]
+SquashFormula = Literal["expm1", "authors"]
+LabelTerms = Literal["incremental", "authors"]
+CosineRule = Literal["ours", "authors"]
 TauWithoutVal = Literal["train-labels", "zero", "validation"]
 TauPosition = Literal["as-found", "bottom", "middle", "top"]
 EntropyLog = Literal["log2", "authors"]
@@ -172,6 +182,14 @@ class Settings:
     squash_quantile: SquashQuantile = _option(
         "exact", "squashing thresholds at the (1 - gamma) quantile: exact, or whole-percent "
         "(the published code's np.percentile at int((1 - gamma) * 100))", "squash")
+    squash_formula: SquashFormula = _option(
+        "expm1", "how the squashing 1 - 2^(-(s/t)^2) is evaluated: expm1 (-expm1(-ln 2 "
+        "(s/t)^2), precise for small s) or authors (anomatools' 1 - exp(ln(0.5) (s/t)^2), the "
+        "published code's; it differs in the last bit on some scores)", "squashf", quiet=True)
+    label_terms: LabelTerms = _option(
+        "incremental", "how SSDO's label terms are summed: incremental (kernel sums grown as "
+        "labels arrive) or authors (anomatools': pairwise distances, summed over all labels in "
+        "the order of D every round; the published code's last bits)", "lterms", quiet=True)
     tau_without_val: TauWithoutVal = _option(
         "train-labels", "tau while V has no label: train-labels (set on D's labels), zero "
         "(the published BALLAD code: reject nothing) or validation (two-sided rejector only; "
@@ -183,6 +201,13 @@ class Settings:
     entropy_log: EntropyLog = _option(
         "log2", "entropy reward's logarithm: log2 (the paper) or authors (the published code: "
         "natural log on the LR side and in the initial AL output)", "entropy")
+    cosine_rule: CosineRule = _option(
+        "ours", "the cosine signal: ours (AL over 0/1 predictions, LR over 0/1 rejections, "
+        "both sides' initial outputs from the initial detector; a zero vector gives 0 or 1) or "
+        "authors (the published code: AL over -1/+1 predictions, the LR side's initial output "
+        "all zero, NaN where a vector is all zero, as scipy's cosine; ballad-cosine then starts "
+        "from the published rewards, AL 0.99 and LR 1, and a NaN compares false)", "cos",
+        quiet=True)
     initial_fit: InitialFit = _option(
         "train", "the detector of the initial outputs the first AL and LR rewards compare with: "
         "train (SSDO without labels on D, the detector of every round) or train-val (the "
@@ -329,11 +354,15 @@ class Settings:
     @classmethod
     def authors_code(cls, **changes: Any) -> Settings:
         """The published code's variant (``AUTHORS_CODE``): its kNN prior, its threshold
-        search (``authors-bayes``, 50 calls) and its query stream's seed (331, named
+        search (``authors-bayes``, 50 calls), its query stream's seed (331, named
         ``qseed331``; with ``query_rng="streams"`` in ``changes`` there is no such stream)
-        too; ``changes`` override any option."""
+        and its arithmetic (``AUTHORS_ARITHMETIC``: the squashing and SSDO's label terms as
+        anomatools computes them, the published cosine signal; named ``squashf-authors``,
+        ``lterms-authors``, ``cos-authors``) too;
+        ``changes`` override any option."""
         values: dict[str, Any] = {"prior": "knn", "threshold_search": "authors-bayes",
-                                  "bayes_calls": 50, **AUTHORS_CODE, **changes}
+                                  "bayes_calls": 50, **AUTHORS_CODE, **AUTHORS_ARITHMETIC,
+                                  **changes}
         if values["query_rng"] == "authors":  # its seed goes with its stream
             values.setdefault("query_seed", AUTHORS_QUERY_SEED)
         return cls(**values)
@@ -420,7 +449,9 @@ FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "cost_metric": COST_METRICS, "split": SPLITS, "budget_rule": BUDGET_RULES,
     "scaling": SCALINGS,
     "prior_train_scores": TRAIN_SCORINGS,
-    "squash_quantile": SQUASH_QUANTILES, "tau_without_val": ("train-labels", "zero", "validation"),
+    "squash_quantile": SQUASH_QUANTILES, "squash_formula": SQUASH_FORMULAS,
+    "label_terms": LABEL_TERMS,
+    "cosine_rule": COSINE_RULES, "tau_without_val": ("train-labels", "zero", "validation"),
     "tau_position": TAU_POSITIONS, "entropy_log": ENTROPY_LOGS,
     "initial_fit": ("train", "train-val"), "query_rng": QUERY_RNGS,
     "entropy_terms": ENTROPY_TERMS,
@@ -428,4 +459,5 @@ FIXED_CHOICES: dict[str, tuple[str, ...]] = {
     "two_sided_tie": TIE_RULES}
 
 
-__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES", "SADAL_CODE", "Settings"]
+__all__ = ["AUTHORS_ARITHMETIC", "AUTHORS_CODE", "AUTHORS_QUERY_SEED", "FIXED_CHOICES",
+           "SADAL_CODE", "Settings"]

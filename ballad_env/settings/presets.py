@@ -20,6 +20,15 @@ AUTHORS_CODE: dict[str, str] = {
 #: that draw from the split seed's stream keep their names (``<prior>_authors...``); the
 #: preset's are ``<prior>_authors..._qseed331``.
 AUTHORS_QUERY_SEED = 331
+#: The published code's arithmetic where it changes a number, added after results of the
+#: preset were stored: ``Settings.authors_code()`` sets them, and like ``query_seed`` they are
+#: not in ``AUTHORS_CODE``, so settings stored before them keep their names; the preset's
+#: name carries them as tags (``..._squashf-authors_lterms-authors_cos-authors``).
+#: ``squash_formula`` and ``label_terms``: anomatools' squashing and label sums (ours differ in
+#: the last bit, which can move the threshold search's tau); ``cosine_rule``: the published
+#: cosine signal (``docs/method.md``, Rewards).
+AUTHORS_ARITHMETIC: dict[str, str] = {"squash_formula": "authors", "label_terms": "authors",
+                                      "cosine_rule": "authors"}
 #: The published SADAL code's behaviour (``docs/sadal.md``): ``Settings.sadal()`` switches
 #: all of them. Its one legacy stream (``query_rng="authors"``) is seeded with the split
 #: seed, as ``SADAL(..., seed)`` seeds its ``RandomState`` with the seed of its D/V split.
@@ -32,4 +41,4 @@ SADAL_CODE: dict[str, Any] = {
     "ssif_contamination": 0.1, "scaling": "none"}
 
 
-__all__ = ["AUTHORS_CODE", "AUTHORS_QUERY_SEED", "SADAL_CODE"]
+__all__ = ["AUTHORS_ARITHMETIC", "AUTHORS_CODE", "AUTHORS_QUERY_SEED", "SADAL_CODE"]

@@ -83,6 +83,8 @@ class SSDODetector:
                     kernel_dtype=settings.kernel_dtype_for(n_train),
                     train_scores=settings.prior_train_scores,
                     squash_quantile=settings.squash_quantile,
+                    squash_formula=settings.squash_formula,
+                    label_terms=settings.label_terms,
                     kernel_backend=settings.kernel_backend, kernel_device=settings.kernel_device,
                     kernel_pairs=settings.kernel_pairs_for(n_train))
 
@@ -92,7 +94,8 @@ class SSDODetector:
         return (prior_seed(streams), settings.prior, settings.k,
                 settings.eta_sample_for(n_train), settings.kernel_dtype_for(n_train),
                 settings.prior_train_scores, settings.squash_quantile, settings.kernel_backend,
-                settings.kernel_device, settings.kernel_pairs_for(n_train))
+                settings.kernel_device, settings.kernel_pairs_for(n_train),
+                settings.squash_formula)
 
     def start(self, split: Any, X_other: np.ndarray, contamination: float, settings: Any,
               streams: dict[str, np.random.SeedSequence]) -> SSDOStart:

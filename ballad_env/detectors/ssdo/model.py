@@ -30,6 +30,7 @@ from ballad_env.detectors.priors import (
     pyod_detector_names,
     training_scores,
 )
+from ballad_env.detectors.ssdo.authors import LABEL_TERMS, authors_posterior
 from ballad_env.detectors.ssdo.kernel import (
     ETA_SAMPLE_DEFAULT,
     EXACT_MAX_TRAIN,
@@ -41,15 +42,26 @@ from ballad_env.detectors.ssdo.kernel import (
     kernel_width,
 )
 
+#: How the squashing function is evaluated: ``"expm1"``, -expm1(-ln 2 (s/l)^2), which keeps
+#: its precision for small s, or ``"authors"``, anomatools' ``SquashScaler`` (the published
+#: code's) 1 - exp(ln(0.5) (s/l)^2), which differs from it in the last bit on some scores.
+SQUASH_FORMULAS = ("expm1", "authors")
 
-def squash(s: np.ndarray | float, threshold: float) -> np.ndarray:
-    """Squashing function S_l(s) = 1 - 2^(-(s/l)^2): maps s >= 0 to [0, 1) with S_l(l) = 0.5.
+
+def squash(s: np.ndarray | float, threshold: float, formula: str = "expm1") -> np.ndarray:
+    """Squashing function S_l(s) = 1 - 2^(-(s/l)^2): maps s >= 0 to [0, 1) with S_l(l) = 0.5,
+    evaluated as ``formula`` says (``SQUASH_FORMULAS``).
 
     A threshold of 0 (all reference scores zero) degenerates to the indicator s > 0.
     """
     s = np.asarray(s, dtype=np.float64)
     if threshold <= 0:
         return (s > 0).astype(np.float64)
+    if formula == "authors":  # anomatools 3.0.3's SquashScaler, operation for operation
+        return 1.0 - np.exp(np.log(0.5) * np.power(s / threshold, 2))
+    if formula != "expm1":
+        raise ValueError(f"unknown squash formula {formula!r}: use one of "
+                         f"{', '.join(SQUASH_FORMULAS)}")
     return -np.expm1(-np.log(2.0) * (s / threshold) ** 2)
 
 
@@ -129,6 +141,11 @@ class SSDO:
         ``"fitted"`` or ``"rescored"``: D's prior scores (``TRAIN_SCORINGS``).
     squash_quantile : str
         ``"exact"`` or ``"whole-percent"``: both squashing thresholds (``squash_threshold``).
+    squash_formula : str
+        ``"expm1"`` or ``"authors"``: how both squashings are evaluated (``squash``).
+    label_terms : str
+        ``"incremental"`` or ``"authors"``: how the label terms are summed (``LABEL_TERMS``;
+        ``"authors"`` needs the training labels' indices, ``add_labels(..., indices)``).
     kernel_backend : str
         ``"numpy"`` or ``"torch"``: where the kernel sums and the sampled eta's neighbour
         search run (``KernelRows``, ``kernel_width``).
@@ -158,10 +175,18 @@ class SSDO:
         kernel_backend: str = "numpy",
         kernel_device: str | None = None,
         kernel_pairs: str = "all",
+        squash_formula: str = "expm1",
+        label_terms: str = "incremental",
     ) -> None:
         if train_scores not in TRAIN_SCORINGS:
             raise ValueError(f"unknown train_scores {train_scores!r}: use one of "
                              f"{', '.join(TRAIN_SCORINGS)}")
+        if label_terms not in LABEL_TERMS:
+            raise ValueError(f"unknown label_terms {label_terms!r}: use one of "
+                             f"{', '.join(LABEL_TERMS)}")
+        if squash_formula not in SQUASH_FORMULAS:
+            raise ValueError(f"unknown squash_formula {squash_formula!r}: use one of "
+                             f"{', '.join(SQUASH_FORMULAS)}")
         self.contamination = contamination
         self.prior = prior
         self.k = k
@@ -174,6 +199,8 @@ class SSDO:
         self.kernel_backend = kernel_backend
         self.kernel_device = kernel_device
         self.kernel_pairs = kernel_pairs
+        self.squash_formula = squash_formula
+        self.label_terms = label_terms
 
     def fit(self, X: np.ndarray, unlabeled: UnlabeledFit | None = None) -> SSDO:
         """Fit the prior on unlabeled training data; compute eta and the prior threshold.
@@ -191,6 +218,7 @@ class SSDO:
         self.eta_ = fitted.eta
         self.X_labeled_ = np.empty((0, X.shape[1]))
         self.y_labeled_ = np.empty(0, dtype=np.int8)
+        self.labeled_index_ = np.empty(0, dtype=np.intp)  # into X, when add_labels is told
         self.da_train_, self.dn_train_ = np.zeros(len(X)), np.zeros(len(X))
         self._update_threshold()
         return self
@@ -205,7 +233,7 @@ class SSDO:
         shift = min(0.0, float(raw.min()))
         train_scores = raw - shift
         threshold = squash_threshold(train_scores, self.contamination, self.squash_quantile)
-        return prior, shift, threshold, squash(train_scores, threshold)
+        return prior, shift, threshold, squash(train_scores, threshold, self.squash_formula)
 
     def fit_unlabeled(self, X: np.ndarray) -> UnlabeledFit:
         """The label-free parts: the prior fitted on X, its threshold, q on X, eta."""
@@ -230,17 +258,27 @@ class SSDO:
         quantile), computing neither eta nor kernel rows: the published code's initial
         outputs, from a detector fitted on D and V together (``initial_fit``)."""
         q = self._fit_prior(np.asarray(X, dtype=np.float64))[3]
-        return squash(q, squash_threshold(q, self.contamination, self.squash_quantile))
+        return squash(q, squash_threshold(q, self.contamination, self.squash_quantile),
+                      self.squash_formula)
 
     def prior_probability(self, X: np.ndarray) -> np.ndarray:
         """q(x): the prior's anomaly probability of new points (not the training set)."""
         raw = np.asarray(self.prior_.decision_function(X), dtype=np.float64)
-        return squash(np.maximum(raw - self.score_shift_, 0.0), self.prior_threshold_)
+        return squash(np.maximum(raw - self.score_shift_, 0.0), self.prior_threshold_,
+                      self.squash_formula)
 
-    def add_labels(self, X_new: np.ndarray, y_new: np.ndarray) -> SSDO:
-        """Add labeled training examples and update the training label terms incrementally."""
+    def add_labels(self, X_new: np.ndarray, y_new: np.ndarray,
+                   indices: np.ndarray | None = None) -> SSDO:
+        """Add labeled training examples (``indices``: their rows of the training set, which
+        ``label_terms="authors"`` needs) and update the training label terms."""
         X_new = np.asarray(X_new, dtype=np.float64).reshape(-1, self.X_train_.shape[1])
         y_new = np.asarray(y_new, dtype=np.int8).ravel()
+        if indices is not None:
+            self.labeled_index_ = np.concatenate([self.labeled_index_,
+                                                  np.asarray(indices, dtype=np.intp)])
+        elif self.label_terms == "authors":
+            raise ValueError("label_terms='authors' sums the labels in the order of the "
+                             "training set: pass their indices, add_labels(X, y, indices)")
         da, dn = self.unlabeled_.rows.sums(X_new, y_new)
         self.da_train_ += da
         self.dn_train_ += dn
@@ -250,19 +288,34 @@ class SSDO:
         return self
 
     def _update_threshold(self) -> None:
-        s_train = posterior_score(self.q_train_, self.da_train_, self.dn_train_, self.alpha)
-        self.score_threshold_ = squash_threshold(s_train, self.contamination,
+        self.score_threshold_ = squash_threshold(self.train_posterior(), self.contamination,
                                                  self.squash_quantile)
+
+    def train_posterior(self) -> np.ndarray:
+        """Posterior scores s of the training set."""
+        if self.label_terms == "authors":
+            return self.authors_posterior(self.X_train_, self.q_train_)
+        return posterior_score(self.q_train_, self.da_train_, self.dn_train_, self.alpha)
+
+    def authors_posterior(self, X: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Posterior scores of X (prior probabilities q) summed as anomatools sums them, over
+        the labels in the order of the training set (``authors.authors_posterior``)."""
+        order = np.argsort(self.labeled_index_, kind="stable")
+        return authors_posterior(X, q, self.X_labeled_[order], self.y_labeled_[order],
+                                 self.eta_, self.alpha)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Posterior score s(x) of new points."""
+        if self.label_terms == "authors":
+            return self.authors_posterior(np.asarray(X, dtype=np.float64),
+                                          self.prior_probability(X))
         da, dn = kernel_sums(np.asarray(X, dtype=np.float64), self.X_labeled_,
                              self.y_labeled_, self.eta_)
         return posterior_score(self.prior_probability(X), da, dn, self.alpha)
 
     def anomaly_probability(self, X: np.ndarray) -> np.ndarray:
         """P(x) = S_t'(s(x)), t' the (1 - gamma) quantile of s on the training set."""
-        return squash(self.decision_function(X), self.score_threshold_)
+        return squash(self.decision_function(X), self.score_threshold_, self.squash_formula)
 
 
 class EpisodeScores(Protocol):
@@ -303,16 +356,18 @@ class PointScores:
         self.q = q
         self.da, self.dn = self.rows.sums(detector.X_labeled_, detector.y_labeled_)
 
-    def add_labels(self, X_new: np.ndarray, y_new: np.ndarray) -> None:
-        """Label new training examples: update the detector and these points' label sums."""
-        self.detector.add_labels(X_new, y_new)
+    def add_labels(self, X_new: np.ndarray, y_new: np.ndarray,
+                   indices: np.ndarray | None = None) -> None:
+        """Label new training examples (``indices``: their rows of D): update the detector
+        and these points' label sums."""
+        self.detector.add_labels(X_new, y_new, indices)
         da, dn = self.rows.sums(np.asarray(X_new, dtype=np.float64), y_new)
         self.da += da
         self.dn += dn
 
     def add_training_labels(self, indices: np.ndarray, y_new: np.ndarray) -> None:
         """Label the training examples at ``indices`` (into D): ``add_labels`` of their rows."""
-        self.add_labels(self.detector.X_train_[indices], y_new)
+        self.add_labels(self.detector.X_train_[indices], y_new, indices)
 
     def anomaly_probability(self, X: np.ndarray) -> np.ndarray:
         """P(x) of any points under the current detector (``SSDO.anomaly_probability``)."""
@@ -321,13 +376,18 @@ class PointScores:
     def probabilities(self) -> tuple[np.ndarray, np.ndarray]:
         """Anomaly probabilities (training set, other points)."""
         det = self.detector
-        s_train = posterior_score(det.q_train_, det.da_train_, det.dn_train_, det.alpha)
-        s_other = posterior_score(self.q, self.da, self.dn, det.alpha)
-        return squash(s_train, det.score_threshold_), squash(s_other, det.score_threshold_)
+        s_train = det.train_posterior()
+        if det.label_terms == "authors":
+            s_other = det.authors_posterior(self.X, self.q)
+        else:
+            s_other = posterior_score(self.q, self.da, self.dn, det.alpha)
+        formula = det.squash_formula
+        return (squash(s_train, det.score_threshold_, formula),
+                squash(s_other, det.score_threshold_, formula))
 
 
 __all__ = ["ETA_SAMPLE_DEFAULT", "EXACT_MAX_TRAIN", "KERNEL_BACKENDS", "KERNEL_DTYPES",
-           "KERNEL_PAIRS", "PRIORS",
+           "KERNEL_PAIRS", "LABEL_TERMS", "PRIORS", "SQUASH_FORMULAS",
            "SQUASH_QUANTILES", "SSDO", "TRAIN_SCORINGS", "EpisodeScores", "KernelRows",
            "PointScores", "PriorFactory", "UnlabeledFit", "check_prior", "kernel_sums",
            "kernel_width", "make_prior", "posterior_score", "prior_factory",

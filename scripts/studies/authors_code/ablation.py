@@ -24,7 +24,7 @@ import pandas as pd
 
 from agents.experiments.grid import Grid
 from agents.experiments.reports.tables import common_episodes, seeds_text, summary_table
-from ballad_env.settings import AUTHORS_CODE, AUTHORS_QUERY_SEED, Settings
+from ballad_env.settings import AUTHORS_ARITHMETIC, AUTHORS_CODE, AUTHORS_QUERY_SEED, Settings
 
 AGENTS = ("ballad", "all-in-al", "all-in-lr")
 #: Each difference alone, as settings changes (the cost metric, whose scale differs, too).
@@ -66,8 +66,9 @@ def change_label(setting: Settings) -> str:
     default = Settings(prior=setting.prior)
     changed = [f"{name}={value}" for name, value in setting.to_dict().items()
                if name not in ("name", "bayes_calls") and value != getattr(default, name)]
-    # the preset's options, its query stream's seed with them (Settings.authors_code)
-    preset = {**AUTHORS_CODE, "query_seed": AUTHORS_QUERY_SEED}
+    # the preset's options, its query stream's seed and its arithmetic with them
+    # (Settings.authors_code)
+    preset = {**AUTHORS_CODE, "query_seed": AUTHORS_QUERY_SEED, **AUTHORS_ARITHMETIC}
     rest = [c for c in changed if c.split("=")[0] not in preset]
     off = [name for name, value in preset.items() if getattr(setting, name) != value]
     if len(off) <= 1:
