@@ -48,6 +48,8 @@ from ballad_env.settings.values import (
     named_options,
     number_text,
     query_seed_value,
+    rejex_t_value,
+    ssif_contamination_value,
     whole_number,
 )
 
@@ -268,7 +270,7 @@ class Settings:
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: use one of "
                                  f"{', '.join(choices)}")
-        self._check_rejex()
+        self._set("rejex_T", rejex_t_value(self.rejex_T, self.rejector, DEFAULT_T))
         check_rejector_settings(self)
         if self.threshold_search not in CALL_SEARCHES or self.rejector == "two-sided":
             self._set("bayes_calls", 20)  # unused: one setting, whatever was passed
@@ -289,30 +291,10 @@ class Settings:
         Budget.from_fractions(1, self.budget_fraction, self.round_fraction)  # validates both
         Budget.warn_if_inexact(self.budget_fraction, self.round_fraction)
 
-    def _check_rejex(self) -> None:
-        """``rejex_T``: a positive number, and set only for a RejEx rejector."""
-        value = finite_number("rejex_T", self.rejex_T)
-        if not value > 0:
-            raise ValueError(f"rejex_T must be a positive number (RejEx's tolerance T), got "
-                             f"{self.rejex_T!r}")
-        self._set("rejex_T", value)
-        if value != DEFAULT_T and not str(self.rejector).startswith("rejex"):
-            raise ValueError(f"rejex_T={value:g} is RejEx's tolerance; rejector="
-                             f"{self.rejector!r} has none: use rejector='rejex' or "
-                             "'rejex-tuned', or leave rejex_T at 32")
-
     def _check_ssif(self) -> None:
         """SSIF's options (unused, so at their defaults, with another detector)."""
         self._set("ssif_trees", whole_number("ssif_trees", self.ssif_trees, 1))
-        value = self.ssif_contamination
-        if isinstance(value, str) and value.lower() == "data":
-            self._set("ssif_contamination", "data")
-        elif (isinstance(value, bool) or not isinstance(value, int | float)
-              or not 0 < value < 1):
-            raise ValueError(f"ssif_contamination must be 'data' (the data set's) or a number "
-                             f"in (0, 1) (the published code's 0.1), got {value!r}")
-        else:
-            self._set("ssif_contamination", float(value))
+        self._set("ssif_contamination", ssif_contamination_value(self.ssif_contamination))
         if self.detector != "ssif":  # unused: one setting, whatever was passed
             for name in ("ssif_trees", "ssif_seed", "ssif_contamination"):
                 self._set(name, getattr(Settings, name))

@@ -114,5 +114,30 @@ def query_seed_value(seed: Any, query_rng: str) -> int | None:
     return int(seed)
 
 
+def rejex_t_value(value: Any, rejector: str, default: float) -> float:
+    """``rejex_T`` checked: a positive number, other than its ``default`` only for a RejEx
+    rejector (the others have no tolerance)."""
+    number = finite_number("rejex_T", value)
+    if not number > 0:
+        raise ValueError(f"rejex_T must be a positive number (RejEx's tolerance T), got "
+                         f"{value!r}")
+    if number != default and not str(rejector).startswith("rejex"):
+        raise ValueError(f"rejex_T={number:g} is RejEx's tolerance; rejector={rejector!r} has "
+                         f"none: use rejector='rejex' or 'rejex-tuned', or leave rejex_T at "
+                         f"{default:g}")
+    return number
+
+
+def ssif_contamination_value(value: Any) -> str | float:
+    """``ssif_contamination`` checked: ``"data"`` (the data set's) or a number in (0, 1)."""
+    if isinstance(value, str) and value.lower() == "data":
+        return "data"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ValueError(f"ssif_contamination must be 'data' (the data set's) or a number "
+                         f"in (0, 1) (the published code's 0.1), got {value!r}")
+    return float(value)
+
+
 __all__ = ["COST_RANGE", "SIZE_BOUNDS", "check_backend", "cost_value", "finite_number",
-           "named_options", "number_text", "query_seed_value", "whole_number"]
+           "named_options", "number_text", "query_seed_value", "rejex_t_value",
+           "ssif_contamination_value", "whole_number"]
