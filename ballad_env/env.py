@@ -51,8 +51,7 @@ class BudgetAllocationEnv(gym.Env):
 
     | index | name | meaning |
     |---|---|---|
-    | 0-3 | entropy_al, entropy_lr, cosine_al, cosine_lr | each side's latest rewards (a NaN |
-    | | | of the published cosine, ``cosine_rule="authors"``, shows as 1) |
+    | 0-3 | entropy_al, entropy_lr, cosine_al, cosine_lr | latest rewards per side (NaN as 1) |
     | 4-5 | al_measured, lr_measured | whether each side has a reward yet |
     | 6 | budget_used | rounds taken / rounds in the budget |
     | 7-8 | labeled_train, labeled_val | labeled fractions of D and V |
