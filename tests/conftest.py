@@ -51,6 +51,18 @@ def write_data_files(folder: Path, sizes: dict[str, int]) -> Path:
     return folder
 
 
+def small_store(data_folder: Path, root: Path) -> Path:
+    """A lattice store at ``root`` of one 300-row data set (``large``, written to
+    ``data_folder``), seeds 0 and 1, the kNN prior: what the trainers' tests train on."""
+    from agents.experiments.lattice_build import build_store
+    from ballad_env.settings import Settings
+
+    data = write_data_files(data_folder, {"large": 300})
+    build_store(root, ["large"], [0, 1], [Settings(prior="knn")], data_dir=data,
+                progress=False)
+    return root
+
+
 def two_round_grid(n_labels: int) -> dict[str, np.ndarray]:
     """The per-state grid of a hand-made two-round lattice (every ``STATE_FIELDS`` entry 0
     but these), n_labels training and validation examples. Test costs [i, j]: (0,0) 0.5,

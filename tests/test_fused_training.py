@@ -13,9 +13,8 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
-from conftest import write_data_files
+from conftest import small_store
 
-from agents.experiments.lattice_build import build_store
 from agents.experiments.training import fused
 from agents.experiments.training.batched import build_model, train_batched
 from agents.experiments.training.pipelined import stream_seeds
@@ -157,11 +156,7 @@ def test_the_compiled_step_is_the_eager_one(monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    data = write_data_files(tmp_path_factory.mktemp("data"), {"large": 300})
-    root = tmp_path_factory.mktemp("store")
-    build_store(root, ["large"], [0, 1], [Settings(prior="knn")], data_dir=data,
-                progress=False)
-    return root
+    return small_store(tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("store"))
 
 
 def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(store,

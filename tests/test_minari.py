@@ -9,11 +9,10 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import write_data_files
+from conftest import small_store
 
 import ballad_env
 from agents.experiments.cli.minari_data import main as minari_main
-from agents.experiments.lattice_build import build_store
 from agents.experiments.stores.minari_datasets import INFO_KEYS, record_dataset
 from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
@@ -24,11 +23,7 @@ SETTINGS = Settings(prior="knn", reward="cost")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    data = write_data_files(tmp_path_factory.mktemp("data"), {"large": 300})
-    root = tmp_path_factory.mktemp("store")
-    build_store(root, ["large"], [0, 1], [Settings(prior="knn")], data_dir=data,
-                progress=False)
-    return root
+    return small_store(tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("store"))
 
 
 @pytest.fixture(autouse=True)

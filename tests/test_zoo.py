@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_data_files
+from conftest import small_store
 
 import ballad_env
-from agents.experiments.lattice_build import build_store
 from agents.experiments.training.zoo import ZOO_ALGOS, conf_file, zoo_argv
-from ballad_env.settings import Settings
 
 pytest.importorskip("rl_zoo3")
 #: The smallest run rl-zoo3 makes: 2 environments x 32 steps, one update.
@@ -48,10 +46,7 @@ def test_every_file_holds_both_environments() -> None:
 
 @pytest.mark.slow
 def test_rl_zoo3_trains_ppo_on_the_replay_env_by_name(tmp_path) -> None:
-    data = write_data_files(tmp_path / "data", {"large": 300})
-    store = tmp_path / "store"
-    build_store(store, ["large"], [0, 1], [Settings(prior="knn")], data_dir=data,
-                progress=False)
+    store = small_store(tmp_path / "data", tmp_path / "store")
     model = zoo(["--algo", "ppo", "--env", ballad_env.REPLAY_ENV_ID, "--gym-packages",
                  "ballad_env", "--conf-file", str(conf_file("ppo")), "--env-kwargs",
                  f"store:{str(store)!r}", "prior:'knn'", "reward:'cost'", *TINY],
