@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test test-fast lint bench docs clean
+.PHONY: install run test test-fast test-fidelity lint bench docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # $(VENV)/.installed-<extras>: the project installed with those extras.
@@ -28,6 +28,14 @@ test: $(VENV)/.installed-all
 
 test-fast: $(VENV)/.installed-all
 	$(PY) -m pytest -q -m "not slow"
+
+# The fidelity tests: recorded published episodes and fixtures compared to 1e-12, whose last
+# bits can depend on the BLAS kernel (tests/arithmetic.py). .ci/run runs them again under
+# other kernels (OPENBLAS_CORETYPE=Sandybridge make test-fidelity).
+FIDELITY_TESTS := tests/test_arithmetic.py tests/test_authors_cosine.py \
+	tests/test_authors_fixture.py tests/test_sadal_fixture.py tests/test_ssif.py
+test-fidelity: $(VENV)/.installed-all
+	$(PY) -m pytest -q $(FIDELITY_TESTS)
 
 lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,11 @@ The fast tests give every round the recorded threshold (the search replaced by a
 they check everything but the search on all 12 episodes; the slow ones run the published
 search itself (``authors-bayes``, 50 gp_minimize calls a round) where it matters: BALLAD's
 first rounds, and the Waveform rounds whose threshold moves with the squashing's last bit.
+
+Waveform's episodes go through a BLAS product (the fixture's ``arithmetic``): they are compared
+to 1e-12 under the OpenBLAS kernel they were recorded under, and to the tolerances measured
+across kernels elsewhere (``REWARD_ELSEWHERE``, ``TAU_ELSEWHERE``; ``docs/studies/
+REPRODUCTION.md``). The other data sets' episodes repeat to 1e-12 under any kernel.
 """
 
 from __future__ import annotations
@@ -24,11 +29,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from arithmetic import on_kernel, openblas_kernels, tolerance
 
 from agents.base import feature, show_info
 from agents.registry import make_agent
+from ballad_env.data import load_dataset
+from ballad_env.detectors.priors import make_prior
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import AL, LR
+from ballad_env.rejection import ConfidenceRejector
 from ballad_env.rewards import decisions
 from ballad_env.settings import Settings
 
@@ -42,6 +51,21 @@ def _recorded() -> list[dict[str, Any]]:
 
 
 EPISODES = _recorded()
+#: The OpenBLAS kernel the episodes were recorded under, and the data sets whose episodes go
+#: through a BLAS product (the kNN prior by brute force).
+ARITHMETIC: dict[str, Any] = json.loads(FIXTURE.read_text())["provenance"]["arithmetic"]
+#: How far Waveform's rewards and searched thresholds may be from the recorded ones under
+#: another kernel: measured up to 4.3e-9 and 2.7e-8 under Haswell and Sandybridge.
+REWARD_ELSEWHERE = 1e-7
+TAU_ELSEWHERE = 1e-6
+
+
+def _tolerance(dataset: str, elsewhere: float) -> float:
+    """1e-12, or ``elsewhere`` for a data set through a BLAS product under a kernel other
+    than the recorded one."""
+    if dataset not in ARITHMETIC["gemm_datasets"]:
+        return 1e-12
+    return tolerance(ARITHMETIC["blas_kernel"], elsewhere)
 
 
 def _id(episode: dict[str, Any]) -> str:
@@ -72,9 +96,11 @@ def _play(episode: dict[str, Any], rounds: int = 15, searched_from: int | None =
     obs, info = env.reset(seed=episode["seed"])
     assert env.episode is not None
     rejector = env.episode.rejector
+    assert isinstance(rejector, ConfidenceRejector)  # the preset's: one searched threshold
     recorded = episode["rounds"] if searched_from is None else \
         episode["rounds"][:searched_from - 1]
-    rejector.search = _RecordedThresholds(recorded, rejector.search)
+    replay: Any = _RecordedThresholds(recorded, rejector.search)  # a search's call
+    rejector.search = replay
     agent.reset(episode["seed"])
     show_info(agent, info)
     played = []
@@ -87,9 +113,10 @@ def _play(episode: dict[str, Any], rounds: int = 15, searched_from: int | None =
 
 
 def _check_round(obs: np.ndarray, info: dict[str, Any], expected: dict[str, Any],
-                 signal: str) -> None:
-    """One round as recorded: action, labels, test cost (1e-6), the side's reward (NaN where
-    the published code got NaN, which the observation shows as 1)."""
+                 signal: str, reward_tolerance: float = 1e-12) -> None:
+    """One round as recorded: action, labels, test cost (1e-6), the side's reward (to
+    ``reward_tolerance``; NaN where the published code got NaN, which the observation shows
+    as 1)."""
     assert info["action"] == expected["action"]
     assert sorted(np.asarray(info["queried"]).tolist()) == expected["new"]
     assert info["test_cost"] == pytest.approx(expected["test_cost"], abs=1e-6)
@@ -98,7 +125,7 @@ def _check_round(obs: np.ndarray, info: dict[str, Any], expected: dict[str, Any]
         assert math.isnan(info[name])
         assert feature(obs, name) == 1.0
     else:
-        assert info[name] == pytest.approx(expected["reward"], abs=1e-12)
+        assert info[name] == pytest.approx(expected["reward"], abs=reward_tolerance)
 
 
 def test_the_fixture_holds_the_episodes_the_issue_names() -> None:
@@ -120,8 +147,20 @@ def test_the_preset_repeats_the_published_episode(episode: dict[str, Any]) -> No
     """Given the published thresholds, every round as published: actions, labels, test costs
     and rewards (the search itself: the slow tests below)."""
     signal = AGENTS[episode["strategy"]][1]
-    for (obs, info), expected in zip(_play(episode), episode["rounds"], strict=True):
-        _check_round(obs, info, expected, signal)
+    played = _play(episode)
+    reward_tolerance = _tolerance(episode["dataset"], REWARD_ELSEWHERE)
+    for (obs, info), expected in zip(played, episode["rounds"], strict=True):
+        _check_round(obs, info, expected, signal, reward_tolerance)
+
+
+@pytest.mark.parametrize("dataset", ["WBC", "Glass", "Stamps", "Waveform"])
+def test_the_fixture_names_the_data_sets_through_a_blas_product(dataset: str) -> None:
+    """The preset's kNN prior scores new points by brute force (a BLAS matrix product,
+    whose last bits depend on the kernel) exactly on the data sets the fixture names; the
+    others use a k-d tree, whose distances no kernel changes."""
+    X = load_dataset(dataset).X
+    method = make_prior(Settings.authors_code().prior, 0, len(X)).fit(X).neigh_._fit_method
+    assert (method == "brute") == (dataset in ARITHMETIC["gemm_datasets"])
 
 
 def test_our_cosine_rule_leaves_the_published_path_at_round_two() -> None:
@@ -162,12 +201,24 @@ def test_the_published_search_plays_ballads_rounds(dataset: str, seed: int, firs
     first three rounds (LR, LR after the NaN, then AL); Stamps' round 4, the first LR round
     after an AL round, where SSDO's label terms summed in our order (``label_terms=
     "incremental"``, last bits apart) moved the threshold to 0.928 from the published
-    0.893."""
+    0.893.
+
+    gp_minimize's Gaussian process runs on BLAS: under a kernel other than the recorded one
+    its last bits can move the search elsewhere in the flat stretch of the cost (Stamps'
+    round 4 under Haswell and Sandybridge: tau 0.928 again). There the check is what holds
+    on any kernel: the published actions and labels, and a threshold that costs on the
+    labels what the published one costs."""
     episode = _episode("ballad-cosine", dataset, seed)
     played = _play(episode, rounds=last, searched_from=first)
-    for (obs, info), expected in zip(played, episode["rounds"][:last], strict=True):
-        _check_round(obs, info, expected, "cosine")
-        assert info["tau"] == pytest.approx(expected["tau"], abs=1e-9)
+    if on_kernel(ARITHMETIC["blas_kernel"]):
+        for (obs, info), expected in zip(played, episode["rounds"][:last], strict=True):
+            _check_round(obs, info, expected, "cosine")
+            assert info["tau"] == pytest.approx(expected["tau"], abs=1e-9)
+        return
+    for (_, info), (_, published) in zip(played, _play(episode, rounds=last), strict=True):
+        assert info["action"] == published["action"]
+        assert np.array_equal(info["queried"], published["queried"])
+        assert info["val_cost"] == pytest.approx(published["val_cost"], abs=1e-12)
 
 
 def _lr_round_searched(episode: dict[str, Any], k: int, **changes: Any) -> tuple[float, float]:
@@ -183,14 +234,28 @@ def _lr_round_searched(episode: dict[str, Any], k: int, **changes: Any) -> tuple
 def test_anomatools_squash_gives_the_published_waveform_threshold(seed: int, k: int) -> None:
     """Waveform, All-in-LR, the two rounds (of 45) where the squashing's last bit moved the
     published search's threshold: with the squashing as anomatools writes it the preset's
-    search finds the published threshold and test cost; with ours (-expm1, which differs in
-    the last bit on most points) gp_minimize lands elsewhere in the flat stretch of the
-    cost, and one test point more or fewer is rejected."""
+    search finds the published threshold and test cost (under another BLAS kernel than the
+    recorded one, the threshold to ``TAU_ELSEWHERE``: the kNN prior's last bits move it)."""
     episode = _episode("all-in-lr", "Waveform", seed)
     expected = episode["rounds"][k - 1]
     tau, cost = _lr_round_searched(episode, k)
-    assert tau == pytest.approx(expected["tau"], abs=1e-12)
+    assert tau == pytest.approx(expected["tau"], abs=_tolerance("Waveform", TAU_ELSEWHERE))
     assert cost == pytest.approx(expected["test_cost"], abs=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "k"), [(0, 5), (2, 15)])
+def test_our_squash_moves_the_published_waveform_threshold(seed: int, k: int) -> None:
+    """With our squashing (-expm1, which differs from anomatools' in the last bit on most
+    points) gp_minimize lands elsewhere in the flat stretch of the cost, and one test point
+    more or fewer is rejected. Only under the recorded kernel: under others the kNN
+    prior's last bits move the search as much as the squashing's (round 15 of seed 2 lands
+    on the published threshold under Haswell)."""
+    if not on_kernel(ARITHMETIC["blas_kernel"]):
+        pytest.skip(f"needs OpenBLAS's {ARITHMETIC['blas_kernel']} kernel, the recorded "
+                    f"arithmetic; running {sorted(openblas_kernels())}")
+    episode = _episode("all-in-lr", "Waveform", seed)
+    expected = episode["rounds"][k - 1]
     tau, cost = _lr_round_searched(episode, k, squash_formula="expm1")
     assert abs(tau - expected["tau"]) > 1e-4
     assert abs(cost - expected["test_cost"]) > 1e-6
