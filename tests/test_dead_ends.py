@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.experiments.cli import COMMANDS
+from agents.experiments.cli import main as cli
+from agents.experiments.cli.parsing import suggestion
 from ballad_env.__main__ import BROKEN_PIPE_STATUS
+from scripts.tools.cli_reference import job_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +41,39 @@ def test_a_closed_pipe_ends_quietly(args: list[str], status: int) -> None:
         os.close(writer)
     assert done.stderr == "", done.stderr
     assert done.returncode == status
+
+
+# ------------------------------------------------------------------------ misspelled option
+def _misspelled(option: str) -> str:
+    """``option`` with two letters of its middle swapped (``--datasets`` -> ``--datsaets``):
+    neither an option nor the start of one."""
+    middle = len(option) // 2 + 1
+    return option[:middle - 1] + option[middle] + option[middle - 1] + option[middle + 1:]
+
+
+@pytest.mark.parametrize("job", list(COMMANDS))
+def test_a_misspelled_option_is_two_lines_naming_the_close_one(
+        job: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelled option printed the whole usage (46 lines for ``compare``) before the
+    error; now the short usage line, then the error with the option meant."""
+    option = max((name for action in job_parser(job)._actions
+                  for name in action.option_strings), key=len)
+    with pytest.raises(SystemExit) as done:
+        cli([job, _misspelled(option)])
+    lines = capsys.readouterr().err.splitlines()
+    assert done.value.code == 2
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"usage: ballad-env {job} ") and "[options]" in lines[0]
+    assert lines[1].startswith(f"ballad-env {job}: error: ")
+    assert f"did you mean {option}, not {_misspelled(option)}?" in lines[1]
+
+
+@pytest.mark.parametrize(("words", "hint"), [
+    (["--datasets", "toy", "--seds", "3"], "did you mean --seeds, not --seds?"),
+    (["--n-jobs", "-1", "--agnts=x"], "did you mean --agents, not --agnts?"),
+    (["--n-jobs", "-1"], None),  # a negative number is a value
+    (["--see", "3"], None),  # the start of one option: argparse takes it
+    (["--zzzzzz"], None)])  # nothing close: no guess
+def test_the_suggestion_names_only_a_close_option(words: list[str], hint: str | None) -> None:
+    assert suggestion(words, ["-h", "--help", "--datasets", "--seeds", "--agents",
+                              "--n-jobs"]) == hint
