@@ -7,6 +7,7 @@ error with a suggestion, the lazily exported names listed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,3 +78,20 @@ def test_a_misspelled_option_is_two_lines_naming_the_close_one(
 def test_the_suggestion_names_only_a_close_option(words: list[str], hint: str | None) -> None:
     assert suggestion(words, ["-h", "--help", "--datasets", "--seeds", "--agents",
                               "--n-jobs"]) == hint
+
+
+# -------------------------------------------------------------------------- tab completion
+def test_dir_lists_the_lazily_exported_names() -> None:
+    """``dir(agents)`` lacked ``BalladAgent`` and ``dir(ballad_env)`` ``Settings`` until first
+    used, so tab completion showed almost nothing. A fresh interpreter, as a user's is."""
+    code = ("import json, agents, agents.experiments, ballad_env\n"
+            "print(json.dumps({m.__name__: [sorted(m._SOURCES), sorted(m.__all__), dir(m)] "
+            "for m in (agents, agents.experiments, ballad_env)}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, check=True)
+    for package, (lazy, public, listed) in json.loads(done.stdout).items():
+        assert set(lazy) <= set(listed), (package, sorted(set(lazy) - set(listed)))
+        assert set(public) <= set(listed), (package, sorted(set(public) - set(listed)))
+        assert listed == sorted(listed)
+    assert "BalladAgent" in json.loads(done.stdout)["agents"][2]
+    assert {"Settings", "ENV_ID", "__version__"} <= set(json.loads(done.stdout)["ballad_env"][2])
