@@ -22,7 +22,7 @@ def main() -> int:
         from agents.experiments.cli import main as command
     except ModuleNotFoundError as err:  # the agents package itself is missing
         print(f"error: the ballad-env command needs the project's agents package ({err}): "
-              "install the project (pip install 'ballad-env[experiments]')", file=sys.stderr)
+              "install the project: pip install -e '.[experiments]' in the clone", file=sys.stderr)
         return 2
     try:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,33 @@ def test_dir_lists_the_lazily_exported_names() -> None:
         assert listed == sorted(listed)
     assert "BalladAgent" in json.loads(done.stdout)["agents"][2]
     assert {"Settings", "ENV_ID", "__version__"} <= set(json.loads(done.stdout)["ballad_env"][2])
+
+
+# ---------------------------------------------------------------------------- install advice
+#: Advice that fails: the package is not on PyPI, so pip cannot find ``ballad-env[extra]``.
+_FROM_THE_INDEX = re.compile(r"""pip install ['"]?ballad-env\[""")
+
+
+def _shipped_text() -> dict[str, str]:
+    """The README, every docs page and every module of the project, by path."""
+    paths = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"),
+             *(path for package in ("ballad_env", "agents", "scripts")
+               for path in (ROOT / package).rglob("*.py"))]
+    return {str(path.relative_to(ROOT)): path.read_text() for path in paths}
+
+
+def test_no_page_or_message_installs_from_the_index() -> None:
+    """``pip install 'ballad-env[torch]'`` was offered by three pages and three messages;
+    pip finds no such package. Each now says ``pip install -e '.[extra]'`` in the clone."""
+    wrong = sorted(path for path, text in _shipped_text().items()
+                   if _FROM_THE_INDEX.search(" ".join(text.split())))
+    assert not wrong, f"install from the clone instead (pip install -e '.[extra]'): {wrong}"
+
+
+def test_a_page_that_builds_a_wheel_says_build_needs_installing() -> None:
+    """``python -m build`` fails with "No module named build" until ``pip install build``."""
+    pages = {path: text for path, text in _shipped_text().items()
+             if path.endswith(".md") and "python -m build" in text}
+    assert pages
+    for path, text in pages.items():
+        assert "pip install build" in text, path
