@@ -247,8 +247,8 @@ def test_the_landing_page_has_every_finding_of_the_readme() -> None:
     assert len(findings) >= 5 and [f for f in findings if f not in index] == []
 
 
-def test_the_answer_figures_labels_read_at_ten_pixels() -> None:
-    """Its cell labels were about 7 pixels on the page (the site shows it ~700 wide)."""
+def test_the_answer_figures_labels_read_at_eleven_pixels_or_more() -> None:
+    """Its cell labels were about 7, then 9 pixels on the page (the site shows it ~700 wide)."""
     from matplotlib import image
 
     from scripts.tools.reports.winners import LABEL_POINTS
@@ -256,7 +256,7 @@ def test_the_answer_figures_labels_read_at_ten_pixels() -> None:
     png = ROOT / "docs" / "figures" / "crossed_winners.png"
     width_px = image.imread(png).shape[1]
     dpi = 130  # agents.experiments.reports.plots.save_figure's
-    assert LABEL_POINTS / 72 * dpi * 700 / width_px >= 9.5
+    assert LABEL_POINTS / 72 * dpi * 700 / width_px >= 11.5
 
 
 def test_license_file_matches_the_declared_license() -> None:
