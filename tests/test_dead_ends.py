@@ -19,6 +19,7 @@ import pytest
 from agents.experiments.cli import COMMANDS
 from agents.experiments.cli import main as cli
 from agents.experiments.cli.parsing import suggestion
+from agents.experiments.reports.tables import setting_label
 from ballad_env.__main__ import BROKEN_PIPE_STATUS
 from scripts.tools.cli_reference import job_parser
 
@@ -126,3 +127,35 @@ def test_a_page_that_builds_a_wheel_says_build_needs_installing() -> None:
     assert pages
     for path, text in pages.items():
         assert "pip install build" in text, path
+
+
+# ---------------------------------------------------------------------------- setting labels
+@pytest.mark.parametrize(("name", "label"), [
+    ("iforest", "SSDO, IForest prior"), ("knn_cfn10", "SSDO, kNN prior, cfn10"),
+    ("iforest_det-ssif", "iforest_det-ssif"), ("sadal", "sadal"), ("cfn10", "cfn10")])
+def test_a_settings_label_names_ssdo_and_its_prior(name: str, label: str) -> None:
+    """``iforest`` alone read as the detector where the text says SSDO on an IForest prior;
+    another detector, a preset or a study's own name stays as stored."""
+    assert setting_label(name) == label
+
+
+def test_figures_title_a_setting_by_its_label(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison's figure titles each panel with the label; the results keep the key."""
+    import pandas as pd
+
+    from agents.experiments.reports import plots
+
+    titles: list[str] = []
+
+    def keep_titles(fig, path, **_):  # noqa: ANN001, ANN202 - save_figure's stand-in
+        titles.extend(ax.get_title() for ax in fig.axes)
+        return Path(path)
+
+    monkeypatch.setattr(plots, "save_figure", keep_titles)
+    rows = [{"dataset": "toy", "seed": seed, "agent": "ballad", "setting": "iforest",
+             "round": r, "spent_fraction": 0.02 * r, "test_cost": 0.1 / r}
+            for seed in (0, 1) for r in (1, 2, 3)]
+    table = pd.DataFrame(rows)
+    plots.cost_by_round_with_errors(table, tmp_path / "f.png")
+    assert "SSDO, IForest prior" in titles and set(table.setting) == {"iforest"}
