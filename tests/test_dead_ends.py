@@ -159,3 +159,22 @@ def test_figures_title_a_setting_by_its_label(tmp_path: Path,
     table = pd.DataFrame(rows)
     plots.cost_by_round_with_errors(table, tmp_path / "f.png")
     assert "SSDO, IForest prior" in titles and set(table.setting) == {"iforest"}
+
+
+# --------------------------------------------------------------------------- search snippets
+def test_the_search_index_reads_a_table_row_by_row() -> None:
+    """The search index read a table's cells as one run of words ("setting datasets
+    friedman ... iforest 5 5.2000"). The docs hook leaves the table out of the index and
+    gives it a hidden list instead, one item a row, each cell after its column's name."""
+    from test_docs_site import load_hook
+
+    table = ('<table>\n<thead>\n<tr>\n<th>setting</th>\n<th style="text-align: right;">'
+             'datasets</th>\n</tr>\n</thead>\n<tbody>\n<tr>\n<td><code>iforest</code></td>\n'
+             '<td style="text-align: right;">5</td>\n</tr>\n<tr>\n<td>knn</td>\n<td>7</td>\n'
+             '</tr>\n</tbody>\n</table>')
+    html = load_hook().on_page_content(f"<p>Before.</p>\n{table}\n<p>After.</p>")
+    shown, hidden = html.split("<ul hidden>")
+    assert "<table data-search-exclude>" in shown and "<td>knn</td>" in shown
+    assert hidden.startswith("<li>setting: <code>iforest</code>; datasets: 5</li>"
+                             "<li>setting: knn; datasets: 7</li></ul>")
+    assert html.startswith("<p>Before.</p>") and html.endswith("<p>After.</p>")
