@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ballad_env.registry import lazy_exports
+from ballad_env.registry import lazy_dir, lazy_exports
 
 #: Each public name -> the module defining it, imported on first use (``lazy_exports``).
 _SOURCES = {
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agents.rules import AllInAL, AllInLR, BalladAgent, RandomAgent
 
 __getattr__ = lazy_exports(__name__, _SOURCES)
+__dir__ = lazy_dir(__name__, _SOURCES)
 
 __all__ = ["RECORD_FIELDS", "Agent", "AllInAL", "AllInLR", "BalladAgent", "OracleAgent",
            "RandomAgent", "RuleAgent", "agent_names", "make_agent", "register_agent",

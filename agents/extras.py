@@ -25,8 +25,7 @@ def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
         return err
     return ModuleNotFoundError(
         f"{what} needs {module}, which is not installed: install the project's '{extra}' "
-        f"extra, in the clone pip install -e '.[{extra}]' (from a built wheel: "
-        f"pip install 'ballad-env[{extra}]')",
+        f"extra: pip install -e '.[{extra}]' in the clone (ballad-env is not on PyPI)",
         name=module)
 
 

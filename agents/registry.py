@@ -61,7 +61,8 @@ def defined_in(name: str) -> str | None:
     agent registered in a script or a notebook, which worker processes never run), or
     ``None`` for a name that is not registered."""
     factory = agent_factory(name)
-    return None if factory is None else getattr(factory, "__module__", None)
+    inner = getattr(factory, "func", factory)  # a functools.partial's function
+    return None if factory is None else getattr(inner, "__module__", None)
 
 
 def agent_factory(name: str) -> Any:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gymnasium.envs.registration import register
 
-from ballad_env.registry import lazy_exports
+from ballad_env.registry import lazy_dir, lazy_exports
 
 #: Each public name -> the module defining it, imported on first use (``lazy_exports``).
 _SOURCES = {
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ballad_env.settings import Settings
 
 __getattr__ = lazy_exports(__name__, _SOURCES)
+__dir__ = lazy_dir(__name__, _SOURCES)
 
 ENV_ID = "ballad_env/BudgetAllocation-v0"
 #: The same problem replayed from stored lattices (``ballad_env.replay.env``), for fast training.

@@ -105,4 +105,16 @@ def lazy_exports(package: str, sources: dict[str, str],
     return __getattr__
 
 
-__all__ = ["Registry", "lazy_exports"]
+def lazy_dir(package: str, sources: dict[str, str]) -> Callable[[], list[str]]:
+    """The module-level ``__dir__`` of ``package``: its names so far and every name of
+    ``sources`` (those :func:`lazy_exports` imports on first use), so that ``dir()`` and tab
+    completion list them before they are used. ``sources`` is read at each call: names added
+    to it later are listed too."""
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(importlib.import_module(package)), *sources})
+
+    return __dir__
+
+
+__all__ = ["Registry", "lazy_dir", "lazy_exports"]

@@ -81,6 +81,25 @@ def test_every_readme_command_is_known() -> None:
     assert any("reward:\"'cost'\"" in c and "--log-folder results/" in c for c in runnable)
 
 
+def test_each_docs_comparison_has_its_own_output_folder() -> None:
+    """The docs' ``--stats`` example, run after Getting started, was refused ("results/run
+    holds a different run"): both wrote to the default folder. Every ``ballad-env compare``
+    of the README and the docs names its ``--output``, and no two share one."""
+    outputs: dict[str, str] = {}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        for block in re.findall(r"^```\w*\n(.*?)^```", page.read_text(), re.S | re.M):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                if not line.strip().startswith("ballad-env compare "):
+                    continue
+                argv = shlex.split(line.split(" #")[0])
+                assert "--output" in argv, f"{page.name}: {line.strip()} has no --output"
+                folder = argv[argv.index("--output") + 1]
+                assert folder not in outputs, f"{page.name} and {outputs[folder]} share {folder}"
+                outputs[folder] = page.name
+    assert len(outputs) >= 3, outputs
+
+
 @pytest.mark.slow
 def test_the_readmes_commands_run_in_order(tmp_path: Path) -> None:
     """A fresh folder that sees the clone's files (the rl-zoo3 command names its
@@ -111,4 +130,4 @@ def test_getting_starteds_commands_run(tmp_path: Path) -> None:
         done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "results" / "run" / "cost_by_round.png").is_file()
+    assert (tmp_path / "results" / "getting-started-cli" / "cost_by_round.png").is_file()

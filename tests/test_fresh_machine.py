@@ -199,7 +199,7 @@ def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: st
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert done.returncode != 0
-    assert f"pip install 'ballad-env[{extra}]'" in done.stderr
+    assert f"pip install -e '.[{extra}]'" in done.stderr
 
 
 _BASE_INSTALL = ("pandas", "pyarrow", "dask", "distributed", "torch", "stable_baselines3",
@@ -218,7 +218,7 @@ def test_the_command_on_a_base_install(args: list[str], status: int) -> None:
                           timeout=120, cwd=ROOT)
     assert done.returncode == status, done.stderr[-2000:]
     if status:
-        assert done.stderr.count("pip install 'ballad-env[experiments]'") == 1, done.stderr
+        assert done.stderr.count("pip install -e '.[experiments]'") == 1, done.stderr
         assert "Traceback" not in done.stderr
     else:
         assert "Traceback" not in done.stderr and done.stdout
@@ -231,7 +231,7 @@ def test_a_saved_policy_without_the_rl_extra_names_it() -> None:
                           timeout=120, cwd=ROOT)
     assert done.returncode != 0
     assert "loading the saved policy run.zip needs torch" in done.stderr
-    assert done.stderr.count("pip install 'ballad-env[rl]'") == 1
+    assert done.stderr.count("pip install -e '.[rl]'") == 1
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

@@ -201,3 +201,33 @@ def test_a_csv_only_table_is_the_frames_own_csv(tmp_path):
     assert path == tmp_path / "per_dataset.csv"
     assert [p.name for p in tmp_path.iterdir()] == ["per_dataset.csv"]
     assert path.read_bytes() == frame.to_csv().encode()
+
+
+def test_columns_keep_some_columns_in_their_order(tiny):
+    """A table too wide for the page is shown as two, each with the columns it names (a
+    name may hold spaces), the rows' selection applied as well."""
+    root, report = tiny
+    frame = pd.DataFrame({"costs": ["default", "cfn10"], "rank all-in-lr": [1.5, 2.0],
+                          "cost": [0.0371, 0.1542]})
+    write_table(frame, root / "docs" / "tables", "costs", index=False)
+    report.write_text("<!-- table: docs/tables/costs.md columns cost,rank all-in-lr where "
+                      "costs=cfn10 -->\n<!-- /table -->\n")
+    [block] = blocks(report.read_text().splitlines(), report)
+    assert block.columns == ("cost", "rank all-in-lr") and block.where == (("costs", "cfn10"),)
+    fill(report, root)
+    assert report.read_text().splitlines()[2:5] == ["| cost | rank all-in-lr |", "|---|---|",
+                                                    "| 0.1542 | 2.0000 |"]
+    assert stale(report, root) == []
+    report.write_text("<!-- table: docs/tables/costs.md columns cost,price -->\n"
+                      "<!-- /table -->\n")
+    with pytest.raises(ValueError, match="no column.*'price'"):
+        stale(report, root)
+
+
+def test_the_experiments_pages_tables_fit_its_column():
+    """Its statistics tables had 10 and 12 columns, wider than the page's column (a scroll
+    bar at the foot of a long table that a reader may never see): now each is two."""
+    lines = (REPO / "docs" / "experiments.md").read_text().splitlines()
+    widths = [len(line.strip().strip("|").split("|")) for line in lines
+              if line.lstrip().startswith("|")]
+    assert widths and max(widths) <= 9, max(widths)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agents.extras import missing_extra
-from ballad_env.registry import lazy_exports
+from ballad_env.registry import lazy_dir, lazy_exports
 
 #: Each public name -> the module that defines it.
 _SOURCES = {
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 __getattr__ = lazy_exports(__name__, _SOURCES,
                            lambda err: missing_extra(err, "agents.experiments"))
+__dir__ = lazy_dir(__name__, _SOURCES)
 
 
 __all__ = ["COLUMNS", "KEY_COLUMNS", "Cell", "Grid", "ResultStore", "RunError", "action_shares",

@@ -21,6 +21,7 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
-from ballad_env.plugins import load_plugins, plugin_modules
+from ballad_env.plugins import ENTRY_POINT_GROUP, load_plugins, plugin_modules
 from ballad_env.settings import Settings
 
 
@@ -191,17 +192,41 @@ def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
                for task in tasks)
 
 
+#: Top-level packages every worker process imports: this project's.
+PROJECT_PACKAGES = ("agents", "ballad_env")
+
+
+def _worker_packages() -> set[str]:
+    """Top-level packages a worker process imports: the project's, the plugin modules' and
+    the installed plugins' (entry points of ``ENTRY_POINT_GROUP``)."""
+    installed = (point.module for point in entry_points(group=ENTRY_POINT_GROUP))
+    modules = [*plugin_modules(), *installed]
+    return {*PROJECT_PACKAGES, *(module.partition(".")[0] for module in modules)}
+
+
 def check_workers_know(agents: Sequence[str]) -> None:
-    """``RunError`` naming the agents registered in the running script (``__main__``): worker
-    processes import the project and the plugins, never the script, so there they would be
-    unknown agents. The fix is to register them in a module passed as a plugin."""
-    local = [spec for spec in agents
-             if not is_policy_path(spec) and defined_in(spec) == "__main__"]
-    if local:
-        raise RunError(f"agent(s) {', '.join(map(repr, local))} are registered in your script, "
-                       "which worker processes do not run: move the registration into a module "
-                       "and pass run_grid(..., plugins=['that_module']) (on the command line "
-                       "--import that_module), or n_jobs=1 to play in this process")
+    """``RunError`` naming the agents whose code comes from a module worker processes never
+    import: the running script (``__main__``), or a module the script imported itself rather
+    than as a plugin. Workers import the project and the plugins only, so there these would
+    be unknown agents; the fix is to pass that module as a plugin."""
+    known = _worker_packages()
+    unknown: dict[str, list[str]] = {}
+    for spec in agents:
+        module = None if is_policy_path(spec) else defined_in(spec)
+        if module is not None and module.partition(".")[0] not in known:
+            unknown.setdefault(module, []).append(spec)
+    if not unknown:
+        return
+    module, names = next(iter(unknown.items()))
+    listed = ", ".join(map(repr, names))
+    if module == "__main__":
+        raise RunError(f"agent(s) {listed} are registered in your script, which worker "
+                       "processes do not run: move the registration into a module and pass "
+                       "run_grid(..., plugins=['that_module']) (on the command line --import "
+                       "that_module), or n_jobs=1 to play in this process")
+    raise RunError(f"agent(s) {listed} come from module {module!r}, which worker processes do "
+                   f"not import: pass run_grid(..., plugins=[\"{module}\"]) (on the command "
+                   f"line --import {module}), or n_jobs=1 to play in this process")
 
 
 def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,

@@ -25,8 +25,11 @@ def markdown_table(rows: list[DatasetInfo]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, *,
+         parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> int:
+    """List the data sets; ``parser_class`` reads the command line (``ballad-env data``
+    passes the parser of its jobs, whose errors are short)."""
+    parser = parser_class(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=None,
                         help="folder of data files (default: $BALLAD_DATA_DIR)")
     parser.add_argument("--cards", action="store_true", help="also print the data cards")

@@ -149,7 +149,7 @@ class Settings:
     kernel_backend: KernelBackend = _option(
         "numpy", "where the kernel sums and the sampled eta's neighbour search run: numpy, or "
         "torch (on a GPU when there is one: full-size data; the same sums within 1e-6 relative "
-        "to 1 + da + dn; needs pip install 'ballad-env[torch]')", "backend", quiet=True)
+        "to 1 + da + dn; needs pip install -e '.[torch]' in the clone)", "backend", quiet=True)
     kernel_device: str | None = _option(
         None, "the torch backend's device: cpu, cuda, cuda:N, ... (default: cuda when torch "
         "sees a GPU, else cpu)", "device", quiet=True)

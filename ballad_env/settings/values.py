@@ -93,7 +93,7 @@ def check_backend(kernel_backend: str, kernel_device: Any) -> None:
                              "device out")
     if kernel_backend == "torch" and importlib.util.find_spec("torch") is None:
         raise ValueError("kernel_backend='torch' needs PyTorch, which is not installed: "
-                         "pip install 'ballad-env[torch]' (or pip install torch), or use "
+                         "pip install -e '.[torch]' in the clone (or pip install torch), or use "
                          "kernel_backend='numpy'")
 
 

@@ -6,7 +6,10 @@
   (the harness.s command line aside), each module's docstrings through
   mkdocstrings, listed in the nav where ``mkdocs.yml`` names ``reference/api.md``;
 - ``extending.md``: the section "Where to add things" of ``docs/architecture.md``, cut out
-  of that page at every build (one text, two places to find it).
+  of that page at every build (one text, two places to find it);
+- every table also as a hidden list for the search index, one item a row (``column:
+  value; ...``): the index reads a table's cells as one run of words, so its snippets
+  were rows run together.
 
 A new module appears in the reference without any edit here or in ``mkdocs.yml``.
 """
@@ -121,7 +124,35 @@ def on_files(files: Files, config: Any) -> Files:
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|data|mod|attr|exc|obj|const):(?=<code>)")
 
 
+#: A table of the rendered page, a row of it, and a cell (``th`` or ``td``) with its content.
+TABLE = re.compile(r"<table(?P<attributes>[^>]*)>(?P<body>.*?)</table>", re.S)
+ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
+CELL = re.compile(r"<t([hd])[^>]*>(.*?)</t\1>", re.S)
+
+
+def searchable_tables(html: str) -> str:
+    """``html`` with each table left out of the search index (Material's
+    ``data-search-exclude``) and followed by a hidden list that the index reads instead:
+    one item a row, each cell after its column's name (``setting: iforest; datasets: 5``).
+    Readers see the table as before; a search snippet reads as the row it came from."""
+    def rewrite(table: re.Match[str]) -> str:
+        rows = [CELL.findall(row) for row in ROW.findall(table["body"])]
+        head = [text.strip() for _, text in rows[0]] if rows and all(
+            kind == "h" for kind, _ in rows[0]) else []
+        items = []
+        for cells in rows[1:] if head else rows:
+            names = head + [""] * max(0, len(cells) - len(head))  # a row longer than its head
+            named = [f"{name}: {text.strip()}" if name else text.strip()
+                     for name, (_, text) in zip(names, cells, strict=False)]
+            items.append(f"<li>{'; '.join(named)}</li>")
+        return (f'<table{table["attributes"]} data-search-exclude>{table["body"]}</table>\n'
+                f'<ul hidden>{"".join(items)}</ul>')
+
+    return TABLE.sub(rewrite, html)
+
+
 def on_page_content(html: str, **_: Any) -> str:
     """The page's HTML with every Sphinx role before a code span dropped, in the API pages'
-    rendered docstrings and everywhere else (the search index reads this HTML)."""
-    return ROLE.sub("", html)
+    rendered docstrings and everywhere else (the search index reads this HTML), and each
+    table given a searchable form (:func:`searchable_tables`)."""
+    return searchable_tables(ROLE.sub("", html))

@@ -98,6 +98,7 @@ from agents.experiments.bench.vector import (
     vector_report,
 )
 from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value
+from agents.experiments.cli.parsing import JobParser
 from agents.experiments.grid import DATASETS_HELP
 from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
 from ballad_env.replay.env import BudgetAllocationReplayEnv
@@ -108,8 +109,8 @@ from ballad_env.settings.cli import add_settings_arguments, kernel_pairs_value
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=HelpFormatter)
+    parser = JobParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=HelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["all"],
                         help=DATASETS_HELP)
     parser.add_argument("--data-dir", default=None,

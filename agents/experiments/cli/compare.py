@@ -33,6 +33,7 @@ from agents.experiments.cli import (
     add_plugin_argument,
     import_plugins,
 )
+from agents.experiments.cli.parsing import JobParser
 from agents.experiments.grid import DATASETS_HELP, agent_label
 from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
@@ -42,8 +43,8 @@ from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=HelpFormatter)
+    parser = JobParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=HelpFormatter)
     grid = parser.add_argument_group("grid")
     grid.add_argument("--datasets", nargs="+", required=True,
                       help=DATASETS_HELP)

@@ -34,6 +34,7 @@ from agents.experiments.cli import (
     datasets_from,
     import_plugins,
 )
+from agents.experiments.cli.parsing import JobParser
 from agents.experiments.grid import MAX_SEEDS
 from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
@@ -52,8 +53,8 @@ MAX_TASKS = 100_000
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+    p = JobParser(description=__doc__.split("\n\n")[0],
+                  formatter_class=HelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the store's folder")
     p.add_argument("--datasets", nargs="+", default=None, help="data sets (names or paths)")
     p.add_argument("--datasets-from", type=Path, default=None,

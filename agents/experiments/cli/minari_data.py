@@ -21,6 +21,7 @@ import os
 import sys
 
 from agents.experiments.cli import HelpFormatter
+from agents.experiments.cli.parsing import JobParser
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
@@ -28,8 +29,8 @@ from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+    p = JobParser(description=__doc__.split("\n\n")[0],
+                  formatter_class=HelpFormatter)
     p.add_argument("--store", required=True, help="a lattice store (ballad-env lattices)")
     p.add_argument("--policy", required=True,
                    help="optimal, optimal-final, an agent name or a saved policy .zip")

@@ -34,6 +34,7 @@ from agents.experiments.cli import (
     datasets_from,
     import_plugins,
 )
+from agents.experiments.cli.parsing import JobParser
 from agents.experiments.stores.results import RunError
 from agents.experiments.training.bounds import check_training_sizes
 from agents.experiments.training.config import VEC_ENVS, TrainConfig
@@ -55,8 +56,8 @@ DEFAULT_DATASET = "toy"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; every option maps to a ``TrainConfig`` field."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+    p = JobParser(description=__doc__.split("\n\n")[0],
+                  formatter_class=HelpFormatter)
     p.add_argument("--trainer", choices=TRAINERS, default="sb3",
                    help="sb3: stable-baselines3 (every algorithm); batched: PPO or MaskablePPO "
                         "on the vector replay environment, batched in torch (--replay-store); "

@@ -20,7 +20,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from agents.experiments.reports.tables import reward_difference_stats, reward_differences  # noqa: E402
+from agents.experiments.reports.tables import (  # noqa: E402
+    reward_difference_stats,
+    reward_differences,
+    setting_label,
+)
 from agents.experiments.stores.results import load_results  # noqa: E402
 from ballad_env.files import atomic_write  # noqa: E402
 
@@ -85,7 +89,7 @@ def _draw(ax: plt.Axes, table: pd.DataFrame, agents: list[str], settings: list[s
             if (setting, agent) not in curves.index.droplevel("spent_fraction"):
                 continue
             curve = curves.loc[(setting, agent)]
-            label = agent if len(settings) == 1 else f"{agent} ({setting})"
+            label = agent if len(settings) == 1 else f"{agent} ({setting_label(setting)})"
             ax.plot(100 * curve.index, curve.to_numpy(), LINESTYLES[j % len(LINESTYLES)],
                     color=agent_color(agent, i), marker="o", markersize=2.5, linewidth=1.3,
                     label=label if labels else None)
@@ -142,7 +146,7 @@ def mean_cost_per_round(results: Results, path: str | os.PathLike, *,
     for j, (ax, setting) in enumerate(zip(axes.flat, settings, strict=True)):
         block = table[(table["setting"] == setting) & table["agent"].isin(agents)]
         _draw(ax, block, agents, [setting], metric, labels=j == 0)
-        ax.set_title(setting, fontsize=10)
+        ax.set_title(setting_label(setting), fontsize=10)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"mean {metric.replace('_', ' ')} over data sets")
     return _finish_panels(fig, len(agents), title, path)
@@ -194,7 +198,7 @@ def cost_by_round_with_errors(results: Results, path: str | os.PathLike, *,
                     linewidth=1.3, label=agent if j == 0 else None)
             ax.fill_between(x, (m - e).to_numpy(), (m + e).to_numpy(),
                             color=agent_color(agent, i), alpha=0.2, linewidth=0)
-        ax.set_title(setting, fontsize=9)
+        ax.set_title(setting_label(setting), fontsize=9)
         ax.set_xlabel("labels (% of D)")
         ax.set_ylabel(f"{metric.replace('_', ' ')} (mean ± s.e. over seeds)")
     if title is None:
@@ -220,8 +224,8 @@ def reward_difference_histogram(results: Results, path: str | os.PathLike, *,
     ax.set_yscale("log" if np.ptp(np.histogram(values, bins=bins)[0]) > 200 else "linear")
     ax.set_xlabel(f"{reward} reward: AL - LR")
     ax.set_ylabel("rounds")
-    ax.set_title(f"{agent}, {setting}: std AL {stats['std_al']:.3f}, std LR {stats['std_lr']:.3f}"
-                 f" ({int(stats['rounds'])} rounds)", fontsize=9)
+    ax.set_title(f"{agent}, {setting_label(setting)}: std AL {stats['std_al']:.3f}, std LR "
+                 f"{stats['std_lr']:.3f} ({int(stats['rounds'])} rounds)", fontsize=9)
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from agents.experiments.reports.tables import common_episodes
+from agents.experiments.reports.tables import common_episodes, setting_label
 from agents.extras import missing_extra
 
 #: The significance level of every test and the coverage of every interval (1 - ALPHA).
@@ -200,8 +200,9 @@ def cd_diagram(comparison: RankComparison, path: str | os.PathLike) -> Path:
         test += f", CD = {comparison.critical_difference:.2f}"
     if not np.isnan(comparison.friedman_p):
         test += f"; Friedman p = {comparison.friedman_p:.3g}"
-    ax.set_title(f"{comparison.setting}: average rank over {comparison.datasets} data sets "
-                 f"({test}, alpha {comparison.alpha:g})", fontsize=9, pad=18)
+    ax.set_title(f"{setting_label(comparison.setting)}: average rank over "
+                 f"{comparison.datasets} data sets ({test}, alpha {comparison.alpha:g})",
+                 fontsize=9, pad=18)
     return save_figure(fig, path)
 
 

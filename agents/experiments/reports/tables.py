@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ballad_env.detectors.priors import PRIORS
 from ballad_env.files import atomic_write
 
 
@@ -240,7 +241,26 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike, stem: str, *,
     return path
 
 
-__all__ = ["action_shares", "common_episodes", "fresh_rewards", "markdown_table",
-           "operating_points", "per_round_table", "relative_gain", "reward_difference_stats",
-           "reward_differences", "seeds_text", "standard_errors", "summary_table", "win_counts",
-           "with_standard_errors", "write_table"]
+#: How a prior's stored name reads in a label.
+PRIOR_LABELS = {"iforest": "IForest", "knn": "kNN"}
+
+
+def setting_label(name: str) -> str:
+    """How the setting stored as ``name`` (``Settings.name``) reads in a figure's title or
+    legend. Alone, ``iforest`` reads as the detector, though the detector is SSDO with an
+    IForest prior: the label says so (``SSDO, IForest prior``; ``knn_cfn10``: ``SSDO, kNN
+    prior, cfn10``). Other detectors, the presets and names that are not a registered
+    prior's (a study's ``cfn10``) stay as they are. Only the label changes: tidy results and
+    tables keep the stored name as their key."""
+    prior, _, rest = name.partition("_")
+    if prior not in PRIORS or "det-" in rest:  # a preset, another detector, a study's name
+        return name
+    label = f"SSDO, {PRIOR_LABELS.get(prior, prior)} prior"
+    return f"{label}, {rest.replace('_', ', ')}" if rest else label
+
+
+__all__ = ["PRIOR_LABELS", "action_shares", "common_episodes", "fresh_rewards",
+           "markdown_table", "operating_points", "per_round_table", "relative_gain",
+           "reward_difference_stats", "reward_differences", "seeds_text", "setting_label",
+           "standard_errors", "summary_table", "win_counts", "with_standard_errors",
+           "write_table"]

@@ -8,7 +8,7 @@ side, exp and per-class sums; the exponent in the precision the numpy path chose
 sums in float32 (or float64 with ``kernel_dtype="float64"``). Only the order of the sums'
 additions differs, so the sums agree with numpy's within about 1e-6 relative to
 1 + da + dn (``tests/test_kernel_torch.py``, ``docs/scale.md``). torch is an optional
-extra (``pip install 'ballad-env[torch]'``): this module is imported only when the torch
+extra (``pip install -e '.[torch]'`` in the clone): this module is imported only when the torch
 backend is asked for, and ``require_torch`` names the extra when it is missing.
 """
 
@@ -26,7 +26,7 @@ from ballad_env.detectors.ssdo.kernel_near import (
 )
 
 #: What to install for the torch backend.
-TORCH_EXTRA = "pip install 'ballad-env[torch]'"
+TORCH_EXTRA = "pip install -e '.[torch]' in the clone"
 #: Elements of one block of the exponent on a GPU (256 MiB in float32); on a CPU the
 #: numpy path's cache-sized blocks (``kernel._CHUNK_ELEMENTS``) are used.
 _GPU_CHUNK_ELEMENTS = 1 << 26

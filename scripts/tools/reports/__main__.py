@@ -1,5 +1,7 @@
 """Fill the reports' ``<!-- table: docs/tables/<file>.md -->`` blocks from the generated
-tables; ``--check`` lists the stale blocks instead (``scripts.tools.reports.generated``).
+tables (``scripts.tools.reports.generated``) and the pages' ``<!-- include: FILE -->`` copies
+of shared prose, the README's included (``scripts.tools.reports.included``); ``--check``
+lists the stale blocks and copies instead.
 
 ``--figures`` also redraws the landing page's figure, which allocation wins where
 (``docs/figures/crossed_winners.png``, ``scripts.tools.reports.winners``), and writes
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from agents.experiments.cli import HelpFormatter
 from scripts.tools.reports.generated import fill, repo_root, reports, stale
+from scripts.tools.reports.included import fill_includes, stale_includes
 from scripts.tools.reports.winners import stale_answer, write_answer
 
 
@@ -26,8 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "blocks from the generated tables in docs/tables.",
                                      formatter_class=HelpFormatter)
     parser.add_argument("reports", nargs="*", type=Path,
-                        help="reports to fill (default: every .md under docs/ outside "
-                        "docs/tables)")
+                        help="reports to fill (default: the README and every .md under "
+                        "docs/ outside docs/tables)")
     parser.add_argument("--root", type=Path, default=None,
                         help="where the markers' paths start (default: the repository)")
     parser.add_argument("--check", action="store_true",
@@ -37,9 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "where) and its table from the crossed study's table")
     args = parser.parse_args(argv)
     root = args.root if args.root is not None else repo_root(Path.cwd())
-    paths = args.reports or list(reports(root))
+    readme = [root / "README.md"] if (root / "README.md").is_file() else []
+    paths = args.reports or [*readme, *reports(root)]
     if args.check:
-        differences: list[object] = [d for path in paths for d in stale(path, root)]
+        differences: list[object] = [d for path in paths
+                                     for d in (*stale(path, root), *stale_includes(path, root))]
         if args.figures:
             differences += stale_answer(root)
         for difference in differences:
@@ -48,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in paths:
         for table in fill(path, root):
             print(f"{path}: filled {table}")
+        for source in fill_includes(path, root):
+            print(f"{path}: copied {source}")
     if args.figures:
         for written in write_answer(root):
             print(f"wrote {written}")

@@ -15,8 +15,11 @@ The marker names the generated file relative to the repository root, so a report
 between folders without changing its markers. A marker may keep some of the rows:
 ``<!-- table: docs/tables/allocators_cv.md where costs=default prior=knn -->`` includes
 the header and the rows whose ``costs`` cell is ``default`` and ``prior`` cell ``knn``
-(every condition must hold). A marker indented (inside a list item) indents its table the
-same way. Only the table itself is included: a
+(every condition must hold). A marker may keep some of the columns, in their order:
+``<!-- table: docs/tables/compare_stats_paired.md columns setting,dataset,agent -->``
+(``columns`` before ``where`` when both are given), so that a table too wide for the page's
+column is shown as two, each with the columns that name a row. A marker indented (inside a
+list item) indents its table the same way. Only the table itself is included: a
 generated file's title and note are the report's prose to write (and the note's relative
 links point from ``docs/tables``, which would break inside a report elsewhere).
 :func:`stale` lists the blocks that differ from their files; the test suite runs it over
@@ -30,10 +33,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-START = re.compile(r"^(?P<indent> *)<!-- table: (?P<table>\S+)(?: where (?P<where>[^=\s]+=\S+"
-                   r"(?: [^=\s]+=\S+)*))? -->$")
+START = re.compile(r"^(?P<indent> *)<!-- table: (?P<table>\S+)(?: columns (?P<columns>[^=]+?))?"
+                   r"(?: where (?P<where>[^=\s]+=\S+(?: [^=\s]+=\S+)*))? -->$")
 """The line that opens a block: the generated file's path from the repository root, and
-optionally ``where column=value ...``, the rows to keep."""
+optionally ``columns a,b,...``, the columns to keep (commas between them; a column's name
+may hold spaces), and ``where column=value ...``, the rows to keep."""
 END = "<!-- /table -->"
 """The line that closes a block."""
 TABLES = Path("docs") / "tables"
@@ -51,6 +55,7 @@ class Block:
     end: int
     where: tuple[tuple[str, str], ...] = ()
     indent: str = ""
+    columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ def blocks(lines: Sequence[str], report: str | Path = "report") -> list[Block]:
     table = ""
     where: tuple[tuple[str, str], ...] = ()
     indent = ""
+    columns: tuple[str, ...] = ()
     for number, line in enumerate(lines):
         match = START.match(line.rstrip())
         if match:
@@ -93,11 +99,12 @@ def blocks(lines: Sequence[str], report: str | Path = "report") -> list[Block]:
                                  f"opened on line {open_at + 1}: close it with '{END}' first")
             open_at, table, indent = number, match["table"], match["indent"]
             where = tuple(_condition(term) for term in (match["where"] or "").split())
+            columns = tuple(filter(None, (match["columns"] or "").split(",")))
         elif line.strip() == END:
             if open_at is None:
                 raise ValueError(f"{report}:{number + 1}: '{END}' without an opening "
                                  "'<!-- table: docs/tables/<file>.md -->'")
-            found.append(Block(table, open_at, number, where, indent))
+            found.append(Block(table, open_at, number, where, indent, columns))
             open_at = None
     if open_at is not None:
         raise ValueError(f"{report}:{open_at + 1}: the block for {table} is never closed: "
@@ -150,6 +157,23 @@ def select_rows(table_lines: Sequence[str], where: Sequence[tuple[str, str]],
     return [*table_lines[:2], *rows]
 
 
+def select_columns(table_lines: Sequence[str], columns: Sequence[str],
+                   source: str | Path = "table") -> list[str]:
+    """The table with only ``columns``, in that order (every column when none is given). A
+    column the table lacks is an error naming the ones it has."""
+    if not columns:
+        return list(table_lines)
+    header = _cells(table_lines[0])
+    missing = [column for column in columns if column not in header]
+    if missing:
+        raise ValueError(f"{source} has no column(s) {', '.join(map(repr, missing))} (its "
+                         f"columns: {', '.join(header)})")
+    keep = [header.index(column) for column in columns]
+    kept = [[_cells(line)[k] for k in keep] for line in table_lines]
+    return ["| " + " | ".join(cells) + " |" if row != 1 else "|" + "|".join(cells) + "|"
+            for row, cells in enumerate(kept)]  # row 1: the separator, as write_table's
+
+
 def block_text(table_lines: Sequence[str], indent: str = "") -> list[str]:
     """The lines between the markers: the table (each line indented by ``indent``) with a
     blank line on each side, so that every Markdown renderer sees a table apart from the
@@ -167,7 +191,8 @@ def _expected(root: Path, block: Block) -> list[str] | str:
     path = root / block.table
     if not path.is_file():
         return f"{path} does not exist (regenerate it, or correct the marker's path)"
-    return block_text(select_rows(generated_table(path), block.where, path), block.indent)
+    rows = select_rows(generated_table(path), block.where, path)
+    return block_text(select_columns(rows, block.columns, path), block.indent)
 
 
 def stale(report: str | Path, root: str | Path | None = None) -> list[Difference]:
@@ -226,4 +251,4 @@ def reports(root: str | Path) -> Iterator[Path]:
 
 
 __all__ = ["END", "START", "TABLES", "Block", "Difference", "block_text", "blocks", "fill",
-           "generated_table", "repo_root", "reports", "select_rows", "stale"]
+           "generated_table", "repo_root", "reports", "select_columns", "select_rows", "stale"]

@@ -98,10 +98,13 @@ def _labels(frame: pd.DataFrame, parts: Sequence[str]) -> list[str]:
 
 
 #: The cell labels' size in points and a cell's width in inches: the site shows the figure
-#: about 700 pixels wide, where 10-point labels on cells of 1.1 inches read at about 10
-#: pixels (7 points on 1.35-inch cells read at 7).
-LABEL_POINTS = 10
-CELL_INCHES = 1.1
+#: about 700 pixels wide, so the labels' size on the page is their share of the figure's
+#: width. 12-point labels on cells of 1.2 inches, with a title wrapped to the grid's width,
+#: read at about 12 pixels (10 points on 1.1-inch cells under a one-line title read at 9).
+LABEL_POINTS = 12
+CELL_INCHES = 1.2
+#: The axes' words (tick labels, legend, title) in points, a little under the cells'.
+TEXT_POINTS = 11
 
 
 def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
@@ -128,19 +131,20 @@ def winner_grid(table: pd.DataFrame, path: str | os.PathLike, *,
         ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=LABEL_POINTS)
     ax.set_xlim(0, len(columns))
     ax.set_ylim(len(rows), 0)
-    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, rotation=30, ha="right", fontsize=9)
-    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=9)
-    ax.set_xlabel(" / ".join(COLUMN_PARTS), fontsize=8)
-    ax.set_ylabel(" / ".join(ROW_PARTS), fontsize=8)
+    ax.set_xticks(np.arange(len(columns)) + 0.5, columns, rotation=30, ha="right",
+                  fontsize=TEXT_POINTS)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=TEXT_POINTS)
+    ax.set_xlabel(" / ".join(COLUMN_PARTS), fontsize=TEXT_POINTS - 1)
+    ax.set_ylabel(" / ".join(ROW_PARTS), fontsize=TEXT_POINTS - 1)
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=to_rgba(c, 0.55)) for c in
                RULE_COLORS.values()]
     ax.legend(handles, list(RULE_COLORS), loc="lower center", ncol=len(RULE_COLORS),
-              bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=9)
+              bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=TEXT_POINTS)
     if title:
-        ax.set_title(title, fontsize=10, pad=30)
+        ax.set_title(title, fontsize=TEXT_POINTS, pad=34)
     return save_figure(fig, path)
 
 
@@ -148,9 +152,9 @@ def answer_title(table: pd.DataFrame) -> str:
     """The figure's title: what the grid shows, and on how much data."""
     groups = table.groupby("group", sort=False)["datasets"].max()
     sets = ", ".join(f"{group} {int(n)}" for group, n in groups.items())
-    return (f"Least mean test cost among deployable rules (data sets: {sets}; "
+    return (f"Least mean test cost among deployable rules\n(data sets: {sets}; "
             f"{int(table['seeds'].max())} seeds); % = change in mean cost against all-in-lr;\n"
-            "hatched, n.s.: not significantly below all-in-lr (Wilcoxon over the data sets, "
+            "hatched, n.s.: not significantly below all-in-lr\n(Wilcoxon over the data sets, "
             "Holm)")
 
 
