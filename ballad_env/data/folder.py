@@ -26,6 +26,9 @@ def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
     if data_dir is None:
         return None
     path = Path(data_dir).expanduser()
+    if path.exists() and not path.is_dir():
+        raise FileNotFoundError(f"data directory {str(path)!r} (from {origin}) is not a "
+                                "folder: name the folder holding your data files")
     if not path.is_dir():
         raise FileNotFoundError(f"data directory {str(path)!r} (from {origin}) does not exist")
     return path
