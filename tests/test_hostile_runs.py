@@ -67,3 +67,26 @@ def test_a_relative_data_home_variable_pointing_at_a_file_is_named(tmp_path: Pat
         data_home()
     monkeypatch.setenv("BALLAD_DATA_HOME", "cache")
     assert data_home() == Path("cache")
+
+
+def test_train_on_a_full_disk_is_one_line_naming_the_folder(tmp_path: Path, monkeypatch,
+                                                            capsys) -> None:
+    """SB3's checkpoint save on a full disk (its zip written through Python's files)."""
+    import errno
+
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common import base_class
+
+    from agents.experiments.cli import main
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(base_class, "save_to_zip_file", full)
+    output = tmp_path / "policies"
+    assert main(["train", "--algo", "ppo", "--datasets", "toy", "--prior", "knn",
+                 "--total-timesteps", "30", "--n-steps", "15", "--batch-size", "15",
+                 "--n-envs", "1", "--vec-env", "dummy", "--checkpoint-freq", "15",
+                 "--output-dir", str(output), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the disk is full") and str(output) in err and "\n" not in err
