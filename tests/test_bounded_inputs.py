@@ -89,3 +89,29 @@ def test_a_fifo_named_as_a_data_set_is_not_a_regular_file(tmp_path: Path) -> Non
         load_dataset("piped", tmp_path)
     with pytest.raises(FileNotFoundError, match=r"unknown data set 'absent'"):
         load_dataset("absent", tmp_path)
+
+
+def test_an_episode_deriving_more_than_the_ceiling_is_refused_naming_the_set(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """A file under the arrays' ceiling whose episode would derive several times it (the
+    split, the scaled copy, the kernel rows): refused before anything is derived."""
+    from agents.experiments.cli import main
+    from ballad_env.env import BudgetAllocationEnv
+    from ballad_env.episode_start import EPISODE_COPIES
+
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(2_000, 6)), (np.arange(2_000) < 100).astype(np.int8)
+    np.savez(tmp_path / "wide.npz", X=X, y=y)
+    monkeypatch.setenv("BALLAD_MAX_ARRAY_BYTES", str(2 * X.nbytes))  # the file loads
+    assert load_dataset(tmp_path / "wide.npz").n_samples == 2_000
+    said = (rf"wide: an episode on its 2,000 x 6 features would derive about "
+            rf"{EPISODE_COPIES * X.nbytes:,} bytes .* set \$BALLAD_MAX_ARRAY_BYTES")
+    with pytest.raises(ValueError, match=said):
+        BudgetAllocationEnv(str(tmp_path / "wide.npz"))
+    assert main(["compare", "--datasets", "wide", "--data-dir", str(tmp_path), "--seeds", "1",
+                 "--agents", "all-in-al", "--n-jobs", "1", "--no-progress", "--output",
+                 str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "wide: an episode" in err and "$BALLAD_MAX_ARRAY_BYTES" in err
+    monkeypatch.setenv("BALLAD_MAX_ARRAY_BYTES", str(EPISODE_COPIES * X.nbytes))
+    assert BudgetAllocationEnv(str(tmp_path / "wide.npz")).reset(seed=0)[0] is not None
