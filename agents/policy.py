@@ -146,7 +146,7 @@ def read_settings(json_file: Path) -> dict[str, Any]:
 
     try:
         settings = json.loads(read_regular_text(json_file, "policy settings file"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+    except (ValueError, RecursionError) as err:  # a 5,000-digit number is a ValueError too
         raise refuse(f"not valid JSON ({type(err).__name__}: {err})") from None
     if not isinstance(settings, dict):
         raise refuse(f"not a JSON object but a {type(settings).__name__}")

@@ -20,7 +20,6 @@ read-only: results are the same with and without the cache (``tests/test_scale.p
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import weakref
@@ -31,6 +30,8 @@ from typing import Any
 
 CACHE_SIZE_ENV = "BALLAD_RESET_CACHE_MB"
 _DEFAULT_CACHE_MB = 1024
+#: The largest reset cache ``$BALLAD_RESET_CACHE_MB`` may ask for (1 TiB).
+MAX_CACHE_MB = 2**20
 
 # ------------------------------------------------------------------------------- threads
 _threads: int | None = 1
@@ -94,11 +95,19 @@ class ResetCache:
     reuses the id never sees a stale entry. A value larger than the bound is not kept.
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = int(max_bytes)
+    def __init__(self, max_bytes: int | None) -> None:
+        self._max_bytes = None if max_bytes is None else int(max_bytes)
         self.hits = self.misses = 0
         self._entries: OrderedDict[tuple[int, Hashable], tuple[Any, int]] = OrderedDict()
         self._lock = threading.RLock()  # re-entrant: an owner may be collected while held
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound in bytes: as constructed or resized, else (``None``) the environment's
+        (:func:`configured_cache_bytes`), read at the first use."""
+        if self._max_bytes is None:
+            self._max_bytes = configured_cache_bytes()
+        return self._max_bytes
 
     @property
     def nbytes(self) -> int:
@@ -141,7 +150,7 @@ class ResetCache:
     def resize(self, max_bytes: int) -> None:
         """Change the bound, evicting the least recently used entries beyond it."""
         with self._lock:
-            self.max_bytes = int(max_bytes)
+            self._max_bytes = int(max_bytes)
             self._evict()
 
     def _evict(self) -> None:
@@ -166,26 +175,28 @@ class ResetCache:
                 del self._entries[key]
 
 
-def _initial_cache_bytes() -> int:
-    text = os.environ.get(CACHE_SIZE_ENV, "")
-    try:
-        megabytes = float(text) if text else _DEFAULT_CACHE_MB
-    except ValueError:
-        raise ValueError(f"${CACHE_SIZE_ENV}={text!r}: give the reset cache's size in MB "
-                         "(0 turns it off)") from None
-    return int(max(0.0, megabytes) * 2**20)
+def configured_cache_bytes() -> int:
+    """``$BALLAD_RESET_CACHE_MB`` (megabytes from 0 to :data:`MAX_CACHE_MB`; 0 turns the cache
+    off) in bytes if set, else 1 GiB; an ``EnvVarError`` naming the variable otherwise."""
+    from ballad_env.files import env_number
+
+    megabytes = env_number(CACHE_SIZE_ENV, low=0, high=MAX_CACHE_MB, default=_DEFAULT_CACHE_MB,
+                           meaning="the reset cache's size in MB (0 turns it off)")
+    return int(megabytes * 2**20)
 
 
 #: The process's cache of label-free reset parts (``ballad_env.episode``).
-RESET_CACHE = ResetCache(_initial_cache_bytes())
+RESET_CACHE = ResetCache(None)  # sized from the environment at its first use
 
 
 def set_reset_cache_size(megabytes: float) -> None:
     """Bound the reset cache to ``megabytes`` (0 turns it off)."""
-    if not megabytes >= 0:
-        raise ValueError(f"the reset cache's size must be >= 0 MB, got {megabytes!r}")
+    if not 0 <= megabytes <= MAX_CACHE_MB:
+        raise ValueError(f"the reset cache's size must be from 0 to {MAX_CACHE_MB:,} MB, got "
+                         f"{megabytes!r}")
     RESET_CACHE.resize(int(megabytes * 2**20))
 
 
-__all__ = ["CACHE_SIZE_ENV", "RESET_CACHE", "ResetCache", "episode_threads",
-           "set_episode_threads", "set_reset_cache_size", "thread_limit"]
+__all__ = ["CACHE_SIZE_ENV", "MAX_CACHE_MB", "RESET_CACHE", "ResetCache",
+           "configured_cache_bytes", "episode_threads", "set_episode_threads",
+           "set_reset_cache_size", "thread_limit"]

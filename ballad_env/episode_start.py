@@ -33,10 +33,35 @@ from ballad_env.settings import Settings
 SEEDED_SPLITS = ("authors", "sadal")
 
 
+#: Arrays the size of X (float64) an episode derives from it besides X itself: the split, its
+#: scaled copy, the kernel's rows and the prior's working copies (measured 2.5 to 3.3 times
+#: X above X, on 8,000 to 40,000 rows of 200 to 900 features; ``docs/trust.md``).
+EPISODE_COPIES = 4
+
+
+def check_episode_bytes(dataset: Dataset) -> None:
+    """A ``ValueError`` naming ``dataset`` and ``$BALLAD_MAX_ARRAY_BYTES`` if what an episode
+    derives from it (:data:`EPISODE_COPIES` arrays the size of its float64 X) passes the
+    ceiling a data file's arrays are held to (``ballad_env.files.array_ceiling``): a file
+    under the ceiling must not make a run take many times it, before anything is derived."""
+    from ballad_env.files import ARRAY_BYTES_ENV, array_ceiling
+
+    derived = EPISODE_COPIES * dataset.X.shape[0] * dataset.X.shape[1] * 8
+    ceiling = array_ceiling()
+    if derived > ceiling:
+        raise ValueError(f"{dataset.name}: an episode on its {dataset.X.shape[0]:,} x "
+                         f"{dataset.X.shape[1]:,} features would derive about {derived:,} "
+                         f"bytes of arrays (split, scaled, kernel rows), more than the "
+                         f"ceiling of {ceiling:,}; set ${ARRAY_BYTES_ENV} to a larger number "
+                         "of bytes if the machine has the memory")
+
+
 def check_settings(dataset: Dataset, settings: Settings) -> tuple[Costs, Budget]:
-    """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid,
+    """Costs and budget of ``settings`` on ``dataset``; a clear error if either is invalid or
+    an episode would derive more than the arrays' ceiling (:func:`check_episode_bytes`),
     a ``DataWarning`` if a set gets no anomaly, a ``BudgetWarning`` if rounds of less than
     half a label are rounded up to one."""
+    check_episode_bytes(dataset)
     costs = Costs.for_contamination(dataset.contamination, settings.c_fp, settings.c_fn,
                                     settings.c_r, settings.cost_metric)
     n_train, n_val, _ = split_sizes(dataset.y, settings.split)

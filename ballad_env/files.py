@@ -1,5 +1,6 @@
 """Writing the project's files safely: one writer of a store's manifest at a time, no partial
-file under its final name or left behind, and a full disk said in words.
+file under its final name or left behind, a full disk said in words, and the environment
+variables that set a bound or a folder checked where they are read.
 
 Every store the project writes (a lattice store's ``store.json``, a results folder's
 ``run.json``) is changed by a read-modify-write: :func:`manifest_lock` makes that one step
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -109,27 +111,64 @@ def read_regular_text(path: str | os.PathLike, what: str = "file") -> str:
         return handle.read().decode("utf-8")
 
 
+# ---------------------------------------------------------------- environment variables
+class EnvVarError(ValueError):
+    """An environment variable that sets a bound or a folder, with a value the project cannot
+    use: out of range, not a number (``abc``, ``inf``, ``nan``), a file where a folder goes.
+    Each is read at its first use, never at import (``--help`` always runs); the message is
+    one line naming the variable and what it accepts, which every ``ballad-env`` job prints
+    as ``error: ...`` with exit status 2."""
+
+
+def env_number(name: str, *, low: float, high: float, default: float, meaning: str,
+               whole: bool = False, low_open: bool = False) -> float:
+    """``$name`` as a number from ``low`` to ``high`` (above ``low`` if ``low_open``; a whole
+    number if ``whole``), or ``default`` when unset or blank; an :class:`EnvVarError` naming
+    the variable, ``meaning`` (what the number is) and the accepted range otherwise."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    fits = (value > low if low_open else value >= low) and value <= high
+    if not fits or (whole and value != int(value)):
+        kind = "a whole number" if whole else "a number"
+        lower = f"above {low:,g}" if low_open else f"from {low:,g}"
+        raise EnvVarError(f"${name} is {text!r}: give {meaning}, {kind} {lower} to {high:,g} "
+                          f"(unset: {default:,g})")
+    return value
+
+
+def env_folder(name: str) -> Path | None:
+    """``$name`` as a folder path (``~`` expanded), or ``None`` when unset or blank; an
+    :class:`EnvVarError` naming the variable if something other than a folder is there."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise EnvVarError(f"${name} is {text!r}, which is not a folder: set it to a folder "
+                          "(it is created if missing), or unset it")
+    return path
+
+
 #: The most bytes the arrays of one data or lattice file may take in memory, checked from
 #: the file's headers before anything is inflated (ADBench's largest, census, takes 1.2 GB);
 #: ``$BALLAD_MAX_ARRAY_BYTES`` sets another.
 MAX_ARRAY_BYTES = 1_500_000_000
 ARRAY_BYTES_ENV = "BALLAD_MAX_ARRAY_BYTES"
+#: The most ``$BALLAD_MAX_ARRAY_BYTES`` may say (1 PB: beyond any machine's memory).
+MAX_ARRAY_BYTES_LIMIT = 10**15
 
 
 def array_ceiling() -> int:
-    """``$BALLAD_MAX_ARRAY_BYTES`` (a positive whole number) if set, else
-    :data:`MAX_ARRAY_BYTES`."""
-    text = os.environ.get(ARRAY_BYTES_ENV, "").strip()
-    if not text:
-        return MAX_ARRAY_BYTES
-    try:
-        value = int(float(text))
-    except (ValueError, OverflowError):
-        value = 0
-    if value < 1:
-        raise ValueError(f"${ARRAY_BYTES_ENV} is {text!r}: give the most bytes a file's arrays "
-                         f"may take, a positive whole number (unset: {MAX_ARRAY_BYTES:,})")
-    return value
+    """``$BALLAD_MAX_ARRAY_BYTES`` (a whole number from 1 to :data:`MAX_ARRAY_BYTES_LIMIT`) if
+    set, else :data:`MAX_ARRAY_BYTES`; an ``EnvVarError`` naming the variable otherwise."""
+    return int(env_number(ARRAY_BYTES_ENV, low=1, high=MAX_ARRAY_BYTES_LIMIT,
+                          default=MAX_ARRAY_BYTES, whole=True,
+                          meaning="the most bytes a file's arrays may take in memory"))
 
 
 def check_array_bytes(path: str | os.PathLike, nbytes: int, what: str) -> None:
@@ -361,8 +400,10 @@ def _free(path: Path) -> str:
     return f"{free:.1f} TB"
 
 
-__all__ = ["ARRAY_BYTES_ENV", "LOCK_TIMEOUT_S", "MAX_ARRAY_BYTES", "NAME_HASH_DIGITS",
-           "PROBE_BYTES", "STALE_AFTER_S", "array_ceiling", "check_array_bytes",
+__all__ = ["ARRAY_BYTES_ENV", "LOCK_TIMEOUT_S", "MAX_ARRAY_BYTES", "MAX_ARRAY_BYTES_LIMIT",
+           "NAME_HASH_DIGITS",
+           "PROBE_BYTES", "STALE_AFTER_S", "EnvVarError", "array_ceiling", "check_array_bytes",
+           "env_folder", "env_number",
            "npz_array_bytes",
            "TEMPORARY_MARKER", "TEMPORARY_NAME", "LockError", "atomic_write", "colliding",
            "is_disk_full", "manifest_lock", "open_regular", "probe_writable",

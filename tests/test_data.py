@@ -244,11 +244,14 @@ def test_available_datasets(tmp_path: Path) -> None:
     assert "Glass" not in mine and "WDBC" in mine and len(mine) == 6 + 17 + 47
 
 
-def test_lower_case_builtin_names_win_other_cases_name_files(tmp_path: Path) -> None:
-    _write_npz(tmp_path / "TOY.npz")
+def test_lower_case_builtin_names_are_ambiguous_beside_a_file_of_that_name(
+        tmp_path: Path) -> None:
     ds = load_dataset("toy", data_dir=tmp_path, seed=3)
     assert ds.n_samples == 1000
     np.testing.assert_array_equal(ds.X, make_toy(3).X)
+    _write_npz(tmp_path / "TOY.npz")
+    with pytest.raises(ValueError, match=r"'toy' is ambiguous: it is a built-in data set"):
+        load_dataset("toy", data_dir=tmp_path, seed=3)
     _assert_small(load_dataset("TOY", data_dir=tmp_path), "TOY")
 
 

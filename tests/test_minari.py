@@ -85,3 +85,59 @@ def test_the_command_line(store, minari_folder, capsys) -> None:
     fresh = [*argv[:5], "ballad/cli-v1", *argv[6:]]
     assert minari_main([*fresh[:3], "nope", *fresh[4:]]) == 2
     assert "unknown agent 'nope'" in capsys.readouterr().err
+
+
+def test_a_relative_minari_path_is_the_folder_it_names_from_here(store, tmp_path,
+                                                                 monkeypatch) -> None:
+    """``--minari-path a/b`` records into ./a/b (Minari joined a relative path twice, after
+    every episode was played)."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["--store", str(store), "--policy", "optimal", "--dataset-id", "ballad/rel-v0",
+            "--minari-path", "a/b"]
+    assert minari_main(argv) == 0
+    assert (tmp_path / "a" / "b" / "ballad" / "rel-v0" / "data" / "main_data.hdf5").is_file()
+
+
+def _leftovers(folder: Path) -> list[str]:
+    """What a recording left in Minari's folder besides its namespaces' datasets."""
+    return sorted(p.name for p in folder.iterdir() if p.name not in ("ballad", "namespace"))
+
+
+def test_a_full_disk_while_writing_the_dataset_is_one_error_naming_the_folder(
+        store, minari_folder, monkeypatch, capsys) -> None:
+    import errno
+
+    from minari import DataCollector
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(DataCollector, "create_dataset", full)
+    argv = ["--store", str(store), "--policy", "optimal", "--dataset-id", "ballad/full-v0"]
+    assert minari_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the disk is full") and str(minari_folder) in err
+    assert "\n" not in err and _leftovers(minari_folder) == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGKILL"), reason="POSIX signals")
+def test_sigterm_while_recording_leaves_no_temporary_folder(store, minari_folder) -> None:
+    """Minari's collector writes a growing HDF5 file in a temporary folder inside Minari's
+    folder; a SIGTERM during the episodes removes it (the process exits with 143)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    script = ("import os, signal\n"
+              "from minari import DataCollector\n"
+              "from agents.experiments.stores import minari_datasets as m\n"
+              "def terminated(self, *args, **kwargs):\n"  # every episode is played by then
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "DataCollector.create_dataset = terminated\n"
+              f"m.record_dataset({str(store)!r}, 'optimal', 'ballad/term-v0')\n")
+    env = {**os.environ, "PYTHONPATH": str(root), "MINARI_DATASETS_PATH": str(minari_folder)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 143, done.stderr[-2000:]
+    assert _leftovers(minari_folder) == []

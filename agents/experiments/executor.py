@@ -23,6 +23,7 @@ its cells run.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -43,13 +44,17 @@ POLL_SECONDS = 0.5
 def exit_with_parent(parent_pid: int) -> None:
     """In a worker process that ``parent_pid`` started (the initializer of
     :func:`local_parallel`'s workers): exit as soon as that process is gone, or now if it
-    died while this worker was starting. In the parent itself (joblib may run the work
-    in-process) it does nothing, so a runner never ties itself to its own parent.
+    died while this worker was starting, and leave Ctrl-C (SIGINT) to the runner. In the
+    parent itself (joblib may run the work in-process) it does nothing, so a runner never
+    ties itself to its own parent.
     """
     if os.getpid() == parent_pid:
         return
     if os.getppid() != parent_pid:  # re-parented already: the runner is gone
         os._exit(1)
+    # Ctrl-C reaches every process of the terminal's group: the runner says it in one line
+    # and ends its workers, which must not each print a traceback meanwhile.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch, args=(parent_pid,), name="exit-with-parent",
                      daemon=True).start()
 

@@ -70,10 +70,13 @@ def entry(name: str) -> dict[str, Any]:
 
 
 def data_home() -> Path:
-    """The cache root: ``$BALLAD_DATA_HOME``, else the platform's user cache folder."""
-    configured = os.environ.get(DATA_HOME_ENV)
-    if configured:
-        return Path(configured).expanduser()
+    """The cache root: ``$BALLAD_DATA_HOME``, else the platform's user cache folder (an
+    ``EnvVarError`` naming the variable if it names a file)."""
+    from ballad_env.files import env_folder
+
+    configured = env_folder(DATA_HOME_ENV)
+    if configured is not None:
+        return configured
     if sys.platform == "win32":
         base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
     elif sys.platform == "darwin":

@@ -39,9 +39,11 @@ from ballad_env.data.transfer import (
     set_read_timeout,
 )
 from ballad_env.files import (
+    probe_writable,
     remove_stale_temporaries,
     temporary_path,
     terminated_as_exit,
+    write_failure,
 )
 
 #: Seconds without progress (one socket read) before a download is abandoned.
@@ -50,6 +52,9 @@ TIMEOUT_S = 60.0
 #: ``$BALLAD_DOWNLOAD_DEADLINE`` (seconds) or ``download(deadline=...)`` sets another.
 DEADLINE_S = 3600.0
 DEADLINE_ENV = "BALLAD_DOWNLOAD_DEADLINE"
+#: The longest deadline ``$BALLAD_DOWNLOAD_DEADLINE`` may set: 30 days, in seconds (a longer
+#: one overflows the socket and timer calls it reaches).
+MAX_DEADLINE_S = 30 * 86_400.0
 #: Schemes a download (and a redirect) may use.
 SCHEMES = ("http", "https", "file")
 _CHUNK = 1 << 20
@@ -182,18 +187,23 @@ def _progress_bar(total: int | None, url: str) -> Any:
 
 
 def _configured_deadline() -> float:
-    """``$BALLAD_DOWNLOAD_DEADLINE`` (positive seconds) if set, else :data:`DEADLINE_S`."""
-    text = os.environ.get(DEADLINE_ENV)
-    if not text:
-        return DEADLINE_S
+    """``$BALLAD_DOWNLOAD_DEADLINE`` (seconds, above 0 and at most :data:`MAX_DEADLINE_S`) if
+    set, else :data:`DEADLINE_S`; an ``EnvVarError`` naming the variable otherwise."""
+    from ballad_env.files import env_number
+
+    return env_number(DEADLINE_ENV, low=0, low_open=True, high=MAX_DEADLINE_S,
+                      default=DEADLINE_S, meaning="the seconds a download may take")
+
+
+def _writable_cache(folder: Path, what: str) -> None:
+    """Create ``folder`` and write a few kB there (``probe_writable``): a ``DownloadError``
+    naming it and ``$BALLAD_DATA_HOME`` if it cannot be written (read-only, a full disk)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"${DEADLINE_ENV} is {text!r}: give the seconds a download may take, "
-                         "a positive number (unset: one hour)")
-    return value
+        folder.mkdir(parents=True, exist_ok=True)
+        probe_writable(folder)
+    except OSError as err:
+        raise DownloadError(write_failure(folder, err, "set $BALLAD_DATA_HOME to a folder "
+                                          f"you can write to, then load {what} again")) from err
 
 
 def _part_path(dest: Path) -> Path:
@@ -252,7 +262,7 @@ def download(url: str, dest: Path, expected: Mapping[str, Any], what: str, *,
     check_scheme(url, what)
     most = int(expected["size"]) if expected.get("size") is not None else max_bytes
     limits = (timeout or TIMEOUT_S, deadline or _configured_deadline(), most)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    _writable_cache(dest.parent, what)
     remove_stale_temporaries([dest.parent])
     tmp = _part_path(dest)
     by_hand = (f"To install it by hand, download {shown} on a machine that can reach it and "
@@ -323,6 +333,6 @@ def _fetch_named(url: str, handle: Any, limits: tuple[float, float, int | None],
             + by_hand) from err
 
 
-__all__ = ["DEADLINE_ENV", "DEADLINE_S", "SCHEMES", "TIMEOUT_S", "DownloadError",
-           "IntegrityError", "check_scheme", "download", "file_hashes", "mismatches", "redact",
-           "verify"]
+__all__ = ["DEADLINE_ENV", "DEADLINE_S", "MAX_DEADLINE_S", "SCHEMES", "TIMEOUT_S",
+           "DownloadError", "IntegrityError", "check_scheme", "download", "file_hashes",
+           "mismatches", "redact", "verify"]

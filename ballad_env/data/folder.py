@@ -26,6 +26,9 @@ def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
     if data_dir is None:
         return None
     path = Path(data_dir).expanduser()
+    if path.exists() and not path.is_dir():
+        raise FileNotFoundError(f"data directory {str(path)!r} (from {origin}) is not a "
+                                "folder: name the folder holding your data files")
     if not path.is_dir():
         raise FileNotFoundError(f"data directory {str(path)!r} (from {origin}) does not exist")
     return path
@@ -53,12 +56,24 @@ def folder_file(directory: Path, name: str) -> Path | None:
     """The file named ``name`` (any case) in ``directory``; ``None`` if there is none."""
     found = index_dir(directory).get(name.lower())
     if not found:
+        _refuse_irregular(directory, name)
         return None
     if len(found) > 1:
         raise ValueError(
             f"data set name {name!r} is ambiguous in {str(directory)!r}: it matches "
             f"{', '.join(p.name for p in found)}; rename one of them or pass the file's path")
     return found[0]
+
+
+def _refuse_irregular(directory: Path, name: str) -> None:
+    """A ``ValueError`` if ``directory`` holds something named ``name`` with a data suffix
+    that is not a regular file (a FIFO, a folder, a device): it is there, but not a file to
+    read, and "no file" would say otherwise."""
+    for entry in sorted(directory.iterdir()):
+        if entry.stem.lower() == name.lower() and entry.suffix.lower() in DATA_SUFFIXES \
+                and not entry.is_file():
+            raise ValueError(f"data file {str(entry)!r} is not a regular file (a folder, FIFO "
+                             "or device): put the data file itself there")
 
 
 def folder_names(directory: Path) -> list[str]:

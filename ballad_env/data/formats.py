@@ -243,6 +243,11 @@ def _load_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{path}: no label column; expected one of {list(_CSV_LABEL_COLUMNS)} "
             f"(case-insensitive), header is {header}"
         )
+    twice = [i for i, name in enumerate(lowered) if name == lowered[label_idx]]
+    if len(twice) > 1:  # the second would silently be read as a feature
+        raise ValueError(f"{path}: the header names the label column {header[label_idx]!r} "
+                         f"{len(twice)} times (columns {', '.join(str(i + 1) for i in twice)}); "
+                         "keep one label column")
     feature_idx = [i for i in range(len(header)) if i != label_idx]
     rows: list[list[float]] = []
     raw_labels: list[str] = []

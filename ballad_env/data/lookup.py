@@ -7,7 +7,9 @@ The rule, first match wins:
    (``ballad_env.data.tasks``);
 3. ``adbench/<name>`` (any case) is ADBench's classical data set, downloaded once into the
    cache and verified at every use (``ballad_env.data.adbench``);
-4. ``toy`` and ``wdbc``, in lower case, are the built-ins;
+4. ``toy`` and ``wdbc``, in lower case, are the built-ins (refused as ambiguous when the
+   user's folder also holds a file of that name in any case, ``Toy.npz``: its path, or
+   ``Toy``, loads the file);
 5. a path (with a folder separator or a data-file ending) is that file;
 6. any other name is a file stem in the user's folder (``data_dir=`` or
    ``$BALLAD_DATA_DIR``, any case), else one of the paper's 18 bundled data sets (any case).
@@ -29,7 +31,13 @@ import numpy as np
 import ballad_env.data.adbench as adbench
 import ballad_env.data.bundled as bundled
 from ballad_env.data.builtin import BUILTIN_DATASETS, BUILTIN_MAKERS
-from ballad_env.data.folder import DATA_DIR_ENV, folder_file, folder_names, resolve_data_dir
+from ballad_env.data.folder import (
+    DATA_DIR_ENV,
+    folder_file,
+    folder_names,
+    index_dir,
+    resolve_data_dir,
+)
 from ballad_env.data.formats import DATA_SUFFIXES, read_file
 from ballad_env.data.sampling import parse_sample, sample_name, sample_rows
 from ballad_env.data.tasks import (
@@ -59,6 +67,25 @@ def _check_file(path: Path) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} does not exist")
     return path
+
+
+def _builtin(name: str, data_dir: str | os.PathLike | None) -> str:
+    """``name``, a built-in data set's, unless the user's data folder also holds a file of that
+    name (any case, ``Toy.npz`` for ``toy``): then which one is meant is ambiguous, and a
+    ``ValueError`` names both and how to pick each (the paper's bundled folder is not the
+    user's and never collides)."""
+    try:
+        directory = resolve_data_dir(data_dir)
+    except FileNotFoundError:  # no folder: nothing to collide with (a built-in needs none)
+        return name
+    if directory is None or directory.resolve() == bundled.BUNDLED_DIR.resolve():
+        return name
+    found = index_dir(directory).get(name.lower())
+    if found:
+        raise ValueError(f"data set name {name!r} is ambiguous: it is a built-in data set and "
+                         f"{str(found[0])!r} in the data folder; pass the file's path to load "
+                         "the file, or rename the file to load the built-in")
+    return name
 
 
 def _looks_like_path(source: str | os.PathLike) -> bool:
@@ -148,7 +175,7 @@ def dataset_name(source: Dataset | tuple[Any, Any] | str | os.PathLike,
         task_source, task_seed = parse_task(str(source))
         return task_name(dataset_name(task_source, data_dir), task_seed)
     if isinstance(source, str) and source in BUILTIN_MAKERS:
-        return source
+        return _builtin(source, data_dir)
     if adbench.is_adbench_name(source):
         return adbench.PREFIX + adbench.entry(str(source))["name"]
     return data_file(source, data_dir).stem
@@ -219,7 +246,7 @@ def load_dataset(
         spec = task_spec(str(source), data_dir)
         return build_task(spec, _normals(spec.source, _folder_text(data_dir)))
     if isinstance(source, str) and source in BUILTIN_MAKERS:
-        return BUILTIN_MAKERS[source](seed)
+        return BUILTIN_MAKERS[_builtin(source, data_dir)](seed)
     if adbench.is_adbench_name(source):
         return _load_file(adbench.fetch(str(source)), dataset_name(source))
     path = data_file(source, data_dir)

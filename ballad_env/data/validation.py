@@ -117,6 +117,9 @@ def validate_xy(X: Any, y: Any, name: str = "data") -> tuple[np.ndarray, np.ndar
         If shapes disagree, ``X`` holds NaN or inf, labels are not binary, one class
         is missing, the data is empty, or the contamination is not below 0.5.
     """
+    if np.iscomplexobj(X):  # converting would drop the imaginary parts with a mere warning
+        raise ValueError(f"{name}: X holds complex numbers; features must be real: pass "
+                         "X.real, or the real and imaginary parts as columns of their own")
     try:
         X = np.ascontiguousarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -14,6 +14,7 @@ library imports it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import os
@@ -166,23 +167,53 @@ def usage() -> str:
 
 def user_error(err: BaseException, what: str = "this command") -> str | None:
     """The one-line message of a failure the user can fix (an optional dependency not
-    installed: the extra that installs it; a download that failed: what to do), or
-    ``None`` for anything else (a bug, shown with its traceback)."""
+    installed: the extra that installs it; a download that failed: what to do; a folder that
+    cannot be written, or a full disk: which folder), or ``None`` for anything else (a bug,
+    shown with its traceback)."""
     if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] in EXTRA_OF:
         return str(missing_extra(err, what))
     from ballad_env.data.download import DownloadError  # the data layer, imported when needed
 
     if isinstance(err, DownloadError):
         return " ".join(str(err).split())
+    if isinstance(err, OSError):
+        return unwritable(err)
+    return None
+
+
+def unwritable(err: OSError) -> str | None:
+    """What a failed write says in one line, naming its folder: a full disk (with the space
+    free there), or a folder without write permission or on a read-only file system; ``None``
+    for any other error, or one that names no file."""
+    from ballad_env.files import is_disk_full, write_failure
+
+    path = err.filename if isinstance(err.filename, str | os.PathLike) else None
+    if path is None:
+        return None
+    if is_disk_full(err):
+        return write_failure(path, err, "write elsewhere")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (f"cannot write to {os.path.dirname(os.path.abspath(path))} ({path}: "
+                f"{err.strerror or err}): make that folder writable, or write elsewhere")
     return None
 
 
 def run_job(job: Callable[[], int | None], what: str = "this command") -> int:
-    """``job()``'s exit status, a failure the user can fix (:func:`user_error`) printed as
-    one line ``error: ...`` with status 2 instead of a traceback; what every ``ballad-env``
-    job and every study's ``__main__`` runs through."""
+    """``job()``'s exit status, what every ``ballad-env`` job and every study's ``__main__``
+    runs through: a failure the user can fix (:func:`user_error`, an environment variable's
+    value) is one line ``error: ...`` with status 2 instead of a traceback, and Ctrl-C one
+    line ``interrupted: ...`` with status 130 (a shell's for SIGINT)."""
+    from ballad_env.files import EnvVarError
+
     try:
         return int(job() or 0)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {what} stopped (Ctrl-C); what it finished is kept",
+              file=sys.stderr)
+        return 130
+    except EnvVarError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except (ModuleNotFoundError, OSError) as err:
         message = user_error(err, what)
         if message is None:
@@ -227,4 +258,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["COMMANDS", "STUDIES", "HelpFormatter", "add_plugin_argument", "import_plugins", "main",
-           "n_jobs_value", "run_job", "usage", "user_error"]
+           "n_jobs_value", "run_job", "unwritable", "usage", "user_error"]

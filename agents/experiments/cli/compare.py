@@ -105,10 +105,12 @@ def build_grid(args: argparse.Namespace) -> Grid:
 
 def check_stats_args(args: argparse.Namespace) -> None:
     """Before the run: the ``stats`` extra is installed, the baseline is one of the agents (a
-    saved policy's path becomes its name in the results) and the significance level is a
-    probability (each a one-line error)."""
+    saved policy's path becomes its name in the results), the significance level is a
+    probability and the bootstrap's seed one numpy takes (each a one-line error)."""
     if args.baseline is not None and not args.stats:
         raise ValueError("--baseline needs --stats")
+    if args.stats_seed < 0:  # numpy refuses it, after the whole run
+        raise ValueError(f"--stats-seed must be a whole number >= 0, got {args.stats_seed}")
     if not args.stats:
         return
     from agents.experiments.reports.stats import require_stats_extra

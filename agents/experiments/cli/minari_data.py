@@ -56,9 +56,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Record the dataset and say where it went; a bad option returns 2."""
     args = parse_args(argv)
-    if args.minari_path is not None:
-        os.environ["MINARI_DATASETS_PATH"] = str(args.minari_path)
+    if args.minari_path is not None:  # absolute: the folder it names from here
+        os.environ["MINARI_DATASETS_PATH"] = os.path.abspath(args.minari_path)
     from agents.experiments.stores.minari_datasets import minari_folder, record_dataset
+    from agents.experiments.stores.results import RunError
 
     settings = settings_from_args(args)[0]
     chosen = None if settings == settings_from_args(parse_args(
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                                  datasets=args.datasets, seeds=args.seeds,
                                  episodes=args.episodes, seed=args.seed,
                                  trust_pickle=args.trust_pickle, author=args.author)
-    except (StoreError, ValueError, FileNotFoundError) as err:
+    except (StoreError, RunError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"recorded {dataset.total_episodes} episodes ({dataset.total_steps} steps) as "

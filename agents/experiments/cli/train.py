@@ -40,6 +40,7 @@ from agents.experiments.training.bounds import check_training_sizes
 from agents.experiments.training.config import VEC_ENVS, TrainConfig
 from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
 from agents.policy_files import ALGORITHMS
+from ballad_env.files import is_disk_full, write_failure
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
@@ -221,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         result, curve = train_and_plot(config)
     except (RunError, ValueError, FileNotFoundError) as err:  # StoreError is a ValueError
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a checkpoint, log or model written to a full disk
+        if not is_disk_full(err):
+            raise
+        print(f"error: {write_failure(args.output_dir, err, 'give another --output-dir')}",
+              file=sys.stderr)
         return 2
     print(f"trained {config.name} in {result.seconds:.1f} s")
     print(f"model    {result.model_path}")

@@ -35,7 +35,9 @@ except ModuleNotFoundError as err:  # minari comes with the 'minari' extra
 
 import ballad_env
 from agents.base import show_info
+from agents.experiments.stores.results import RunError, writable_folder
 from agents.registry import make_agent
+from ballad_env.files import env_folder, is_disk_full, terminated_as_exit, write_failure
 from ballad_env.settings import Settings
 
 #: The lattice's hindsight optima, by policy name: the objective of ``Lattice.optimal_path``.
@@ -140,7 +142,8 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     """
     from agents.experiments.lattice_build import store_settings
 
-    check_dataset_id(dataset_id)  # before any episode is played
+    folder = prepare_minari_folder()  # absolute and writable, before any episode is played
+    check_dataset_id(dataset_id)
     if episodes is not None and not 1 <= episodes <= MAX_EPISODES:
         raise ValueError(f"episodes (--episodes) must be from 1 to {MAX_EPISODES:,}, got "
                          f"{episodes}")
@@ -149,9 +152,30 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     env = gym.make(ballad_env.REPLAY_ENV_ID, **kwargs)
     collector = DataCollector(env, step_data_callback=NumericInfo, record_infos=True,
                               data_format="hdf5")
-    agent = make_policy(policy, env, trust_pickle)
-    replay: Any = env.unwrapped
-    cells = list(replay.cells)
+    try:  # Minari's temporary folder (a growing HDF5 file) goes, whatever ends the recording
+        with terminated_as_exit():
+            agent = make_policy(policy, env, trust_pickle)
+            count = _play(collector, agent, episodes, seed)
+            name = getattr(agent, "name", policy)
+            description = (f"{count} episodes of {ballad_env.REPLAY_ENV_ID} on the lattice "
+                           f"store {store} (setting {settings.name}, reward "
+                           f"{settings.reward}), played by {name}; infos hold "
+                           f"{', '.join(INFO_KEYS)}.")
+            return collector.create_dataset(dataset_id=dataset_id, eval_env=env.spec,
+                                            algorithm_name=str(name), author=author,
+                                            description=description)
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        raise RunError(write_failure(folder, err, "give another --minari-path")) from err
+    finally:
+        collector.close()
+
+
+def _play(collector: Any, agent: Any, episodes: int | None, seed: int) -> int:
+    """Play the episodes through ``collector`` with ``agent``: every stored cell once in order
+    (``episodes`` None), else ``episodes`` drawn from ``reset(seed=seed)`` on; their count."""
+    cells = list(collector.env.unwrapped.cells)
     count = len(cells) if episodes is None else episodes
     if count < 1:
         raise ValueError(f"episodes must be positive, got {episodes}")
@@ -169,15 +193,16 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
             obs, _, terminated, truncated, info = collector.step(
                 int(np.asarray(action).item()))
             done = bool(terminated or truncated)
-    name = getattr(agent, "name", policy)
-    description = (f"{count} episodes of {ballad_env.REPLAY_ENV_ID} on the lattice store "
-                   f"{store} (setting {settings.name}, reward {settings.reward}), played by "
-                   f"{name}; infos hold {', '.join(INFO_KEYS)}.")
-    dataset_out = collector.create_dataset(dataset_id=dataset_id, eval_env=env.spec,
-                                           algorithm_name=str(name),
-                                           author=author, description=description)
-    collector.close()
-    return dataset_out
+    return count
+
+
+def prepare_minari_folder() -> Path:
+    """Minari's folder (:func:`minari_folder`) made absolute in ``$MINARI_DATASETS_PATH`` (a
+    relative one would be joined twice by Minari, after every episode was played), created
+    and found writable: a ``RunError`` naming it otherwise (a full disk too)."""
+    folder = minari_folder()
+    os.environ["MINARI_DATASETS_PATH"] = str(folder)
+    return writable_folder(folder, "--minari-path (or $MINARI_DATASETS_PATH)")
 
 
 def load_recorded(dataset_id: str) -> Any:
@@ -186,11 +211,13 @@ def load_recorded(dataset_id: str) -> Any:
 
 
 def minari_folder() -> Path:
-    """Where Minari reads and writes datasets (``$MINARI_DATASETS_PATH`` or its default)."""
-    return Path(os.environ.get("MINARI_DATASETS_PATH",
-                               Path.home() / ".minari" / "datasets"))
+    """Where Minari reads and writes datasets, as an absolute path: ``$MINARI_DATASETS_PATH``
+    (an ``EnvVarError`` if it names a file) or Minari's default."""
+    folder = env_folder("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets"
+    return folder.absolute()
 
 
 __all__ = ["INFO_KEYS", "MAX_EPISODES", "OPTIMA", "HindsightOptimum", "NumericInfo",
            "check_dataset_id", "env_kwargs", "load_recorded", "make_policy", "minari_folder",
+           "prepare_minari_folder",
            "record_dataset"]

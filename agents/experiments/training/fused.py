@@ -264,8 +264,18 @@ def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
 
 
 def compile_wanted() -> bool:
-    """Whether to compile: not when ``BALLAD_NO_COMPILE`` is set to a true value."""
-    return os.environ.get(NO_COMPILE_ENV, "").strip().lower() in ("", "0", "false", "no")
+    """Whether to compile: not when ``$BALLAD_NO_COMPILE`` is set to a true value (1, true,
+    yes, on); unset, blank or a false one (0, false, no, off) compiles. Any other value is
+    an ``EnvVarError`` naming the variable, not a guess."""
+    from ballad_env.files import EnvVarError
+
+    text = os.environ.get(NO_COMPILE_ENV, "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return True
+    if text in ("1", "true", "yes", "on"):
+        return False
+    raise EnvVarError(f"${NO_COMPILE_ENV} is {text!r}: give 1 (do not compile the batched "
+                      "trainer's step) or 0 (compile it), or unset it")
 
 
 def compiled_step(compile: bool = True) -> tuple[Step, bool]:

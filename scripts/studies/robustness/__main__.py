@@ -17,6 +17,9 @@ body, a huge length, a trickle of the body or of the headers, redirects, a link 
 temporary name, a password in the address). Then the commands' inputs by class
 (``scripts.studies.robustness.hostile_inputs``): FIFOs wherever a path is read or written,
 a silent Dask scheduler, every size option at an absurd value, names that are not names.
+Then whole runs (``scripts.studies.robustness.hostile_runs``): every environment variable
+that sets a bound or a folder at a value that overflows or is no number, Ctrl-C during
+every job, every folder a job writes into read-only or full.
 
     python -m scripts.studies.robustness --examples 500
     python -m scripts.studies.robustness --files
@@ -72,6 +75,7 @@ def sweep_files(args: argparse.Namespace) -> int:
     from scripts.studies.robustness.damaged_files import fuzz_files
     from scripts.studies.robustness.hostile_files import hostile_outcomes
     from scripts.studies.robustness.hostile_inputs import input_outcomes
+    from scripts.studies.robustness.hostile_runs import run_outcomes
 
     failed = 0
     with tempfile.TemporaryDirectory() as folder:
@@ -79,7 +83,8 @@ def sweep_files(args: argparse.Namespace) -> int:
                 fuzz_files(Path(folder), args.max_damages, args.policy_damages,
                            policy=args.policy_damages > 0, seed=args.seed),
                 hostile_outcomes(Path(folder) / "hostile", policy=args.policy_damages > 0),
-                input_outcomes(Path(folder) / "inputs")):
+                input_outcomes(Path(folder) / "inputs"),
+                run_outcomes(Path(folder) / "runs")):
             counts = ", ".join(f"{n} {what}" for what, n in outcome.counts.most_common())
             print(f"{outcome.kind}: {counts}; {len(outcome.failures)} failed", flush=True)
             for failure in outcome.failures[:20]:
