@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from scripts.studies.robustness.damaged_files import Outcome, check_damages
-from scripts.studies.robustness.hostile_files import Rewrite, _rezip, with_declared_size
+from scripts.studies.robustness.hostile_files import Rewrite, rezip, with_declared_size
 
 #: The zip members torch writes its weights into (SB3's ``policy.pth`` and optimizer).
 WEIGHT_MEMBERS = ("policy.pth", "policy.optimizer.pth")
@@ -43,7 +43,7 @@ def _inner_declares(member: str, size: int, data: bytes) -> bytes:
     """The policy zip with the largest record of ``member``'s inner zip declaring ``size``."""
     def change(name: str, body: bytes) -> bytes:
         return with_declared_size(body, _first_record(body), size) if name == member else body
-    return _rezip(data, change)
+    return rezip(data, change)
 
 
 def _many_members(member: str, count: int, data: bytes) -> bytes:
@@ -57,7 +57,7 @@ def _many_members(member: str, count: int, data: bytes) -> bytes:
             for k in range(count):
                 inner.writestr(f"archive/extra/{k}", b"")
         return out.getvalue()
-    return _rezip(data, change)
+    return rezip(data, change)
 
 
 def with_directory_size(data: bytes, size: int) -> bytes:
@@ -73,7 +73,7 @@ def with_directory_size(data: bytes, size: int) -> bytes:
 
 
 def _inner_directory(member: str, size: int, data: bytes) -> bytes:
-    return _rezip(data, lambda name, body: with_directory_size(body, size)
+    return rezip(data, lambda name, body: with_directory_size(body, size)
                   if name == member else body)
 
 
@@ -87,7 +87,7 @@ def _legacy(member: str, data: bytes) -> bytes:
         out = io.BytesIO()
         torch.save({}, out, _use_new_zipfile_serialization=False)
         return out.getvalue()
-    return _rezip(data, change)
+    return rezip(data, change)
 
 
 def nested_policy_rewrites() -> list[Rewrite]:
