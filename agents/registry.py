@@ -117,16 +117,16 @@ def agent_source(name: str) -> str:
 
 def registration_hash(factory: Any) -> str:
     """A hash of what a factory runs, stable across processes and line shifts: its source
-    text (the lines of a lambda), the names and plain constants its code uses, and a
-    partial's bound arguments; 16 hex digits."""
+    text (the lines of a lambda; its bytecode where there is no source file), the names and
+    plain constants its code uses, and a partial's bound arguments; 16 hex digits."""
     inner = getattr(factory, "func", factory)
     parts = [repr(getattr(factory, "args", ())),
              repr(sorted((getattr(factory, "keywords", None) or {}).items()))]
+    code = getattr(inner, "__code__", None)
     try:
         parts.append(inspect.getsource(inner))
-    except (OSError, TypeError):  # defined in a REPL, or not Python code
-        parts.append(repr(inner))
-    code = getattr(inner, "__code__", None)
+    except (OSError, TypeError):  # defined in a REPL or by exec: its bytecode instead
+        parts.append(code.co_code.hex() if code is not None else "")
     if code is not None:
         parts.append(repr(code.co_names))
         parts.append(repr([c for c in code.co_consts if not inspect.iscode(c)]))

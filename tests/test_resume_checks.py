@@ -146,3 +146,16 @@ def test_a_resume_with_a_plugin_the_stored_run_lacked_is_refused(tmp_path: Path)
                                        r"not .*leave --import swap out"):
         ResultStore(tmp_path).prepare({**manifest, "plugins": ["swap"]})
     ResultStore(tmp_path).prepare({**manifest, "plugins": []})  # the same: resumed
+
+
+def test_a_lambda_without_a_source_file_hashes_by_its_code() -> None:
+    """A lambda made by exec (a notebook's, say) has no source to read: its bytecode and
+    constants tell it apart, the same in every process (no address in the hash)."""
+    from agents.registry import registration_hash
+
+    first: dict[str, Any] = {}
+    again: dict[str, Any] = {}
+    exec("f = lambda env: 1\ng = lambda env: 2", first)  # noqa: S102 - the case itself
+    exec("f = lambda env: 1", again)  # noqa: S102
+    assert registration_hash(first["f"]) == registration_hash(again["f"])
+    assert registration_hash(first["f"]) != registration_hash(first["g"])
