@@ -18,7 +18,7 @@ import json
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from gymnasium import spaces
@@ -35,6 +35,12 @@ PLAIN_POLICY_KWARGS = frozenset({"net_arch", "ortho_init", "normalize_images",
 #: The most bytes each member may inflate to (a policy of the project's sizes holds tens of
 #: kB of JSON and a few MB of weights); a larger declared size is refused before reading.
 MEMBER_CEILINGS = {DATA: 16 << 20, WEIGHTS: 512 << 20, OPTIMIZER: 1 << 30}
+#: The largest central directory read, of the policy zip and of the zip torch reads inside a
+#: weights member (a few hundred bytes a member; 1 MB lists 20,000): Python's and torch's zip
+#: readers hold every entry of the directory in memory before reading any.
+MAX_DIRECTORY_BYTES = 1 << 20
+#: zipfile's reader of a zip's end record, and the index of the directory's size in it.
+_END_RECORD, _DIRECTORY_SIZE = zipfile._EndRecData, zipfile._ECD_SIZE  # type: ignore[attr-defined]
 #: Plain numbers that size the buffers an algorithm allocates when it is built: each must be
 #: a whole number in [1, limit] (10^11 steps would ask numpy for terabytes).
 SIZE_LIMITS = {"n_steps": 10**7, "n_envs": 10**4, "buffer_size": 10**7, "batch_size": 10**7}
@@ -86,19 +92,58 @@ def _read_member(path: Path, archive: zipfile.ZipFile, member: str) -> bytes:
         return handle.read(ceiling + 1)
 
 
+def _check_directory(path: Path, what: str, handle: IO[bytes]) -> None:
+    """Refuse a zip whose central directory (its size read from the end record) passes
+    :data:`MAX_DIRECTORY_BYTES`, before a zip reader parses it; a file with no end record is
+    left to the reader, which refuses it."""
+    end = _END_RECORD(handle)  # the stdlib's own reading of the end record (zip64 too)
+    size = None if end is None else end[_DIRECTORY_SIZE]
+    if size is not None and size > MAX_DIRECTORY_BYTES:
+        raise _refuse(path, f"{what} has a central directory of {size} bytes, more than the "
+                            f"{MAX_DIRECTORY_BYTES} a policy's may hold (a zip bomb?)")
+    handle.seek(0)
+
+
+def check_inner_archive(path: Path, member: str, blob: bytes) -> None:
+    """Bound the archive nested in a weights member before torch reads it. torch saves
+    tensors as a zip of its own (a pickle and one record per tensor) and ``torch.load``
+    inflates each record to the size its headers declare: the declared sizes, read from
+    those headers before anything is inflated, must sum to at most the member's ceiling
+    (:data:`MEMBER_CEILINGS`), and its directory is bounded as the outer one's. torch's
+    older format, a stream whose storages declare their sizes as they are read, is
+    refused: stable-baselines3 has saved the zip format since torch 1.6."""
+    if not blob.startswith(b"PK"):
+        raise _refuse(path, f"its {member} is not plain tensors in torch's zip format")
+    inner = io.BytesIO(blob)
+    _check_directory(path, f"the zip in its {member}", inner)
+    with zipfile.ZipFile(inner) as archive:
+        declared = sum(info.file_size for info in archive.infolist())
+    if declared > MEMBER_CEILINGS[member]:
+        raise _refuse(path, f"the zip in its {member} member inflates to {declared} bytes, "
+                            f"more than the {MEMBER_CEILINGS[member]} bytes a policy's "
+                            f"{member} may hold (a zip bomb?)")
+
+
 def read_archive(path: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
     """The zip's ``data`` as plain JSON (nothing deserialised), the weights' bytes and the
-    optimizer state's bytes (``None`` when absent)."""
+    optimizer state's bytes (``None`` when absent); every nesting level is bounded from its
+    headers before it is inflated (:func:`check_inner_archive`)."""
     try:
-        with open_regular(path, "policy file") as handle, zipfile.ZipFile(handle) as archive:
-            names = set(archive.namelist())
-            missing = [m for m in (DATA, WEIGHTS) if m not in names]
-            if missing:
-                raise _refuse(path, f"the archive has no {' and no '.join(missing)} member "
-                                    "(not a stable-baselines3 model?)")
-            data = json.loads(_read_member(path, archive, DATA))
-            weights = _read_member(path, archive, WEIGHTS)
-            optimizer = _read_member(path, archive, OPTIMIZER) if OPTIMIZER in names else None
+        with open_regular(path, "policy file") as handle:
+            _check_directory(path, "the archive", handle)
+            with zipfile.ZipFile(handle) as archive:
+                names = set(archive.namelist())
+                missing = [m for m in (DATA, WEIGHTS) if m not in names]
+                if missing:
+                    raise _refuse(path, f"the archive has no {' and no '.join(missing)} "
+                                        "member (not a stable-baselines3 model?)")
+                data = json.loads(_read_member(path, archive, DATA))
+                weights = _read_member(path, archive, WEIGHTS)
+                optimizer = (_read_member(path, archive, OPTIMIZER) if OPTIMIZER in names
+                             else None)
+        check_inner_archive(path, WEIGHTS, weights)
+        if optimizer is not None:
+            check_inner_archive(path, OPTIMIZER, optimizer)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError,
             zlib.error) as err:
         if isinstance(err, PolicyFileError):
@@ -274,5 +319,6 @@ def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
     return model
 
 
-__all__ = ["MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS", "ROLLOUT_LIMIT", "SIZE_LIMITS",
-           "PolicyFileError", "load_model_safely", "read_archive"]
+__all__ = ["MAX_DIRECTORY_BYTES", "MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS",
+           "ROLLOUT_LIMIT", "SIZE_LIMITS", "PolicyFileError", "check_inner_archive",
+           "load_model_safely", "read_archive"]

@@ -14,6 +14,8 @@ torch); ``agents.policy`` does not import this module.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import re
 from collections.abc import Callable
 from typing import Any
@@ -97,15 +99,39 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
 
 def agent_source(name: str) -> str:
     """Where the agent called ``name`` is implemented: its factory's module and qualified
-    name (``agents.rules:<lambda>``), what a run records so that a resume under another
-    implementation of the name (a plugin's, or none) is refused; ``""`` for a saved policy
-    (its file's hash is recorded instead)."""
+    name (``agents.bandits:_lr_first_agent``), what a run records so that a resume under
+    another implementation of the name (a plugin's, or none) is refused; ``""`` for a saved
+    policy (its file's hash is recorded instead). Names that do not tell one factory from
+    another (a lambda, a function defined inside another, a ``functools.partial``) carry a
+    hash of the registration (:func:`registration_hash`): ``agents.rules:<lambda>@1f0c...``,
+    so two lambdas of one module swapped between names are told apart."""
     factory = agent_factory(name)
     if factory is None:
         return ""
     inner = getattr(factory, "func", factory)  # a functools.partial's function
     qualname = getattr(inner, "__qualname__", type(inner).__name__)
-    return f"{getattr(inner, '__module__', '?')}:{qualname}"
+    source = f"{getattr(inner, '__module__', '?')}:{qualname}"
+    if "<" in qualname or inner is not factory:
+        source += f"@{registration_hash(factory)}"
+    return source
+
+
+def registration_hash(factory: Any) -> str:
+    """A hash of what a factory runs, stable across processes and line shifts: its source
+    text (the lines of a lambda; its bytecode where there is no source file), the names and
+    plain constants its code uses, and a partial's bound arguments; 16 hex digits."""
+    inner = getattr(factory, "func", factory)
+    parts = [repr(getattr(factory, "args", ())),
+             repr(sorted((getattr(factory, "keywords", None) or {}).items()))]
+    code = getattr(inner, "__code__", None)
+    try:
+        parts.append(inspect.getsource(inner))
+    except (OSError, TypeError):  # defined in a REPL or by exec: its bytecode instead
+        parts.append(code.co_code.hex() if code is not None else "")
+    if code is not None:
+        parts.append(repr(code.co_names))
+        parts.append(repr([c for c in code.co_consts if not inspect.iscode(c)]))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def _register_built_in() -> None:
@@ -122,4 +148,4 @@ _register_built_in()
 
 __all__ = ["AGENTS", "agent_factory", "agent_names", "agent_source", "defined_in",
            "is_agent_name", "is_policy_path", "make_agent", "register_agent",
-           "register_agent_pattern"]
+           "register_agent_pattern", "registration_hash"]

@@ -7,6 +7,7 @@ runs them all)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,40 @@ def test_every_policy_size_is_refused_by_name(tmp_path: Path) -> None:
 def test_the_whole_hostile_sweep(tmp_path: Path) -> None:
     failures = [f for outcome in hostile_outcomes(tmp_path) for f in outcome.failures]
     assert failures == []
+
+
+class TorchRead(BaseException):
+    """torch.load was reached: a forged archive got past the headers' checks."""
+
+
+def test_every_nesting_level_is_refused_before_torch_reads(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy zip forged at each level (an inner record declaring 3.2 GB, directories of
+    64 MB, 20,000 members, torch's legacy stream) is refused naming the file, from headers
+    alone: torch.load is a tripwire, so no case inflates anything."""
+    pytest.importorskip("torch")
+    from agents import policy_zip
+    from scripts.studies.robustness.damaged_files import policy_kind
+    from scripts.studies.robustness.hostile_nested import nested_policy_rewrites
+
+    kind = policy_kind(tmp_path)
+    genuine, load = kind.path.read_bytes(), policy_zip.torch.load
+
+    def tripwire(*args: Any, **kwargs: Any) -> Any:
+        if kind.path.read_bytes() != genuine:
+            raise TorchRead
+        return load(*args, **kwargs)  # the genuine file loads, torch.load included
+
+    monkeypatch.setattr(policy_zip.torch, "load", tripwire)
+    outcome = check_damages(kind, nested_policy_rewrites())
+    assert outcome.failures == []
+    assert outcome.counts["refused, naming the file"] == len(nested_policy_rewrites())
+
+
+def test_every_zoo_yaml_case_is_refused_before_rl_zoo3_reads_it(tmp_path: Path) -> None:
+    pytest.importorskip("rl_zoo3")
+    from scripts.studies.robustness.hostile_nested import YAML_CASES, yaml_outcome
+
+    outcome = yaml_outcome(tmp_path)
+    assert outcome.failures == []
+    assert outcome.counts["refused, naming the file"] == 2 * len(YAML_CASES)

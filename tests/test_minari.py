@@ -4,6 +4,7 @@ recovered."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -141,3 +142,60 @@ def test_sigterm_while_recording_leaves_no_temporary_folder(store, minari_folder
                           text=True, timeout=300)
     assert done.returncode == 143, done.stderr[-2000:]
     assert _leftovers(minari_folder) == []
+
+def _forge_spec(minari_folder: Path, dataset_id: str, change: dict, key: str = "env_spec",
+                drop_spaces: bool = False) -> None:
+    """Rewrite the recorded dataset's environment spec (``key``) with ``change``; without
+    its spaces, Minari's own ``load_dataset`` makes the spec's environment."""
+    path = minari_folder / dataset_id / "data" / "metadata.json"
+    metadata = json.loads(path.read_text())
+    spec = json.loads(metadata["env_spec"])
+    spec.update(change)
+    metadata[key] = json.dumps(spec)
+    if drop_spaces:
+        metadata.pop("observation_space", None)
+        metadata.pop("action_space", None)
+    path.write_text(json.dumps(metadata))
+
+
+@pytest.mark.parametrize(("key", "change", "problem"), [
+    ("env_spec", {"entry_point": "os:system"}, "entry_point is 'os:system'"),
+    ("eval_env_spec", {"entry_point": "os:system"}, "entry_point is 'os:system'"),
+    ("env_spec", {"id": "Hostile-v0", "entry_point": "os:system"}, "environment 'Hostile-v0'"),
+    ("env_spec", {"additional_wrappers": [{"name": "W", "entry_point": "os:system",
+                                           "kwargs": {}}]}, "adds wrappers"),
+    ("env_spec", {"vector_entry_point": "os:system"}, "vector_entry_point is 'os:system'"),
+])
+def test_a_dataset_whose_spec_names_other_code_is_refused(
+        store, minari_folder, tmp_path, key, change, problem) -> None:
+    """``load_recorded(id).recover_environment()``, as docs/training.md showed, ran the
+    entry point a dataset's metadata.json names; the spec is checked first now."""
+    from agents.experiments.stores.minari_datasets import (
+        RecordedDatasetError,
+        load_recorded,
+        recover_recorded,
+    )
+
+    record_dataset(store, "all-in-lr", "ballad/hostile-v0", episodes=1)
+    marker = tmp_path / "ran"
+    _forge_spec(minari_folder, "ballad/hostile-v0",
+                {**change, "kwargs": {"command": f"touch {marker}"}}, key,
+                drop_spaces=key == "env_spec")
+    for call in (lambda: load_recorded("ballad/hostile-v0").recover_environment(eval_env=True),
+                 lambda: recover_recorded("ballad/hostile-v0", eval_env=True)):
+        with pytest.raises(RecordedDatasetError, match="ballad/hostile-v0") as caught:
+            call()
+        assert problem in str(caught.value) and "metadata.json" in str(caught.value)
+        assert "\n" not in str(caught.value)
+    assert not marker.exists()
+
+
+def test_the_safe_recovery_is_the_recorded_environment(store) -> None:
+    from agents.experiments.stores.minari_datasets import load_recorded, recover_recorded
+
+    record_dataset(store, "all-in-lr", "ballad/safe-v0", episodes=1, seed=3)
+    first = next(load_recorded("ballad/safe-v0").iterate_episodes())
+    env = recover_recorded("ballad/safe-v0")
+    assert env.spec.id == ballad_env.REPLAY_ENV_ID and env.unwrapped.settings == SETTINGS
+    obs, _ = env.reset(seed=3)
+    assert np.array_equal(obs, first.observations[0])

@@ -341,3 +341,20 @@ def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
     assert shared.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
     assert "bad: FAILED (FileNotFoundError" in capsys.readouterr().out
     assert "no-such-data-set" in (tmp_path / "logs" / "bad.log").read_text()
+
+
+def test_a_rerun_of_the_study_trains_an_interrupted_run_again(tmp_path, monkeypatch):
+    """``ballad-env train`` now refuses to clear an unfinished run without ``--overwrite``;
+    the study, which trains exactly the runs without a model, replaces an interrupted one
+    (and never touches a finished one)."""
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": ["a", "b"], "held_out": ["c"]}))
+    plan = study.TrainPlan(settings=Settings(prior="knn"), algos=("ppo",), rewards=("cost",),
+                           train_seeds=2)
+    names = list(study.train_configs(plan, split, "data", tmp_path))
+    _fake_policy(tmp_path / "policies", names[0], {"settings": {"prior": "knn"}})
+    asked: dict = {}
+    monkeypatch.setattr(study, "check_trained", lambda done, settings: None)
+    monkeypatch.setattr(study, "train_runs", lambda todo, jobs, logs: asked.update(todo) or [])
+    assert study.train_policies(plan, split, "data", tmp_path) == []
+    assert list(asked) == [names[1]] and asked[names[1]].overwrite

@@ -96,3 +96,66 @@ def test_the_grids_axes_are_compared_in_linear_time(tmp_path: Path) -> None:
     with pytest.raises(RunError, match=r"grid.seeds: stored \[0, 1, 2, 3, 4, 5, 6, 7, \.\.\. "
                                        r"\(3,000 in all\)\].*\(lacking \[2999\]\)"):
         store.prepare(lost)
+
+
+def _swap_all_in() -> None:
+    """What the plugin ``swap`` does: ``all-in-al`` and ``all-in-lr`` trade factories."""
+    al, lr = AGENTS.unregister("all-in-al"), AGENTS.unregister("all-in-lr")
+    AGENTS.register("all-in-al", lr)
+    AGENTS.register("all-in-lr", al)
+
+
+def test_two_lambdas_of_one_module_are_told_apart() -> None:
+    """Both were recorded as ``agents.rules:<lambda>``; the registration's hash tells them
+    apart, stable across calls and the same in a fresh process."""
+    import subprocess
+    import sys
+
+    al, lr = agent_source("all-in-al"), agent_source("all-in-lr")
+    assert al.startswith("agents.rules:<lambda>@") and lr.startswith("agents.rules:<lambda>@")
+    assert al != lr and agent_source("all-in-al") == al
+    fresh = subprocess.run([sys.executable, "-c", "from agents.registry import agent_source; "
+                            "print(agent_source('all-in-al'))"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert fresh == al
+
+
+def test_a_resume_whose_plugin_swaps_two_names_is_refused(tmp_path: Path) -> None:
+    """A run without plugins, resumed after a plugin swapped ``all-in-al`` and
+    ``all-in-lr``: seed 1's all-in-al would be all-in-lr, averaged under one label."""
+    run_grid(Grid((data(),), (0,), ("all-in-al",), (SETTING,)), tmp_path, n_jobs=1,
+             progress=False)
+    _swap_all_in()
+    try:
+        with pytest.raises(RunError, match=r"agent all-in-al is implemented by "
+                                           r"agents\.rules:<lambda>@\w+ now, by "
+                                           r"agents\.rules:<lambda>@\w+ when"):
+            run_grid(Grid((data(),), (0, 1), ("all-in-al",), (SETTING,)), tmp_path,
+                     n_jobs=1, progress=False)
+    finally:
+        _swap_all_in()
+    assert len(ResultStore(tmp_path).finished(
+        Grid((data(),), (0,), ("all-in-al",), (SETTING,)).resolve(None).cells())) == 1
+
+
+def test_a_resume_with_a_plugin_the_stored_run_lacked_is_refused(tmp_path: Path) -> None:
+    grid = Grid((data(),), (0,), ("all-in-al",), (SETTING,)).resolve(None)
+    manifest, _ = prepare_run(grid)
+    ResultStore(tmp_path).prepare({**manifest, "plugins": []})
+    with pytest.raises(RunError, match=r"plugins: this run imports swap, the stored run did "
+                                       r"not .*leave --import swap out"):
+        ResultStore(tmp_path).prepare({**manifest, "plugins": ["swap"]})
+    ResultStore(tmp_path).prepare({**manifest, "plugins": []})  # the same: resumed
+
+
+def test_a_lambda_without_a_source_file_hashes_by_its_code() -> None:
+    """A lambda made by exec (a notebook's, say) has no source to read: its bytecode and
+    constants tell it apart, the same in every process (no address in the hash)."""
+    from agents.registry import registration_hash
+
+    first: dict[str, Any] = {}
+    again: dict[str, Any] = {}
+    exec("f = lambda env: 1\ng = lambda env: 2", first)  # noqa: S102 - the case itself
+    exec("f = lambda env: 1", again)  # noqa: S102
+    assert registration_hash(first["f"]) == registration_hash(again["f"])
+    assert registration_hash(first["f"]) != registration_hash(first["g"])

@@ -88,3 +88,57 @@ def test_a_folder_at_a_lock_path_is_said_in_words(tmp_path: Path) -> None:
     with pytest.raises(RunError, match=r"\.run\.json\.lock is not a lock file \(Is a "
                                        r"directory\); remove it"):
         run_grid(grid, output, n_jobs=1, progress=False)
+
+
+TRAIN = ["--algo", "ppo", "--datasets", "toy", "--prior", "knn", "--total-timesteps", "30",
+         "--n-steps", "15", "--batch-size", "15", "--n-envs", "1", "--vec-env", "dummy",
+         "--no-progress", "--run-name", "long"]
+
+
+def _interrupted_run(run: Path, checkpoints: int = 20) -> list[Path]:
+    """What a run SIGTERM'd after ``checkpoints`` checkpoints leaves: its settings JSON,
+    monitor and logs, the checkpoints, no model."""
+    saved = []
+    for k in range(1, checkpoints + 1):
+        saved.append(run / "checkpoints" / f"long_{500 * k}_steps.zip")
+        saved[-1].parent.mkdir(parents=True, exist_ok=True)
+        saved[-1].write_bytes(b"checkpoint %d" % k)
+    (run / "monitor").mkdir()
+    (run / "monitor" / "0.monitor.csv").write_text("#{}\nr,l,t\n")
+    (run / "long.json").write_text('{"algo": "ppo"}')
+    return saved
+
+
+def test_an_unfinished_run_is_refused_not_cleared(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """The same command again after a SIGTERM deleted the run's 20 checkpoints silently."""
+    saved = _interrupted_run(tmp_path / "long")
+    assert train_main([*TRAIN, "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds an unfinished run of this name (20 checkpoints" in err
+    assert "--overwrite" in err and "\n" not in err
+    assert all(path.read_bytes() == b"checkpoint %d" % k for k, path in enumerate(saved, 1))
+    assert train_main([*TRAIN, "--output-dir", str(tmp_path), "--overwrite"]) == 0
+    assert not any(path.exists() for path in saved)
+    assert (tmp_path / "long" / "long.zip").is_file()
+
+
+def test_a_link_in_a_run_folder_is_never_written_through(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """``monitor/`` a link to a folder outside the run: refused, or with --overwrite the link
+    itself removed; nothing is written outside the run either way."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    run = tmp_path / "out" / "long"
+    run.mkdir(parents=True)
+    (run / "monitor").symlink_to(outside, target_is_directory=True)
+    assert train_main([*TRAIN, "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{run / 'monitor'} is a link inside the run folder" in err and "\n" not in err
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+    assert train_main([*TRAIN, "--output-dir", str(tmp_path / "out"), "--overwrite"]) == 0
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+    assert (outside / "keep.txt").read_text() == "mine"
+    monitor = run / "monitor"
+    assert monitor.is_dir() and not monitor.is_symlink() and list(monitor.glob("*.monitor.csv"))

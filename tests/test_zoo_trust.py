@@ -52,8 +52,8 @@ def test_what_rl_zoo3_would_run_is_named() -> None:
     assert "policy_kwargs is the string" in problems[0]
     assert any("'os.system'" in p for p in problems)
     assert any("'subprocess.run'" in p for p in problems)
-    assert "not a .yml/.yaml file" in str(config_problem("mine.py"))
-    assert "not a .yml/.yaml file" in str(config_problem("my_package.hyperparams"))
+    assert "does not end in .yml or .yaml" in str(config_problem("mine.py"))
+    assert "does not end in .yml or .yaml" in str(config_problem("my_package.hyperparams"))
 
 
 @pytest.mark.parametrize("key", ["policy_kwargs", "normalize", "monitor_kwargs"])
@@ -92,3 +92,108 @@ def test_trusted_the_file_runs_as_code(tmp_path: Path) -> None:
     code = run_zoo(["--conf-file", str(hostile_file(tmp_path, marker)), "--trust-conf-file"],
                    tmp_path)
     assert code == 0 and marker.read_text() == "ran"
+
+
+class ReadByRlZoo3(BaseException):
+    """Raised if rl-zoo3 reads a hyperparameter file the launcher should have refused."""
+
+
+@pytest.fixture
+def rl_zoo3_must_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rl-zoo3's reading of the file stops the test (it would take gigabytes on a bomb)."""
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    def read(self: object) -> None:
+        raise ReadByRlZoo3("rl-zoo3 read the file")
+
+    monkeypatch.setattr(ExperimentManager, "read_hyperparameters", read)
+
+
+@pytest.mark.parametrize(("config", "module"), [("ppo47.Yaml", "ppo47"),
+                                                ("hp47.YML", "hp47")])
+def test_a_suffix_in_other_case_is_a_module_and_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+        config: str, module: str) -> None:
+    """rl-zoo3 tests .yml/.yaml case-sensitively and imports any other name as a module:
+    ``ppo.Yaml`` runs ``ppo.py``, ``hp.YML`` the package ``hp/``."""
+    marker = tmp_path / "ran.txt"
+    body = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\nhyperparams = {{}}\n"
+    if module == "hp47":
+        (tmp_path / module).mkdir()
+        (tmp_path / module / "__init__.py").write_text(body)
+    else:
+        (tmp_path / f"{module}.py").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert config_problem(config) is not None
+    assert run_zoo(["--conf-file", config], tmp_path) == 2
+    assert not marker.exists()
+    assert "does not end in .yml or .yaml (lower case)" in capsys.readouterr().err
+
+
+def test_only_the_shipped_callables_are_named_without_the_opt_in() -> None:
+    """A trusted first component is not enough: gymnasium.register then gymnasium.make run
+    any entry point."""
+    assert hyperparameter_problems({"env_wrapper": [
+        "ballad_env.wrappers.ValidActionWrapper",
+        "agents.experiments.training.envs.ValidActionWrapper"], "policy": "MlpPolicy"}) == []
+    problems = hyperparameter_problems({
+        "callback": [{"gymnasium.register": {"id": "X-v0", "entry_point": "os:system"}},
+                     {"gymnasium.make": {"id": "X-v0"}},
+                     "stable_baselines3.common.callbacks.CheckpointCallback"],
+        "vec_env_wrapper": "rl_zoo3.wrappers.HistoryWrapper",
+        "policy": "agents.policy.SomePolicy"})
+    assert len(problems) == 5
+    assert all("which rl-zoo3 imports and calls" in p for p in problems)
+
+
+def test_a_register_and_make_callback_is_refused(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    marker = tmp_path / "ran.txt"
+    hyper = yaml.safe_load(conf_file("ppo").read_text())
+    for section in hyper.values():
+        section["callback"] = [
+            {"gymnasium.register": {"id": "Hostile47-v0", "entry_point": "os:system"}},
+            {"gymnasium.make": {"id": "Hostile47-v0", "command": f"touch {marker}"}}]
+    path = tmp_path / "hostile.yml"
+    path.write_text(yaml.safe_dump(hyper))
+    assert run_zoo(["--conf-file", str(path)], tmp_path) == 2
+    assert not marker.exists()
+    assert "'gymnasium.register', which rl-zoo3 imports and calls" in capsys.readouterr().err
+
+
+def alias_bomb(levels: int = 28) -> str:
+    """A YAML of ``levels`` anchors, each aliasing the one before twice (2^levels leaves)."""
+    lines = ["a0: &a0 [x, x]"] + [f"a{k}: &a{k} [*a{k - 1}, *a{k - 1}]"
+                                  for k in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    (alias_bomb(), "its aliases expand to more than"),
+    ("x: !!python/object/apply:os.system ['true']\n", "the tag !!python/object/apply:os.system"),
+    ("x: &r [1, *r]\n", "names no finished anchor"),
+    ("x: " + "[" * 100 + "]" * 100 + "\n", "nested more than"),
+    ("x: [\n", "is not valid YAML (line 2)"),
+    ("x: '" + "y" * (2 << 20) + "'\n", "larger than"),
+])
+@pytest.mark.parametrize("trust", [[], ["--trust-conf-file"]])
+def test_a_yaml_past_its_bounds_is_refused_before_rl_zoo3_reads_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture, rl_zoo3_must_not_read: None,
+        text: str, problem: str, trust: list[str]) -> None:
+    path = tmp_path / "hyper.yml"
+    path.write_text(text)
+    assert run_zoo(["--conf-file", str(path), *trust], tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert problem in err and str(path) in err
+    assert "\n" not in err  # one line
+
+
+def test_the_shipped_and_rl_zoo3_files_pass_the_yaml_bounds() -> None:
+    import rl_zoo3
+
+    from agents.experiments.training.zoo.conf_yaml import check_conf_yaml
+
+    shipped = [conf_file(a) for a in ZOO_ALGOS]
+    for path in [*shipped, *Path(rl_zoo3.__file__).parent.joinpath("hyperparams").glob("*.yml")]:
+        check_conf_yaml(path)

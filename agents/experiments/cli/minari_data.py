@@ -5,7 +5,9 @@ Every stored cell once (or ``--episodes N`` drawn by the environment), played by
 (``oracle``, ``ballad``, ``all-in-lr``, ...) or a saved policy ``<run>.zip``. The dataset
 holds observations, actions, rewards, terminations, truncations and the numeric ``info``
 (the test cost among them), and the environment's spec, so
-``minari.load_dataset(ID).recover_environment()`` rebuilds the replay environment.
+``agents.experiments.stores.minari_datasets.recover_recorded(ID)`` rebuilds the replay
+environment (its spec checked first: Minari's own ``recover_environment`` runs whatever
+entry point a dataset's metadata names).
 Datasets go to ``$MINARI_DATASETS_PATH`` (``--minari-path``), else ``~/.minari/datasets``.
 
 Example::

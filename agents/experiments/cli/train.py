@@ -3,10 +3,10 @@
 Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
 ``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
 statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
-carries the algorithm, reward, data sets, seed and steps; training again under the name of a
-finished run is refused unless ``--overwrite``. Compare the result with
-``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to the experiment runner;
-checkpoints and ``eval/best_model.zip`` work too.
+carries the algorithm, reward, data sets, seed and steps; training again under the name of an
+earlier run, finished or interrupted (its checkpoints), is refused unless ``--overwrite``.
+Compare the result with ``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to
+the experiment runner; checkpoints and ``eval/best_model.zip`` work too.
 
 Example::
 
@@ -109,7 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output-dir", default="results/policies", help="where runs are written")
     p.add_argument("--run-name", default=None, help="override the derived run name")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace a finished run of the same name (refused otherwise)")
+                   help="replace an earlier run of the same name, finished or interrupted (refused "
+                   "otherwise)")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--episode-seeds", type=int, default=0,
                    help="0: a fresh seed per training episode; N: draw it from 0..N-1, so "

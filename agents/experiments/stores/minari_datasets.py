@@ -7,7 +7,9 @@ asked, cells drawn by the environment) with a policy, through Minari's ``DataCol
 and writes a Minari dataset: observations, actions, rewards, terminations, truncations and
 the numeric ``info`` (test cost, FPR, FNR, tau, ...). The environment is made by its id with
 plain-JSON arguments (the store's path and the settings that differ from the defaults), so
-``minari.load_dataset(id).recover_environment()`` rebuilds it.
+:func:`recover_recorded` rebuilds it. A dataset's metadata is code to Minari (it imports and
+calls the entry point its environment spec names): :func:`load_recorded` and
+:func:`recover_recorded` check the spec first and accept only this project's environments.
 
 The policies: ``optimal`` and ``optimal-final`` (the lattice's hindsight optima of the
 mean cost over rounds and of the final cost), any registered agent name (``oracle``,
@@ -16,6 +18,7 @@ mean cost over rounds and of the final cost), any registered agent name (``oracl
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import fields
@@ -37,7 +40,13 @@ import ballad_env
 from agents.base import show_info
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.registry import make_agent
-from ballad_env.files import env_folder, is_disk_full, terminated_as_exit, write_failure
+from ballad_env.files import (
+    env_folder,
+    is_disk_full,
+    open_regular,
+    terminated_as_exit,
+    write_failure,
+)
 from ballad_env.settings import Settings
 
 #: The lattice's hindsight optima, by policy name: the objective of ``Lattice.optimal_path``.
@@ -205,9 +214,84 @@ def prepare_minari_folder() -> Path:
     return writable_folder(folder, "--minari-path (or $MINARI_DATASETS_PATH)")
 
 
+#: The environment ids a recorded dataset may name (and, for each, only its registered
+#: entry points are accepted).
+RECORDED_ENV_IDS = (ballad_env.REPLAY_ENV_ID, ballad_env.ENV_ID)
+#: The largest ``metadata.json`` read (a dataset's holds a few kB).
+MAX_METADATA_BYTES = 16 << 20
+
+
+class RecordedDatasetError(ValueError):
+    """A Minari dataset whose environment spec would run code other than this project's."""
+
+
+def recorded_specs(dataset_id: str) -> dict[str, dict[str, Any]]:
+    """The environment specs of a recorded dataset (``env_spec``, and ``eval_env_spec`` when
+    there), read as plain JSON from its ``metadata.json`` and checked before Minari reads
+    them: Minari's ``load_dataset`` makes the environment of the spec when the metadata lacks
+    its spaces, and ``recover_environment`` always does, importing and calling whatever
+    entry point (``os:system``) and wrappers the file names. A spec is accepted only for one
+    of :data:`RECORDED_ENV_IDS`, with that id's registered entry point (and vector entry
+    point, or none), no additional wrappers and plain keyword arguments; anything else is a
+    :class:`RecordedDatasetError` naming the dataset and the file."""
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    path = Path(get_dataset_path(dataset_id)) / "data" / "metadata.json"
+    try:
+        with open_regular(path, "the Minari metadata") as handle:
+            raw = handle.read(MAX_METADATA_BYTES + 1)
+        if len(raw) > MAX_METADATA_BYTES:
+            raise ValueError(f"larger than {MAX_METADATA_BYTES:,} bytes")
+        metadata = json.loads(raw)
+        specs = {key: json.loads(metadata[key]) for key in ("env_spec", "eval_env_spec")
+                 if isinstance(metadata, dict) and metadata.get(key) is not None}
+        for spec in specs.values():
+            _check_spec(spec)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"no Minari dataset {dataset_id} ({path} is missing)") from err
+    except (OSError, ValueError, TypeError, RecursionError) as err:
+        raise RecordedDatasetError(f"the Minari dataset {dataset_id} ({path}) is refused: "
+                                   f"{err}; record it again with ballad-env minari") from err
+    if "env_spec" not in specs:
+        raise RecordedDatasetError(f"the Minari dataset {dataset_id} ({path}) records no "
+                                   "environment spec: it was not recorded by ballad-env minari")
+    return specs
+
+
+def _check_spec(spec: Any) -> None:
+    """A ``ValueError`` unless ``spec`` (a spec's JSON) names one of our environments as it
+    is registered (see :func:`recorded_specs`)."""
+    if not isinstance(spec, dict) or spec.get("id") not in RECORDED_ENV_IDS:
+        env_id = spec.get("id") if isinstance(spec, dict) else spec
+        raise ValueError(f"its environment {env_id!r} is none of {', '.join(RECORDED_ENV_IDS)}")
+    registered = gym.spec(spec["id"])
+    for key in ("entry_point", "vector_entry_point"):
+        if spec.get(key) != getattr(registered, key):
+            raise ValueError(f"its environment's {key} is {spec.get(key)!r}, not "
+                             f"{getattr(registered, key)!r} (Minari would import and call it)")
+    if spec.get("additional_wrappers"):
+        raise ValueError(f"its environment adds wrappers {spec['additional_wrappers']!r} "
+                         "(Minari would import and call them)")
+    if not isinstance(spec.get("kwargs", {}), dict):
+        raise ValueError(f"its environment's kwargs are {spec.get('kwargs')!r}, not an object")
+
+
 def load_recorded(dataset_id: str) -> Any:
-    """``minari.load_dataset`` (the dataset as recorded, from Minari's folder)."""
+    """``minari.load_dataset`` (the dataset as recorded, from Minari's folder), once its
+    environment specs are checked (:func:`recorded_specs`), so the dataset's
+    ``recover_environment()`` makes this project's environment only."""
+    recorded_specs(dataset_id)
     return minari.load_dataset(dataset_id)
+
+
+def recover_recorded(dataset_id: str, eval_env: bool = False) -> gym.Env:
+    """The environment a recorded dataset was played on (its evaluation environment with
+    ``eval_env``, when recorded), made from this project's registration of the checked id
+    with the recorded keyword arguments (:func:`recorded_specs`): nothing the file names is
+    imported."""
+    specs = recorded_specs(dataset_id)
+    spec = specs.get("eval_env_spec", specs["env_spec"]) if eval_env else specs["env_spec"]
+    return gym.make(spec["id"], **spec.get("kwargs", {}))
 
 
 def minari_folder() -> Path:
@@ -217,7 +301,7 @@ def minari_folder() -> Path:
     return folder.absolute()
 
 
-__all__ = ["INFO_KEYS", "MAX_EPISODES", "OPTIMA", "HindsightOptimum", "NumericInfo",
-           "check_dataset_id", "env_kwargs", "load_recorded", "make_policy", "minari_folder",
-           "prepare_minari_folder",
-           "record_dataset"]
+__all__ = ["INFO_KEYS", "MAX_EPISODES", "MAX_METADATA_BYTES", "OPTIMA", "RECORDED_ENV_IDS",
+           "HindsightOptimum", "NumericInfo", "RecordedDatasetError", "check_dataset_id",
+           "env_kwargs", "load_recorded", "make_policy", "minari_folder", "prepare_minari_folder",
+           "record_dataset", "recorded_specs", "recover_recorded"]

@@ -303,8 +303,8 @@ def _hashable(value: Any) -> Any:
 
 def _implementation_differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """An agent now implemented by other code than when its cells were stored (a plugin
-    that replaced a built-in's name, or a plugin missing now), and plugin modules the
-    stored run imported that this one does not."""
+    that replaced a built-in's name, or a plugin missing now), and plugin modules imported
+    by the stored run and not this one, or by this one and not the stored run."""
     problems = []
     old, new = stored.get("agents", {}), wanted.get("agents", {})
     for label in sorted(set(old) & set(new)):
@@ -312,10 +312,16 @@ def _implementation_differences(stored: dict[str, Any], wanted: dict[str, Any]) 
             problems.append(f"agent {label} is implemented by {new[label] or 'nothing'} now, "
                             f"by {old[label]} when its results were stored (a plugin module "
                             "replaced it, or is not imported now: --import MODULE)")
-    missing = [m for m in stored.get("plugins", []) if m not in set(wanted.get("plugins", []))]
+    before, now = stored.get("plugins", []), wanted.get("plugins", [])
+    missing = [m for m in before if m not in set(now)]
     if missing:
         problems.append(f"plugins: the stored run imported {', '.join(missing)}, this one "
                         "does not (--import MODULE)")
+    added = [m for m in now if m not in set(before)]
+    if added and "plugins" in stored:  # a run.json of before plugins were recorded: unknown
+        problems.append(f"plugins: this run imports {', '.join(added)}, the stored run did "
+                        "not (a plugin may replace what an agent's name runs): leave "
+                        f"--import {added[0]} out, or write to another --output")
     return problems
 
 

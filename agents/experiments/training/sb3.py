@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import platform
-import shutil
 import time
 import warnings
 from dataclasses import fields, replace
@@ -39,10 +38,10 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
 from tqdm.auto import tqdm
 
 import ballad_env
-from agents.experiments.stores.results import RunError, writable_folder
+from agents.experiments.stores.results import writable_folder
 from agents.experiments.training.config import TrainConfig, TrainResult
 from agents.experiments.training.envs import build_env, make_vec_env
-from agents.experiments.training.run_folder import run_lock
+from agents.experiments.training.run_folder import clear_earlier_run, run_lock
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATIONS
@@ -215,20 +214,12 @@ def check_data(config: TrainConfig) -> None:
 
 def fresh_run_dir(config: TrainConfig) -> Path:
     """The run's folder, cleared of what an earlier run under the same name wrote (model,
-    settings, curve, monitor files, logs, evaluations, checkpoints): nothing of it may mix
-    with this run's. A finished run (its ``<run>.zip``) is replaced only with
-    ``config.overwrite``; otherwise ``RunError`` says so (an interrupted one, without its
-    model, is replaced)."""
-    model = config.run_dir / f"{config.name}.zip"
-    if model.exists() and not config.overwrite:
-        raise RunError(f"{model} is a finished run of this name: training again would replace "
-                       "it. Pass --overwrite (overwrite=True) to replace it, or name the new "
-                       "run apart (--run-name, --seed, --output-dir)")
+    settings, curve, monitor files, logs, evaluations, checkpoints) only with
+    ``config.overwrite``: nothing of it may mix with this run's, and nothing is lost
+    unasked. Otherwise an earlier run, finished or interrupted, or a link among those
+    entries is a ``RunError`` naming ``--overwrite`` (``run_folder.clear_earlier_run``)."""
     run_dir = writable_folder(config.run_dir, "--output-dir")
-    for folder in RUN_FOLDERS:
-        shutil.rmtree(run_dir / folder, ignore_errors=True)
-    for name in (f"{config.name}.zip", f"{config.name}.json", "curve.png"):
-        (run_dir / name).unlink(missing_ok=True)
+    clear_earlier_run(run_dir, config.name, RUN_FOLDERS, config.overwrite)
     return run_dir
 
 
@@ -244,8 +235,8 @@ def write_settings(config: TrainConfig, model: Any, seconds: float,
 def train(config: TrainConfig) -> TrainResult:
     """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder.
 
-    A finished run under the same name is refused unless ``config.overwrite``, which
-    replaces it (:func:`fresh_run_dir`). The settings
+    An earlier run under the same name, finished or not, is refused unless
+    ``config.overwrite``, which replaces it (:func:`fresh_run_dir`). The settings
     JSON is written when training starts too, so the checkpoints of an interrupted run load
     as agents; it is completed at the end.
     """

@@ -58,7 +58,8 @@ def train_policies(out: Path, datasets: Sequence[str], steps: int,
             replay_store=str(Path(out) / "lattices" if store is None else store),
             episode_seeds=10, observation="v2",
             output_dir=str(Path(out) / "policies"), run_name=f"mppo_{level}",
-            progress_bar=False, torch_threads=1)
+            progress_bar=False, torch_threads=1,
+            overwrite=True)  # no model yet: an interrupted run is trained again from the start
         start = time.process_time()
         train(config)
         seconds[level] = time.process_time() - start

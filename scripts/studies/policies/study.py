@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,11 +165,14 @@ def check_trained(models: Iterable[Path], settings: Settings) -> None:
 def train_policies(plan: TrainPlan, split_file: Path, data_dir: str | Path, study: Path,
                    jobs: int = 2) -> list[str]:
     """Train the plan's runs that have no saved model yet; saved ones must match the plan's
-    settings. Returns the names of failed runs."""
+    settings. A run interrupted earlier (no model) is trained again from the start: the
+    study asks for that run, so its unfinished folder is replaced (``overwrite``). Returns
+    the names of failed runs."""
     configs = train_configs(plan, split_file, data_dir, study)
     done = [model_path(study, name) for name in configs if model_path(study, name).exists()]
     check_trained(done, plan.settings)
-    todo = {name: c for name, c in configs.items() if not model_path(study, name).exists()}
+    todo = {name: replace(c, overwrite=True) for name, c in configs.items()
+            if not model_path(study, name).exists()}
     return train_runs(todo, jobs, Path(study) / "logs")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,8 +114,10 @@ def train_configs(plan: ScalePlan, study: Path) -> dict[str, TrainConfig]:
 
 
 def train_policies(plan: ScalePlan, study: Path, jobs: int = 1) -> list[str]:
-    """Train the runs without a saved model (in the plan's order); the failed run names."""
-    todo = {name: config for name, config in train_configs(plan, study).items()
+    """Train the runs without a saved model (in the plan's order; one interrupted earlier
+    again from the start, its unfinished folder replaced); the failed run names."""
+    todo = {name: replace(config, overwrite=True)
+            for name, config in train_configs(plan, study).items()
             if not model_path(study, name).exists()}
     print(f"{len(todo)} runs to train", flush=True)
     return train_runs(todo, jobs, Path(study) / "logs")

@@ -14,7 +14,9 @@ each damaged file must be read identically or refused with an error naming it. T
 hostile cases (``scripts.studies.robustness.hostile_files``): manifests of every wrong shape,
 policy zips that declare or ask for gigabytes, and a download server's tricks (an endless
 body, a huge length, a trickle of the body or of the headers, redirects, a link at the
-temporary name, a password in the address). Then the commands' inputs by class
+temporary name, a password in the address). Then files by class at every level a reader goes
+through (``scripts.studies.robustness.hostile_nested``): a policy zip forged at every nesting
+level, zoo YAML files refused before any library parses them. Then the commands' inputs by class
 (``scripts.studies.robustness.hostile_inputs``): FIFOs wherever a path is read or written,
 a silent Dask scheduler, every size option at an absurd value, names that are not names.
 Then whole runs (``scripts.studies.robustness.hostile_runs``): every environment variable
@@ -75,6 +77,7 @@ def sweep_files(args: argparse.Namespace) -> int:
     from scripts.studies.robustness.damaged_files import fuzz_files
     from scripts.studies.robustness.hostile_files import hostile_outcomes
     from scripts.studies.robustness.hostile_inputs import input_outcomes
+    from scripts.studies.robustness.hostile_nested import nested_outcomes
     from scripts.studies.robustness.hostile_runs import run_outcomes
 
     failed = 0
@@ -84,6 +87,7 @@ def sweep_files(args: argparse.Namespace) -> int:
                            policy=args.policy_damages > 0, seed=args.seed),
                 hostile_outcomes(Path(folder) / "hostile", policy=args.policy_damages > 0),
                 input_outcomes(Path(folder) / "inputs"),
+                nested_outcomes(Path(folder) / "nested", policy=args.policy_damages > 0),
                 run_outcomes(Path(folder) / "runs")):
             counts = ", ".join(f"{n} {what}" for what, n in outcome.counts.most_common())
             print(f"{outcome.kind}: {counts}; {len(outcome.failures)} failed", flush=True)

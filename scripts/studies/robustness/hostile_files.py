@@ -115,7 +115,7 @@ def manifest_outcomes(kinds: list[FileKind]) -> Iterator[Outcome]:
 
 
 # ------------------------------------------------------------------------------ policies
-def _rezip(data: bytes, change: Callable[[str, bytes], bytes | None]) -> bytes:
+def rezip(data: bytes, change: Callable[[str, bytes], bytes | None]) -> bytes:
     """The zip ``data`` with each member's bytes passed through ``change`` (None: left out)."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as src, \
@@ -147,7 +147,7 @@ def _data_json(change: Callable[[dict[str, Any]], None]) -> Callable[[bytes], by
             values = json.loads(body)
             change(values)
             return json.dumps(values).encode()
-        return _rezip(data, member)
+        return rezip(data, member)
     return make
 
 
@@ -180,7 +180,7 @@ def _huge_rollout(values: dict[str, Any]) -> None:
 
 def _bloated(data: bytes) -> bytes:
     """The zip with 40 MB of blanks after its ``data`` member's JSON (40 kB deflated)."""
-    return _rezip(data, lambda name, body: body + b" " * (40 << 20) if name == "data" else body)
+    return rezip(data, lambda name, body: body + b" " * (40 << 20) if name == "data" else body)
 
 
 def _set_entry(key: str, value: Any, values: dict[str, Any]) -> None:
@@ -383,4 +383,4 @@ def hostile_outcomes(folder: Path, policy: bool = True) -> Iterator[Outcome]:
 __all__ = ["DOWNLOAD_TRICKS", "NESTED", "WRONG_VALUES", "HostileServer", "Rewrite",
            "with_declared_size", "within", "PASSWORD",
            "download_outcome", "hostile_outcomes", "manifest_outcomes", "manifest_rewrites",
-           "policy_rewrites", "rerun_kind"]
+           "policy_rewrites", "rerun_kind", "rezip"]

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from contextlib import nullcontext
 from pathlib import Path
 
+from agents.experiments.training.zoo.conf_yaml import ConfYamlError
 from agents.experiments.training.zoo.trust import TRUST_OPTION, CodeInConfig, guarded
 
 #: The algorithms this folder holds hyperparameters for (rl-zoo3's names).
@@ -63,7 +63,8 @@ def zoo_argv(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run rl-zoo3's ``train`` with MaskablePPO added and the project's defaults; without
-    ``--trust-conf-file``, hyperparameters holding code are refused (exit 2, one line)."""
+    ``--trust-conf-file``, hyperparameters holding code are refused (exit 2, one line); a
+    YAML file past its bounds is refused either way."""
     try:
         from rl_zoo3.exp_manager import ExperimentManager
         from rl_zoo3.train import train
@@ -76,9 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_maskable_ppo()
     sys.argv = ["rl_zoo3.train", *zoo_argv([a for a in args if a != TRUST_OPTION])]
     try:
-        with nullcontext() if trusted else guarded(ExperimentManager):
+        with guarded(ExperimentManager, trusted):
             train()
-    except CodeInConfig as err:
+    except (CodeInConfig, ConfYamlError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

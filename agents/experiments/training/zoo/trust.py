@@ -11,6 +11,12 @@ by unpickling. So a hyperparameter file is code to rl-zoo3. The launcher
 an Optuna study, the command line), and refuses with a ``ValueError`` naming what would run
 as code, unless it is given :data:`TRUST_OPTION` (for a file the user wrote or checked). The
 files shipped beside this module write mappings where rl-zoo3 would eval strings, so they pass.
+
+A name rl-zoo3 imports and calls is run without the opt-in only if it is one of the
+callables the project ships (:data:`ALLOWED_CALLABLES`, by full dotted name): a trusted
+package is not enough (``gymnasium.register`` with an entry point ``os:system``, then
+``gymnasium.make``, runs a command). A YAML file is first read within bounds
+(:mod:`agents.experiments.training.zoo.conf_yaml`), trusted or not.
 """
 
 from __future__ import annotations
@@ -20,14 +26,19 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from agents.experiments.training.zoo.conf_yaml import check_conf_yaml
+
 #: Keys whose string values rl-zoo3 evaluates as Python (``ExperimentManager``).
 EVALUATED_KEYS = ("policy_kwargs", "replay_buffer_class", "replay_buffer_kwargs",
                   "monitor_kwargs", "normalize")
-#: Keys whose values name objects rl-zoo3 imports and calls.
-NAMED_KEYS = ("env_wrapper", "vec_env_wrapper", "callback")
-#: Packages whose objects hyperparameters may name without :data:`TRUST_OPTION`.
-TRUSTED_PACKAGES = ("agents", "ballad_env", "gymnasium", "stable_baselines3", "sb3_contrib",
-                    "rl_zoo3")
+#: Keys whose values name objects rl-zoo3 imports and calls (``policy`` when dotted).
+NAMED_KEYS = ("env_wrapper", "vec_env_wrapper", "callback", "policy")
+#: The callables hyperparameters may name without :data:`TRUST_OPTION`: the wrappers the
+#: project ships, under both names they are importable by.
+ALLOWED_CALLABLES = frozenset({
+    "ballad_env.wrappers.ValidActionWrapper", "ballad_env.wrappers.KeepInfo",
+    "agents.experiments.training.envs.ValidActionWrapper",
+    "agents.experiments.training.envs.KeepInfo"})
 #: The launcher's opt-in: run hyperparameters that hold code, and load a trained agent.
 TRUST_OPTION = "--trust-conf-file"
 
@@ -37,8 +48,8 @@ class CodeInConfig(ValueError):
 
 
 def hyperparameter_problems(hyperparams: Mapping[str, Any]) -> list[str]:
-    """What in one environment's hyperparameters rl-zoo3 would run as code or import from
-    outside :data:`TRUSTED_PACKAGES`, one line each (empty: data only)."""
+    """What in one environment's hyperparameters rl-zoo3 would run as code or import and
+    call beyond :data:`ALLOWED_CALLABLES`, one line each (empty: data only)."""
     problems = []
     for key in EVALUATED_KEYS:
         if isinstance(hyperparams.get(key), str):
@@ -46,9 +57,9 @@ def hyperparameter_problems(hyperparams: Mapping[str, Any]) -> list[str]:
                             "as Python: write it as a mapping (key: value lines)")
     for key in NAMED_KEYS:
         for name in _names(hyperparams.get(key)):
-            if name.split(".")[0] not in TRUSTED_PACKAGES:
+            if name not in ALLOWED_CALLABLES and (key != "policy" or "." in name):
                 problems.append(f"{key} names {name!r}, which rl-zoo3 imports and calls: "
-                                f"only objects of {', '.join(TRUSTED_PACKAGES)} are run "
+                                f"only {', '.join(sorted(ALLOWED_CALLABLES))} are run "
                                 "without the opt-in")
     return problems
 
@@ -56,13 +67,14 @@ def hyperparameter_problems(hyperparams: Mapping[str, Any]) -> list[str]:
 def config_problem(config: str) -> str | None:
     """Why rl-zoo3 would run the ``--conf-file`` ``config`` as code as a whole (a ``.py``
     file is executed, any other name imported as a module) or block on it (a FIFO), or
-    ``None`` for a YAML file."""
+    ``None`` for a YAML file. The test is rl-zoo3's own, case-sensitive (``ppo.Yaml`` is
+    imported as the module ``ppo``, running ``ppo.py``)."""
     if os.path.exists(config) and not os.path.isfile(config):
         return f"the --conf-file {config} is not a regular file (a FIFO or a folder)"
-    if str(config).lower().endswith((".yml", ".yaml")):
+    if str(config).endswith(".yml") or str(config).endswith(".yaml"):
         return None
-    return (f"the --conf-file {config} is not a .yml/.yaml file: rl-zoo3 executes a .py file "
-            "and imports a module of that name")
+    return (f"the --conf-file {config} does not end in .yml or .yaml (lower case): rl-zoo3 "
+            "executes a .py file and imports a module of any other name")
 
 
 def _names(value: Any) -> Iterator[str]:
@@ -84,15 +96,20 @@ def _refuse(what: str, problems: list[str]) -> CodeInConfig:
 
 
 @contextmanager
-def guarded(exp_manager: Any) -> Iterator[None]:
-    """Within the ``with`` block, rl-zoo3's ``ExperimentManager`` class (``exp_manager``) refuses,
-    before running any of it, a configuration that holds code: a ``.py`` or module
-    ``--conf-file``, evaluated strings or foreign names in the hyperparameters it is about
-    to use, and a ``--trained-agent`` (unpickled)."""
+def guarded(exp_manager: Any, trusted: bool = False) -> Iterator[None]:
+    """Within the ``with`` block, rl-zoo3's ``ExperimentManager`` class (``exp_manager``) reads
+    a YAML ``--conf-file`` within bounds first (:func:`check_conf_yaml`) and, unless
+    ``trusted``, refuses before running any of it a configuration that holds code: a ``.py``
+    or module ``--conf-file``, evaluated strings or names beyond :data:`ALLOWED_CALLABLES`
+    in the hyperparameters it is about to use, and a ``--trained-agent`` (unpickled)."""
     setup, preprocess = exp_manager.setup_experiment, exp_manager._preprocess_hyperparams
 
     def setup_experiment(self: Any) -> Any:
         problem = config_problem(self.config) if self.config else None
+        if self.config and problem is None:
+            check_conf_yaml(self.config)  # before rl-zoo3 loads and prints it
+        if trusted:
+            return setup(self)
         if problem:
             raise _refuse(f"the hyperparameter file {self.config}", [problem])
         if self.continue_training:
@@ -102,7 +119,7 @@ def guarded(exp_manager: Any) -> Iterator[None]:
         return setup(self)
 
     def _preprocess_hyperparams(self: Any, hyperparams: dict[str, Any]) -> Any:
-        problems = hyperparameter_problems(hyperparams)
+        problems = [] if trusted else hyperparameter_problems(hyperparams)
         if problems:
             raise _refuse(f"the hyperparameters of {self.env_name.gym_id} (from "
                           f"{self.config or 'rl-zoo3'} and the command line)", problems)
@@ -117,5 +134,5 @@ def guarded(exp_manager: Any) -> Iterator[None]:
         exp_manager._preprocess_hyperparams = preprocess
 
 
-__all__ = ["EVALUATED_KEYS", "NAMED_KEYS", "TRUSTED_PACKAGES", "TRUST_OPTION", "CodeInConfig",
+__all__ = ["ALLOWED_CALLABLES", "EVALUATED_KEYS", "NAMED_KEYS", "TRUST_OPTION", "CodeInConfig",
            "config_problem", "guarded", "hyperparameter_problems"]
