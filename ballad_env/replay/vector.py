@@ -59,9 +59,9 @@ class ReplayVectorEnv(VectorEnv):
 
     Environment e draws its cells as a single replay environment reset with seed s + e
     does (``reset(seed=s)``; a list gives each its own), each autoreset drawing the next
-    cell from its generator. ``info["queried"]`` is an (N, m) array, m the longest round
-    of the store's data sets (shorter rows, and the first state's, padded with -1), as each
-    single environment pads it; it equals ``SyncVectorEnv``'s.
+    cell from its generator. ``info["queried"]`` is an (N, m) array, m the single
+    environment's ``queried_width`` (shorter rows, and the first state's, padded with -1),
+    as each single environment pads it; it equals ``SyncVectorEnv``'s.
     Rendering is the single environment's: this one has no render mode.
     """
 
