@@ -28,7 +28,7 @@ import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.executor import execute, progress_bar, worker_limits
-from agents.experiments.grid import Cell, Grid, agent_label, check_agent
+from agents.experiments.grid import Cell, Grid, agent_label
 from agents.experiments.stores.provenance import fingerprint, package_versions
 from agents.experiments.stores.results import (
     COLUMNS,
@@ -39,7 +39,8 @@ from agents.experiments.stores.results import (
     normalise_dtypes,
 )
 from agents.policy_files import policy_fingerprint
-from agents.registry import agent_source, defined_in, is_policy_path, make_agent
+from agents.registry import agent_source, make_agent
+from agents.spec import AgentSpec
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
@@ -195,8 +196,7 @@ def check_workers_know(agents: Sequence[str]) -> None:
     """``RunError`` naming the agents registered in the running script (``__main__``): worker
     processes import the project and the plugins, never the script, so there they would be
     unknown agents. The fix is to register them in a module passed as a plugin."""
-    local = [spec for spec in agents
-             if not is_policy_path(spec) and defined_in(spec) == "__main__"]
+    local = [spec for spec in agents if AgentSpec.of(spec).in_script]
     if local:
         raise RunError(f"agent(s) {', '.join(map(repr, local))} are registered in your script, "
                        "which worker processes do not run: move the registration into a module "
@@ -214,8 +214,8 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
     """
     if not grid.keys:
         raise ValueError("prepare_run needs a resolved grid: pass grid.resolve(data_dir)")
-    for spec in grid.agents:
-        check_agent(spec, trust_pickle=trust_pickle)
+    for spec in grid.agent_specs:
+        spec.check(trust_pickle=trust_pickle)
     directory = None if data_dir is None else str(data_dir)
     loaded = {name: load_data(source, directory)
               for name, source in zip(grid.dataset_names, grid.datasets, strict=True)}
@@ -227,11 +227,11 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 raise ValueError(f"data set {name}, setting {setting.name}: {err}") from err
     manifest = {"format": FORMAT_VERSION, "grid": grid.describe(),
                 "data": {name: fingerprint(ds) for name, ds in loaded.items()},
-                "policies": {agent_label(spec): {"file": str(spec),
-                                                 "sha256": policy_fingerprint(spec)}
-                             for spec in grid.agents if is_policy_path(spec)},
-                "agents": {agent_label(spec): agent_source(spec)
-                           for spec in grid.agents if not is_policy_path(spec)},
+                "policies": {spec.label: {"file": spec.text,
+                                          "sha256": policy_fingerprint(spec.text)}
+                             for spec in grid.agent_specs if spec.is_policy},
+                "agents": {spec.label: agent_source(spec.text)
+                           for spec in grid.agent_specs if not spec.is_policy},
                 "plugins": list(plugin_modules()),
                 "versions": package_versions(),
                 "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
