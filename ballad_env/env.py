@@ -134,7 +134,11 @@ class BudgetAllocationEnv(gym.Env):
 
     ## Episode End
     Terminated when the budget is spent (15 rounds by default). Never truncated.
-    Stepping afterwards raises ``RuntimeError``.
+    Stepping afterwards raises ``RuntimeError``. An action whose pool has fewer unlabeled
+    examples than a round raises ``ValueError`` (mask it: ``action_masks()``); with
+    ``unavailable_action="other"`` the other action is played instead, as the episode's own
+    rule, and ``info`` gains ``action_replaced`` (``True`` on such a step), for learners
+    that take no masks (plain PPO, DQN).
 
     ## Arguments
     | argument | default | meaning |
@@ -145,6 +149,7 @@ class BudgetAllocationEnv(gym.Env):
     | render_mode | ``None`` | ``"rgb_array"`` (data and rounds) or ``"ansi"`` (one line) |
     | observation | ``"v0"`` | observation version: ``"v0"`` (above), ``"v1"`` or ``"v2"`` |
     | queried_width | ``None`` | width of ``info["queried"]``: 64, or a round's size if more |
+    | unavailable_action | ``"raise"`` | an exhausted pool's action: ``"raise"`` or ``"other"`` |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``c_fn=10``, ``prior="knn"`` |
 
     ``dataset`` is a name (``toy``, ``wdbc``, one of the paper's 18 such as
@@ -174,11 +179,14 @@ class BudgetAllocationEnv(gym.Env):
         render_mode: str | None = None,
         observation: str = "v0",
         queried_width: int | None = None,
+        unavailable_action: str = "raise",
         **options: Any,
     ) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
         check_options(type(self), options, "dataset, data_dir, settings, render_mode, "
-                      "observation, queried_width")
+                      "observation, queried_width, unavailable_action")
+        #: What an action whose pool is exhausted does (``UNAVAILABLE_ACTIONS``).
+        self.unavailable_action = check_unavailable_action(unavailable_action)
         self.settings = (settings or Settings()).replace(**options)
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
@@ -234,20 +242,28 @@ class BudgetAllocationEnv(gym.Env):
         self._snapshot = self.episode.snapshot()
         self._history = [self._snapshot]
         info = self._snapshot.info(self._shown, self.queried_width)
-        return encode(self._snapshot, self.observation_version), info
+        return encode(self._snapshot, self.observation_version), self._told(info, False)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1)."""
         if self.episode is None or self._snapshot is None:
             raise RuntimeError("call reset() before step()")
-        action = self._as_action(action)
+        action, replaced = played_action(self._as_action(action), self.action_masks(),
+                                         self.unavailable_action)
         before = self._snapshot
         self.episode.step(action)
         self._snapshot = after = self.episode.snapshot()
         self._history.append(after)
         reward = step_reward(self.reward_signal, before, after)
+        info = self._told(after.info(self._shown, self.queried_width), replaced)
         return (encode(after, self.observation_version), reward, bool(self.episode.done), False,
-                after.info(self._shown, self.queried_width))
+                info)
+
+    def _told(self, info: dict[str, Any], replaced: bool) -> dict[str, Any]:
+        """``info`` with ``action_replaced`` under ``unavailable_action="other"``."""
+        if self.unavailable_action == "other":
+            info["action_replaced"] = replaced
+        return info
 
     def snapshot(self) -> Snapshot:
         """The current state as a frozen record (observation and ``info`` derive from it)."""
@@ -295,6 +311,30 @@ class BudgetAllocationEnv(gym.Env):
                              f" in this environment; it holds "
                              f"{', '.join(d.name for d in self.datasets)}")
         return [held[str(n).lower()] for n in dict.fromkeys(wanted)]
+
+
+#: What an action whose pool has too few unlabeled examples does (``unavailable_action``):
+#: ``"raise"`` a ``ValueError`` (the default: mask the actions, ``action_masks()``), or play
+#: the ``"other"`` one, as the episode's own rule, ``info["action_replaced"]`` saying so (for
+#: learners without masks).
+UNAVAILABLE_ACTIONS = ("raise", "other")
+
+
+def check_unavailable_action(value: str) -> str:
+    """``value`` if one of ``UNAVAILABLE_ACTIONS``, else a ``ValueError`` listing them."""
+    if value not in UNAVAILABLE_ACTIONS:
+        raise ValueError(f"unknown unavailable_action {value!r}: use one of "
+                         f"{', '.join(UNAVAILABLE_ACTIONS)}")
+    return value
+
+
+def played_action(action: int, mask: np.ndarray, rule: str) -> tuple[int, bool]:
+    """The action played for ``action`` under ``rule`` (``UNAVAILABLE_ACTIONS``) and whether
+    it was replaced: the other one if ``action`` is masked, the other is not and the rule is
+    ``"other"``; else ``action`` itself (the episode then refuses it if masked)."""
+    if rule == "other" and not mask[action] and mask[1 - action]:
+        return 1 - action, True
+    return action, False
 
 
 def check_render_mode(render_mode: str | None, modes: Sequence[str]) -> None:

@@ -23,6 +23,8 @@ from ballad_env.env import (
     check_options,
     check_render_mode,
     check_reset_options,
+    check_unavailable_action,
+    played_action,
     shown_signal,
 )
 from ballad_env.observation import check_version, observation_space
@@ -131,6 +133,7 @@ class BudgetAllocationReplayEnv(gym.Env):
     | render_mode | ``None`` | ``"rgb_array"`` (the lattice's costs and the path) or ``"ansi"`` |
     | observation | ``"v0"`` | observation version, as the live environment's |
     | queried_width | ``None`` | width of ``info["queried"]``, as the live environment's |
+    | unavailable_action | ``"raise"`` | an exhausted pool's action, as the live one's |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"`` |
 
     ``reset(options={"dataset": ..., "seed": ...})`` draws among the stored cells of these
@@ -146,10 +149,12 @@ class BudgetAllocationReplayEnv(gym.Env):
                  datasets: Sequence[str] | str | None = None, seeds: Sequence[int] | None = None,
                  settings: Settings | None = None, render_mode: str | None = None,
                  observation: str = "v0", queried_width: int | None = None,
-                 **options: Any) -> None:
+                 unavailable_action: str = "raise", **options: Any) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
         check_options(type(self), options, "store, datasets, seeds, settings, render_mode, "
-                      "observation, queried_width")
+                      "observation, queried_width, unavailable_action")
+        #: What an action whose pool is exhausted does, as the live environment's.
+        self.unavailable_action = check_unavailable_action(unavailable_action)
         self.settings = (settings or Settings()).replace(**options)
         self._setting_key = setting_key(self.settings)
         self.store = store if isinstance(store, LatticeStore) else LatticeStore(store)
@@ -238,20 +243,25 @@ class BudgetAllocationReplayEnv(gym.Env):
         self._state = START
         obs, info = self._cell.start
         self._path = [START]
-        return obs.copy(), self._padded(self._cell.info(info))
+        return obs.copy(), self._padded(self._cell.info(info), False)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1): one look-up in the cell's table."""
         if self._cell is None:
             raise RuntimeError("call reset() before step()")
         cell = self._cell
-        self._state, obs, reward, terminated, info = cell.step(self._state, as_action(action))
+        action, replaced = played_action(as_action(action), self.action_masks(),
+                                         self.unavailable_action)
+        self._state, obs, reward, terminated, info = cell.step(self._state, action)
         self._path.append(self._state)
-        return obs.copy(), reward, terminated, False, self._padded(cell.info(info))
+        return obs.copy(), reward, terminated, False, self._padded(cell.info(info), replaced)
 
-    def _padded(self, info: dict[str, Any]) -> dict[str, Any]:
-        """``info`` with ``queried`` padded with -1 to :attr:`queried_width`."""
+    def _padded(self, info: dict[str, Any], replaced: bool) -> dict[str, Any]:
+        """``info`` with ``queried`` padded with -1 to :attr:`queried_width`, and
+        ``action_replaced`` under ``unavailable_action="other"``, as the live one's."""
         info["queried"] = padded_queried(info["queried"], self.queried_width)
+        if self.unavailable_action == "other":
+            info["action_replaced"] = replaced
         return info
 
     def _widest_round(self) -> int:

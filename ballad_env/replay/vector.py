@@ -86,6 +86,10 @@ class ReplayVectorEnv(VectorEnv):
         self.single = BudgetAllocationReplayEnv(store, datasets=datasets, seeds=seeds,
                                                 settings=settings, observation=observation,
                                                 **options)
+        if self.single.unavailable_action != "raise":
+            raise ValueError("ReplayVectorEnv refuses exhausted pools' actions: leave "
+                             "unavailable_action at 'raise' and mask them (action_masks()), "
+                             "or use gymnasium's SyncVectorEnv over the single environment")
         self.num_envs = int(num_envs)
         self.settings, self.store, self.cells = (self.single.settings, self.single.store,
                                                  self.single.cells)
