@@ -16,6 +16,7 @@ _SOURCES = {
     "OracleAgent": "agents.oracle",
     **dict.fromkeys(("agent_names", "make_agent", "register_agent"), "agents.registry"),
     **dict.fromkeys(("AllInAL", "AllInLR", "BalladAgent", "RandomAgent"), "agents.rules"),
+    "AgentSpec": "agents.spec",
 }
 
 if TYPE_CHECKING:
@@ -24,10 +25,11 @@ if TYPE_CHECKING:
     from agents.oracle import OracleAgent
     from agents.registry import agent_names, make_agent, register_agent
     from agents.rules import AllInAL, AllInLR, BalladAgent, RandomAgent
+    from agents.spec import AgentSpec
 
 __getattr__ = lazy_exports(__name__, _SOURCES)
 __dir__ = lazy_dir(__name__, _SOURCES)
 
-__all__ = ["RECORD_FIELDS", "Agent", "AllInAL", "AllInLR", "BalladAgent", "OracleAgent",
-           "RandomAgent", "RuleAgent", "agent_names", "make_agent", "register_agent",
-           "run_episode"]
+__all__ = ["RECORD_FIELDS", "Agent", "AgentSpec", "AllInAL", "AllInLR", "BalladAgent",
+           "OracleAgent", "RandomAgent", "RuleAgent", "agent_names", "make_agent",
+           "register_agent", "run_episode"]

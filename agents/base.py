@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from ballad_env.episode import AL, LR
 from ballad_env.observation import ALL_FEATURE_INDEX, FEATURE_INDEX
 
+AgentT = TypeVar("AgentT")
 _MASK_FEATURES = [FEATURE_INDEX["al_available"], FEATURE_INDEX["lr_available"]]
 
 
@@ -45,6 +46,35 @@ def show_info(agent: Any, info: Mapping[str, Any]) -> None:
     observe = getattr(agent, "observe_info", None)
     if observe is not None:
         observe(info)
+
+
+def env_settings(env: Any) -> Any:
+    """The ``Settings`` in force in ``env`` (the environment under any wrappers), or
+    ``None`` for an environment without them (a vector env, another library's)."""
+    return getattr(getattr(env, "unwrapped", env), "settings", None)
+
+
+def play_in(agent: Any, env: Any) -> None:
+    """Tell ``agent`` the environment it is about to play an episode in, if it listens:
+    its optional ``observe_env(env)`` (an agent that looks ahead in or checks its
+    environment) and ``observe_settings(settings)`` (an agent whose rule depends on the
+    settings in force). ``run_episode`` calls it before every reset, so an agent takes
+    these from the environment it plays in, whichever it was built with (if any)."""
+    observe_env = getattr(agent, "observe_env", None)
+    if observe_env is not None:
+        observe_env(env)
+    observe_settings = getattr(agent, "observe_settings", None)
+    settings = env_settings(env)
+    if observe_settings is not None and settings is not None:
+        observe_settings(settings)
+
+
+def built_for(agent: AgentT, env: Any) -> AgentT:
+    """``agent``, told of ``env`` (``play_in``) when a builder is given one, so that it can
+    act in a loop of the caller's own too; ``run_episode`` tells it again at every reset."""
+    if env is not None:
+        play_in(agent, env)
+    return agent
 
 
 class ExactRewards:
@@ -170,6 +200,5 @@ def feature(obs: np.ndarray, name: str) -> float:
     return float(obs[index])
 
 
-__all__ = ["AL", "LR", "Agent", "ExactRewards", "ProbeThenDecide", "RuleAgent", "feature",
-           "mask_from_observation",
-           "show_info"]
+__all__ = ["AL", "LR", "Agent", "ExactRewards", "ProbeThenDecide", "RuleAgent", "built_for",
+           "env_settings", "feature", "mask_from_observation", "play_in", "show_info"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import show_info
+from agents.base import play_in, show_info
 from ballad_env.episode import RECORD_FIELDS
 
 
@@ -28,6 +28,7 @@ def run_episode(env: Any, agent: Any, seed: int, *, include_start: bool = False,
     ``on_step(observation, action, reward, info)`` sees every step, for callers that need
     more than the records (the observations, say).
     """
+    play_in(agent, env)  # an agent reads the settings of the environment it plays in
     obs, info = env.reset(seed=seed)
     agent.reset(seed)
     show_info(agent, info)

@@ -24,7 +24,12 @@ class OracleAgent:
 
     name = "oracle"
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any = None) -> None:
+        self.env = _single_env(env)
+
+    def observe_env(self, env: Any) -> None:
+        """Bind to ``env``, the environment about to be played (``agents.base.play_in``, which
+        ``run_episode`` calls): the oracle looks ahead where it plays."""
         self.env = _single_env(env)
 
     def reset(self, seed: int | None = None) -> None:
@@ -32,8 +37,9 @@ class OracleAgent:
 
     def _episode(self) -> Episode:
         if self.env is None:
-            raise RuntimeError("the oracle looks ahead in the environment it acts in: bind it "
-                               "with make_agent('oracle', env)")
+            raise RuntimeError("the oracle looks ahead in the environment it acts in: play it "
+                               "with run_episode(env, agent), or bind it with "
+                               "make_agent('oracle', env)")
         env = self.env.unwrapped if hasattr(self.env, "unwrapped") else self.env
         if not isinstance(env, BudgetAllocationEnv) or env.episode is None:
             raise RuntimeError("OracleAgent needs a reset BudgetAllocationEnv to look ahead in")
@@ -80,8 +86,8 @@ def _single_env(env: Any) -> Any:
 
 
 def _oracle(env: Any) -> OracleAgent:
-    if env is None:
-        raise ValueError("the oracle agent needs the environment: make_agent('oracle', env)")
+    """The oracle, bound to ``env`` if given; ``run_episode`` binds it to the environment
+    it plays in, and it refuses to act unbound."""
     return OracleAgent(env)
 
 

@@ -20,7 +20,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 
-from agents.base import mask_from_observation
+from agents.base import built_for, mask_from_observation
 from agents.policy_files import ALGORITHMS, is_policy_path, policy_name, settings_file
 from agents.policy_zip import PolicyFileError, load_model_safely
 from ballad_env.files import read_regular_text
@@ -66,6 +66,16 @@ class PolicyAgent:
         self.observation_version = observation_version(
             settings.get("observation_features", OBSERVATION_FEATURES), name)
         self._rng = np.random.default_rng()
+
+    def observe_env(self, env: Any) -> None:
+        """A ``ValueError`` unless ``env`` (about to be played: ``agents.base.play_in``)
+        gives observations of the shape the model was trained on (the features are
+        dataset-agnostic, so any data set will do)."""
+        space = getattr(env, "observation_space", None)
+        trained = self.model.observation_space.shape
+        if space is not None and space.shape != trained:
+            raise ValueError(f"{self.name} expects observations of shape {trained}, the "
+                             f"environment gives {space.shape}")
 
     def reset(self, seed: int | None = None) -> None:
         """Seed the sampling generator (used only by stochastic predictions)."""
@@ -179,8 +189,8 @@ def load_policy(path: str | Path, env: Any = None, *, trust_pickle: bool = False
     unpickles the file's serialized entries and so **runs any code stored in it**: only for
     files from people you trust.
 
-    ``env``, when given, is only checked: its observation space must be the one the model
-    was trained on (the features are dataset-agnostic, so any data set will do).
+    ``env``, when given, is only checked (``PolicyAgent.observe_env``, which ``run_episode``
+    calls again with the environment played).
     """
     path = Path(path)
     if not path.is_file():
@@ -194,11 +204,7 @@ def load_policy(path: str | Path, env: Any = None, *, trust_pickle: bool = False
     else:
         model = load_model_safely(path, ALGORITHM_CLASSES[algo], version,
                                   settings.get("algorithm_kwargs"))
-    if env is not None and env.observation_space.shape != model.observation_space.shape:
-        raise ValueError(f"{path.name} expects observations of shape "
-                         f"{model.observation_space.shape}, the environment gives "
-                         f"{env.observation_space.shape}")
-    return PolicyAgent(model, settings, name=policy_name(path))
+    return built_for(PolicyAgent(model, settings, name=policy_name(path)), env)
 
 
 __all__ = ["ALGORITHMS", "ALGORITHM_CLASSES", "PolicyAgent", "PolicyFileError", "is_policy_path",

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AL, LR, AgentFactory, ExactRewards, RuleAgent, feature
+from agents.base import AL, LR, AgentFactory, ExactRewards, RuleAgent, built_for, feature
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
+from ballad_env.settings import Settings
 
 #: How BALLAD starts: ``"paper"``, LR then AL, whatever the rewards (the paper's
 #: initialisation), or ``"authors"``, the published ``run_BALLAD``'s: the stored rewards
@@ -34,25 +35,39 @@ class BalladAgent(ExactRewards, RuleAgent):
     ----------
     reward : str
         Which signal to compare, ``"entropy"`` (the paper's default) or ``"cosine"``.
-    start : str
+    start : str or None
         ``"paper"`` (default) or ``"authors"`` (``BALLAD_STARTS``): the published start, the
         comparison from the first round with each side's reward at its published initial
         value until the side is played. With the entropy reward the two start alike (the
         first LR reward is below 0.99); with the published cosine rule the first LR reward
-        is NaN and the published code plays LR twice. ``make_agent("ballad-cosine", env)``
-        takes ``"authors"`` when the environment's settings have ``cosine_rule="authors"``.
+        is NaN and the published code plays LR twice. ``None``: the start of the settings in
+        force (``ballad_start``: ``"authors"`` under ``cosine_rule="authors"``), read from
+        the environment the agent plays in (``observe_settings``, which ``run_episode`` and
+        ``Lattice.replay`` call); it refuses to act before. ``make_agent("ballad-cosine")``
+        is that agent.
     """
 
-    def __init__(self, reward: str = "entropy", start: str = "paper") -> None:
+    def __init__(self, reward: str = "entropy", start: str | None = "paper") -> None:
         if reward not in SIDE_SIGNAL_NAMES:
             raise ValueError(f"unknown reward {reward!r}: use one of {SIDE_SIGNAL_NAMES}")
-        if start not in BALLAD_STARTS:
-            raise ValueError(f"unknown start {start!r}: use one of {BALLAD_STARTS}")
+        if start is not None and start not in BALLAD_STARTS:
+            raise ValueError(f"unknown start {start!r}: use one of {BALLAD_STARTS} or None")
         self.reward = reward
-        self.start = start
+        self.start_rule = start  # None: the settings' (``observe_settings``)
+        self.start: str | None = start
         self.name = "ballad" if reward == "entropy" else f"ballad-{reward}"
 
+    def observe_settings(self, settings: Any) -> None:
+        """Take the start of ``settings`` (those of the environment about to be played),
+        unless the agent was built with a start of its own."""
+        if self.start_rule is None:
+            self.start = ballad_start(settings)
+
     def act(self, observation: np.ndarray) -> int:
+        if self.start is None:
+            raise RuntimeError(f"{self!r} starts as the environment's settings say "
+                               "(cosine_rule): play it with run_episode(env, agent), or call "
+                               "agent.observe_settings(env.unwrapped.settings) first")
         measured = [feature(observation, f"{side}_measured") >= 0.5 for side in ("al", "lr")]
         if self.start == "paper" and not measured[LR]:
             return LR
@@ -69,16 +84,14 @@ class BalladAgent(ExactRewards, RuleAgent):
         self.forget_info()
 
     def __repr__(self) -> str:
-        start = "" if self.start == "paper" else f", start={self.start!r}"
+        start = "" if self.start_rule == "paper" else f", start={self.start_rule!r}"
         return f"BalladAgent(reward={self.reward!r}{start})"
 
 
-def ballad_start(env: Any) -> str:
-    """BALLAD's start in ``env`` (``BALLAD_STARTS``): ``"authors"`` when its settings (of the
-    environment itself, under any wrappers) have the published cosine rule, else ``"paper"``
-    (also with no environment)."""
-    settings = getattr(getattr(env, "unwrapped", env), "settings", None)
-    return "authors" if getattr(settings, "cosine_rule", "ours") == "authors" else "paper"
+def ballad_start(settings: Settings) -> str:
+    """BALLAD's start under ``settings`` (``BALLAD_STARTS``): ``"authors"`` with the
+    published cosine rule, else ``"paper"``."""
+    return "authors" if settings.cosine_rule == "authors" else "paper"
 
 
 class AllInAL(RuleAgent):
@@ -114,10 +127,11 @@ class RandomAgent(RuleAgent):
         return int(self._rng.integers(2))
 
 
-#: Registered names and factories (the environment is not needed by any of them).
+#: Registered names and factories (``ballad-cosine`` reads the settings of the environment it
+#: plays in; ``built_for`` tells it of the builder's, for a caller's own loop).
 RULE_AGENTS: dict[str, AgentFactory] = {
     "ballad": lambda env: BalladAgent("entropy"),
-    "ballad-cosine": lambda env: BalladAgent("cosine", ballad_start(env)),
+    "ballad-cosine": lambda env: built_for(BalladAgent("cosine", start=None), env),
     "all-in-al": lambda env: AllInAL(),
     "all-in-lr": lambda env: AllInLR(),
     "random": lambda env: RandomAgent(),

@@ -152,8 +152,8 @@ def evaluate(p: np.ndarray, y: np.ndarray, rejected: np.ndarray, costs: Costs) -
     both_classes = normal.any() and anomaly.any()
     return Evaluation(
         cost=conditional if costs.metric == "class_conditional" else per_example,
-        fpr=fp / normal.sum() if normal.any() else 0.0,
-        fnr=fn / anomaly.sum() if anomaly.any() else 0.0,
+        fpr=fp / n_normal if n_normal else 0.0,  # Python floats, as every figure of info
+        fnr=fn / n_anomaly if n_anomaly else 0.0,
         rejection_rate=n_rej / max(1, y.size),
         auc=roc_auc(y, p) if both_classes else float("nan"),
         cost_per_example=per_example,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import warnings
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from ballad_env.episode import Episode, Snapshot, check_settings
 from ballad_env.observation import check_version, encode, observation_space
 from ballad_env.rewards import REWARD_SIGNALS, SIDE_SIGNAL_NAMES, CostSignal, SideSignal
 from ballad_env.settings import Settings
+from ballad_env.snapshot import queried_width as snapshot_queried_width
 
 #: The warning ``check_settings`` gives at construction, which each reset would repeat.
 _NO_TEST_ANOMALY = r".*the test set gets no anomaly"
@@ -114,8 +116,13 @@ class BudgetAllocationEnv(gym.Env):
       ``val_sample_cost``);
     - ``n_labeled_train``, ``n_labeled_val``, ``n_anomalies_found``: labels bought in D and
       V, anomalies among them;
-    - ``queried``: indices (into D for AL, V for LR) the round just labeled;
+    - ``queried``: indices (into D for AL, V for LR) the round just labeled, padded with -1
+      to ``queried_width`` entries (all -1 at reset);
     - ``action_mask``: boolean (AL, LR), which actions remain (also ``action_masks()``).
+
+    Every key has one type and shape on every data set (``queried``: ``(queried_width,)``
+    int64, 64 unless a round of the environment's data sets buys more labels), so that
+    Gymnasium's vector envs can stack sub-environments playing different data sets.
 
     ## Starting State
     ``reset(seed=s)`` draws the split, the prior and the query orders from ``s``: a new
@@ -127,7 +134,11 @@ class BudgetAllocationEnv(gym.Env):
 
     ## Episode End
     Terminated when the budget is spent (15 rounds by default). Never truncated.
-    Stepping afterwards raises ``RuntimeError``.
+    Stepping afterwards raises ``RuntimeError``. An action whose pool has fewer unlabeled
+    examples than a round raises ``ValueError`` (mask it: ``action_masks()``); with
+    ``unavailable_action="other"`` the other action is played instead, as the episode's own
+    rule, and ``info`` gains ``action_replaced`` (``True`` on such a step), for learners
+    that take no masks (plain PPO, DQN).
 
     ## Arguments
     | argument | default | meaning |
@@ -137,6 +148,8 @@ class BudgetAllocationEnv(gym.Env):
     | settings | ``Settings()`` | every episode option at once (``ballad_env.Settings``) |
     | render_mode | ``None`` | ``"rgb_array"`` (data and rounds) or ``"ansi"`` (one line) |
     | observation | ``"v0"`` | observation version: ``"v0"`` (above), ``"v1"`` or ``"v2"`` |
+    | queried_width | ``None`` | width of ``info["queried"]``: 64, or a round's size if more |
+    | unavailable_action | ``"raise"`` | an exhausted pool's action: ``"raise"`` or ``"other"`` |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``c_fn=10``, ``prior="knn"`` |
 
     ``dataset`` is a name (``toy``, ``wdbc``, one of the paper's 18 such as
@@ -148,6 +161,9 @@ class BudgetAllocationEnv(gym.Env):
     * v0 with ``observation="v1"``: the observation appends ``val_sample_cost`` and
       ``val_sample_se``; the episode, rewards and ``info`` are unchanged (an argument, not
       a new id, so that gymnasium does not call v0 out of date).
+    * v0, ``info["queried"]`` padded with -1 to ``queried_width`` (it was as long as the
+      round, empty at reset): the observation, rewards and episodes are unchanged, so the id
+      keeps its version; code that read the round's size from it strips the -1 entries.
     * v0 with ``observation="v2"``: v1's observation and 13 features of the costs, the budget,
       the data and the detector; the episode, rewards and ``info`` are unchanged.
     """
@@ -162,16 +178,15 @@ class BudgetAllocationEnv(gym.Env):
         settings: Settings | None = None,
         render_mode: str | None = None,
         observation: str = "v0",
+        queried_width: int | None = None,
+        unavailable_action: str = "raise",
         **options: Any,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"unknown render_mode {render_mode!r}: use one of "
-                             f"{self.metadata['render_modes']}")
-        unknown = sorted(set(options) - {f.name for f in fields(Settings)})
-        if unknown:
-            options_list = ", ".join(f.name for f in fields(Settings))
-            raise TypeError(f"unknown option(s) {', '.join(unknown)}: use data_dir, settings, "
-                            f"render_mode, observation or a Settings field ({options_list})")
+        check_render_mode(render_mode, self.metadata["render_modes"])
+        check_options(type(self), options, "dataset, data_dir, settings, render_mode, "
+                      "observation, queried_width, unavailable_action")
+        #: What an action whose pool is exhausted does (``UNAVAILABLE_ACTIONS``).
+        self.unavailable_action = check_unavailable_action(unavailable_action)
         self.settings = (settings or Settings()).replace(**options)
         sources = dataset if isinstance(dataset, list) else [dataset]
         if not sources:
@@ -189,8 +204,13 @@ class BudgetAllocationEnv(gym.Env):
         self.use_observation(observation)
         # Fail now, not at the first reset, on costs or budgets the data cannot support;
         # warn now (a test set without anomalies), and not again at every reset.
+        # Fail now, not at the first reset, on costs or budgets the data cannot support;
+        # warn now (a test set without anomalies), and not again at every reset.
+        per_round = 0  # a loop, not a generator: the warnings' stack levels count frames
         for data in self.datasets:
-            check_settings(data, self.settings)
+            per_round = max(per_round, check_settings(data, self.settings)[1].per_round)
+        #: The width of ``info["queried"]`` (``snapshot.queried_width``).
+        self.queried_width = snapshot_queried_width(per_round, queried_width)
 
     @property
     def reward_name(self) -> str:
@@ -221,20 +241,29 @@ class BudgetAllocationEnv(gym.Env):
             self.episode = Episode(self.dataset, seed, self.settings)
         self._snapshot = self.episode.snapshot()
         self._history = [self._snapshot]
-        return encode(self._snapshot, self.observation_version), self._snapshot.info(self._shown)
+        info = self._snapshot.info(self._shown, self.queried_width)
+        return encode(self._snapshot, self.observation_version), self._told(info, False)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1)."""
         if self.episode is None or self._snapshot is None:
             raise RuntimeError("call reset() before step()")
-        action = self._as_action(action)
+        action, replaced = played_action(self._as_action(action), self.action_masks(),
+                                         self.unavailable_action)
         before = self._snapshot
         self.episode.step(action)
         self._snapshot = after = self.episode.snapshot()
         self._history.append(after)
         reward = step_reward(self.reward_signal, before, after)
+        info = self._told(after.info(self._shown, self.queried_width), replaced)
         return (encode(after, self.observation_version), reward, bool(self.episode.done), False,
-                after.info(self._shown))
+                info)
+
+    def _told(self, info: dict[str, Any], replaced: bool) -> dict[str, Any]:
+        """``info`` with ``action_replaced`` under ``unavailable_action="other"``."""
+        if self.unavailable_action == "other":
+            info["action_replaced"] = replaced
+        return info
 
     def snapshot(self) -> Snapshot:
         """The current state as a frozen record (observation and ``info`` derive from it)."""
@@ -282,6 +311,51 @@ class BudgetAllocationEnv(gym.Env):
                              f" in this environment; it holds "
                              f"{', '.join(d.name for d in self.datasets)}")
         return [held[str(n).lower()] for n in dict.fromkeys(wanted)]
+
+
+#: What an action whose pool has too few unlabeled examples does (``unavailable_action``):
+#: ``"raise"`` a ``ValueError`` (the default: mask the actions, ``action_masks()``), or play
+#: the ``"other"`` one, as the episode's own rule, ``info["action_replaced"]`` saying so (for
+#: learners without masks).
+UNAVAILABLE_ACTIONS = ("raise", "other")
+
+
+def check_unavailable_action(value: str) -> str:
+    """``value`` if one of ``UNAVAILABLE_ACTIONS``, else a ``ValueError`` listing them."""
+    if value not in UNAVAILABLE_ACTIONS:
+        raise ValueError(f"unknown unavailable_action {value!r}: use one of "
+                         f"{', '.join(UNAVAILABLE_ACTIONS)}")
+    return value
+
+
+def played_action(action: int, mask: np.ndarray, rule: str) -> tuple[int, bool]:
+    """The action played for ``action`` under ``rule`` (``UNAVAILABLE_ACTIONS``) and whether
+    it was replaced: the other one if ``action`` is masked, the other is not and the rule is
+    ``"other"``; else ``action`` itself (the episode then refuses it if masked)."""
+    if rule == "other" and not mask[action] and mask[1 - action]:
+        return 1 - action, True
+    return action, False
+
+
+def check_render_mode(render_mode: str | None, modes: Sequence[str]) -> None:
+    """A ``ValueError`` listing ``modes`` unless ``render_mode`` is one of them or ``None``."""
+    if render_mode is not None and render_mode not in modes:
+        raise ValueError(f"unknown render_mode {render_mode!r}: use one of {list(modes)}")
+
+
+def check_options(cls: type, options: dict[str, Any], arguments: str) -> None:
+    """A ``TypeError`` in Python's own words (``X.__init__() got an unexpected keyword
+    argument 'k'``, which libraries such as TorchRL recognise and retry without ``k``) for
+    the first of ``options`` that is no ``Settings`` field, then the valid names: the
+    constructor's ``arguments`` and the ``Settings`` fields."""
+    valid = [f.name for f in fields(Settings)]
+    unknown = [name for name in options if name not in valid]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], [*arguments.split(", "), *valid], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument "
+                        f"{unknown[0]!r}{hint}; use {arguments} or a Settings field "
+                        f"({', '.join(valid)})")
 
 
 def check_reset_options(options: dict[str, Any] | None) -> dict[str, Any]:

@@ -134,10 +134,38 @@ class Snapshot:
         }
         return {key: values[key] for key in RECORD_FIELDS}
 
-    def info(self, shown_signal: str = "entropy") -> dict[str, Any]:
-        """The environment's ``info``: the record plus the indices just queried and the mask."""
-        return {**self.record(shown_signal), "queried": self.queried.copy(),
+    def info(self, shown_signal: str = "entropy", queried_width: int = 0) -> dict[str, Any]:
+        """The environment's ``info``: the record plus the indices just queried (padded with
+        -1 to ``queried_width``: ``padded_queried``) and the mask."""
+        return {**self.record(shown_signal),
+                "queried": padded_queried(self.queried, queried_width),
                 "action_mask": self.action_mask}
+
+
+#: The least width of ``info["queried"]`` (``padded_queried``): every data set whose rounds
+#: buy at most this many labels gives ``info`` one shape, so Gymnasium's vector envs can
+#: stack sub-environments that play different data sets.
+QUERIED_WIDTH = 64
+
+
+def padded_queried(queried: np.ndarray, width: int) -> np.ndarray:
+    """A copy of ``queried`` (int64) padded with -1 to ``width`` entries: ``info["queried"]``
+    keeps one shape whatever the round bought (none at a reset) and whatever the data set."""
+    out = np.full(max(width, len(queried)), -1, dtype=np.int64)
+    out[:len(queried)] = queried
+    return out
+
+
+def queried_width(per_round: int, width: int | None) -> int:
+    """The width of ``info["queried"]`` of an environment whose data sets' rounds buy up to
+    ``per_round`` labels: ``width`` if given (a ``ValueError`` if narrower than a round),
+    else the wider of ``QUERIED_WIDTH`` and ``per_round``."""
+    if width is None:
+        return max(QUERIED_WIDTH, per_round)
+    if isinstance(width, bool) or not isinstance(width, int | np.integer) or width < per_round:
+        raise ValueError(f"queried_width={width!r}: a round buys up to {per_round} labels here, "
+                         f"so give a whole number of at least {per_round} (or None)")
+    return int(width)
 
 
 #: Snapshot fields that depend on the path to a state, not only on the state (i, j).
@@ -160,6 +188,6 @@ FIGURE_TYPES: dict[str, type] = {f.name: {"bool": bool, "int": int}.get(str(f.ty
                                  for f in fields(Snapshot) if f.name in STATE_FIGURES}
 
 
-__all__ = ["ACTION_NAMES", "AL", "FIGURE_TYPES", "LR", "PATH_FIELDS", "RECORD_FIELDS",
-           "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name", "detector_traits",
-           "side_record"]
+__all__ = ["ACTION_NAMES", "AL", "FIGURE_TYPES", "LR", "PATH_FIELDS", "QUERIED_WIDTH",
+           "RECORD_FIELDS", "SIDE_SUFFIXES", "STATE_FIGURES", "Snapshot", "action_name",
+           "detector_traits", "padded_queried", "queried_width", "side_record"]

@@ -124,7 +124,7 @@ def test_ballad_cosine_takes_the_published_start_from_the_settings() -> None:
     assert make_agent("ballad-cosine", preset).start == "authors"
     assert make_agent("ballad", preset).start == "paper"
     assert make_agent("ballad-cosine", gym.make(ENV_ID, dataset="toy")).start == "paper"
-    assert make_agent("ballad-cosine").start == "paper"  # no environment
+    assert make_agent("ballad-cosine").start is None  # no environment: told by run_episode
 
 
 @pytest.mark.parametrize(
@@ -237,8 +237,8 @@ def test_make_agent_unknown_name_lists_the_names() -> None:
 
 
 def test_oracle_needs_an_environment() -> None:
-    with pytest.raises(ValueError, match="environment"):
-        make_agent("oracle")
+    with pytest.raises(RuntimeError, match="environment it acts in"):
+        make_agent("oracle").predict(np.zeros(18, dtype=np.float32))
     with pytest.raises(ValueError, match="already registered"):
         agents.register_agent("ballad", lambda env: BalladAgent())
 

@@ -22,6 +22,7 @@ from ballad_env import BudgetAllocationEnv, BudgetWarning
 from ballad_env.data import Dataset, DataWarning, load_dataset
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
+from ballad_env.snapshot import QUERIED_WIDTH
 
 
 def test_a_misspelt_setting_lists_the_fields() -> None:
@@ -100,14 +101,14 @@ def test_gymnasium_sync_vector_env_over_data_sets_of_two_widths(two_widths: Path
                         store=two_widths, prior="knn")
     try:
         _, info = envs.reset(seed=0)
-        assert info["queried"].shape == (6, 3) and (info["queried"] == -1).all()
+        assert info["queried"].shape == (6, QUERIED_WIDTH) and (info["queried"] == -1).all()
         rng = np.random.default_rng(0)
         for _ in range(40):  # past the episodes' ends: auto-resets mixed with steps
             masks = np.stack(envs.call("action_masks"))
             actions = np.array([rng.choice(np.flatnonzero(m)) if m.any() else 0 for m in masks])
             _, _, _, _, info = envs.step(actions)
             queried = info["queried"]
-            assert queried.shape == (6, 3)
+            assert queried.shape == (6, QUERIED_WIDTH)
             for row in queried:
                 bought = row[row >= 0]
                 assert len(bought) in (0, 2, 3) and (row[len(bought):] == -1).all()

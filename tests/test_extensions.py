@@ -100,10 +100,10 @@ def test_new_query_strategies_for_both_sides(registered, small_xy) -> None:
     env.reset(seed=0)
     p_train = env.episode.p_train.copy()
     _, _, _, _, info = env.step(AL)
-    assert sorted(info["queried"]) == sorted(np.argsort(-p_train, kind="stable")[:2])
+    assert sorted(env.snapshot().queried) == sorted(np.argsort(-p_train, kind="stable")[:2])
     p_val = env.episode.p_val.copy()  # after the AL round retrained the detector
     _, _, _, _, info = env.step(LR)
-    assert sorted(info["queried"]) == sorted(np.argsort(-p_val, kind="stable")[:2])
+    assert sorted(env.snapshot().queried) == sorted(np.argsort(-p_val, kind="stable")[:2])
 
 
 def test_a_new_cost_type_reward(registered, small_xy) -> None:
@@ -140,7 +140,7 @@ def test_observation_and_info_derive_from_the_snapshot(make_env) -> None:
     for action in (LR, AL, AL, LR):
         snapshot = env.unwrapped.snapshot()
         assert np.array_equal(encode(snapshot), obs)
-        expected = snapshot.info()
+        expected = snapshot.info(queried_width=env.unwrapped.queried_width)
         assert set(expected) == set(info)
         assert all(np.array_equal(expected[k], info[k]) for k in info)
         assert list(snapshot.record()) == list(RECORD_FIELDS)

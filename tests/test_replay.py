@@ -72,17 +72,6 @@ def test_equal_tells_values_apart() -> None:
     assert not equal((True,), (1,)) and equal(float("nan"), np.nan)
 
 
-def unpadded(result: tuple) -> tuple:
-    """A replay's reset or step with ``info["queried"]`` cut to what the round bought (the
-    replay pads it with -1 to the store's widest round; checked here)."""
-    info = dict(result[-1])
-    queried = info["queried"]
-    bought = queried[queried >= 0]
-    assert (queried[len(bought):] == -1).all()
-    info["queried"] = bought
-    return (*result[:-1], info)
-
-
 def compare_random_sequences(data, prior: str, store: Path, seeds: tuple[int, ...],
                              n_sequences: int, rng: np.random.Generator,
                              observation: str = "v0", **options: object) -> None:
@@ -99,13 +88,13 @@ def compare_random_sequences(data, prior: str, store: Path, seeds: tuple[int, ..
         live, env = lives[reward], replays[reward].unwrapped
         seed = seeds[n % len(seeds)]
         assert equal(live.reset(seed=seed),
-                     unpadded(env.reset(options={"dataset": data.name, "seed": seed})))
+                     env.reset(options={"dataset": data.name, "seed": seed}))
         done = False
         while not done:
             mask = live.action_masks()
             assert np.array_equal(mask, env.action_masks())
             action = int(rng.choice(np.flatnonzero(mask)))
-            expected, got = live.step(action), unpadded(env.step(action))
+            expected, got = live.step(action), env.step(action)
             assert equal(expected, got), (reward, seed, n)
             done = expected[2]
         assert not env.action_masks().any()
@@ -495,8 +484,8 @@ def test_lattice_snapshot_queries_match_the_live_info(store, live) -> None:
     lattice = LatticeStore(store).load("arrays", 0, Settings(prior="knn"))
     live.reset(seed=0)
     for action, (i, j) in zip([LR, AL, AL, LR], [(0, 1), (1, 1), (2, 1), (2, 2)], strict=True):
-        info = live.step(action)[4]
-        assert np.array_equal(info["queried"], lattice.queried(i, j, action))
+        live.step(action)
+        assert np.array_equal(live.snapshot().queried, lattice.queried(i, j, action))
     assert lattice.queried(0, 0, None).size == 0
 
 

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.policy_files import policy_name, settings_file
-from agents.registry import agent_names, is_agent_name, is_policy_path
+from agents.spec import AgentSpec
 from ballad_env.data import Dataset, dataset_name
 from ballad_env.data.adbench import adbench_names
 from ballad_env.data.bundled import bundled_names
@@ -30,35 +29,17 @@ from ballad_env.settings import Settings
 PAPER_AGENTS = ("ballad", "all-in-al", "all-in-lr")
 
 
-def agent_label(spec: str) -> str:
-    """The agent's name in the results: registered names as given, ``policy:<name>`` for a
-    saved policy (its file stem; ``<run>/best_model`` for a run's best model)."""
-    return f"policy:{policy_name(spec)}" if is_policy_path(spec) else str(spec)
+def agent_label(spec: str | AgentSpec) -> str:
+    """The agent's name in the results (``AgentSpec.label``): registered names as given,
+    ``policy:<name>`` for a saved policy (its file stem; ``<run>/best_model`` for a run's
+    best model)."""
+    return AgentSpec.of(spec).label
 
 
-def _policy_loader() -> Any:
-    """``agents.policy.load_policy``; it needs the ``rl`` extra (stable-baselines3, torch)."""
-    try:
-        from agents.policy import load_policy
-    except ImportError as err:
-        raise NotImplementedError(
-            "running a saved policy (.zip) needs stable-baselines3 and torch: install the "
-            "project's 'rl' extra (pip install -e '.[rl]')") from err
-    return load_policy
-
-
-def check_agent(spec: str, *, trust_pickle: bool = False) -> None:
-    """Raise a clear error now, before any cell runs, if ``spec`` cannot be built: a saved
-    policy is loaded once (without running code from it unless ``trust_pickle``), so a file
-    the safe loader refuses is refused here, by name."""
-    if is_policy_path(spec):
-        if not os.path.isfile(spec):
-            raise FileNotFoundError(f"saved policy {spec!r} does not exist")
-        settings_file(spec)
-        _policy_loader()(spec, trust_pickle=trust_pickle)
-    elif not is_agent_name(spec):
-        raise ValueError(f"unknown agent {spec!r}: use one of {', '.join(agent_names())} "
-                         "or the path of a saved policy (.zip)")
+def check_agent(spec: str | AgentSpec, *, trust_pickle: bool = False) -> None:
+    """Raise a clear error now, before any cell runs, if ``spec`` cannot be built
+    (``AgentSpec.check``)."""
+    AgentSpec.of(spec).check(trust_pickle=trust_pickle)
 
 
 # ---------------------------------------------------------------------------------- grid
@@ -100,12 +81,15 @@ class Grid:
     agents: tuple[str, ...]
     settings: tuple[Settings, ...] = field(default=(Settings(),))
     keys: tuple[str, ...] = ()
+    #: ``agents`` read once (``AgentSpec``): what each names, asked of it by the runner.
+    agent_specs: tuple[AgentSpec, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # (X, y) tuples: complex values refused, several named arrays-0, arrays-1, ...
         object.__setattr__(self, "datasets", tuple(named_arrays(self.datasets)))
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
+        object.__setattr__(self, "agent_specs", tuple(map(AgentSpec.of, self.agents)))
         object.__setattr__(self, "settings", tuple(self.settings))
         object.__setattr__(self, "keys", tuple(self.keys))
         for axis in ("datasets", "seeds", "agents", "settings"):
@@ -114,7 +98,7 @@ class Grid:
         if self.keys and len(self.keys) != len(self.datasets):
             raise ValueError("keys: give one per data set")
         for axis, values in (("data set", self.dataset_names), ("seed", self.seeds),
-                             ("agent", [agent_label(a) for a in self.agents]),
+                             ("agent", [a.label for a in self.agent_specs]),
                              ("setting", [s.name for s in self.settings])):
             repeated = sorted({str(v) for v, n in Counter(values).items() if n > 1})
             if repeated:

@@ -29,7 +29,7 @@ import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.executor import execute, progress_bar, worker_limits
-from agents.experiments.grid import Cell, Grid, agent_label, check_agent
+from agents.experiments.grid import Cell, Grid, agent_label
 from agents.experiments.stores.provenance import fingerprint, package_versions
 from agents.experiments.stores.results import (
     COLUMNS,
@@ -40,7 +40,8 @@ from agents.experiments.stores.results import (
     normalise_dtypes,
 )
 from agents.policy_files import policy_fingerprint
-from agents.registry import agent_source, defined_in, is_policy_path, make_agent
+from agents.registry import agent_source, make_agent
+from agents.spec import AgentSpec
 from ballad_env.cost import Costs
 from ballad_env.data import Dataset, load_dataset
 from ballad_env.env import BudgetAllocationEnv
@@ -212,7 +213,7 @@ def check_workers_know(agents: Sequence[str]) -> None:
     known = _worker_packages()
     unknown: dict[str, list[str]] = {}
     for spec in agents:
-        module = None if is_policy_path(spec) else defined_in(spec)
+        module = AgentSpec.of(spec).module
         if module is not None and module.partition(".")[0] not in known:
             unknown.setdefault(module, []).append(spec)
     if not unknown:
@@ -239,8 +240,8 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
     """
     if not grid.keys:
         raise ValueError("prepare_run needs a resolved grid: pass grid.resolve(data_dir)")
-    for spec in grid.agents:
-        check_agent(spec, trust_pickle=trust_pickle)
+    for spec in grid.agent_specs:
+        spec.check(trust_pickle=trust_pickle)
     directory = None if data_dir is None else str(data_dir)
     loaded = {name: load_data(source, directory)
               for name, source in zip(grid.dataset_names, grid.datasets, strict=True)}
@@ -252,11 +253,11 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                 raise ValueError(f"data set {name}, setting {setting.name}: {err}") from err
     manifest = {"format": FORMAT_VERSION, "grid": grid.describe(),
                 "data": {name: fingerprint(ds) for name, ds in loaded.items()},
-                "policies": {agent_label(spec): {"file": str(spec),
-                                                 "sha256": policy_fingerprint(spec)}
-                             for spec in grid.agents if is_policy_path(spec)},
-                "agents": {agent_label(spec): agent_source(spec)
-                           for spec in grid.agents if not is_policy_path(spec)},
+                "policies": {spec.label: {"file": spec.text,
+                                          "sha256": policy_fingerprint(spec.text)}
+                             for spec in grid.agent_specs if spec.is_policy},
+                "agents": {spec.label: agent_source(spec.text)
+                           for spec in grid.agent_specs if not spec.is_policy},
                 "plugins": list(plugin_modules()),
                 "versions": package_versions(),
                 "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}

@@ -11,14 +11,22 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ballad_env.env import RESET_OPTIONS, as_action, check_reset_options, shown_signal
+from ballad_env.env import (
+    RESET_OPTIONS,
+    as_action,
+    check_options,
+    check_render_mode,
+    check_reset_options,
+    check_unavailable_action,
+    played_action,
+    shown_signal,
+)
 from ballad_env.observation import check_version, observation_space
 from ballad_env.replay.lattice import Lattice
 from ballad_env.replay.store import LatticeStore, StoreError, read_header, setting_key
@@ -32,7 +40,8 @@ from ballad_env.replay.transitions import (
 )
 from ballad_env.rewards import REWARD_SIGNALS
 from ballad_env.settings import Settings
-from ballad_env.snapshot import Snapshot
+from ballad_env.snapshot import Snapshot, padded_queried
+from ballad_env.snapshot import queried_width as snapshot_queried_width
 
 #: Bytes of cells (lattice and transition table) kept per process, least recently used
 #: dropped when a cell is loaded. A cell of 15 rounds holds about 0.35 MB once loaded
@@ -104,10 +113,10 @@ class BudgetAllocationReplayEnv(gym.Env):
     actions: ``Discrete(2)`` with ``action_masks()``; the same 18 features; every reward of
     ``REWARD_SIGNALS``; terminated after the budget's rounds, never truncated; the same
     ``info`` (test cost, FPR, FNR, rejection rate, AUC, rewards, tau, label counts, the
-    indices queried, the mask), except that ``info["queried"]`` is padded with -1 to the
-    widest round of the store's data sets (a reset's is all -1), so that Gymnasium's vector
-    envs can stack it. Stepping after the end or on an exhausted pool raises the live
-    environment's errors.
+    indices queried, the mask), ``info["queried"]`` padded with -1 to ``queried_width`` as
+    there (64, or the widest round of the store's data sets if wider; a reset's is all -1),
+    so that Gymnasium's vector envs can stack it. Stepping after the end or on an exhausted
+    pool raises the live environment's errors.
 
     ## Starting State
     Each reset draws a stored cell (data set, seed) with the environment's generator
@@ -123,6 +132,8 @@ class BudgetAllocationReplayEnv(gym.Env):
     | settings | ``Settings()`` | the episode's options; any reward works with any store |
     | render_mode | ``None`` | ``"rgb_array"`` (the lattice's costs and the path) or ``"ansi"`` |
     | observation | ``"v0"`` | observation version, as the live environment's |
+    | queried_width | ``None`` | width of ``info["queried"]``, as the live environment's |
+    | unavailable_action | ``"raise"`` | an exhausted pool's action, as the live one's |
     | any ``Settings`` field | from ``settings`` | overrides it, e.g. ``reward="cost"`` |
 
     ``reset(options={"dataset": ..., "seed": ...})`` draws among the stored cells of these
@@ -137,14 +148,13 @@ class BudgetAllocationReplayEnv(gym.Env):
     def __init__(self, store: str | os.PathLike | LatticeStore, *,
                  datasets: Sequence[str] | str | None = None, seeds: Sequence[int] | None = None,
                  settings: Settings | None = None, render_mode: str | None = None,
-                 observation: str = "v0", **options: Any) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"unknown render_mode {render_mode!r}: use one of "
-                             f"{self.metadata['render_modes']}")
-        unknown = sorted(set(options) - {f.name for f in fields(Settings)})
-        if unknown:
-            raise TypeError(f"unknown option(s) {', '.join(unknown)}: use store, datasets, "
-                            "seeds, settings, render_mode, observation or a Settings field")
+                 observation: str = "v0", queried_width: int | None = None,
+                 unavailable_action: str = "raise", **options: Any) -> None:
+        check_render_mode(render_mode, self.metadata["render_modes"])
+        check_options(type(self), options, "store, datasets, seeds, settings, render_mode, "
+                      "observation, queried_width, unavailable_action")
+        #: What an action whose pool is exhausted does, as the live environment's.
+        self.unavailable_action = check_unavailable_action(unavailable_action)
         self.settings = (settings or Settings()).replace(**options)
         self._setting_key = setting_key(self.settings)
         self.store = store if isinstance(store, LatticeStore) else LatticeStore(store)
@@ -154,10 +164,11 @@ class BudgetAllocationReplayEnv(gym.Env):
                              f"{self._setting_key}: build them with "
                              "ballad-env lattices")
         self.cells = self._select(datasets, seeds)
-        #: The width of ``info["queried"]``: the widest round of the store's data sets (of
-        #: this setting), shorter rounds and resets padded with -1, so that Gymnasium's
-        #: vector envs, which stack every ``info`` entry, work over data sets of any sizes.
-        self.queried_width = self._queried_width()
+        #: The width of ``info["queried"]`` (``snapshot.queried_width``, the widest round
+        #: of the store's data sets of this setting), shorter rounds and resets padded with
+        #: -1, as the live environment's, so that Gymnasium's vector envs, which stack every
+        #: ``info`` entry, work over data sets of any sizes.
+        self.queried_width = snapshot_queried_width(self._widest_round(), queried_width)
         self.reward_signal = REWARD_SIGNALS[self.settings.reward]
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(2)
@@ -232,26 +243,28 @@ class BudgetAllocationReplayEnv(gym.Env):
         self._state = START
         obs, info = self._cell.start
         self._path = [START]
-        return obs.copy(), self._padded(self._cell.info(info))
+        return obs.copy(), self._padded(self._cell.info(info), False)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Spend one round of labels on AL (0) or LR (1): one look-up in the cell's table."""
         if self._cell is None:
             raise RuntimeError("call reset() before step()")
         cell = self._cell
-        self._state, obs, reward, terminated, info = cell.step(self._state, as_action(action))
+        action, replaced = played_action(as_action(action), self.action_masks(),
+                                         self.unavailable_action)
+        self._state, obs, reward, terminated, info = cell.step(self._state, action)
         self._path.append(self._state)
-        return obs.copy(), reward, terminated, False, self._padded(cell.info(info))
+        return obs.copy(), reward, terminated, False, self._padded(cell.info(info), replaced)
 
-    def _padded(self, info: dict[str, Any]) -> dict[str, Any]:
-        """``info`` with ``queried`` padded with -1 to :attr:`queried_width`."""
-        queried = info["queried"]
-        if len(queried) < self.queried_width:
-            info["queried"] = np.concatenate(
-                [queried, np.full(self.queried_width - len(queried), -1, queried.dtype)])
+    def _padded(self, info: dict[str, Any], replaced: bool) -> dict[str, Any]:
+        """``info`` with ``queried`` padded with -1 to :attr:`queried_width`, and
+        ``action_replaced`` under ``unavailable_action="other"``, as the live one's."""
+        info["queried"] = padded_queried(info["queried"], self.queried_width)
+        if self.unavailable_action == "other":
+            info["action_replaced"] = replaced
         return info
 
-    def _queried_width(self) -> int:
+    def _widest_round(self) -> int:
         """The most labels a round buys among the stored data sets of this setting (read
         from one lattice header each: a round's size depends on the data set, not the
         seed)."""

@@ -236,12 +236,16 @@ class Lattice:
 
         Exact for agents that read only their observations (every rule agent), and the
         side rewards of ``info`` at float64 (an agent's optional ``observe_info``, as
-        ``run_episode`` shows them); the agent is reset with the episode's seed, as
-        ``run_episode`` does, and observes in its ``observation_version`` (``"v0"`` if it
-        has none).
+        ``run_episode`` shows them) and the lattice's settings (its optional
+        ``observe_settings``, as ``run_episode`` gives the environment's); the agent is
+        reset with the episode's seed, as ``run_episode`` does, and observes in its
+        ``observation_version`` (``"v0"`` if it has none).
         """
         version = getattr(agent, "observation_version", "v0")
         observe_info = getattr(agent, "observe_info", None)  # agents.base.show_info's hook
+        observe_settings = getattr(agent, "observe_settings", None)  # agents.base.play_in's
+        if observe_settings is not None:  # an agent whose rule depends on the settings
+            observe_settings(self.settings)
         cache = self._observations
         agent.reset(self.seed)
         latest: dict[int, dict[str, float] | None] = {AL: None, LR: None}

@@ -59,9 +59,9 @@ class ReplayVectorEnv(VectorEnv):
 
     Environment e draws its cells as a single replay environment reset with seed s + e
     does (``reset(seed=s)``; a list gives each its own), each autoreset drawing the next
-    cell from its generator. ``info["queried"]`` is an (N, m) array, m the longest round
-    of the store's data sets (shorter rows, and the first state's, padded with -1), as each
-    single environment pads it; it equals ``SyncVectorEnv``'s.
+    cell from its generator. ``info["queried"]`` is an (N, m) array, m the single
+    environment's ``queried_width`` (shorter rows, and the first state's, padded with -1),
+    as each single environment pads it; it equals ``SyncVectorEnv``'s.
     Rendering is the single environment's: this one has no render mode.
     """
 
@@ -86,6 +86,10 @@ class ReplayVectorEnv(VectorEnv):
         self.single = BudgetAllocationReplayEnv(store, datasets=datasets, seeds=seeds,
                                                 settings=settings, observation=observation,
                                                 **options)
+        if self.single.unavailable_action != "raise":
+            raise ValueError("ReplayVectorEnv refuses exhausted pools' actions: leave "
+                             "unavailable_action at 'raise' and mask them (action_masks()), "
+                             "or use gymnasium's SyncVectorEnv over the single environment")
         self.num_envs = int(num_envs)
         self.settings, self.store, self.cells = (self.single.settings, self.single.store,
                                                  self.single.cells)

@@ -77,7 +77,7 @@ class _TimedCopy:
         self.cpu_steps[action].append(time.process_time() - cpu)
         self.cpu += self.cpu_steps[action][-1]
         self.wall[action].append(time.perf_counter() - wall)
-        queried = np.sort(np.asarray(result[4]["queried"], dtype=np.int64))
+        queried = np.sort(self.unwrapped.snapshot().queried.astype(np.int64))  # unpadded
         self.decisions.update(bytes([action]) + queried.tobytes())
         return result
 
@@ -234,7 +234,7 @@ def decisions(source: Any, settings: Settings, seed: int, agent: str,
     rounds: list[tuple[Any, ...]] = []
 
     def note(obs: np.ndarray, action: int, reward: float, info: dict[str, Any]) -> None:
-        rounds.append((action, tuple(int(i) for i in np.sort(info["queried"])),
+        rounds.append((action, tuple(int(i) for i in np.sort(env.snapshot().queried)),
                        float(info["tau"]), float(info["rejection_rate"]),
                        float(info["test_cost"])))
 

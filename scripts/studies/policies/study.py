@@ -55,7 +55,8 @@ from agents.experiments.training.policy_runs import (
     write_episode,
 )
 from agents.policy_files import policy_fingerprint
-from agents.registry import is_policy_path, make_agent
+from agents.registry import make_agent
+from agents.spec import AgentSpec
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import RECORD_FIELDS
 from ballad_env.settings import Settings
@@ -179,9 +180,10 @@ def train_policies(plan: TrainPlan, split_file: Path, data_dir: str | Path, stud
 # --------------------------------------------------------------------------- evaluate
 
 
-def agent_name(spec: str) -> str:
+def agent_name(spec: str | AgentSpec) -> str:
     """An agent's name in the round table: the registry name, or a policy file's stem."""
-    return Path(spec).stem if is_policy_path(spec) else str(spec)
+    read = AgentSpec.of(spec)
+    return Path(read.text).stem if read.is_policy else read.text
 
 
 def evaluation_settings(settings: Settings) -> Settings:
@@ -194,7 +196,7 @@ def evaluate_cell(dataset: str, seed: int, specs: Sequence[str], data_dir: str |
                   settings: Settings, trust_pickle: bool = False) -> list[dict[str, Any]]:
     """Every agent on one (data set, seed) from one shared reset; rows from round 0 (start).
     ``trust_pickle``: policies load with SB3's full loader (it runs code from the file)."""
-    if any(is_policy_path(s) for s in specs):
+    if any(AgentSpec.of(s).is_policy for s in specs):
         import torch
 
         torch.set_num_threads(1)
@@ -271,7 +273,7 @@ def check_evaluated_policies(study: Path, specs: Sequence[str]) -> dict[str, dic
     under its old path is another policy). Returns the file and content hash of every
     policy with episodes, those stored and these, for the store's record."""
     hashes = {agent_name(s): {"file": str(s), "sha256": policy_fingerprint(s)}
-              for s in specs if is_policy_path(s)}
+              for s in specs if AgentSpec.of(s).is_policy}
     stored = stored_record(study).get("policies", {})
     for name, entry in hashes.items():
         if name in stored and stored[name]["sha256"] != entry["sha256"]:
@@ -290,7 +292,7 @@ def evaluate(study: Path, datasets: Sequence[str], seeds: int, specs: Sequence[s
     store each episode as its cell finishes (``policy_runs.rounds_store``); returns the
     evaluation's record. ``trust_pickle`` loads the policies with SB3's full loader, which
     runs any code stored in their files."""
-    check_trained([Path(s) for s in specs if is_policy_path(s)], settings)
+    check_trained([Path(s) for s in specs if AgentSpec.of(s).is_policy], settings)
     check_evaluated_settings(study, settings)
     policies = check_evaluated_policies(study, specs)
     cells = pending_cells(datasets, seeds, specs, finished_agents(study))
