@@ -13,22 +13,23 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
-from conftest import small_store
+from conftest import small_store, train_replay
 
 from agents.experiments.training import fused
-from agents.experiments.training.batched import build_model, train_batched
+from agents.experiments.training.batched import build_model
+from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.pipelined import stream_seeds
-from agents.experiments.training.ppo_batches import PPOHyperparameters, _minibatch_step
+from agents.experiments.training.ppo_batches import _minibatch_step
 from agents.policy import load_policy
 from ballad_env.settings import Settings
 
-HP = PPOHyperparameters(batch_size=16, learning_rate=3e-3, ent_coef=0.05)
-TINY = {"batch_size": 32, "n_epochs": 2}
+HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e-3,
+                                          "ent_coef": 0.05})
 #: Set to 1 to run the test that compiles the step.
 COMPILE_TEST_ENV = "BALLAD_TEST_COMPILE"
 
 
-def _model(algo: str = "maskable_ppo", hp: PPOHyperparameters = HP, **kwargs) -> object:
+def _model(algo: str = "maskable_ppo", hp: Hyperparameters = HP, **kwargs) -> object:
     return build_model(algo, gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu", **kwargs)
 
 
@@ -101,13 +102,13 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
     + 18*64 + 64*64 + 64 (critic) = 10,688; backward twice that less the two first layers'
     input gradients (2 x 1,152): 3 x 10,688 - 2,304 = 29,760; x 2 FLOP a row. A sample
     of a 4-epoch PPO: one forward pass in the rollout (21,376) and 4 steps (238,080)."""
-    model = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
+    model = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, HP, 0, "cpu")
     layout = fused.FlatLayout.of(model.policy)
     assert layout.flops(1) == 59_520 and layout.flops(1024) == 59_520 * 1024
     assert layout.forward_flops(1) == 21_376 and layout.flops_per_sample(4) == 259_456
     assert layout.numel == sum(p.numel() for p in model.policy.parameters())
     assert fused.FlatLayout.mlp_pair(18, (64, 64)).shapes == layout.shapes
-    relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
+    relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, HP, 0, "cpu")
     relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
     with pytest.raises(ValueError, match="fused PPO step runs tanh MLPs.*--trainer batched"):
         fused.FlatLayout.of(relu.policy)
@@ -164,9 +165,8 @@ def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(sto
     """Without the worker (overlap off) the compiled trainer draws the batched trainer's
     actions and minibatches from the same seed: the same weights after two rollouts, to
     float32 rounding."""
-    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 120, "hyperparameters": TINY,
-              "output_dir": tmp_path}
-    runs = [train_batched(store, run_name=name, trainer=name, overlap=False, **kwargs)
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 120, "output_dir": tmp_path}
+    runs = [train_replay(store, run_name=name, trainer=name, overlap=False, **kwargs)
             for name in ("batched", "compiled")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
@@ -175,20 +175,20 @@ def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(sto
 
 def test_the_worker_is_refused_off_the_cpu(store, tmp_path) -> None:
     with pytest.raises(ValueError, match="rollout worker runs on the CPU.*--no-overlap"):
-        train_batched(store, trainer="compiled", overlap=True, device="cuda",
-                      output_dir=tmp_path)
+        train_replay(store, trainer="compiled", overlap=True, device="cuda",
+                     output_dir=tmp_path)
 
 
 @pytest.mark.slow
 def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     """The worker's schedule is fixed, not timed: the same seed gives the same weights; the
     worker and the minibatches draw from two streams of the seed."""
-    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "hyperparameters": TINY,
-              "output_dir": tmp_path, "trainer": "compiled"}
-    runs = [train_batched(store, run_name=name, **kwargs) for name in ("a", "b")]
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
+              "trainer": "compiled"}
+    runs = [train_replay(store, run_name=name, **kwargs) for name in ("a", "b")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert json.loads((runs[0] / "a.json").read_text())["config"]["overlap"] is True
+    assert json.loads((runs[0] / "a.json").read_text())["update"]["overlapped"] is True
     assert len(set(stream_seeds(0))) == 2 and stream_seeds(0) == stream_seeds(0)
 
 
@@ -227,9 +227,8 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
         "compiled": [curve([0.03, 0.02, 0.01], setup=5.0), curve([0.03, 0.03, 0.03])]}})
     assert "held-out cost of 0.0200" in report
     assert report.splitlines()[-1].split()[-5:] == ["2", "-", "5+2.0", "inf", "inf"]
-    run = train_batched(store, algo="ppo", n_envs=4, total_timesteps=180,
-                        hyperparameters=TINY, output_dir=tmp_path, run_name="c-s0",
-                        trainer="compiled", overlap=False, checkpoint_freq=60)
+    run = train_replay(store, algo="ppo", n_envs=4, total_timesteps=180, output_dir=tmp_path,
+                       run_name="c-s0", trainer="compiled", overlap=False, checkpoint_freq=60)
     got = held_out_curve(run, str(store), Settings(prior="knn", reward="cost"))
     assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
     assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(

@@ -84,7 +84,7 @@ def test_train_configs_name_runs_and_carry_the_settings(tmp_path):
     config = configs["ppo-val_cost-train2-s1"]
     assert config.settings == settings.replace(reward="val_cost")
     assert (config.seed, config.datasets, config.data_dir) == (1, ("a", "b"), "data")
-    assert (config.batch_size, config.checkpoint_freq) == (plan.n_steps, plan.timesteps // 2)
+    assert (config.hp.batch_size, config.checkpoint_freq) == (plan.n_steps, plan.timesteps // 2)
     assert config.name == "ppo-val_cost-train2-s1" and not config.progress_bar
     assert config.output_dir == str(tmp_path / "policies")
 

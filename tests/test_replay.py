@@ -536,7 +536,8 @@ def test_training_on_the_replay_store(store, tmp_path) -> None:
 
     settings = Settings(reward="cost", prior="knn")
     config = TrainConfig(datasets=("arrays",), settings=settings, total_timesteps=120,
-                         n_envs=2, vec_env="dummy", n_steps=30, batch_size=30, seed=2,
+                         n_envs=2, vec_env="dummy", seed=2,
+                         hyperparameters={"n_steps": 30, "batch_size": 30},
                          episode_seeds=2, replay_store=store, output_dir=str(tmp_path),
                          progress_bar=False)
     assert config.name == "ppo-cost-arrays-knn-replay-s2-120steps"

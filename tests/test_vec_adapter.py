@@ -87,7 +87,8 @@ def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
 
     config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,
                          settings=Settings(reward="cost", prior="knn"), n_envs=2,
-                         vec_env="vector", n_steps=30, batch_size=30, episode_seeds=2,
+                         vec_env="vector", hyperparameters={"n_steps": 30, "batch_size": 30},
+                         episode_seeds=2,
                          replay_store=str(store), output_dir=str(tmp_path), progress_bar=False)
     episodes = read_monitor(train(config).run_dir)
     assert len(episodes) == 8 and np.all(episodes["length"] == 15)

@@ -36,12 +36,8 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.ppo_batches import (
-    HUGE_NEG,
-    PPOHyperparameters,
-    Rollout,
-    ppo_update,
-)
+from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.ppo_batches import HUGE_NEG, Rollout, ppo_update
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -199,7 +195,7 @@ def unpack(batch: torch.Tensor, n_features: int) -> tuple[torch.Tensor, ...]:
             batch[:, f + 4], batch[:, f + 5])
 
 
-def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: torch.Tensor,
+def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch.Tensor,
              step: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
     """One gradient step of SB3's PPO loss (MaskablePPO's with ``masked``) on a minibatch
     (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
@@ -247,7 +243,7 @@ def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: to
 
 
 def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
-                   hp: PPOHyperparameters) -> None:
+                   hp: Hyperparameters) -> None:
     """``clip_grad_norm_`` then ``torch.optim.Adam``'s update of ``state`` (parameters,
     first and second moments) in place."""
     flat, exp_avg, exp_avg_sq = state[0], state[1], state[2]
@@ -289,7 +285,7 @@ class FusedUpdate:
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
     ``ppo_update`` draws them (a permutation per epoch from the run's generator)."""
 
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool,
+    def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
                  compile: bool = True) -> None:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)
@@ -367,7 +363,7 @@ class AutogradUpdate:
 
     compiled = False
 
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool) -> None:
+    def __init__(self, policy: Any, hp: Hyperparameters, masked: bool) -> None:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)  # what a rollout worker's forward pass reads
 

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.fused import FlatLayout, outputs
-from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae
+from agents.experiments.training.ppo_batches import Rollout, gae
 from agents.experiments.training.rollouts import collect, make_envs
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
@@ -79,7 +80,7 @@ class RolloutWorker:
     """The worker process and its two shared rollout buffers; a context manager that ends
     the process on leaving."""
 
-    def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: PPOHyperparameters,
+    def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: Hyperparameters,
                  n_envs: int, n_features: int, masked: bool, seed: int, threads: int) -> None:
         self.bufs = [Rollout(hp.n_steps, n_envs, n_features, hp.gamma, "cpu") for _ in range(2)]
         for buf in self.bufs:
@@ -138,7 +139,7 @@ class RolloutWorker:
 Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
 
 
-def overlapped_loop(worker: RolloutWorker, updater: Any, hp: PPOHyperparameters,
+def overlapped_loop(worker: RolloutWorker, updater: Any, hp: Hyperparameters,
                     n_rollouts: int, update_seed: int, record: Record
                     ) -> tuple[int, float, dict[str, float]]:
     """``n_rollouts`` rollouts and updates, the worker playing one rollout ahead; after each

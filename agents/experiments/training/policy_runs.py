@@ -246,9 +246,9 @@ def run_folders(models: Sequence[Path], order: Sequence[str] = ()) -> dict[str, 
 
 # --------------------------------------------------------------------------- training
 def train_and_plot(config: TrainConfig) -> tuple[TrainResult, Path]:
-    """Train one policy (``training.train``) and draw its learning curve to
+    """Train one policy (``training.train``, any trainer) and draw its learning curve to
     ``<run>/curve.png``; the result and the curve's path."""
-    from agents.experiments.training.sb3 import train
+    from agents.experiments.training import train
 
     result = train(config)
     window = max(1, min(30, config.total_timesteps // 150))

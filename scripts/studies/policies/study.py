@@ -139,8 +139,10 @@ def train_configs(plan: TrainPlan, split_file: Path, data_dir: str | Path, study
                     algo=algo, datasets=train, data_dir=str(data_dir),
                     settings=plan.settings.replace(reward=reward),
                     total_timesteps=plan.timesteps, seed=seed, n_envs=plan.n_envs,
-                    vec_env=plan.vec_env, learning_rate=plan.learning_rate,
-                    n_steps=plan.n_steps, batch_size=plan.n_steps, eval_freq=0,
+                    vec_env=plan.vec_env,
+                    hyperparameters={"learning_rate": plan.learning_rate,
+                                     "n_steps": plan.n_steps, "batch_size": plan.n_steps},
+                    eval_freq=0,
                     checkpoint_freq=plan.timesteps // 2, output_dir=str(policy_dir(study)),
                     run_name=name, progress_bar=False)
     return configs

@@ -105,8 +105,9 @@ def train_configs(plan: ScalePlan, study: Path) -> dict[str, TrainConfig]:
             configs[name] = TrainConfig(
                 algo=algo, datasets=sets, settings=plan.settings.replace(reward=reward),
                 total_timesteps=plan.episodes * plan.settings.n_rounds, seed=seed,
-                n_envs=plan.n_envs, vec_env="dummy", learning_rate=plan.learning_rate,
-                n_steps=plan.n_steps, batch_size=plan.batch_size, n_epochs=plan.n_epochs,
+                n_envs=plan.n_envs, vec_env="dummy",
+                hyperparameters={"learning_rate": plan.learning_rate, "n_steps": plan.n_steps,
+                                 "batch_size": plan.batch_size, "n_epochs": plan.n_epochs},
                 observation=observation, eval_freq=0, checkpoint_freq=0,
                 output_dir=str(policy_dir(study)), run_name=name,
                 replay_store=str(plan.train_store), progress_bar=False)
