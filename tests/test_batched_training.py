@@ -1,4 +1,4 @@
-"""The batched trainer (agents.experiments.training.batched, ppo_batches): SB3's PPO loss
+"""The batched trainer (agents.experiments.training.torch_trainer, ppo): SB3's PPO loss
 pieces by hand, the run folder of the SB3 path, and a policy that is an ordinary SB3 agent
 (the safe loader, the live environment, compare's grid and evaluate_policy)."""
 
@@ -23,8 +23,8 @@ from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
 from agents.experiments.training.config import Hyperparameters, TrainConfig
-from agents.experiments.training.policy_runs import read_monitor
-from agents.experiments.training.ppo_batches import Rollout, gae, policy_outputs
+from agents.experiments.training.curves import read_monitor
+from agents.experiments.training.ppo import Rollout, gae, policy_outputs
 from agents.experiments.training.record import record_dict
 from agents.policy import load_policy
 from agents.registry import make_agent

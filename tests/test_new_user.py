@@ -378,7 +378,7 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
-    from agents.experiments.training.policy_runs import prepare_rounds
+    from scripts.studies.common.policy_runs import prepare_rounds
     from scripts.studies.policies import study as policy_study
 
     model = tmp_path / "ppo-cost-train2-s0.zip"

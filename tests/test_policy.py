@@ -16,7 +16,7 @@ import pytest
 from agents import run_episode
 from agents.base import mask_from_observation
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.policy_runs import read_monitor
+from agents.experiments.training.curves import read_monitor
 from agents.experiments.training.sb3 import train
 from agents.policy import ALGORITHMS, PolicyAgent, is_policy_path, load_policy
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv

@@ -15,7 +15,6 @@ from conftest import write_data_files
 from agents.evaluation import run_episode
 from agents.experiments.lattice_build import build_store
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
 from agents.experiments.training.record import algorithm_kwargs
 from agents.experiments.training.sb3 import train
 from agents.policy import load_policy, observation_version
@@ -23,6 +22,7 @@ from ballad_env import BudgetAllocationEnv, Settings
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.replay.store import LatticeStore
 from ballad_env.wrappers import KeepInfo
+from scripts.studies.common.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
 from scripts.studies.policy_scale import study as scale
 
 SETTINGS = Settings()

@@ -531,7 +531,7 @@ def test_benchmarks_random_sequences_and_agents_equal_the_live_environment(
 def test_training_on_the_replay_store(store, tmp_path) -> None:
     """PPO trains on the replay environment; its episodes are stored cells of seeds 0-1."""
     from agents.experiments.training.config import TrainConfig
-    from agents.experiments.training.policy_runs import read_monitor
+    from agents.experiments.training.curves import read_monitor
     from agents.experiments.training.sb3 import train
 
     settings = Settings(reward="cost", prior="knn")

@@ -82,7 +82,7 @@ def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
     """``TrainConfig(vec_env="vector")``: the run's monitor file holds its episodes, each a
     stored cell of the seeds kept."""
     from agents.experiments.training.config import TrainConfig
-    from agents.experiments.training.policy_runs import read_monitor
+    from agents.experiments.training.curves import read_monitor
     from agents.experiments.training.sb3 import train
 
     config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,

@@ -37,6 +37,7 @@ from agents.experiments.cli import (
 )
 from agents.experiments.lattice_build import store_datasets
 from agents.experiments.stores.results import RunError
+from agents.experiments.training import train_and_plot
 from agents.experiments.training.config import (
     TRAINER_SIZES,
     TRAINERS,
@@ -44,7 +45,6 @@ from agents.experiments.training.config import (
     Hyperparameters,
     TrainConfig,
 )
-from agents.experiments.training.policy_runs import train_and_plot
 from agents.policy_files import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings

@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.fused import FlatLayout, outputs
-from agents.experiments.training.ppo_batches import Rollout, gae
+from agents.experiments.training.ppo import Rollout, gae
 from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.updates import FlatLayout, outputs
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.

@@ -28,29 +28,29 @@ import pandas as pd
 from agents.experiments.bench.training import STUDY_PPO_SIZES
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import writable_folder
-from agents.experiments.training.policy_runs import (
+from agents.experiments.training import train_runs
+from agents.experiments.training.curves import plot_training_curves
+from agents.registry import make_agent
+from ballad_env.episode import ACTION_NAMES
+from ballad_env.replay.lattice import Lattice
+from ballad_env.replay.store import LatticeStore
+from ballad_env.settings import Settings
+from scripts.studies.common.policy_runs import (
     StudyError,
     by_training_seed,
     episode_table,
     load_rounds,
     model_path,
     plot_by_round,
-    plot_training_curves,
     policy_dir,
     prepare_rounds,
     run_folders,
     run_name,
     stored_episodes,
-    train_runs,
     trained_policies,
     training_times,
     write_episode,
 )
-from agents.registry import make_agent
-from ballad_env.episode import ACTION_NAMES
-from ballad_env.replay.lattice import Lattice
-from ballad_env.replay.store import LatticeStore
-from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
     from agents.experiments.training.config import TrainConfig

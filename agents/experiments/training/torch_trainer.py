@@ -38,14 +38,14 @@ from agents.experiments.training.config import (
     TrainConfig,
     TrainResult,
 )
-from agents.experiments.training.fused import AutogradUpdate, FusedUpdate
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo_batches import Rollout, gae, policy_outputs
+from agents.experiments.training.ppo import Rollout, gae, policy_outputs
 from agents.experiments.training.record import write_record
+from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.run_folder import run_lock
-from agents.experiments.training.run_records import Record, Recorder
 from agents.experiments.training.sb3 import fresh_run_dir
+from agents.experiments.training.updates import AutogradUpdate, FlatUpdate
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS
 
@@ -183,9 +183,9 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
 
 
 def make_update(trainer: str, policy: Any, hp: Hyperparameters, masked: bool) -> Any:
-    """The update ``trainer`` runs: autograd's (``batched``) or the fused step's."""
+    """The update ``trainer`` runs: autograd's (``batched``) or the flat step's (``compiled``)."""
     if trainer == "compiled":
-        return FusedUpdate(policy, hp, masked)
+        return FlatUpdate(policy, hp, masked)
     return AutogradUpdate(policy, hp, masked)
 
 

@@ -1,7 +1,7 @@
 """PPO's minibatch step as one function: the forward pass, SB3's loss, the backward pass by
 hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
 
-The batched trainer's step (``ppo_batches``) runs SB3's ``MlpPolicy`` under autograd and
+The batched trainer's step (``ppo``) runs SB3's ``MlpPolicy`` under autograd and
 torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
 bookkeeping and Python around it, so on one core it reaches about a third of what a
 matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.ppo_batches import HUGE_NEG, Rollout, ppo_update
+from agents.experiments.training.ppo import HUGE_NEG, Rollout, ppo_update
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -69,13 +69,13 @@ class FlatLayout:
         for net in (extractor.policy_net, extractor.value_net):
             kinds = {type(layer) for layer in net}
             if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
-                raise ValueError(f"the fused PPO step runs tanh MLPs; this policy has "
+                raise ValueError(f"the flat PPO step runs tanh MLPs; this policy has "
                                  f"{sorted(k.__name__ for k in kinds)}: use --trainer batched")
         named = list(policy.named_parameters())
         depth = sum(isinstance(layer, torch.nn.Linear) for layer in extractor.policy_net)
         expected = 4 * depth + 4
         if len(named) != expected or not named[-1][0].startswith("value_net"):
-            raise ValueError(f"the fused PPO step expects actor, critic, action head and value "
+            raise ValueError(f"the flat PPO step expects actor, critic, action head and value "
                              f"head ({expected} tensors); this policy has "
                              f"{[n for n, _ in named]}: use --trainer batched")
         return cls(tuple(n for n, _ in named), tuple(tuple(p.shape) for _, p in named), depth)
@@ -154,7 +154,7 @@ def mlp(layers: Sequence[Layer], x: torch.Tensor) -> list[torch.Tensor]:
 def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
             masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
-    are ``flat``: ``ppo_batches.policy_outputs`` on the flat vector."""
+    are ``flat``: ``ppo.policy_outputs`` on the flat vector."""
     actor, critic, (wa, ba), (wv, bv) = layout.split(flat)
     logits = torch.addmm(ba, mlp(actor, obs)[-1], wa.t())
     if masks is not None:
@@ -278,8 +278,8 @@ def compiled_step(compile: bool = True) -> tuple[Step, bool]:
         return ppo_step, False
 
 
-class FusedUpdate:
-    """``ppo_batches.ppo_update`` with :func:`ppo_step`: the policy's parameters become
+class FlatUpdate:
+    """``ppo.ppo_update`` with :func:`ppo_step`: the policy's parameters become
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
@@ -357,8 +357,8 @@ class FusedUpdate:
 
 
 class AutogradUpdate:
-    """``ppo_batches.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
-    update), behind the interface of :class:`FusedUpdate` (``warm``, ``update``,
+    """``ppo.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
+    update), behind the interface of :class:`FlatUpdate` (``warm``, ``update``,
     ``finish``) so one training loop runs either."""
 
     compiled = False
@@ -387,5 +387,5 @@ class AutogradUpdate:
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "AutogradUpdate", "FlatLayout",
-           "FusedUpdate", "compile_wanted", "compiled_step", "mlp", "outputs", "pack",
+           "FlatUpdate", "compile_wanted", "compiled_step", "mlp", "outputs", "pack",
            "ppo_step", "tanh", "unpack"]

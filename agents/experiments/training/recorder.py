@@ -1,6 +1,6 @@
 """What a batched run writes as it learns: the monitor and progress rows after each update,
 the greedy evaluations and the checkpoints (:class:`Recorder`), for
-:mod:`agents.experiments.training.batched`'s loops, here or overlapped with a rollout worker.
+:mod:`agents.experiments.training.torch_trainer`'s loops, here or overlapped with a rollout worker.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 import ballad_env
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.ppo_batches import policy_outputs
+from agents.experiments.training.ppo import policy_outputs
 from agents.experiments.training.record import write_eval
 from agents.experiments.training.vec_adapter import valid
 
@@ -26,7 +26,7 @@ from agents.experiments.training.vec_adapter import valid
 class Curves:
     """What a run writes as it learns: one monitor row per rollout (the mean return and final
     test cost of the episodes that ended in it; ``l`` its steps, so
-    ``policy_runs.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
+    ``curves.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
 
     run_dir: Path
     returns: np.ndarray

@@ -7,7 +7,7 @@ loss, the gradient norm clipped; with action masks, sb3-contrib's MaskablePPO (l
 masked actions set to -1e8, so they get probability 0 and add nothing to the entropy).
 What differs is only the shape of the work: every tensor is (T, N) or (T x N, ...), so a
 rollout step is one forward pass of all N environments and an update a few minibatches of
-thousands of rows. :mod:`agents.experiments.training.batched` runs them.
+thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 """
 
 from __future__ import annotations
