@@ -46,7 +46,7 @@ def stream_seeds(seed: int) -> tuple[int, int]:
     return int(first), int(second)
 
 
-def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool,
+def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool, *,
             seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
             threads: int) -> None:
     """The worker's loop: build the environments, say ``ready``, then answer each request
@@ -91,9 +91,9 @@ class RolloutWorker:
         context = torch.multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
         self.process = context.Process(
-            target=_worker, daemon=True,
-            args=(child, make_envs_args, layout, masked, seed, stream_seeds(seed)[0],
-                  self.bufs, self.lasts, threads))
+            target=_worker, daemon=True, args=(child, make_envs_args, layout, masked),
+            kwargs={"seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
+                    "lasts": self.lasts, "threads": threads})
 
     def __enter__(self) -> RolloutWorker:
         """Start the worker (it then imports and builds its environments on its own)."""
