@@ -1,7 +1,7 @@
 """PPO's minibatch step as one function: the forward pass, SB3's loss, the backward pass by
 hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
 
-The batched trainer's step (``ppo_batches``) runs SB3's ``MlpPolicy`` under autograd and
+The batched trainer's step (``ppo``) runs SB3's ``MlpPolicy`` under autograd and
 torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
 bookkeeping and Python around it, so on one core it reaches about a third of what a
 matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
@@ -36,12 +36,8 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.ppo_batches import (
-    HUGE_NEG,
-    PPOHyperparameters,
-    Rollout,
-    ppo_update,
-)
+from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.ppo import HUGE_NEG, Rollout, ppo_update
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -73,13 +69,13 @@ class FlatLayout:
         for net in (extractor.policy_net, extractor.value_net):
             kinds = {type(layer) for layer in net}
             if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
-                raise ValueError(f"the fused PPO step runs tanh MLPs; this policy has "
+                raise ValueError(f"the flat PPO step runs tanh MLPs; this policy has "
                                  f"{sorted(k.__name__ for k in kinds)}: use --trainer batched")
         named = list(policy.named_parameters())
         depth = sum(isinstance(layer, torch.nn.Linear) for layer in extractor.policy_net)
         expected = 4 * depth + 4
         if len(named) != expected or not named[-1][0].startswith("value_net"):
-            raise ValueError(f"the fused PPO step expects actor, critic, action head and value "
+            raise ValueError(f"the flat PPO step expects actor, critic, action head and value "
                              f"head ({expected} tensors); this policy has "
                              f"{[n for n, _ in named]}: use --trainer batched")
         return cls(tuple(n for n, _ in named), tuple(tuple(p.shape) for _, p in named), depth)
@@ -158,7 +154,7 @@ def mlp(layers: Sequence[Layer], x: torch.Tensor) -> list[torch.Tensor]:
 def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
             masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
-    are ``flat``: ``ppo_batches.policy_outputs`` on the flat vector."""
+    are ``flat``: ``ppo.policy_outputs`` on the flat vector."""
     actor, critic, (wa, ba), (wv, bv) = layout.split(flat)
     logits = torch.addmm(ba, mlp(actor, obs)[-1], wa.t())
     if masks is not None:
@@ -199,7 +195,7 @@ def unpack(batch: torch.Tensor, n_features: int) -> tuple[torch.Tensor, ...]:
             batch[:, f + 4], batch[:, f + 5])
 
 
-def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: torch.Tensor,
+def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch.Tensor,
              step: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
     """One gradient step of SB3's PPO loss (MaskablePPO's with ``masked``) on a minibatch
     (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
@@ -247,7 +243,7 @@ def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: to
 
 
 def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
-                   hp: PPOHyperparameters) -> None:
+                   hp: Hyperparameters) -> None:
     """``clip_grad_norm_`` then ``torch.optim.Adam``'s update of ``state`` (parameters,
     first and second moments) in place."""
     flat, exp_avg, exp_avg_sq = state[0], state[1], state[2]
@@ -292,14 +288,14 @@ def compiled_step(compile: bool = True) -> tuple[Step, bool]:
         return ppo_step, False
 
 
-class FusedUpdate:
-    """``ppo_batches.ppo_update`` with :func:`ppo_step`: the policy's parameters become
+class FlatUpdate:
+    """``ppo.ppo_update`` with :func:`ppo_step`: the policy's parameters become
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
     ``ppo_update`` draws them (a permutation per epoch from the run's generator)."""
 
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool,
+    def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
                  compile: bool = True) -> None:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)
@@ -371,13 +367,13 @@ class FusedUpdate:
 
 
 class AutogradUpdate:
-    """``ppo_batches.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
-    update), behind the interface of :class:`FusedUpdate` (``warm``, ``update``,
+    """``ppo.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
+    update), behind the interface of :class:`FlatUpdate` (``warm``, ``update``,
     ``finish``) so one training loop runs either."""
 
     compiled = False
 
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool) -> None:
+    def __init__(self, policy: Any, hp: Hyperparameters, masked: bool) -> None:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)  # what a rollout worker's forward pass reads
 
@@ -401,5 +397,5 @@ class AutogradUpdate:
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "AutogradUpdate", "FlatLayout",
-           "FusedUpdate", "compile_wanted", "compiled_step", "mlp", "outputs", "pack",
+           "FlatUpdate", "compile_wanted", "compiled_step", "mlp", "outputs", "pack",
            "ppo_step", "tanh", "unpack"]
