@@ -322,15 +322,16 @@ def probe_writable(folder: str | os.PathLike) -> None:
     """Write, sync and remove ``PROBE_BYTES`` bytes in ``folder``: an ``OSError`` if it cannot
     be written, a full disk included."""
     probe = temporary_path(Path(folder) / "write-test")
-    try:
-        handle = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with terminated_as_exit():  # SIGTERM during the probe leaves no probe file either
         try:
-            os.write(handle, b"\0" * PROBE_BYTES)
-            os.fsync(handle)
+            handle = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(handle, b"\0" * PROBE_BYTES)
+                os.fsync(handle)
+            finally:
+                os.close(handle)
         finally:
-            os.close(handle)
-    finally:
-        probe.unlink(missing_ok=True)
+            probe.unlink(missing_ok=True)
 
 
 def remove_stale_temporaries(folders: Iterable[str | os.PathLike], now: float | None = None
