@@ -31,11 +31,14 @@ test-fast: $(VENV)/.installed-all
 
 # The fidelity tests: recorded published episodes and fixtures compared to 1e-12, whose last
 # bits can depend on the BLAS kernel (tests/arithmetic.py). .ci/run runs them again under
-# other kernels (OPENBLAS_CORETYPE=Sandybridge make test-fidelity).
-FIDELITY_TESTS := tests/test_arithmetic.py tests/test_authors_cosine.py \
-	tests/test_authors_fixture.py tests/test_sadal_fixture.py tests/test_ssif.py
+# other kernels (OPENBLAS_CORETYPE=Sandybridge make test-fidelity): all of the published
+# episodes' tests, and the other fixtures' fast tests (their slow searches, minutes each,
+# run in `make test`).
+FIDELITY_TESTS := tests/test_arithmetic.py tests/test_authors_cosine.py
+FIXTURE_TESTS := tests/test_authors_fixture.py tests/test_sadal_fixture.py tests/test_ssif.py
 test-fidelity: $(VENV)/.installed-all
 	$(PY) -m pytest -q $(FIDELITY_TESTS)
+	$(PY) -m pytest -q -m "not slow" $(FIXTURE_TESTS)
 
 lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check .

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from test_docs_site import load_hook
 
-from scripts.tools.site_check import continued_rows, html_problems, main, source_problems
+from scripts.tools.site_check import (
+    continued_rows,
+    html_problems,
+    main,
+    remote_loads,
+    source_problems,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CLEAN_PAGE = ("<html><p>See <code>Settings</code>.</p><pre><code>:func:`shown on purpose`"
@@ -55,6 +61,35 @@ def test_unwrapped_code_and_server_only_search_are_found(tmp_path: Path) -> None
     assert "search needs a server" in problems[0] and "cut off" in problems[1]
 
 
+@pytest.mark.parametrize("page", [
+    '<script src="https://unpkg.com/iframe-worker/shim"></script>',
+    '<link rel="stylesheet" href="//cdn.example.org/theme.css">',
+    "<link rel=preload as=font href=http://fonts.example.org/a.woff2>",
+])
+def test_a_page_loading_from_the_internet_is_found(tmp_path: Path, page: str) -> None:
+    """What Material's offline plugin added to every page (its web-worker shim from
+    unpkg.com): a site opened from disk with no internet loses what it loads."""
+    problems = list(html_problems(make_site(tmp_path / "site", page)))
+    assert len(problems) == 1 and "1 page(s) load" in problems[0], problems
+    assert "from the internet" in problems[0]
+
+
+def test_a_stylesheet_loading_a_font_from_the_internet_is_found(tmp_path: Path) -> None:
+    css = WRAP_CSS + '@import "https://fonts.example.org/css";\n' \
+        '@font-face { src: url(https://fonts.example.org/a.woff2); }\n'
+    problems = list(html_problems(make_site(tmp_path / "site", css=css)))
+    assert len(problems) == 2 and all("code.css: loads https://fonts" in p for p in problems)
+
+
+def test_local_loads_and_navigation_links_are_no_internet_loads() -> None:
+    page = ('<script src="assets/javascripts/bundle.min.js"></script>'
+            '<script src="javascripts/iframe-worker.js"></script>'
+            '<link rel="stylesheet" href="../stylesheets/code.css">'
+            '<link rel="next" href="https://example.org/next.html">'
+            '<a href="https://example.org">a link to read</a>')
+    assert remote_loads(page) == []
+
+
 def test_a_table_without_rows_is_no_split_sentence() -> None:
     assert continued_rows("<table><tr><td></td><td></td></tr></table>") == []
 
@@ -92,6 +127,9 @@ def test_the_site_config_renders_numpy_docstrings_and_searches_offline() -> None
     assert mkdocstrings["handlers"]["python"]["options"]["docstring_style"] == "numpy"
     assert "stylesheets/code.css" in config["extra_css"]
     assert "white-space: pre-wrap" in (ROOT / "docs" / "stylesheets" / "code.css").read_text()
+    # the offline plugin's web-worker stand-in ships with the site, not from unpkg.com
+    (shim,) = config["extra"]["polyfills"]
+    assert "iframe-worker" in shim and (ROOT / "docs" / shim).is_file()
 
 
 def test_the_sources_have_no_flat_nested_lists() -> None:

@@ -9,6 +9,9 @@ a reader sees rendered wrong though every link resolves.
   them);
 - search that needs a server: the site must carry its search index as a script, so
   ``site/index.html`` opened from disk searches too;
+- a script, stylesheet or font loaded from the internet (a page's ``<script src>`` or
+  ``<link href>``, a stylesheet's ``url(...)`` or ``@import``): the site must work offline,
+  opened from disk;
 - in the Markdown sources, a nested list item indented by fewer than four spaces, which
   Python-Markdown renders flat.
 
@@ -34,6 +37,14 @@ ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
 PRE = re.compile(r"<pre\b.*?</pre>", re.S)
 WRAPS = re.compile(r"pre\s*>\s*code\s*\{[^}]*white-space:\s*pre-wrap", re.S)
+#: a page's script or linked stylesheet, font or icon (its address in group 1)
+PAGE_LOAD = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=[\"']?([^\"'\s>]+)", re.I)
+#: what a stylesheet loads: url(...) and @import "..."
+CSS_LOAD = re.compile(r"""(?:url\(\s*|@import\s+)[\"']?([^\"')\s;]+)""", re.I)
+#: an address on another machine: a scheme with a host, or protocol-relative
+REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)
+#: <link rel=...> values that load nothing (navigation)
+NAVIGATION = re.compile(r"""\brel=[\"']?(?:next|prev|canonical|alternate)\b""", re.I)
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+\.)\s")
 
@@ -44,6 +55,30 @@ def continued_rows(html: str) -> list[str]:
     rows = [CELL.findall(row) for row in ROW.findall(html)]
     return [" ".join(cells) for cells in rows
             if cells and not cells[0].strip() and any(c.strip() for c in cells[1:])]
+
+
+def remote_loads(html: str) -> list[str]:
+    """The addresses on other machines a page loads a script, stylesheet, font or icon from
+    (links that only navigate, such as rel="next", load nothing)."""
+    tags = re.findall(r"<(?:script|link)\b[^>]*>", html, re.I)
+    return [url for tag in tags if not NAVIGATION.search(tag)
+            for url in PAGE_LOAD.findall(tag) if REMOTE.match(url)]
+
+
+def internet_problems(site: Path) -> Iterator[str]:
+    """One line per address on the internet that the site's pages or stylesheets load."""
+    pages: dict[str, int] = {}
+    for page in sorted(site.rglob("*.html")):
+        for url in set(remote_loads(page.read_text(errors="replace"))):
+            pages[url] = pages.get(url, 0) + 1
+    for url, count in sorted(pages.items()):
+        yield (f"{count} page(s) load {url} from the internet: ship it with the site, which "
+               "must work offline")
+    for sheet in sorted(site.rglob("*.css")):
+        for url in sorted(set(CSS_LOAD.findall(sheet.read_text(errors="replace")))):
+            if REMOTE.match(url):
+                yield (f"{sheet.relative_to(site)}: loads {url} from the internet: ship it "
+                       "with the site, which must work offline")
 
 
 def html_problems(site: Path) -> Iterator[str]:
@@ -74,6 +109,7 @@ def html_problems(site: Path) -> Iterator[str]:
     if not WRAPS.search(css):
         yield ("no stylesheet wraps code blocks (pre > code { white-space: pre-wrap }): "
                "lines wider than the column are cut off")
+    yield from internet_problems(site)
 
 
 def source_problems(docs: Path) -> Iterator[str]:
