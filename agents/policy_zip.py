@@ -23,7 +23,7 @@ from typing import IO, Any
 import torch
 from gymnasium import spaces
 
-from ballad_env.files import open_regular
+from ballad_env.files import open_regular, zip_directory_problem
 from ballad_env.observation import observation_space
 
 #: Members of the zip the safe loader reads (SB3 writes them all).
@@ -35,12 +35,6 @@ PLAIN_POLICY_KWARGS = frozenset({"net_arch", "ortho_init", "normalize_images",
 #: The most bytes each member may inflate to (a policy of the project's sizes holds tens of
 #: kB of JSON and a few MB of weights); a larger declared size is refused before reading.
 MEMBER_CEILINGS = {DATA: 16 << 20, WEIGHTS: 512 << 20, OPTIMIZER: 1 << 30}
-#: The largest central directory read, of the policy zip and of the zip torch reads inside a
-#: weights member (a few hundred bytes a member; 1 MB lists 20,000): Python's and torch's zip
-#: readers hold every entry of the directory in memory before reading any.
-MAX_DIRECTORY_BYTES = 1 << 20
-#: zipfile's reader of a zip's end record, and the index of the directory's size in it.
-_END_RECORD, _DIRECTORY_SIZE = zipfile._EndRecData, zipfile._ECD_SIZE  # type: ignore[attr-defined]
 #: Plain numbers that size the buffers an algorithm allocates when it is built: each must be
 #: a whole number in [1, limit] (10^11 steps would ask numpy for terabytes).
 SIZE_LIMITS = {"n_steps": 10**7, "n_envs": 10**4, "buffer_size": 10**7, "batch_size": 10**7}
@@ -93,15 +87,11 @@ def _read_member(path: Path, archive: zipfile.ZipFile, member: str) -> bytes:
 
 
 def _check_directory(path: Path, what: str, handle: IO[bytes]) -> None:
-    """Refuse a zip whose central directory (its size read from the end record) passes
-    :data:`MAX_DIRECTORY_BYTES`, before a zip reader parses it; a file with no end record is
-    left to the reader, which refuses it."""
-    end = _END_RECORD(handle)  # the stdlib's own reading of the end record (zip64 too)
-    size = None if end is None else end[_DIRECTORY_SIZE]
-    if size is not None and size > MAX_DIRECTORY_BYTES:
-        raise _refuse(path, f"{what} has a central directory of {size} bytes, more than the "
-                            f"{MAX_DIRECTORY_BYTES} a policy's may hold (a zip bomb?)")
-    handle.seek(0)
+    """Refuse ``what`` (the archive, or a zip inside a member) when its central directory
+    passes ``ballad_env.files.MAX_ZIP_DIRECTORY_BYTES``, before a zip reader parses it."""
+    problem = zip_directory_problem(handle)
+    if problem:
+        raise _refuse(path, f"{what}: {problem}")
 
 
 def check_inner_archive(path: Path, member: str, blob: bytes) -> None:
@@ -109,7 +99,8 @@ def check_inner_archive(path: Path, member: str, blob: bytes) -> None:
     tensors as a zip of its own (a pickle and one record per tensor) and ``torch.load``
     inflates each record to the size its headers declare: the declared sizes, read from
     those headers before anything is inflated, must sum to at most the member's ceiling
-    (:data:`MEMBER_CEILINGS`), and its directory is bounded as the outer one's. torch's
+    (:data:`MEMBER_CEILINGS`), and its directory is bounded as the outer one's
+    (``ballad_env.files``). torch's
     older format, a stream whose storages declare their sizes as they are read, is
     refused: stable-baselines3 has saved the zip format since torch 1.6."""
     if not blob.startswith(b"PK"):
@@ -319,6 +310,6 @@ def load_model_safely(path: str | Path, algorithm: type[Any], version: str,
     return model
 
 
-__all__ = ["MAX_DIRECTORY_BYTES", "MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS",
+__all__ = ["MEMBER_CEILINGS", "OPT_IN", "PLAIN_POLICY_KWARGS",
            "ROLLOUT_LIMIT", "SIZE_LIMITS", "PolicyFileError", "check_inner_archive",
            "load_model_safely", "read_archive"]

@@ -29,6 +29,7 @@ import stat
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -201,6 +202,32 @@ def npz_array_bytes(archive: Any) -> int:
             count *= int(extent)
         total += count * dtype.itemsize
     return total
+
+
+#: The largest central directory of a zip read (a data ``.npz``, a lattice file, a saved
+#: policy and the zips torch writes inside it; each lists a handful of members in well under
+#: a kilobyte): Python's ``zipfile`` (behind ``numpy.load``) and torch's zip reader hold one
+#: object per entry before they read any member, so a file of a few hundred megabytes listing
+#: millions of empty entries would take gigabytes just to open.
+MAX_ZIP_DIRECTORY_BYTES = 1 << 20
+#: zipfile's reader of an archive's end record (zip64 included), and the index of the
+#: directory's size in what it returns.
+_END_RECORD, _DIRECTORY_SIZE = zipfile._EndRecData, zipfile._ECD_SIZE  # type: ignore[attr-defined]
+
+
+def zip_directory_problem(handle: IO[bytes]) -> str | None:
+    """Why the archive open in ``handle`` (seekable) is refused before its directory is
+    parsed: a central directory declared larger than :data:`MAX_ZIP_DIRECTORY_BYTES` in its
+    end record; None if not, or if the file has no end record (a zip reader then refuses it
+    itself). The handle is rewound."""
+    end = _END_RECORD(handle)
+    handle.seek(0)
+    size = None if end is None else end[_DIRECTORY_SIZE]
+    if size is not None and size > MAX_ZIP_DIRECTORY_BYTES:
+        return (f"its zip directory declares {size:,} bytes, more than the "
+                f"{MAX_ZIP_DIRECTORY_BYTES:,} the project's archives may list (millions of "
+                "entries would take gigabytes to open)")
+    return None
 
 
 def _kind(mode: int) -> str:
@@ -409,4 +436,5 @@ __all__ = ["ARRAY_BYTES_ENV", "LOCK_TIMEOUT_S", "MAX_ARRAY_BYTES", "MAX_ARRAY_BY
            "TEMPORARY_MARKER", "TEMPORARY_NAME", "LockError", "atomic_write", "colliding",
            "is_disk_full", "manifest_lock", "open_regular", "probe_writable",
            "read_regular_text", "remove_stale_temporaries", "safe_name", "temporary_path",
-           "terminated_as_exit", "write_failure"]
+           "terminated_as_exit", "write_failure",
+           "MAX_ZIP_DIRECTORY_BYTES", "zip_directory_problem"]

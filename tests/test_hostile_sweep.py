@@ -98,3 +98,34 @@ def test_every_zoo_yaml_case_is_refused_before_rl_zoo3_reads_it(tmp_path: Path) 
     outcome = yaml_outcome(tmp_path)
     assert outcome.failures == []
     assert outcome.counts["refused, naming the file"] == 2 * len(YAML_CASES)
+
+
+class DirectoryParsed(BaseException):
+    """zipfile parsed the directory of a forged archive: no bound came first."""
+
+
+def test_an_archives_directory_is_bounded_before_it_is_parsed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zipfile keeps an object per directory entry before reading a member: a data ``.npz``
+    or a lattice file whose directory passes 1 MB is refused naming the file before any
+    zip reader parses it (zipfile's parsing of a forged copy is a tripwire)."""
+    import io
+    import zipfile
+
+    from scripts.studies.robustness.hostile_nested import archive_kinds, directory_rewrites
+
+    kinds = archive_kinds(tmp_path)
+    genuine = {kind.path: kind.path.read_bytes() for kind in kinds}
+    parse = zipfile.ZipFile._RealGetContents  # type: ignore[attr-defined]
+
+    def tripwire(self: zipfile.ZipFile) -> None:
+        forged = [path for path, data in genuine.items() if path.read_bytes() != data]
+        if forged and not isinstance(self.fp, io.BytesIO):  # a file, not the forging itself
+            raise DirectoryParsed(forged[0])
+        parse(self)
+
+    monkeypatch.setattr(zipfile.ZipFile, "_RealGetContents", tripwire)
+    for kind in kinds:
+        outcome = check_damages(kind, directory_rewrites())
+        assert outcome.failures == []
+        assert outcome.counts["refused, naming the file"] == len(directory_rewrites())

@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from ballad_env.data.validation import DataWarning
-from ballad_env.files import array_ceiling, check_array_bytes, npz_array_bytes
+from ballad_env.files import (
+    array_ceiling,
+    check_array_bytes,
+    npz_array_bytes,
+    open_regular,
+    zip_directory_problem,
+)
 
 _CSV_LABEL_COLUMNS = ("label", "y", "outlier", "class", "is_anomaly")
 _CSV_MISSING = frozenset({"", "?", "na", "nan", "n/a", "null", "none"})
@@ -41,8 +47,13 @@ _NPZ_ADVICE = "Save the data with numpy.savez(path, X=X, y=y)."
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read arrays ``X`` and ``y`` from an ADBench-style ``.npz`` file."""
+    """Read arrays ``X`` and ``y`` from an ADBench-style ``.npz`` file (its zip directory
+    bounded before numpy parses it: ``ballad_env.files.zip_directory_problem``)."""
     try:
+        with open_regular(path, "data file") as handle:
+            problem = zip_directory_problem(handle)
+        if problem:
+            raise ValueError(f"{problem}; refused before reading it")
         archive = np.load(path, allow_pickle=False)
     except Exception as err:  # a damaged file fails in many ways: BadZipFile, EOFError, ...
         raise _unreadable(path, ".npz", err, _NPZ_ADVICE) from err

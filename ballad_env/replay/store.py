@@ -41,6 +41,7 @@ from ballad_env.files import (
     read_regular_text,
     safe_name,
     write_failure,
+    zip_directory_problem,
 )
 from ballad_env.replay.lattice import Lattice
 from ballad_env.settings import Settings
@@ -169,12 +170,15 @@ def save_lattice(lattice: Lattice, path: str | os.PathLike, **extra: Any) -> int
 def _read(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A lattice file's checked header, and its arrays if asked (``StoreError`` naming it)."""
     try:
-        with open_regular(path, "lattice file") as handle, \
-                np.load(handle, allow_pickle=False) as data:
-            check_array_bytes(path, npz_array_bytes(data), "arrays")  # nothing inflated yet
-            header = json.loads(str(data["header"]))
-            _check_header(path, header)
-            values = unpack_arrays(header["arrays"], data["packed"]) if arrays else {}
+        with open_regular(path, "lattice file") as handle:
+            problem = zip_directory_problem(handle)  # before numpy parses the directory
+            if problem:
+                raise StoreError(f"{path}: {problem}; refused before reading it")
+            with np.load(handle, allow_pickle=False) as data:
+                check_array_bytes(path, npz_array_bytes(data), "arrays")  # nothing inflated
+                header = json.loads(str(data["header"]))
+                _check_header(path, header)
+                values = unpack_arrays(header["arrays"], data["packed"]) if arrays else {}
     except StoreError:
         raise
     except Exception as err:  # zipfile, zlib, numpy and json each raise their own types

@@ -1,12 +1,14 @@
 """Hostile files by class, at every level a reader goes through, for the robustness sweep
 (``python -m scripts.studies.robustness --files``).
 
-**Archives at every nesting level.** A saved policy is a zip whose weights members are zips
-of their own (torch's format): :func:`nested_policy_rewrites` forges each level's headers (a
-record of the inner zip declaring gigabytes, an inner or outer central directory of
-megabytes, an inner zip of tens of thousands of members, a weights member in torch's older
-stream format) and each must be refused, naming the file, from headers alone, before torch
-reads a byte of it.
+**Archives at every nesting level.** Every archive's central directory is bounded before a
+zip reader parses it (:func:`directory_rewrites` on the ``.npz`` data files and a lattice
+file: one declaring 64 MB, one of 25,000 empty members). A saved policy is a zip whose
+weights members are zips of their own (torch's format): :func:`nested_policy_rewrites`
+forges each level's headers (a record of the inner zip declaring gigabytes, an inner or
+outer central directory of megabytes, an inner zip of tens of thousands of members, a
+weights member in torch's older stream format) and each must be refused, naming the file,
+from headers alone, before torch reads a byte of it.
 
 **YAML before any library parses it.** An rl-zoo3 hyperparameter file is read by our
 launcher before rl-zoo3 loads (and prints) it: :func:`yaml_outcome` plays alias bombs,
@@ -26,7 +28,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from scripts.studies.robustness.damaged_files import Outcome, check_damages
+from scripts.studies.robustness.damaged_files import FileKind, Outcome, check_damages
 from scripts.studies.robustness.hostile_files import Rewrite, rezip, with_declared_size
 
 #: The zip members torch writes its weights into (SB3's ``policy.pth`` and optimizer).
@@ -88,6 +90,33 @@ def _legacy(member: str, data: bytes) -> bytes:
         torch.save({}, out, _use_new_zipfile_serialization=False)
         return out.getvalue()
     return rezip(data, change)
+
+
+def _padded(count: int, data: bytes) -> bytes:
+    """The zip ``data`` with ``count`` empty members appended (a directory of ~55 bytes
+    each)."""
+    out = io.BytesIO(data)
+    with zipfile.ZipFile(out, "a") as archive:
+        for k in range(count):
+            archive.writestr(f"pad/{k:05d}", b"")
+    return out.getvalue()
+
+
+def directory_rewrites() -> list[Rewrite]:
+    """An archive's central directory too large to parse: declared as 64 MB in its end
+    records, or made of 25,000 empty members (1.4 MB)."""
+    return [Rewrite("its directory declares 64 MB",
+                    functools.partial(with_directory_size, size=64 << 20)),
+            Rewrite("25,000 empty members appended", functools.partial(_padded, 25_000))]
+
+
+def archive_kinds(folder: Path) -> list[FileKind]:
+    """The archives read as data: the sample ``.npz`` data files (plain and compressed) and
+    a lattice file."""
+    from scripts.studies.robustness.damaged_files import data_kinds, lattice_kinds
+
+    npz = [kind for kind in data_kinds(folder) if kind.path.suffix == ".npz"]
+    return [*npz, lattice_kinds(folder)[0]]
 
 
 def nested_policy_rewrites() -> list[Rewrite]:
@@ -186,6 +215,13 @@ def nested_outcomes(folder: Path, policy: bool = True) -> Iterator[Outcome]:
     """The policy zip forged at every nesting level (if ``policy``: it needs the ``rl`` extra
     and trains a few seconds) and the zoo YAML cases (if rl-zoo3 is installed)."""
     folder.mkdir(parents=True, exist_ok=True)
+    counts: collections.Counter[str] = collections.Counter()
+    failures: list[str] = []
+    for kind in archive_kinds(folder):
+        outcome = check_damages(kind, directory_rewrites())
+        counts.update(outcome.counts)
+        failures += outcome.failures
+    yield Outcome("archive directories (.npz data, lattice file)", counts, failures)
     if policy:
         from scripts.studies.robustness.damaged_files import policy_kind
 
@@ -198,5 +234,6 @@ def nested_outcomes(folder: Path, policy: bool = True) -> Iterator[Outcome]:
     yield yaml_outcome(folder)
 
 
-__all__ = ["WEIGHT_MEMBERS", "YAML_CASES", "alias_bomb", "nested_outcomes",
+__all__ = ["WEIGHT_MEMBERS", "YAML_CASES", "alias_bomb", "archive_kinds", "directory_rewrites",
+           "nested_outcomes",
            "nested_policy_rewrites", "with_directory_size", "yaml_outcome"]
