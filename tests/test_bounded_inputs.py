@@ -115,3 +115,26 @@ def test_an_episode_deriving_more_than_the_ceiling_is_refused_naming_the_set(
     assert "\n" not in err and "wide: an episode" in err and "$BALLAD_MAX_ARRAY_BYTES" in err
     monkeypatch.setenv("BALLAD_MAX_ARRAY_BYTES", str(EPISODE_COPIES * X.nbytes))
     assert BudgetAllocationEnv(str(tmp_path / "wide.npz")).reset(seed=0)[0] is not None
+
+
+def test_seeds_and_cells_are_bounded_where_planning_stays_small(tmp_path: Path,
+                                                                capsys) -> None:
+    """``--seeds`` at its old bound of 10^7 planned for minutes and gigabytes; the bound is
+    where planning takes seconds, and a grid's cells are bounded whatever its axes."""
+    from agents.experiments.cli import main
+    from agents.experiments.grid import MAX_CELLS, MAX_SEEDS, Grid, seed_range
+
+    assert MAX_SEEDS <= 10**5 and MAX_CELLS <= 10**6
+    with pytest.raises(ValueError, match=r"--seeds must be at most 100,000"):
+        seed_range(10**7)
+    with pytest.raises(ValueError, match=r"the grid holds 1,100,000 cells \(1 x 100,000 x 11 "
+                                         r"x 1\), more than 1,000,000"):
+        Grid(("toy",), seed_range(MAX_SEEDS), tuple(f"lr-first-{p}" for p in range(11)))
+    with pytest.raises(SystemExit):  # argparse's error
+        main(["lattices", "--datasets", "toy", "--seeds", str(10**7), "--out",
+              str(tmp_path / "store")])
+    assert "--seeds must be from 1 to 100,000" in capsys.readouterr().err
+    assert main(["compare", "--datasets", "toy", "--seeds", str(10**7), "--output",
+                 str(tmp_path / "run")]) == 2
+    assert "--seeds must be at most 100,000" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -9,6 +9,7 @@ set's key in the results is the name it loads under (``ballad_env.data.dataset_n
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -43,6 +44,20 @@ def check_agent(spec: str | AgentSpec, *, trust_pickle: bool = False) -> None:
 
 
 # ---------------------------------------------------------------------------------- grid
+def setting_name(setting: Settings) -> str:
+    """``setting.name``, computed once per distinct settings (a grid of a million seeds asks
+    for it in every cell's file name); settings that cannot be hashed, each time."""
+    try:
+        return _setting_name(setting)
+    except TypeError:  # a prior object that is not hashable
+        return setting.name
+
+
+@functools.lru_cache(maxsize=1024)
+def _setting_name(setting: Settings) -> str:
+    return setting.name
+
+
 @dataclass(frozen=True)
 class Cell:
     """One episode of the grid: its results are rows ``round = 1..n_rounds`` of the table."""
@@ -55,13 +70,14 @@ class Cell:
     @property
     def key(self) -> tuple[str, str, str, int]:
         """(data set, setting name, agent label, seed): unique within a grid."""
-        return (self.dataset, self.setting.name, agent_label(self.agent), self.seed)
+        return (self.dataset, setting_name(self.setting), agent_label(self.agent), self.seed)
 
     @property
     def filename(self) -> str:
         """The cell's file name under ``cells/``: its parts, each made a safe file name
         injectively (``ballad_env.files.safe_name``), joined by ``__``."""
-        parts = [self.setting.name, self.dataset, agent_label(self.agent), f"seed{self.seed}"]
+        parts = [setting_name(self.setting), self.dataset, agent_label(self.agent),
+                 f"seed{self.seed}"]
         return "__".join(safe_name(part) for part in parts) + ".parquet"
 
 
@@ -107,6 +123,8 @@ class Grid:
                 _refuse_collisions(axis, [str(v) for v in values])
         if any(s < 0 for s in self.seeds):
             raise ValueError("seeds must be non-negative integers")
+        check_cell_count(len(self.datasets), len(self.seeds), len(self.agents),
+                         len(self.settings))
 
     @property
     def dataset_names(self) -> tuple[str, ...]:
@@ -151,8 +169,23 @@ def _refuse_collisions(axis: str, names: Sequence[str]) -> None:
                          "(macOS, Windows), so one's results would be lost: rename one")
 
 
-#: The most seeds a grid or a store takes (``--seeds``): the run's record lists each one.
-MAX_SEEDS = 10**7
+#: The most seeds a grid or a store takes (``--seeds``): planning lists every cell, and the
+#: run's record every seed (``docs/trust.md`` has the time and memory planning takes).
+MAX_SEEDS = 10**5
+#: The most cells one grid or store build plans (data sets x seeds x agents x settings).
+MAX_CELLS = 10**6
+
+
+def check_cell_count(*axes: int) -> None:
+    """A ``ValueError`` if the grid of these axes' lengths (data sets, seeds, agents,
+    settings; a store has no agents) holds more than :data:`MAX_CELLS` cells."""
+    cells = 1
+    for length in axes:
+        cells *= length
+    if cells > MAX_CELLS:
+        raise ValueError(f"the grid holds {cells:,} cells ({' x '.join(f'{n:,}' for n in axes)}),"
+                         f" more than {MAX_CELLS:,}: split it into several runs (fewer "
+                         "--seeds, data sets, agents or setting values each)")
 
 
 def seed_range(n: int) -> tuple[int, ...]:
@@ -211,5 +244,6 @@ def dataset_names(names: Sequence[str], data_dir: str | os.PathLike | None = Non
     return tuple(dict.fromkeys(expanded))
 
 
-__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "MAX_SEEDS", "PAPER_AGENTS", "Cell", "Grid",
-           "agent_label", "check_agent", "dataset_names", "seed_range"]
+__all__ = ["DATASETS_HELP", "DATASET_GROUPS", "MAX_CELLS", "MAX_SEEDS", "PAPER_AGENTS", "Cell",
+           "Grid", "agent_label", "check_agent", "check_cell_count", "dataset_names",
+           "seed_range"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -193,6 +193,20 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
                        data_dir=data_dir, n_jobs=n_jobs, scheduler=scheduler, progress=progress)
 
 
+def _name_lookup(directory: str | None) -> Callable[[str | Dataset], str]:
+    """``dataset_name`` of each source, looked up once per distinct source: a grid of a
+    million seeds names its few data sets a million times (each a folder's listing)."""
+    names: dict[object, str] = {}
+
+    def name_of(source: str | Dataset) -> str:
+        key = source if isinstance(source, str) else id(source)
+        if key not in names:
+            names[key] = dataset_name(source, directory)
+        return names[key]
+
+    return name_of
+
+
 def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, int, Settings]], *,
                 data_dir: str | os.PathLike | None = None, n_jobs: int = 1,
                 scheduler: str | None = None, progress: bool = True) -> pd.DataFrame:
@@ -200,9 +214,10 @@ def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, in
     ``root``: :func:`build_store` for cells that are no grid (a generated task at its own
     costs, ``ballad_env.data.tasks``). Returns :func:`store_table` of the cells asked for."""
     directory = None if data_dir is None else str(data_dir)
+    name_of = _name_lookup(directory)
     sources: dict[str, str | Dataset] = {}
     for source, _, _ in cells:
-        sources.setdefault(dataset_name(source, directory), source)
+        sources.setdefault(name_of(source), source)
     names = list(sources)
     pairs = colliding(names)
     if pairs:
@@ -210,10 +225,14 @@ def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, in
                        "share one folder of the store on a case-insensitive file system "
                        "(macOS, Windows): rename one")
     loaded = {name: load_data(source, directory) for name, source in sources.items()}
-    asked = [(dataset_name(d, directory), int(seed), lattice_settings(s)) for d, seed, s in cells]
-    unique = list({setting_key(s): s for _, _, s in asked}.values())
+    stored_as: dict[int, tuple[Settings, str]] = {}  # per settings object: hashing one is slow
+    for _, _, setting in cells:
+        if id(setting) not in stored_as:
+            stored_as[id(setting)] = (lattice_settings(setting), setting_key(setting))
+    asked = [(name_of(d), int(seed), stored_as[id(s)]) for d, seed, s in cells]
+    unique = list({key: s for _, _, (s, key) in asked}.values())
     store = prepare_store(root, loaded, unique)
-    todo = [cell for cell in dict.fromkeys((n, seed, setting_key(s)) for n, seed, s in asked)]
+    todo = [cell for cell in dict.fromkeys((n, seed, key) for n, seed, (_, key) in asked)]
     by_key = {setting_key(s): s for s in unique}
     pending = {(n, seed, setting_key(s)) for n, seed, s in pending_cells_of(
         store, [(n, seed, by_key[k]) for n, seed, k in todo])}
@@ -223,8 +242,13 @@ def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, in
             groups.setdefault((name, seed), []).append(by_key[key])
     # Seed after seed (a store stopped early holds whole seeds), the largest data first.
     order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
+    ordered: dict[tuple[str, ...], tuple[Settings, ...]] = {}  # one order per group of keys
+    for group in groups.values():
+        keys = tuple(map(setting_key, group))
+        if keys not in ordered:
+            ordered[keys] = tuple(sharing_order(group))
     tasks = [_BuildTask(name, sources[name], directory, seed,
-                        tuple(sharing_order(groups[name, seed])), str(store.root))
+                        ordered[tuple(map(setting_key, groups[name, seed]))], str(store.root))
              for name, seed in order]
     bar = progress_bar(len(todo), len(todo) - len(pending), progress)
     try:

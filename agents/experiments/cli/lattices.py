@@ -35,7 +35,7 @@ from agents.experiments.cli import (
     import_plugins,
 )
 from agents.experiments.cli.parsing import JobParser
-from agents.experiments.grid import MAX_SEEDS
+from agents.experiments.grid import MAX_SEEDS, check_cell_count
 from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
@@ -94,6 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("give --datasets, --datasets-from or --tasks-from")
     if not 1 <= args.seeds <= MAX_SEEDS:
         p.error(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {args.seeds}")
+    try:
+        check_cell_count(len(args.datasets), args.seeds, len(settings_from_args(args)))
+    except ValueError as err:
+        p.error(str(err))
     return args
 
 

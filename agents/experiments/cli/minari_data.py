@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     """Record the dataset and say where it went; a bad option returns 2."""
     args = parse_args(argv)
     if args.minari_path is not None:  # absolute: the folder it names from here
-        os.environ["MINARI_DATASETS_PATH"] = os.path.abspath(args.minari_path)
+        os.environ["MINARI_DATASETS_PATH"] = os.path.abspath(os.path.expanduser(args.minari_path))
     from agents.experiments.stores.minari_datasets import minari_folder, record_dataset
     from agents.experiments.stores.results import RunError
 

@@ -97,10 +97,10 @@ def environment_cases(folder: Path) -> list[Case]:
     data.mkdir(exist_ok=True)
     write_npz(data / "small.npz", sample_data().X, sample_data().y)
     for name, value, argv in (
-            ("BALLAD_RESET_CACHE_MB", "inf", ["compare", "--datasets", "toy", "--seeds", "1",
-                                              "--agents", "all-in-al", "--n-jobs", "1",
-                                              "--no-progress", "--output",
-                                              str(folder / "run")]),
+            ("BALLAD_MAX_ARRAY_BYTES", "inf", ["compare", "--datasets", "small", "--data-dir",
+                                               str(data), "--seeds", "1", "--agents",
+                                               "all-in-al", "--n-jobs", "1", "--no-progress",
+                                               "--output", str(folder / "run")]),
             ("BALLAD_MAX_ARRAY_BYTES", "1e308", ["lattices", "--out", str(folder / "store"),
                                                  "--datasets", "small", "--data-dir",
                                                  str(data), "--seeds", "1", "--n-jobs", "1",
