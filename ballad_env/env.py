@@ -161,11 +161,14 @@ class BudgetAllocationEnv(gym.Env):
     * v0 with ``observation="v1"``: the observation appends ``val_sample_cost`` and
       ``val_sample_se``; the episode, rewards and ``info`` are unchanged (an argument, not
       a new id, so that gymnasium does not call v0 out of date).
-    * v0, ``info["queried"]`` padded with -1 to ``queried_width`` (it was as long as the
-      round, empty at reset): the observation, rewards and episodes are unchanged, so the id
-      keeps its version; code that read the round's size from it strips the -1 entries.
     * v0 with ``observation="v2"``: v1's observation and 13 features of the costs, the budget,
       the data and the detector; the episode, rewards and ``info`` are unchanged.
+    * v0, ``info["queried"]`` padded with -1 to ``queried_width`` (it was as long as the
+      round, empty at reset): the observation, rewards and episodes are unchanged, so the id
+      keeps its version (Gymnasium bumps it when the observation or the reward changes
+      meaning); code that read the round's size from it strips the -1 entries.
+    * v0 with ``unavailable_action="other"``: an exhausted pool's action plays the other
+      one, ``info["action_replaced"]`` saying so; the default (``"raise"``) is unchanged.
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
@@ -202,8 +205,6 @@ class BudgetAllocationEnv(gym.Env):
         self._snapshot: Snapshot | None = None
         self._history: list[Snapshot] = []  # this episode's snapshots, for render()
         self.use_observation(observation)
-        # Fail now, not at the first reset, on costs or budgets the data cannot support;
-        # warn now (a test set without anomalies), and not again at every reset.
         # Fail now, not at the first reset, on costs or budgets the data cannot support;
         # warn now (a test set without anomalies), and not again at every reset.
         per_round = 0  # a loop, not a generator: the warnings' stack levels count frames

@@ -125,3 +125,14 @@ def test_unknown_keyword_in_pythons_words(cls: type, mixed_store: Path) -> None:
     assert "observation, queried_width or a Settings field" in message and "c_fn" in message
     with pytest.raises(TypeError, match="argument 'c_fnn' .did you mean 'c_fn'.."):
         cls(first, c_fnn=2)
+
+
+def test_every_numeric_info_value_averages_at_reset_without_a_warning() -> None:
+    """PufferLib averages each numeric ``info`` entry over its environments; an empty
+    ``queried`` at reset gave "Mean of empty slice" there."""
+    _, info = BudgetAllocationEnv("WBC", **FAST).reset(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        means = {key: float(np.mean(value)) for key, value in info.items()
+                 if not isinstance(value, str)}
+    assert means["queried"] == -1.0 and set(means) == set(info) - {"dataset", "action"}

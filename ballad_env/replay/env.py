@@ -141,6 +141,9 @@ class BudgetAllocationReplayEnv(gym.Env):
 
     ## Version History
     * v0: initial version.
+    * v0, ``info["queried"]`` at least 64 wide (``queried_width``; it was the store's widest
+      round) and ``unavailable_action``: observation, rewards and episodes unchanged, so
+      the id keeps its version.
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
