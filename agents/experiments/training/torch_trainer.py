@@ -40,6 +40,7 @@ from agents.experiments.training.config import (
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
 from agents.experiments.training.ppo import Rollout, gae, policy_outputs
+from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
@@ -124,7 +125,7 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
     updater = make_update(config.trainer, policy, hp, masked)
     setup: dict[str, Any] = {"overlapped": config.run_overlapped}
     if not config.run_overlapped:
-        _warm(updater, buf, setup)
+        _warm(updater, buf, setup, config.progress_bar)
         record = Recorder(config, run_dir, model, updater, eval_envs)
         steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
     else:
@@ -134,12 +135,13 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
         with RolloutWorker(envs_arguments(config, config.n_envs), updater.layout, hp,
                            config.n_envs, space.shape[0], masked, config.seed,
                            config.torch_threads) as worker:
-            _warm(updater, buf, setup)
+            _warm(updater, buf, setup, config.progress_bar)
             worker.ready()
             setup["setup_seconds"] = round(time.perf_counter() - tick, 2)
             record = Recorder(config, run_dir, model, updater, eval_envs)
             steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
                                                     stream_seeds(config.seed)[1], record)
+    record.close()
     updater.finish()
     model.num_timesteps = steps
     model_path = run_dir / f"{config.name}.zip"
@@ -150,8 +152,11 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
     return TrainResult(model_path, path, run_dir, seconds)
 
 
-def _warm(updater: Any, buf: Rollout, setup: dict[str, Any]) -> None:
-    """Compile the update (or fall back) before the clock; its seconds and outcome."""
+def _warm(updater: Any, buf: Rollout, setup: dict[str, Any], announce: bool) -> None:
+    """Compile the update (or fall back) before the clock, said first on standard error
+    when ``announce``; its seconds and outcome."""
+    if announce and updater.compiled:
+        announce_compile()
     setup["compile_seconds"] = round(updater.warm(buf), 2)
     setup["compiled"] = updater.compiled  # False where compiling fell back
 
