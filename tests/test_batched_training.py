@@ -278,3 +278,28 @@ def test_the_training_timings_need_a_store_and_moved_from_the_bench(capsys) -> N
     assert "--quality-runs needs --eval-store" in capsys.readouterr().err
     assert bench_main(["--training", "--replay-store", "s"]) == 2
     assert "python -m scripts.studies.timings --training" in capsys.readouterr().err
+
+
+def test_a_rollout_refuses_an_environment_that_truncates() -> None:
+    """The trainers bootstrap nothing past an episode's end: the replay environment never
+    truncates (its vector env equals single replay envs, tests/test_replay_vector.py), and
+    one that did would be refused, not trained on with a wrong return."""
+    from types import SimpleNamespace
+
+    from agents.experiments.training.rollouts import collect
+
+    class Truncating:
+        num_envs = 2
+        unwrapped = SimpleNamespace(action_masks=lambda: np.ones((2, 2), dtype=bool))
+
+        def step(self, actions):
+            return (np.zeros((2, 3), np.float32), np.zeros(2), np.array([False, False]),
+                    np.array([True, False]), {})
+
+    def forward(obs, masks):
+        return torch.zeros(len(obs), 2), torch.zeros(len(obs))
+
+    buf = Rollout(2, 2, 3, gamma=1.0, device="cpu")
+    with pytest.raises(ValueError, match="truncated an episode"):
+        collect(Truncating(), forward, np.zeros((2, 3), np.float32), buf, False,
+                torch.Generator().manual_seed(0), np.zeros(2), {"env": 0.0, "rollout": 0.0})
