@@ -28,7 +28,7 @@ from ballad_env.settings import Settings
 #: The info keys SyncVectorEnv gets: all but ``queried``, which it cannot stack when the
 #: cells' rounds differ in size (data sets of different sizes).
 SYNC_INFO_KEYS = tuple(key for key in INFO_KEYS if key != "queried")
-#: Steps a second the vector environment must reach at N = 1,024 (issue 22).
+#: Steps a second the vector environment must reach at N = 1,024 (``docs/REPLAY.md``).
 VECTOR_TARGET_STEPS = 1_000_000
 VECTOR_SIZES = (1, 64, 1024)
 

@@ -51,9 +51,9 @@ class Rollout:
 
 class FastTanh(torch.autograd.Function):
     """tanh as ``2 sigmoid(2x) - 1`` (the same function, within float32 rounding: about
-    1e-7): torch 2.13's CPU ``tanh`` took 136 us for 1,024 x 64 values on this machine,
-    the sigmoid form 29 us, and tanh was 30% of an update's time. Its gradient is
-    ``1 - y^2``, as torch's."""
+    1e-7), which torch's eager CPU kernels compute faster than its ``tanh`` at the
+    update's shapes (``docs/training.md``, "Speed", has the figures and the machine). Its
+    gradient is ``1 - y^2``, as torch's."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
