@@ -1,6 +1,6 @@
 """The training benchmark: the batched trainer against stable-baselines3 PPO on one store.
 
-``ballad-env bench --training --replay-store DIR`` (``cli/bench.py``) prints, in one run:
+``python -m scripts.studies.timings --training --replay-store DIR`` prints, in one run:
 
 * the torch thread count: the forward pass and one training step (forward, backward, Adam)
   of the 64-64 MLP pair at N rows, with 1 and 2 intra-op threads, each in a fresh process;
