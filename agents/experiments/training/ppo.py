@@ -12,6 +12,7 @@ thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,6 +22,8 @@ from agents.experiments.training.config import Hyperparameters
 
 #: The logit a masked action gets (sb3-contrib's ``MaskableCategorical``).
 HUGE_NEG = -1e8
+#: The statistics of a minibatch step, in the order it returns them.
+STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
 class Rollout:
@@ -48,9 +51,9 @@ class Rollout:
 
 class FastTanh(torch.autograd.Function):
     """tanh as ``2 sigmoid(2x) - 1`` (the same function, within float32 rounding: about
-    1e-7): torch 2.13's CPU ``tanh`` took 136 us for 1,024 x 64 values on this machine,
-    the sigmoid form 29 us, and tanh was 30% of an update's time. Its gradient is
-    ``1 - y^2``, as torch's."""
+    1e-7), which torch's eager CPU kernels compute faster than its ``tanh`` at the
+    update's shapes (``docs/training.md``, "Speed", has the figures and the machine). Its
+    gradient is ``1 - y^2``, as torch's."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
@@ -110,19 +113,29 @@ def ppo_update(policy: Any, buf: Rollout, advantages: torch.Tensor, targets: tor
     masks = buf.masks.reshape(flat, 2)
     actions, old_logp = buf.actions.reshape(flat), buf.logp.reshape(flat)
     adv_all, target_all = advantages.reshape(flat), targets.reshape(flat)
-    totals = torch.zeros(5, device=obs.device)
-    batches = 0
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        return _minibatch_step(policy, obs[idx], masks[idx] if masked else None, actions[idx],
+                               old_logp[idx], adv_all[idx], target_all[idx], hp)
+
+    return over_minibatches(flat, hp, gen, step)
+
+
+def over_minibatches(rows: int, hp: Hyperparameters, gen: torch.Generator,
+                     step: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, float]:
+    """``hp.n_epochs`` passes over ``rows`` rows, each in a fresh permutation from ``gen``
+    cut into minibatches of ``hp.batch_size`` (the last may be smaller), ``step(row
+    indices)`` on each (a tensor of :data:`STATS`); the statistics' means. Both updates
+    draw their minibatches here, so one seed gives both the same ones."""
+    totals, batches = None, 0
     for _ in range(hp.n_epochs):
-        order = torch.randperm(flat, generator=gen, device=gen.device)
-        for start in range(0, flat, hp.batch_size):
-            idx = order[start:start + hp.batch_size]
-            totals += _minibatch_step(policy, obs[idx], masks[idx] if masked else None,
-                                      actions[idx], old_logp[idx], adv_all[idx],
-                                      target_all[idx], hp)
+        order = torch.randperm(rows, generator=gen, device=gen.device)
+        for start in range(0, rows, hp.batch_size):
+            stats = step(order[start:start + hp.batch_size])
+            totals = stats if totals is None else totals + stats
             batches += 1
-    means = (totals / batches).tolist()
-    return dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
-                    means, strict=True))
+    assert totals is not None  # n_epochs >= 1 and rows >= 1 (TrainConfig checks both)
+    return dict(zip(STATS, (totals / batches).tolist(), strict=True))
 
 
 def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
@@ -153,5 +166,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "FastTanh", "Rollout", "gae",
+__all__ = ["HUGE_NEG", "STATS", "FastTanh", "Rollout", "gae", "over_minibatches",
            "policy_outputs", "ppo_update"]

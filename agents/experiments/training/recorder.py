@@ -18,6 +18,7 @@ import torch
 import ballad_env
 from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.ppo import policy_outputs
+from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import write_eval
 from agents.experiments.training.vec_adapter import valid
 
@@ -89,7 +90,8 @@ Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], 
 
 class Recorder:
     """What runs after each update: the monitor and progress rows, the greedy evaluation
-    every ``eval_freq`` steps and a checkpoint every ``checkpoint_freq``."""
+    every ``eval_freq`` steps, a checkpoint every ``checkpoint_freq`` and the progress bar
+    (``training.progress``; :meth:`close` ends it)."""
 
     def __init__(self, config: TrainConfig, run_dir: Path, model: Any, updater: Any,
                  eval_envs: Any) -> None:
@@ -100,19 +102,27 @@ class Recorder:
         self.next_checkpoint = config.checkpoint_freq
         self.curves = Curves(run_dir, np.zeros(config.n_envs), time.time())
         self.curves.open()
+        rollout = config.hp.n_steps * config.n_envs  # a run takes whole rollouts
+        self.bar = progress_bar(-(-config.total_timesteps // rollout) * rollout,
+                                config.progress_bar)
+        self.eval_cost: float | None = None
         self.start = time.perf_counter()
 
     def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
                  stats: dict[str, float]) -> None:
         row = self.curves.rollout(steps - self.steps, ended)
+        self.bar.update(steps - self.steps)
         self.steps = steps
         self.curves.progress({"timesteps": steps, "seconds": time.perf_counter() - self.start,
                               "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"],
                               **stats})
         if self.eval_envs is not None and steps >= self.next_eval:
-            write_eval(self.run_dir, steps, *greedy_episodes(
-                self.policy, self.eval_envs, self.masked, self.config.eval_seed))
+            mean_return, self.eval_cost = greedy_episodes(
+                self.policy, self.eval_envs, self.masked, self.config.eval_seed)
+            write_eval(self.run_dir, steps, mean_return, self.eval_cost)
             self.next_eval += self.config.eval_freq
+        show_costs(self.bar, None if np.isnan(row["test_cost"]) else row["test_cost"],
+                   self.eval_cost)
         if self.config.checkpoint_freq and steps >= self.next_checkpoint:
             self.updater.sync()
             self.model.num_timesteps = steps
@@ -120,6 +130,10 @@ class Recorder:
             folder.mkdir(exist_ok=True)
             self.model.save(folder / f"{self.config.name}_{steps}_steps")
             self.next_checkpoint += self.config.checkpoint_freq
+
+    def close(self) -> None:
+        """End the progress bar."""
+        self.bar.close()
 
 
 __all__ = ["Curves", "Record", "Recorder", "greedy_episodes"]

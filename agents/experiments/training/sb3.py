@@ -30,11 +30,11 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
     from agents.extras import missing_extra
 
     raise missing_extra(err, "policy training") from err
-from tqdm.auto import tqdm
 
 from agents.experiments.stores.results import writable_folder
 from agents.experiments.training.config import TrainConfig, TrainResult
 from agents.experiments.training.envs import build_env, make_vec_env
+from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import algorithm_kwargs, write_eval, write_record
 from agents.experiments.training.run_folder import clear_earlier_run, run_lock
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
@@ -54,16 +54,18 @@ def algorithm_class(algo: str) -> type:
 
 # --------------------------------------------------------------------------- callbacks
 class TqdmProgress(BaseCallback):
-    """A plain-tqdm progress bar (SB3's own needs ``rich``) showing recent return and test cost."""
+    """A plain-tqdm progress bar (SB3's own needs ``rich``), on a terminal only
+    (``training.progress``): steps, steps/s, the recent episodes' final test cost and the
+    latest held-out evaluation's (of ``evaluation``, when the run evaluates)."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, evaluation: CostEvalCallback | None = None) -> None:
         super().__init__()
-        self.total = total
+        self.total, self.evaluation = total, evaluation
         self.bar: Any = None
         self._shown: object = None  # the newest episode the figures include
 
     def _on_training_start(self) -> None:
-        self.bar = tqdm(total=self.total, unit="step", dynamic_ncols=True)
+        self.bar = progress_bar(self.total)
 
     def _show_recent(self) -> None:
         """Mean return and final test cost of the 20 latest episodes, when one has ended
@@ -74,8 +76,8 @@ class TqdmProgress(BaseCallback):
             return
         self._shown = buffer[-1]
         recent = list(buffer)[-20:]
-        self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
-                             cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+        show_costs(self.bar, float(np.mean([e["test_cost"] for e in recent])),
+                   None if self.evaluation is None else self.evaluation.latest_cost)
 
     def _on_step(self) -> bool:
         self.bar.update(self.training_env.num_envs)
@@ -132,12 +134,14 @@ def eval_callback(config: TrainConfig, eval_env: Any, run_dir: Path) -> CostEval
 def make_callbacks(config: TrainConfig, run_dir: Path) -> list[Any]:
     """Progress bar, periodic evaluation and checkpoints, as the settings ask."""
     callbacks: list[Any] = []
-    if config.progress_bar:
-        callbacks.append(TqdmProgress(config.total_timesteps))
+    evaluation = None
     if config.eval_freq > 0:
         eval_config = replace(config, vec_env="dummy", episode_seeds=0)
         eval_env = make_vec_env(eval_config, monitor_dir=None, n_envs=1)
-        callbacks.append(eval_callback(config, eval_env, run_dir))
+        evaluation = eval_callback(config, eval_env, run_dir)
+        callbacks.append(evaluation)
+    if config.progress_bar:
+        callbacks.append(TqdmProgress(config.total_timesteps, evaluation))
     if config.checkpoint_freq > 0:
         callbacks.append(CheckpointCallback(max(config.checkpoint_freq // config.n_envs, 1),
                                             str(run_dir / "checkpoints"), name_prefix=config.name))

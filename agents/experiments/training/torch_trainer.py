@@ -39,13 +39,14 @@ from agents.experiments.training.config import (
     TrainResult,
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo import Rollout, gae, policy_outputs
+from agents.experiments.training.ppo import Rollout, policy_outputs
+from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.run_folder import run_lock
 from agents.experiments.training.sb3 import fresh_run_dir
-from agents.experiments.training.updates import AutogradUpdate, FlatUpdate
+from agents.experiments.training.updates import AutogradUpdate, FlatUpdate, update_on
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS
 
@@ -124,7 +125,7 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
     updater = make_update(config.trainer, policy, hp, masked)
     setup: dict[str, Any] = {"overlapped": config.run_overlapped}
     if not config.run_overlapped:
-        _warm(updater, buf, setup)
+        _warm(updater, buf, setup, config.progress_bar)
         record = Recorder(config, run_dir, model, updater, eval_envs)
         steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
     else:
@@ -134,12 +135,13 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
         with RolloutWorker(envs_arguments(config, config.n_envs), updater.layout, hp,
                            config.n_envs, space.shape[0], masked, config.seed,
                            config.torch_threads) as worker:
-            _warm(updater, buf, setup)
+            _warm(updater, buf, setup, config.progress_bar)
             worker.ready()
             setup["setup_seconds"] = round(time.perf_counter() - tick, 2)
             record = Recorder(config, run_dir, model, updater, eval_envs)
             steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
                                                     stream_seeds(config.seed)[1], record)
+    record.close()
     updater.finish()
     model.num_timesteps = steps
     model_path = run_dir / f"{config.name}.zip"
@@ -150,8 +152,11 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
     return TrainResult(model_path, path, run_dir, seconds)
 
 
-def _warm(updater: Any, buf: Rollout, setup: dict[str, Any]) -> None:
-    """Compile the update (or fall back) before the clock; its seconds and outcome."""
+def _warm(updater: Any, buf: Rollout, setup: dict[str, Any], announce: bool) -> None:
+    """Compile the update (or fall back) before the clock, said first on standard error
+    when ``announce``; its seconds and outcome."""
+    if announce and updater.compiled:
+        announce_compile()
     setup["compile_seconds"] = round(updater.warm(buf), 2)
     setup["compiled"] = updater.compiled  # False where compiling fell back
 
@@ -160,7 +165,7 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
           record: Record) -> tuple[int, float, dict[str, float]]:
     """Rollouts and updates one after the other in this process (one generator draws the
     actions and the minibatches); the steps, seconds and time split."""
-    hp, masked = config.hp, config.algo == "maskable_ppo"
+    masked = config.algo == "maskable_ppo"
     gen = torch.Generator(device=config.device).manual_seed(config.seed)
     forward = functools.partial(policy_outputs, policy)
     returns = np.zeros(config.n_envs)
@@ -171,10 +176,7 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
         obs, ended = collect(envs, forward, obs, buf, masked, gen, returns, timer)
         with torch.inference_mode():
             _, last = forward(torch.as_tensor(obs, device=config.device), None)
-        advantages, targets = gae(buf, last, hp.gae_lambda)
-        tick = time.perf_counter()
-        stats = updater.update(buf, advantages, targets, gen)
-        timer["update"] += time.perf_counter() - tick
+        stats = update_on(updater, buf, last, gen, timer)
         steps += buf.n_steps * config.n_envs
         record(steps, ended, stats)
     timer["rollout"] -= timer["env"]  # the rollouts' own work: forward passes, copies

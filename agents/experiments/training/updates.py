@@ -37,15 +37,19 @@ from typing import Any
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.ppo import HUGE_NEG, Rollout, ppo_update
+from agents.experiments.training.ppo import (
+    HUGE_NEG,
+    Rollout,
+    gae,
+    over_minibatches,
+    ppo_update,
+)
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
 NO_COMPILE_ENV = "BALLAD_NO_COMPILE"
 #: Adam's moment decays and epsilon (SB3's PPO: torch's defaults, eps 1e-5).
 BETAS, ADAM_EPS = (0.9, 0.999), 1e-5
-#: The statistics :func:`ppo_step` returns, in order.
-STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 Layer = tuple[torch.Tensor, torch.Tensor]
 Step = Callable[..., torch.Tensor]
@@ -135,9 +139,11 @@ class FlatLayout:
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh: inside a compiled graph as ``2 sigmoid(2x) - 1`` (inductor's loop for it took
-    63 us for 1,024 x 64 values on this machine, its tanh 150 us), eagerly torch's own
-    (24 us; the sigmoid form 71 us). The two agree within float32 rounding (2e-7)."""
+    """tanh: inside a compiled graph as ``2 sigmoid(2x) - 1`` (inductor's loop for it is
+    faster than its loop for tanh), eagerly torch's own (the eager step is the fallback
+    and the tests' path; which form is faster eagerly is measured in ``docs/training.md``,
+    "Speed", and there the sigmoid form was, as ``ppo.FastTanh`` uses it). The two agree
+    within float32 rounding (2e-7)."""
     if torch.compiler.is_compiling():
         return torch.sigmoid(2 * x) * 2 - 1
     return torch.tanh(x)
@@ -293,7 +299,8 @@ class FlatUpdate:
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
-    ``ppo_update`` draws them (a permutation per epoch from the run's generator)."""
+    ``ppo_update``'s (``ppo.over_minibatches``: a permutation per epoch from the run's
+    generator)."""
 
     def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
                  compile: bool = True) -> None:
@@ -315,15 +322,8 @@ class FlatUpdate:
         table = pack(buf.obs.reshape(flat, -1), buf.masks.reshape(flat, 2),
                      buf.actions.reshape(flat), buf.logp.reshape(flat),
                      advantages.reshape(flat), targets.reshape(flat))
-        totals = torch.zeros(len(STATS), device=table.device)
-        batches = 0
-        for _ in range(self.hp.n_epochs):
-            shuffled = table[torch.randperm(flat, generator=gen, device=gen.device)]
-            for start in range(0, flat, self.hp.batch_size):
-                totals += self._step(self.state, self.step,
-                                     shuffled[start:start + self.hp.batch_size])
-                batches += 1
-        return dict(zip(STATS, (totals / batches).tolist(), strict=True))
+        return over_minibatches(flat, self.hp, gen,
+                                lambda idx: self._step(self.state, self.step, table[idx]))
 
     def warm(self, buf: Rollout) -> float:
         """Run the step on copies of the state and zeros of each minibatch shape, so
@@ -396,6 +396,19 @@ class AutogradUpdate:
         """As :meth:`sync`: nothing to do."""
 
 
-__all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "STATS", "AutogradUpdate", "FlatLayout",
-           "FlatUpdate", "compile_wanted", "compiled_step", "mlp", "outputs", "pack",
+
+def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: torch.Tensor,
+              gen: torch.Generator, timer: dict[str, float]) -> dict[str, float]:
+    """One update on a finished rollout, the same in the sequential and the overlapped loop:
+    GAE from its values and ``last_values`` (those of the observations after it), then
+    ``updater.update``, its seconds added to ``timer["update"]``; the update's statistics."""
+    advantages, targets = gae(buf, last_values, updater.hp.gae_lambda)
+    tick = time.perf_counter()
+    stats = updater.update(buf, advantages, targets, gen)
+    timer["update"] += time.perf_counter() - tick
+    return stats
+
+
+__all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
+           "FlatUpdate", "compile_wanted", "compiled_step", "update_on", "mlp", "outputs", "pack",
            "ppo_step", "tanh", "unpack"]
