@@ -11,7 +11,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import LIVE, MIXED, REPLAY, env_kwargs
+
+from clients.conftest import LIVE, MIXED, REPLAY, env_kwargs
 
 
 def mirrored_loop(envs: gym.vector.VectorEnv, singles: list[gym.Env], seed: int,

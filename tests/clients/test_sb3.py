@@ -8,7 +8,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import LIVE, MIXED, REPLAY, env_kwargs
+
+from clients.conftest import LIVE, MIXED, REPLAY, env_kwargs
 
 pytest.importorskip("sb3_contrib")
 from sb3_contrib import MaskablePPO  # noqa: E402

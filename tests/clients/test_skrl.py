@@ -11,7 +11,8 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from conftest import LIVE, MIXED, REPLAY, env_kwargs
+
+from clients.conftest import LIVE, MIXED, REPLAY, env_kwargs
 
 torch = pytest.importorskip("torch")
 skrl = pytest.importorskip("skrl")

@@ -11,7 +11,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import LIVE, MIXED, REPLAY, direct_rewards, env_kwargs
+
+from clients.conftest import LIVE, MIXED, REPLAY, direct_rewards, env_kwargs
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tianshou")

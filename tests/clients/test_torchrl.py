@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LIVE, MIXED, REPLAY, direct_rewards, env_kwargs
+
+from clients.conftest import LIVE, MIXED, REPLAY, direct_rewards, env_kwargs
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchrl")
