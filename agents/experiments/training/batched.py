@@ -280,6 +280,7 @@ def _warm(updater: Any, buf: Rollout, setup: dict[str, Any]) -> None:
     """Compile the update (or fall back) before the clock; its seconds and outcome."""
     setup["compile_seconds"] = round(updater.warm(buf), 2)
     setup["compiled"] = updater.compiled  # False where compiling fell back
+    setup["compile_built"] = getattr(updater, "built", False)  # False: loaded from the cache
 
 
 def _loop(run: BatchedRun, hp: PPOHyperparameters, envs: Any, policy: Any, masked: bool,
