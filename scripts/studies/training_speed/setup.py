@@ -1,9 +1,9 @@
 """How long a compiled run takes to start training, the first time on a machine and after.
 
 Each run is ``train_batched(trainer="compiled")`` in a fresh process (so nothing compiled
-stays in memory between runs) with inductor's cache in a folder this script empties
-first: run 1 compiles from nothing, runs 2 and 3 find the cache ``fused`` keeps in the
-user's cache folder (here redirected to the empty folder). Printed for each run: the
+stays in memory between runs) with ballad-env's user cache folder (``BALLAD_DATA_HOME``)
+redirected to a new empty folder: run 1 compiles from nothing, the later runs load the
+step's package ``step_cache`` left there. Printed for each run: the
 seconds importing the trainer, the seconds from the call to the training's clock (the
 environments, the model, the compile or cache load, the rollout worker), the compile
 alone, and the training seconds.
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments.bench.timing import in_fresh_process
+from agents.experiments.training.step_cache import INDUCTOR_CACHE_ENV
+from ballad_env.data.adbench import DATA_HOME_ENV
 
 
 def one_run(store: str, n_envs: int, steps: int, out: str, name: str) -> dict[str, Any]:
@@ -39,13 +41,15 @@ def one_run(store: str, n_envs: int, steps: int, out: str, name: str) -> dict[st
             "train_s": record["train_seconds"],
             "setup_s": total - record["train_seconds"],
             "compile_s": record["update"].get("compile_seconds"),
-            "compiled": record["update"].get("compiled"), "load": os.getloadavg()[0]}
+            "compiled": record["update"].get("compiled"),
+            "built": record["update"].get("compile_built"), "load": os.getloadavg()[0]}
 
 
 def measure(store: str, n_envs: int, steps: int, runs: int) -> list[dict[str, Any]]:
     """``runs`` runs, the first on an empty inductor cache."""
-    cache = Path(tempfile.mkdtemp(prefix="ballad-inductor-"))
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    cache = Path(tempfile.mkdtemp(prefix="ballad-cache-"))
+    os.environ[DATA_HOME_ENV] = str(cache)  # the compiled step's packages and inductor's cache
+    os.environ.pop(INDUCTOR_CACHE_ENV, None)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as out:
@@ -64,12 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     rows = measure(args.replay_store, args.n_envs, args.total_timesteps, args.runs)
-    print("| run | import s | call to clock s | compile s | training s | load |")
-    print("|---|---|---|---|---|---|")
+    print("| run | step | import s | call to clock s | of which the step s | training s | load |")
+    print("|---|---|---|---|---|---|---|")
     for k, row in enumerate(rows, 1):
-        print(f"| {k}{' (empty cache)' if k == 1 else ''} | {row['import_s']:.1f} | "
-              f"{row['setup_s']:.1f} | {row['compile_s']} | {row['train_s']:.1f} | "
-              f"{row['load']:.1f} |")
+        how = "built" if row["built"] else "loaded" if row["compiled"] else "eager"
+        print(f"| {k} | {how} | {row['import_s']:.1f} | {row['setup_s']:.1f} | "
+              f"{row['compile_s']} | {row['train_s']:.1f} | {row['load']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The PPO minibatch step, written two ways, timed side by side on this machine.
 
 * ``hand``: ``fused.ppo_step`` (the forward pass, the loss's gradient written out, Adam by
-  hand on one flat vector), compiled by ``torch.compile`` as ``--trainer compiled`` runs it;
+  hand on one flat vector), compiled by ``torch.compile``, and as ``--trainer compiled``
+  runs it: exported and compiled ahead of time, loaded from the user's cache
+  (``step_cache``);
 * ``autograd``: LeanRL's way (its compiled PPO): the forward pass and SB3's loss under
   autograd, ``loss.backward()``, ``clip_grad_norm_`` and torch's ``Adam`` (``fused=True``
   or ``foreach=True``), the whole step handed to ``torch.compile``; the parameters are one
@@ -32,7 +34,9 @@ import torch
 
 from agents.experiments.bench.training import matmul_peak
 from agents.experiments.training import fused
+from agents.experiments.training.fused import announce_compile
 from agents.experiments.training.ppo_batches import PPOHyperparameters
+from agents.experiments.training.step_cache import load_step
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
@@ -61,14 +65,21 @@ def initial_weights(layout: fused.FlatLayout, seed: int) -> torch.Tensor:
 
 
 def hand_step(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: torch.Tensor,
-              compile: bool) -> tuple[Step, torch.Tensor]:
-    """The hand-written step on its own copy of ``weights``; the step and its state."""
+              how: str) -> tuple[Step, torch.Tensor]:
+    """The hand-written step on its own copy of ``weights`` (``how``: ``eager``,
+    ``compile``: torch.compile, ``package``: the ahead-of-time package the trainer loads
+    from the user's cache); the step and its state."""
     state = torch.stack([weights.clone(), torch.zeros_like(weights), torch.zeros_like(weights)])
     count = torch.zeros(())
-    body = torch.compile(fused.ppo_step, dynamic=False, fullgraph=True) if compile \
-        else fused.ppo_step
-    step = functools.partial(body, layout, hp, False, state, count)
-    return step, state[0]
+    body: Callable[..., torch.Tensor] = functools.partial(fused.ppo_step, layout, hp, False)
+    if how == "compile":
+        body = torch.compile(body, dynamic=False, fullgraph=True)
+    elif how == "package":
+        batch = torch.zeros(hp.batch_size, layout.shapes[0][1] + 6)
+        example = (state.clone(), count.clone(), batch)
+        body = load_step(functools.partial(fused.ppo_step, layout, hp, False), example,
+                         announce_compile)[0]
+    return functools.partial(body, state, count), state[0]
 
 
 def autograd_loss(layout: fused.FlatLayout, hp: PPOHyperparameters, flat: torch.Tensor,
@@ -117,13 +128,14 @@ def autograd_step(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: tor
 def variants(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: torch.Tensor
              ) -> dict[str, tuple[Step, torch.Tensor]]:
     """Every variant by name, each on its own copy of ``weights``."""
-    return {"hand, compiled": hand_step(layout, hp, weights, True),
+    return {"hand, compiled": hand_step(layout, hp, weights, "compile"),
+            "hand, AOT package (the trainer's)": hand_step(layout, hp, weights, "package"),
             "autograd + fused Adam, compiled": autograd_step(layout, hp, weights, True, "fused"),
             "autograd + foreach Adam, compiled": autograd_step(layout, hp, weights, True,
                                                                "foreach"),
             "autograd + capturable foreach Adam, compiled": autograd_step(
                 layout, hp, weights, True, "capturable"),
-            "hand, eager": hand_step(layout, hp, weights, False),
+            "hand, eager": hand_step(layout, hp, weights, "eager"),
             "autograd + fused Adam, eager": autograd_step(layout, hp, weights, False, "fused")}
 
 
