@@ -63,6 +63,23 @@ def small_store(data_folder: Path, root: Path) -> Path:
     return root
 
 
+#: Tiny minibatches for the trainers' tests.
+TINY = {"batch_size": 32, "n_epochs": 2}
+
+
+def train_replay(store: Path, **options: Any) -> Path:
+    """A run of a torch trainer (``batched`` unless ``trainer`` is given) on
+    :func:`small_store`'s store, with :data:`TINY` minibatches unless given; its folder."""
+    from agents.experiments.training import train
+    from agents.experiments.training.config import TrainConfig
+    from ballad_env.settings import Settings
+
+    defaults = {"trainer": "batched", "datasets": ("large",), "replay_store": str(store),
+                "settings": Settings(prior="knn", reward="cost"), "hyperparameters": TINY,
+                "progress_bar": False}
+    return train(TrainConfig(**{**defaults, **options})).run_dir
+
+
 def two_round_grid(n_labels: int) -> dict[str, np.ndarray]:
     """The per-state grid of a hand-made two-round lattice (every ``STATE_FIELDS`` entry 0
     but these), n_labels training and validation examples. Test costs [i, j]: (0,0) 0.5,

@@ -149,9 +149,11 @@ def test_the_batched_trainer_takes_any_data_set_name(tmp_path) -> None:
     """The reserved sets are the allocation studies' rule, not the library's: the batched
     trainer names no reserved set (here it stops at the missing store instead)."""
     pytest.importorskip("torch")
-    from agents.experiments.training.batched import train_batched
+    from agents.experiments.training import train
+    from agents.experiments.training.config import TrainConfig
 
     with pytest.raises(ValueError, match="not a lattice store") as refused:
-        train_batched(tmp_path, datasets=["Pima", "adbench/cardio@500"], settings=Settings(),
-                      output_dir=tmp_path)
+        train(TrainConfig(trainer="batched", replay_store=str(tmp_path),
+                          datasets=("Pima", "adbench/cardio@500"), settings=Settings(),
+                          output_dir=str(tmp_path)))
     assert "reserved" not in str(refused.value)

@@ -319,3 +319,36 @@ def test_no_module_is_longer_than_it_reads_well() -> None:
     long = {name: n for name, path in modules().items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by job): {long}"
+
+
+#: Positional parameters a training function may take (``self`` and ``cls`` aside): past
+#: it, a call is a row of values to line up by position; take keywords or the config.
+MAX_POSITIONAL = 8
+
+
+def wide_functions(path: Path) -> list[str]:
+    """The functions of ``path`` with more than :data:`MAX_POSITIONAL` positional
+    parameters, as ``name (count)``."""
+    wide = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+            count = len(names) - (names[:1] in (["self"], ["cls"]))
+            if count > MAX_POSITIONAL:
+                wide.append(f"{node.name} ({count})")
+    return wide
+
+
+def test_no_training_function_takes_more_than_8_positional_parameters() -> None:
+    folder = ROOT / "agents" / "experiments" / "training"
+    wide = {str(p.relative_to(ROOT)): w for p in sorted(folder.rglob("*.py"))
+            if (w := wide_functions(p))}
+    assert not wide, f"more than {MAX_POSITIONAL} positional parameters: {wide}"
+
+
+def test_a_wide_function_would_be_caught(tmp_path: Path) -> None:
+    path = tmp_path / "wide.py"
+    path.write_text("def run(a, b, c, d, e, f, g, h, i): ...\n"
+                    "def ok(self, a, b, c, d, e, f, g, h, *, i): ...\n")
+    assert wide_functions(path) == ["run (9)"]
+

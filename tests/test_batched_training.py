@@ -1,4 +1,4 @@
-"""The batched trainer (agents.experiments.training.batched, ppo_batches): SB3's PPO loss
+"""The batched trainer (agents.experiments.training.torch_trainer, ppo): SB3's PPO loss
 pieces by hand, the run folder of the SB3 path, and a policy that is an ordinary SB3 agent
 (the safe loader, the live environment, compare's grid and evaluate_policy)."""
 
@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import write_data_files
+from conftest import train_replay, write_data_files
 from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
 from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -22,9 +22,10 @@ from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
-from agents.experiments.training.batched import train_batched
-from agents.experiments.training.policy_runs import read_monitor
-from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae, policy_outputs
+from agents.experiments.training.config import Hyperparameters, TrainConfig
+from agents.experiments.training.curves import read_monitor
+from agents.experiments.training.ppo import Rollout, gae, policy_outputs
+from agents.experiments.training.record import record_dict
 from agents.policy import load_policy
 from agents.registry import make_agent
 from ballad_env.env import BudgetAllocationEnv
@@ -32,7 +33,6 @@ from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 
 SETTINGS = Settings(prior="knn", reward="cost")
-TINY = {"batch_size": 32, "n_epochs": 2}
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +51,17 @@ def store(tmp_path_factory, data) -> Path:
 @pytest.fixture(scope="module")
 def run(store, tmp_path_factory) -> Path:
     """A MaskablePPO run of 8 environments x 2 rollouts, evaluated after each rollout."""
-    return train_batched(store, algo="maskable-ppo", n_envs=8, total_timesteps=240,
-                         hyperparameters=TINY, eval_freq=120, eval_episodes=4,
-                         output_dir=tmp_path_factory.mktemp("runs"))
+    return train_replay(store, algo="maskable_ppo", n_envs=8, total_timesteps=240,
+                        eval_freq=120, eval_episodes=4, output_dir=tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="module")
 def compiled_run(store, tmp_path_factory) -> Path:
     """The same run with the compiled trainer (its fused step, eager in the suite) and the
     rollouts played by a worker process one update ahead."""
-    return train_batched(store, algo="maskable-ppo", n_envs=8, total_timesteps=240,
-                         hyperparameters=TINY, eval_freq=120, eval_episodes=4,
-                         output_dir=tmp_path_factory.mktemp("runs"), trainer="compiled",
-                         checkpoint_freq=200)
+    return train_replay(store, algo="maskable_ppo", n_envs=8, total_timesteps=240,
+                        eval_freq=120, eval_episodes=4, output_dir=tmp_path_factory.mktemp("runs"),
+                        trainer="compiled", checkpoint_freq=200)
 
 
 def test_gae_by_hand() -> None:
@@ -99,13 +97,16 @@ def test_masked_log_probabilities_and_entropy_are_sb3_contribs() -> None:
 
 
 def test_hyperparameters_refuse_unknown_names_and_bad_values() -> None:
-    assert PPOHyperparameters.from_mapping({"n_epochs": 3}).n_epochs == 3
+    """The torch trainers' defaults under the given values; bad ones refused by name."""
+    hp = Hyperparameters.of("batched", "ppo", {"n_epochs": 3})
+    assert (hp.n_epochs, hp.n_steps, hp.batch_size) == (3, 15, 1024)
+    assert Hyperparameters.of("sb3", "ppo", {}) == Hyperparameters()
     with pytest.raises(ValueError, match=r"unknown hyperparameters \['epochs'\]"):
-        PPOHyperparameters.from_mapping({"epochs": 3})
+        TrainConfig(hyperparameters={"epochs": 3})
     with pytest.raises(ValueError, match="batch_size must be at least 2"):
-        PPOHyperparameters(batch_size=1)
+        TrainConfig(hyperparameters={"batch_size": 1})
     with pytest.raises(ValueError, match="gamma and gae_lambda"):
-        PPOHyperparameters(gamma=1.5)
+        Hyperparameters(gamma=1.5)
 
 
 def test_the_run_folder_is_the_sb3_paths(run) -> None:
@@ -116,6 +117,10 @@ def test_the_run_folder_is_the_sb3_paths(run) -> None:
     assert run.name == "batched-maskable_ppo-cost-large-knn-replay-s0-240steps"
     assert record["num_timesteps"] == 240 and record["train_seconds"] > 0
     assert Settings.from_dict(record["config"]["settings"]) == SETTINGS
+    # one layout for every trainer (the SB3 trainer's keys), and the config reads back
+    assert set(record) == set(record_dict(TrainConfig(), num_timesteps=0, seconds=0.0))
+    config = TrainConfig(**record["config"])
+    assert (config.trainer, config.name, config.hp.batch_size) == ("batched", run.name, 32)
     assert record["observation_features"] == list(OBSERVATIONS["v0"])
     assert (run / f"{run.name}.zip").is_file()
     curve = read_monitor(run)
@@ -158,7 +163,7 @@ def test_the_compiled_run_folder_records_its_update(compiled_run) -> None:
     past 200 steps that the safe loader reads."""
     record = json.loads((compiled_run / f"{compiled_run.name}.json").read_text())
     assert record["trainer"] == "compiled" and compiled_run.name.startswith("compiled-")
-    assert record["update"]["compiled"] is False and record["config"]["overlap"] is True
+    assert record["update"]["compiled"] is False and record["update"]["overlapped"] is True
     assert record["num_timesteps"] == 240 and set(record["seconds"]) == {
         "env", "rollout", "update", "wait"}
     assert list(read_monitor(compiled_run)["episodes"]) == [8, 8]
@@ -191,9 +196,9 @@ def test_ppo_observation_v1_and_reproducible(store, tmp_path) -> None:
     """PPO on observation v1: the network reads the vector env's 20 features; the same seed
     gives the same weights."""
     kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 60, "observation": "v1",
-              "hyperparameters": TINY, "output_dir": tmp_path}
-    first = train_batched(store, run_name="a", **kwargs)
-    second = train_batched(store, run_name="b", **kwargs)
+              "output_dir": tmp_path}
+    first = train_replay(store, run_name="a", **kwargs)
+    second = train_replay(store, run_name="b", **kwargs)
     a, b = (load_policy(d / f"{d.name}.zip") for d in (first, second))
     assert a.observation_version == "v1"
     assert a.model.observation_space.shape == (len(OBSERVATIONS["v1"]),)
@@ -203,12 +208,12 @@ def test_ppo_observation_v1_and_reproducible(store, tmp_path) -> None:
 
 def test_a_finished_batched_run_is_replaced_only_with_overwrite(store, tmp_path) -> None:
     """As the SB3 path: the same run name again is refused, and --overwrite replaces it."""
-    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 60, "hyperparameters": TINY,
-              "output_dir": tmp_path, "run_name": "again"}
-    first = train_batched(store, **kwargs)
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 60, "output_dir": tmp_path,
+              "run_name": "again"}
+    first = train_replay(store, **kwargs)
     with pytest.raises(RunError, match="Pass --overwrite"):
-        train_batched(store, **kwargs)
-    assert train_batched(store, overwrite=True, **kwargs) == first
+        train_replay(store, **kwargs)
+    assert train_replay(store, overwrite=True, **kwargs) == first
     assert (first / "again.zip").is_file()
     argv = ["--trainer", "batched", "--replay-store", str(store), "--algo", "ppo", "--prior",
             "knn", "--n-envs", "4", "--total-timesteps", "60", "--batch-size", "30",
@@ -220,10 +225,10 @@ def test_a_finished_batched_run_is_replaced_only_with_overwrite(store, tmp_path)
 def test_store_settings_and_bad_options(store, tmp_path) -> None:
     assert store_settings(store, None, None) == SETTINGS
     assert store_settings(store, None, "entropy") == SETTINGS.replace(reward="entropy")
-    with pytest.raises(ValueError, match="run A2C or DQN with --trainer sb3|not 'dqn'"):
-        train_batched(store, algo="dqn", output_dir=tmp_path)
-    with pytest.raises(ValueError, match="unknown observation|observation"):
-        train_batched(store, observation="v9", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="not 'dqn': train A2C or DQN with --trainer sb3"):
+        train_replay(store, algo="dqn", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown observation version 'v9'"):
+        train_replay(store, observation="v9", output_dir=tmp_path)
 
 
 def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
@@ -237,8 +242,9 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
                 "--no-progress"]
     assert train_main(compiled) == 0
     record = json.loads((tmp_path / "cli2" / "cli2.json").read_text())
-    assert record["trainer"] == "compiled" and record["config"]["overlap"] is False
-    assert record["algorithm_kwargs"]["n_epochs"] == PPOHyperparameters().n_epochs
+    assert record["trainer"] == "compiled" and record["update"]["overlapped"] is False
+    assert record["algorithm_kwargs"]["n_epochs"] == 4  # the torch trainers' default
+    assert TrainConfig(**record["config"]).hp.batch_size == 30
     assert (tmp_path / "cli" / "curve.png").is_file()
     assert train_main(["--trainer", "batched", "--output-dir", str(tmp_path)]) == 2
     assert "give --replay-store" in capsys.readouterr().err
@@ -249,8 +255,8 @@ def test_the_learning_check_replays_a_groups_policies(store, tmp_path) -> None:
     the yardsticks; no path beats the hindsight optimum of the final cost."""
     from agents.experiments.bench.training import quality_table, run_groups
 
-    run = train_batched(store, n_envs=4, total_timesteps=60, hyperparameters=TINY,
-                        output_dir=tmp_path, run_name="g-s0")
+    run = train_replay(store, n_envs=4, total_timesteps=60, output_dir=tmp_path,
+                       run_name="g-s0")
     assert run_groups(tmp_path) == {"g": [run]}
     rows = {r["policy"]: r for r in quality_table({"g": [run]}, store, SETTINGS)}
     assert set(rows) == {"optimal-final", "optimal", "oracle", "all-in-lr", "all-in-al", "g"}

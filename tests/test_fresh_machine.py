@@ -72,7 +72,7 @@ def test_scripts_default_to_the_bundled_data_not_a_folder_beside_the_clone() -> 
 def test_training_curve_of_a_run_shorter_than_one_episode(tmp_path: Path) -> None:
     """``train_policy.py --total-timesteps 14`` saved the model, then crashed plotting an
     empty monitor file (IndexError)."""
-    from agents.experiments.training.policy_runs import plot_training_curves
+    from agents.experiments.training.curves import plot_training_curves
 
     monitor = tmp_path / "run" / "monitor"
     monitor.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The compiled trainer's fused PPO step (agents.experiments.training.fused) against SB3's
+"""The compiled trainer's flat PPO step (agents.experiments.training.updates) against SB3's
 step under autograd, its fallbacks, and the rollout worker of the overlapped loop
 (agents.experiments.training.pipelined)."""
 
@@ -13,22 +13,23 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
-from conftest import small_store
+from conftest import small_store, train_replay
 
-from agents.experiments.training import fused, step_cache
-from agents.experiments.training.batched import build_model, train_batched
+from agents.experiments.training import step_cache, updates
+from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.pipelined import stream_seeds
-from agents.experiments.training.ppo_batches import HUGE_NEG, PPOHyperparameters, _minibatch_step
+from agents.experiments.training.ppo import HUGE_NEG, _minibatch_step
+from agents.experiments.training.torch_trainer import build_model
 from agents.policy import load_policy
 from ballad_env.settings import Settings
 
-HP = PPOHyperparameters(batch_size=16, learning_rate=3e-3, ent_coef=0.05)
-TINY = {"batch_size": 32, "n_epochs": 2}
+HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e-3,
+                                          "ent_coef": 0.05})
 #: Set to 1 to run the test that compiles the step.
 COMPILE_TEST_ENV = "BALLAD_TEST_COMPILE"
 
 
-def _model(algo: str = "maskable_ppo", hp: PPOHyperparameters = HP, **kwargs) -> object:
+def _model(algo: str = "maskable_ppo", hp: Hyperparameters = HP, **kwargs) -> object:
     return build_model(algo, gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu", **kwargs)
 
 
@@ -58,18 +59,18 @@ def test_two_fused_steps_are_sb3s_steps_under_autograd(masked) -> None:
     reference = copy.deepcopy(model.policy)
     reference.optimizer = torch.optim.Adam(reference.parameters(), lr=HP.learning_rate,
                                            eps=1e-5)
-    update = fused.FusedUpdate(model.policy, HP, masked)
+    update = updates.FlatUpdate(model.policy, HP, masked)
     for seed in (0, 1):
         obs, masks, actions, old_logp, adv, targets = _batch(16, masked, seed)
         expected = _minibatch_step(reference, obs, masks if masked else None, actions,
                                    old_logp, adv, targets, HP)
         got = update._step(update.state, update.step,
-                           fused.pack(obs, masks, actions, old_logp, adv, targets))
+                           updates.pack(obs, masks, actions, old_logp, adv, targets))
         assert torch.allclose(got, expected, atol=1e-6)
     assert expected[4] > 0  # some ratio was clipped
     want = torch.nn.utils.parameters_to_vector(reference.parameters()).detach()
     assert torch.allclose(update.weights(), want, atol=2e-6)
-    assert not torch.allclose(update.weights(), fused.FusedUpdate(
+    assert not torch.allclose(update.weights(), updates.FlatUpdate(
         _model().policy, HP, masked).weights())
     update.finish()
     for param, ref in zip(model.policy.parameters(), reference.parameters(), strict=True):
@@ -81,16 +82,16 @@ def test_two_fused_steps_are_sb3s_steps_under_autograd(masked) -> None:
 
 
 def test_the_forward_pass_is_the_policys() -> None:
-    """``fused.outputs`` on the flat vector gives the SB3 policy's action distribution and
+    """``updates.outputs`` on the flat vector gives the SB3 policy's action distribution and
     values (SB3 keeps the logits normalised), masked logits at ``HUGE_NEG``."""
     model = _model()
-    update = fused.FusedUpdate(model.policy, HP, True)
+    update = updates.FlatUpdate(model.policy, HP, True)
     obs, masks, *_ = _batch(10, True)
-    logits, values = fused.outputs(update.layout, update.weights(), obs, masks)
+    logits, values = updates.outputs(update.layout, update.weights(), obs, masks)
     with torch.no_grad():
         dist = model.policy.get_distribution(obs)
         want = model.policy.predict_values(obs)[:, 0]
-    raw, _ = fused.outputs(update.layout, update.weights(), obs, None)
+    raw, _ = updates.outputs(update.layout, update.weights(), obs, None)
     assert torch.allclose(torch.log_softmax(raw, 1), dist.distribution.logits, atol=1e-5)
     assert torch.allclose(values, want, atol=1e-6)
     assert (logits[~masks] == HUGE_NEG).all() and torch.equal(logits[masks], raw[masks])
@@ -101,20 +102,20 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
     + 18*64 + 64*64 + 64 (critic) = 10,688; backward twice that less the two first layers'
     input gradients (2 x 1,152): 3 x 10,688 - 2,304 = 29,760; x 2 FLOP a row. A sample
     of a 4-epoch PPO: one forward pass in the rollout (21,376) and 4 steps (238,080)."""
-    model = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
-    layout = fused.FlatLayout.of(model.policy)
+    model = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, HP, 0, "cpu")
+    layout = updates.FlatLayout.of(model.policy)
     assert layout.flops(1) == 59_520 and layout.flops(1024) == 59_520 * 1024
     assert layout.forward_flops(1) == 21_376 and layout.flops_per_sample(4) == 259_456
     assert layout.numel == sum(p.numel() for p in model.policy.parameters())
-    assert fused.FlatLayout.mlp_pair(18, (64, 64)).shapes == layout.shapes
-    relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, PPOHyperparameters(), 0, "cpu")
+    assert updates.FlatLayout.mlp_pair(18, (64, 64)).shapes == layout.shapes
+    relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, HP, 0, "cpu")
     relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
-    with pytest.raises(ValueError, match="fused PPO step runs tanh MLPs.*--trainer batched"):
-        fused.FlatLayout.of(relu.policy)
+    with pytest.raises(ValueError, match="flat PPO step runs tanh MLPs.*--trainer batched"):
+        updates.FlatLayout.of(relu.policy)
 
 
 def _rollout_shape(n_steps: int = 2, n_envs: int = 12) -> object:
-    """What ``FusedUpdate.warm`` reads of a rollout: its sizes and observation width."""
+    """What ``FlatUpdate.warm`` reads of a rollout: its sizes and observation width."""
     return type("Buf", (), {"n_steps": n_steps, "n_envs": n_envs,
                             "obs": torch.zeros(n_steps, n_envs, 5)})()
 
@@ -122,15 +123,15 @@ def _rollout_shape(n_steps: int = 2, n_envs: int = 12) -> object:
 def test_compiling_falls_back_to_the_eager_step(monkeypatch) -> None:
     """Switched off by BALLAD_NO_COMPILE (the suite's setting), or the compiled step failing
     to build or load: the eager step runs, and the update says so."""
-    update = fused.FusedUpdate(_model().policy, HP, False)
+    update = updates.FlatUpdate(_model().policy, HP, False)
     assert update.warm(_rollout_shape()) == 0.0 and not update.compiled
-    monkeypatch.setenv(fused.NO_COMPILE_ENV, "0")
+    monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
 
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler here")
 
-    monkeypatch.setattr(fused, "load_step", broken)
-    update = fused.FusedUpdate(_model().policy, HP, False)
+    monkeypatch.setattr(updates, "load_step", broken)
+    update = updates.FlatUpdate(_model().policy, HP, False)
     before = update.weights().clone()
     with pytest.warns(RuntimeWarning, match="no compiler here.*runs eagerly"):
         update.warm(_rollout_shape())
@@ -156,22 +157,22 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
 
     monkeypatch.setattr(step_cache, "build", build)
     monkeypatch.setattr(torch._inductor, "aoti_load_package", lambda path: ("loaded", path))
-    layout = fused.FlatLayout.mlp_pair(5, (8, 8))
-    function = functools.partial(fused.ppo_step, layout, HP, False)
+    layout = updates.FlatLayout.mlp_pair(5, (8, 8))
+    function = functools.partial(updates.ppo_step, layout, HP, False)
     state = torch.zeros(3, layout.numel)
 
-    def load(rows: int, hp: PPOHyperparameters = HP) -> tuple[object, bool]:
+    def load(rows: int, hp: Hyperparameters = HP) -> tuple[object, bool]:
         said: list[str] = []
         step, fresh = step_cache.load_step(
-            functools.partial(fused.ppo_step, layout, hp, False),
-            (state, torch.zeros(()), torch.zeros(rows, 11)), said.append)
-        assert len(said) == int(fresh) and all("compiling the PPO update" in m for m in said)
+            functools.partial(updates.ppo_step, layout, hp, False),
+            (state, torch.zeros(()), torch.zeros(rows, 11)), lambda: said.append("compiling"))
+        assert said == (["compiling"] if fresh else [])  # announced before a build only
         return step, fresh
 
     first, fresh = load(16)
     assert fresh and first == ("loaded", str(built[0])) and built[0].parent == tmp_path / "compiled"
     assert load(16) == (first, False) and len(built) == 1
-    assert load(8)[1] and load(16, PPOHyperparameters(batch_size=16, ent_coef=0.0))[1]
+    assert load(8)[1] and load(16, Hyperparameters(batch_size=16, ent_coef=0.0))[1]
     assert len(set(built)) == 3
     key = step_cache.package_key(function, (state, torch.zeros(()), torch.zeros(16, 11)))
     assert built[0].name == f"{key}.pt2"
@@ -185,13 +186,13 @@ def test_the_compiled_step_is_the_eager_one(monkeypatch, tmp_path) -> None:
     statistics as the eager step; a second update loads the package instead of building
     it and steps the same. Compiling takes a minute or more, so CI leaves it out;
     ``BALLAD_TEST_COMPILE=1`` runs it."""
-    monkeypatch.setenv(fused.NO_COMPILE_ENV, "0")
+    monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
     monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
-    batch = fused.pack(*_batch(16, True))
-    eager = fused.FusedUpdate(_model().policy, HP, True, compile=False)
+    batch = updates.pack(*_batch(16, True))
+    eager = updates.FlatUpdate(_model().policy, HP, True, compile=False)
     expected = eager._step(eager.state, eager.step, batch)
     for build in (True, False):
-        compiled = fused.FusedUpdate(_model().policy, HP, True)
+        compiled = updates.FlatUpdate(_model().policy, HP, True)
         compiled.warm(_rollout_shape(2, 8))
         assert compiled.compiled and compiled.built == build
         got = compiled._step(compiled.state, compiled.step, batch)
@@ -210,9 +211,8 @@ def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(sto
     """Without the worker (overlap off) the compiled trainer draws the batched trainer's
     actions and minibatches from the same seed: the same weights after two rollouts, to
     float32 rounding."""
-    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 120, "hyperparameters": TINY,
-              "output_dir": tmp_path}
-    runs = [train_batched(store, run_name=name, trainer=name, overlap=False, **kwargs)
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 120, "output_dir": tmp_path}
+    runs = [train_replay(store, run_name=name, trainer=name, overlap=False, **kwargs)
             for name in ("batched", "compiled")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
@@ -221,20 +221,20 @@ def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(sto
 
 def test_the_worker_is_refused_off_the_cpu(store, tmp_path) -> None:
     with pytest.raises(ValueError, match="rollout worker runs on the CPU.*--no-overlap"):
-        train_batched(store, trainer="compiled", overlap=True, device="cuda",
-                      output_dir=tmp_path)
+        train_replay(store, trainer="compiled", overlap=True, device="cuda",
+                     output_dir=tmp_path)
 
 
 @pytest.mark.slow
 def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     """The worker's schedule is fixed, not timed: the same seed gives the same weights; the
     worker and the minibatches draw from two streams of the seed."""
-    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "hyperparameters": TINY,
-              "output_dir": tmp_path, "trainer": "compiled"}
-    runs = [train_batched(store, run_name=name, **kwargs) for name in ("a", "b")]
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
+              "trainer": "compiled"}
+    runs = [train_replay(store, run_name=name, **kwargs) for name in ("a", "b")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert json.loads((runs[0] / "a.json").read_text())["config"]["overlap"] is True
+    assert json.loads((runs[0] / "a.json").read_text())["update"]["overlapped"] is True
     assert len(set(stream_seeds(0))) == 2 and stream_seeds(0) == stream_seeds(0)
 
 
@@ -273,9 +273,8 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
         "compiled": [curve([0.03, 0.02, 0.01], setup=5.0), curve([0.03, 0.03, 0.03])]}})
     assert "held-out cost of 0.0200" in report
     assert report.splitlines()[-1].split()[-5:] == ["2", "-", "5+2.0", "inf", "inf"]
-    run = train_batched(store, algo="ppo", n_envs=4, total_timesteps=180,
-                        hyperparameters=TINY, output_dir=tmp_path, run_name="c-s0",
-                        trainer="compiled", overlap=False, checkpoint_freq=60)
+    run = train_replay(store, algo="ppo", n_envs=4, total_timesteps=180, output_dir=tmp_path,
+                       run_name="c-s0", trainer="compiled", overlap=False, checkpoint_freq=60)
     got = held_out_curve(run, str(store), Settings(prior="knn", reward="cost"))
     assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
     assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(

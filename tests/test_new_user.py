@@ -348,7 +348,8 @@ def retrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     def train_once(seed: int) -> Path:  # the second time replaces the first (overwrite)
         config = TrainConfig(algo="ppo", datasets=("toy",), settings=Settings(prior="knn",
                              reward="cost", budget_fraction=0.1), total_timesteps=40,
-                             n_envs=1, vec_env="dummy", n_steps=20, batch_size=20, seed=seed,
+                             n_envs=1, vec_env="dummy", seed=seed,
+                             hyperparameters={"n_steps": 20, "batch_size": 20},
                              eval_freq=20, eval_episodes=1, checkpoint_freq=20,
                              output_dir=str(out), run_name="retrained", progress_bar=False,
                              overwrite=seed > 0)
@@ -377,7 +378,7 @@ def test_a_retrained_policy_is_not_taken_for_the_old_one(retrained) -> None:
 
 
 def test_policy_study_refuses_a_policy_changed_since_its_evaluation(tmp_path: Path) -> None:
-    from agents.experiments.training.policy_runs import prepare_rounds
+    from scripts.studies.common.policy_runs import prepare_rounds
     from scripts.studies.policies import study as policy_study
 
     model = tmp_path / "ppo-cost-train2-s0.zip"

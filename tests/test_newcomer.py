@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import write_data_files
+from conftest import small_store, write_data_files
 from test_fresh_machine import _BLOCK
 
 import agents.experiments.run as run_module
@@ -107,23 +107,18 @@ def test_both_trainers_default_to_the_stores_data_sets(store: Path,
         train_job.config_from_args(train_job.parse_args(["--replay-store", str(store)]))
 
 
-def test_the_batched_trainer_runs_more_than_one_rollout_by_default(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without ``--total-timesteps`` it took SB3's 3,000: one rollout of 15,360 steps."""
-    import agents.experiments.training.batched as batched
-
-    seen: dict[str, object] = {}
-
-    def spy(store, **options):
-        seen.update(options, store=store)
-        raise KeyboardInterrupt  # stop here: only the options are checked
-
-    monkeypatch.setattr(batched, "train_batched", spy)
-    with pytest.raises(KeyboardInterrupt):
-        train_job.train_batched_from_args(train_job.parse_args(
-            ["--trainer", "batched", "--replay-store", "s"]))
-    assert seen["total_timesteps"] == train_job.TIMESTEPS["batched"] >= 50 * 15 * 1024
-    assert seen["datasets"] is None  # every data set of the store
+def test_the_batched_trainer_runs_more_than_one_rollout_by_default(tmp_path: Path) -> None:
+    """Without ``--total-timesteps`` it took SB3's 3,000: one rollout of 15,360 steps. The
+    command line builds one config whatever the trainer: the torch trainers' sizes and
+    hyperparameters where none are given, the given ones over them."""
+    store = small_store(tmp_path / "data", tmp_path / "store")
+    options = ["--trainer", "batched", "--replay-store", str(store), "--prior", "knn"]
+    config = train_job.config_from_args(train_job.parse_args(options))
+    assert config.total_timesteps >= 50 * 15 * 1024 and config.n_envs == 1024
+    assert config.datasets == ("large",)  # every data set of the store
+    assert (config.hp.n_steps, config.hp.batch_size, config.hp.learning_rate) == (15, 1024, 1e-3)
+    given = train_job.config_from_args(train_job.parse_args([*options, "--discount", "0.9"]))
+    assert given.hyperparameters == {"gamma": 0.9} and given.hp.n_epochs == 4
     assert train_job.config_from_args(train_job.parse_args([])).total_timesteps == 3000
 
 

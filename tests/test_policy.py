@@ -16,7 +16,7 @@ import pytest
 from agents import run_episode
 from agents.base import mask_from_observation
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.policy_runs import read_monitor
+from agents.experiments.training.curves import read_monitor
 from agents.experiments.training.sb3 import train
 from agents.policy import ALGORITHMS, PolicyAgent, is_policy_path, load_policy
 from ballad_env import FEATURE_INDEX, BudgetAllocationEnv
@@ -38,8 +38,9 @@ def trained(tmp_path_factory) -> dict[str, Path]:
     for algo in ALGORITHMS:
         config = TrainConfig(algo=algo, datasets=("toy",),
                              settings=Settings(reward="cost", prior=PRIOR),
-                             total_timesteps=STEPS, n_envs=1, vec_env="dummy", n_steps=30,
-                             batch_size=30, seed=1, output_dir=str(out), progress_bar=False)
+                             total_timesteps=STEPS, n_envs=1, vec_env="dummy",
+                             hyperparameters={"n_steps": 30, "batch_size": 30}, seed=1,
+                             output_dir=str(out), progress_bar=False)
         paths[algo] = train(config).model_path
     return paths
 
@@ -148,14 +149,16 @@ def test_dqn_probabilities_are_epsilon_greedy_with_the_final_rate(trained):
 def test_training_uses_and_records_non_default_settings(tmp_path):
     """c_fn = 10 and a 10% budget (5 rounds) reach the training env and the settings JSON."""
     settings = Settings(reward="cost", prior=PRIOR, c_fn=10.0, budget_fraction=0.1)
-    config = TrainConfig(datasets=("toy",), settings=settings, discount=0.9, total_timesteps=30,
-                         n_envs=1, vec_env="dummy", n_steps=10, batch_size=10, seed=3,
+    config = TrainConfig(datasets=("toy",), settings=settings, total_timesteps=30,
+                         hyperparameters={"gamma": 0.9, "n_steps": 10, "batch_size": 10},
+                         n_envs=1, vec_env="dummy", seed=3,
                          output_dir=str(tmp_path), progress_bar=False)
     result = train(config)
     saved = json.loads(result.settings_path.read_text())
     assert saved["config"]["settings"] == settings.to_dict()
     assert saved["config"]["settings"]["name"] == "knn_cost_cfn10_budget0.1"
-    assert saved["config"]["discount"] == 0.9 and saved["algorithm_kwargs"]["gamma"] == 0.9
+    assert saved["config"]["hyperparameters"]["gamma"] == 0.9
+    assert saved["algorithm_kwargs"]["gamma"] == 0.9
     assert TrainConfig(**saved["config"]) == config  # the JSON reads back as the config
     episodes = read_monitor(result.run_dir)
     assert len(episodes) == 6 and np.all(episodes["length"] == 5)
@@ -225,7 +228,7 @@ def test_train_policy_script_smoke(tmp_path):
     agent = load_policy(run / f"{run.name}.zip")
     config = agent.settings["config"]
     assert config["settings"]["reward"] == "val_cost" and config["settings"]["c_fn"] == 10.0
-    assert config["settings"]["prior"] == PRIOR and config["discount"] == 0.95
+    assert config["settings"]["prior"] == PRIOR and config["hyperparameters"]["gamma"] == 0.95
     assert agent.model.gamma == 0.95
 
 

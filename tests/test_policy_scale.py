@@ -15,13 +15,14 @@ from conftest import write_data_files
 from agents.evaluation import run_episode
 from agents.experiments.lattice_build import build_store
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
-from agents.experiments.training.sb3 import algorithm_kwargs, train
+from agents.experiments.training.record import algorithm_kwargs
+from agents.experiments.training.sb3 import train
 from agents.policy import load_policy, observation_version
 from ballad_env import BudgetAllocationEnv, Settings
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.replay.store import LatticeStore
 from ballad_env.wrappers import KeepInfo
+from scripts.studies.common.policy_runs import RUN_PATTERN, StudyError, load_rounds, model_path
 from scripts.studies.policy_scale import study as scale
 
 SETTINGS = Settings()
@@ -63,14 +64,15 @@ def test_train_configs_are_seed_major_replay_runs(stores) -> None:
 
 
 def test_training_options_reach_the_algorithms() -> None:
-    ppo = algorithm_kwargs(TrainConfig(algo="ppo", n_epochs=3))
-    dqn = algorithm_kwargs(TrainConfig(algo="dqn", train_freq=4, gradient_steps=2))
+    ppo = algorithm_kwargs(TrainConfig(algo="ppo", hyperparameters={"n_epochs": 3}))
+    dqn = algorithm_kwargs(TrainConfig(algo="dqn", hyperparameters={"train_freq": 4,
+                                                                    "gradient_steps": 2}))
     assert ppo["n_epochs"] == 3
     assert (dqn["train_freq"], dqn["gradient_steps"]) == (4, 2)
     with pytest.raises(ValueError, match="unknown observation version 'v9'"):
         TrainConfig(observation="v9")
     with pytest.raises(ValueError, match="n_epochs .* must be a whole number from 1"):
-        TrainConfig(n_epochs=0)
+        TrainConfig(hyperparameters={"n_epochs": 0})
     assert TrainConfig(observation="v1").name.endswith("-v1-s0-3000steps")
 
 
@@ -134,7 +136,8 @@ def test_a_v1_policy_trained_on_the_store_replays_its_live_episodes(stores, tmp_
     name = "maskable_ppo-cost-v1-train1-s0"
     config = TrainConfig(algo="maskable_ppo", datasets=("Alpha",),
                          settings=Settings(reward="cost"), total_timesteps=120, n_envs=2,
-                         vec_env="dummy", n_steps=30, batch_size=30, observation="v1",
+                         vec_env="dummy", hyperparameters={"n_steps": 30, "batch_size": 30},
+                         observation="v1",
                          replay_store=str(stores["train"]), run_name=name,
                          output_dir=str(study / "policies"), progress_bar=False)
     train(config)

@@ -14,9 +14,10 @@ import pytest
 from conftest import load_job, write_data_files
 
 from agents import make_agent, run_episode
-from agents.experiments.training import policy_runs as shared
+from agents.experiments import training
 from ballad_env import BudgetAllocationEnv
 from ballad_env.settings import Settings
+from scripts.studies.common import policy_runs as shared
 from scripts.studies.policies import study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def test_train_configs_name_runs_and_carry_the_settings(tmp_path):
     config = configs["ppo-val_cost-train2-s1"]
     assert config.settings == settings.replace(reward="val_cost")
     assert (config.seed, config.datasets, config.data_dir) == (1, ("a", "b"), "data")
-    assert (config.batch_size, config.checkpoint_freq) == (plan.n_steps, plan.timesteps // 2)
+    assert (config.hp.batch_size, config.checkpoint_freq) == (plan.n_steps, plan.timesteps // 2)
     assert config.name == "ppo-val_cost-train2-s1" and not config.progress_bar
     assert config.output_dir == str(tmp_path / "policies")
 
@@ -338,6 +339,6 @@ def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
 
     config = TrainConfig(datasets=("no-such-data-set",), output_dir=str(tmp_path / "p"),
                          run_name="bad", progress_bar=False)
-    assert shared.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
+    assert training.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
     assert "bad: FAILED (FileNotFoundError" in capsys.readouterr().out
     assert "no-such-data-set" in (tmp_path / "logs" / "bad.log").read_text()

@@ -49,7 +49,8 @@ def genuine(tmp_path_factory) -> dict[str, Path]:
     for algo in ALGORITHMS:
         config = TrainConfig(algo=algo, datasets=("toy",),
                              settings=Settings(reward="cost", prior=PRIOR), total_timesteps=30,
-                             n_envs=1, vec_env="dummy", n_steps=15, batch_size=15, seed=1,
+                             n_envs=1, vec_env="dummy", seed=1,
+                             hyperparameters={"n_steps": 15, "batch_size": 15},
                              output_dir=str(out), progress_bar=False)
         paths[algo] = train(config).model_path
     return paths

@@ -531,12 +531,13 @@ def test_benchmarks_random_sequences_and_agents_equal_the_live_environment(
 def test_training_on_the_replay_store(store, tmp_path) -> None:
     """PPO trains on the replay environment; its episodes are stored cells of seeds 0-1."""
     from agents.experiments.training.config import TrainConfig
-    from agents.experiments.training.policy_runs import read_monitor
+    from agents.experiments.training.curves import read_monitor
     from agents.experiments.training.sb3 import train
 
     settings = Settings(reward="cost", prior="knn")
     config = TrainConfig(datasets=("arrays",), settings=settings, total_timesteps=120,
-                         n_envs=2, vec_env="dummy", n_steps=30, batch_size=30, seed=2,
+                         n_envs=2, vec_env="dummy", seed=2,
+                         hyperparameters={"n_steps": 30, "batch_size": 30},
                          episode_seeds=2, replay_store=store, output_dir=str(tmp_path),
                          progress_bar=False)
     assert config.name == "ppo-cost-arrays-knn-replay-s2-120steps"

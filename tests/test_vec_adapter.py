@@ -82,12 +82,13 @@ def test_training_runs_on_the_vector_env(store, tmp_path) -> None:
     """``TrainConfig(vec_env="vector")``: the run's monitor file holds its episodes, each a
     stored cell of the seeds kept."""
     from agents.experiments.training.config import TrainConfig
-    from agents.experiments.training.policy_runs import read_monitor
+    from agents.experiments.training.curves import read_monitor
     from agents.experiments.training.sb3 import train
 
     config = TrainConfig(algo="maskable_ppo", datasets=("large",), total_timesteps=120,
                          settings=Settings(reward="cost", prior="knn"), n_envs=2,
-                         vec_env="vector", n_steps=30, batch_size=30, episode_seeds=2,
+                         vec_env="vector", hyperparameters={"n_steps": 30, "batch_size": 30},
+                         episode_seeds=2,
                          replay_store=str(store), output_dir=str(tmp_path), progress_bar=False)
     episodes = read_monitor(train(config).run_dir)
     assert len(episodes) == 8 and np.all(episodes["length"] == 15)

@@ -283,6 +283,17 @@ def store_settings(store: str | Path, settings: Settings | None, reward: str | N
     return settings
 
 
+def store_datasets(store: str | Path, settings: Settings) -> list[str]:
+    """Every data set the lattice store holds under ``settings`` (what a replay run trains
+    on when no data set is named); ``ValueError`` when it holds none."""
+    names = sorted({name for name, _ in LatticeStore(store).cells(settings)})
+    if not names:
+        raise ValueError(f"the store {store} has no lattice of setting {settings.name}: "
+                         "build one with ballad-env lattices, or pass the setting it holds "
+                         "(--prior, --c-fn, ...)")
+    return names
+
+
 __all__ = ["CELL_COLUMNS", "SHARING_OPTIONS", "build_cells", "build_store", "build_summary",
-           "pending_cells", "pending_cells_of", "prepare_store", "sharing_order", "store_settings",
-           "store_table"]
+           "pending_cells", "pending_cells_of", "prepare_store", "sharing_order", "store_datasets",
+           "store_settings", "store_table"]

@@ -35,22 +35,18 @@ TARGET_RUNS: dict[str, dict[str, Any]] = {
 def train_checkpointed(kind: str, store: str, settings: Settings, seed: int, steps: int,
                        every: int, out: str) -> Path:
     """One run of ``kind`` with a checkpoint every ``every`` steps; its folder."""
-    if kind == "sb3":
-        from agents.experiments.training.sb3 import TrainConfig, train
-        from ballad_env.replay.env import BudgetAllocationReplayEnv
+    from agents.experiments.training import train
+    from agents.experiments.training.config import TRAINER_SIZES, TrainConfig
+    from ballad_env.replay.env import BudgetAllocationReplayEnv
 
-        names = sorted({d for d, _ in BudgetAllocationReplayEnv(store, settings=settings).cells})
-        config = TrainConfig(algo="ppo", datasets=tuple(names), settings=settings,
-                             replay_store=store, vec_env="vector", n_envs=256, n_steps=64,
-                             batch_size=256, n_epochs=4, total_timesteps=steps, seed=seed,
-                             checkpoint_freq=every, output_dir=out, run_name=f"sb3-s{seed}",
-                             progress_bar=False)
-        return train(config).run_dir
-    from agents.experiments.training.batched import train_batched
-
-    return train_batched(store, algo="ppo", settings=settings, total_timesteps=steps,
+    names = sorted({d for d, _ in BudgetAllocationReplayEnv(store, settings=settings).cells})
+    sb3 = {"n_envs": 256, "hyperparameters": {"n_steps": 64, "batch_size": 256, "n_epochs": 4}}
+    sizes = sb3 if kind == "sb3" else {"n_envs": TRAINER_SIZES[kind]["n_envs"]}
+    config = TrainConfig(trainer=kind, algo="ppo", datasets=tuple(names), settings=settings,
+                         replay_store=store, vec_env="vector", total_timesteps=steps,
                          seed=seed, checkpoint_freq=every, output_dir=out,
-                         run_name=f"{kind}-s{seed}", trainer=kind)
+                         run_name=f"{kind}-s{seed}", progress_bar=False, **sizes)
+    return train(config).run_dir
 
 
 def held_out_curve(run: Path, eval_store: str, settings: Settings) -> dict[str, Any]:

@@ -92,13 +92,14 @@ def time_ppo(store: str | os.PathLike, datasets: Sequence[str], path: str,
 
     from agents.experiments.training.config import TrainConfig
     from agents.experiments.training.envs import make_vec_env
-    from agents.experiments.training.sb3 import algorithm_kwargs
+    from agents.experiments.training.record import algorithm_kwargs
     from agents.experiments.training.vec_adapter import make_replay_vec_env
 
     config = TrainConfig(algo="ppo", datasets=tuple(datasets),
                          settings=settings or Settings(reward="cost"), n_envs=n_envs,
-                         vec_env="dummy", n_steps=n_steps, batch_size=batch_size,
-                         n_epochs=n_epochs, learning_rate=learning_rate,
+                         vec_env="dummy",
+                         hyperparameters={"n_steps": n_steps, "batch_size": batch_size,
+                                          "n_epochs": n_epochs, "learning_rate": learning_rate},
                          replay_store=str(store), total_timesteps=total_timesteps, seed=seed)
     torch.set_num_threads(config.torch_threads)
     if path == "dummy":

@@ -98,13 +98,16 @@ def time_batched(store: str, algo: str, n_envs: int, steps: int, settings: Setti
     """One run of a torch trainer (``batched`` or ``compiled``): steps a second, CPU
     seconds and its time split (from the run's JSON; the compiled trainer's compiling and
     worker start come before its clock, as its JSON's ``update`` records)."""
-    from agents.experiments.training.batched import train_batched
+    from agents.experiments.lattice_build import store_datasets
+    from agents.experiments.training import train
+    from agents.experiments.training.config import TrainConfig
 
     with tempfile.TemporaryDirectory() as out:
-        run = train_batched(store, algo=algo, n_envs=n_envs, total_timesteps=steps,
-                            settings=settings, output_dir=out, run_name="bench",
-                            trainer=trainer)
-        record = json.loads((run / "bench.json").read_text())
+        names = tuple(store_datasets(store, settings))
+        config = TrainConfig(trainer=trainer, algo=algo, datasets=names, settings=settings,
+                             replay_store=store, n_envs=n_envs, total_timesteps=steps,
+                             output_dir=out, run_name="bench", progress_bar=False)
+        record = json.loads(train(config).settings_path.read_text())
     seconds = record["train_seconds"]
     return {"trainer": f"{trainer} {algo}", "n_envs": n_envs, "steps": record["num_timesteps"],
             "seconds": seconds, "steps_per_s": record["num_timesteps"] / seconds,
@@ -170,7 +173,7 @@ def measure_training(store: str, settings: Settings, study_ppo: tuple[int, int, 
                                              max(sb3_steps, 15 * n), settings)))
         runs += [(f"{trainer}-{algo}-{n}", time_batched,
                   (store, algo, n, steps, settings, trainer))
-                 for trainer in ("batched", "compiled") for algo in ("ppo", "maskable-ppo")]
+                 for trainer in ("batched", "compiled") for algo in ("ppo", "maskable_ppo")]
     rows: dict[str, list[dict[str, Any]]] = {key: [] for key, _, _ in runs}
     for _ in range(repeats):
         for key, function, args in runs:
@@ -191,7 +194,7 @@ def training_report(result: dict[str, Any], n_features: int = 18) -> str:
     """The thread table, the steps-a-second table with ratios to SB3 (the study's sizes
     and 256 environments), steps a CPU second, the share of the two cores' matrix-product
     peak each trainer's arithmetic reaches, and each run's split."""
-    from agents.experiments.training.fused import FlatLayout
+    from agents.experiments.training.updates import FlatLayout
 
     lines = ["torch threads: median ms of the actor-critic pair at N rows (fresh processes)",
              f"{'rows':>6} {'threads':>7} {'forward':>9} {'train step':>11} {'load':>5}"]

@@ -317,7 +317,7 @@ def run_quality(args: argparse.Namespace) -> int:
         run_groups,
     )
     from agents.experiments.lattice_build import store_settings
-    from agents.experiments.training.policy_runs import plot_training_curves, read_monitor
+    from agents.experiments.training.curves import plot_training_curves, read_monitor
 
     if args.eval_store is None:
         print("error: --quality-runs needs --eval-store DIR", file=sys.stderr)

@@ -15,9 +15,10 @@ Example::
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
 from a lattice store built by ``ballad-env lattices`` (200 to 2,000 times faster).
-``--trainer batched --replay-store DIR`` trains PPO or MaskablePPO on N replay episodes at
-once, batched in torch (``training.batched.train_batched``; ``docs/training.md``): the same
-run folder and an SB3 model, several times faster than the SB3 path.
+``--trainer batched --replay-store DIR`` (or ``compiled``) trains PPO or MaskablePPO on N
+replay episodes at once, batched in torch (``docs/training.md``): the same run folder and an
+SB3 model, several times faster than the SB3 trainer. Every trainer takes the one
+``TrainConfig`` this command builds (``agents.experiments.training.train``).
 """
 
 from __future__ import annotations
@@ -34,33 +35,38 @@ from agents.experiments.cli import (
     datasets_from,
     import_plugins,
 )
+from agents.experiments.lattice_build import store_datasets
 from agents.experiments.stores.results import RunError
-from agents.experiments.training.bounds import check_training_sizes
-from agents.experiments.training.config import VEC_ENVS, TrainConfig
-from agents.experiments.training.policy_runs import plot_training_curves, train_and_plot
+from agents.experiments.training import train_and_plot
+from agents.experiments.training.config import (
+    TRAINER_SIZES,
+    TRAINERS,
+    VEC_ENVS,
+    Hyperparameters,
+    TrainConfig,
+)
 from agents.policy_files import ALGORITHMS
 from ballad_env.observation import OBSERVATIONS
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
-#: ``--trainer``: stable-baselines3, or the batched trainer (``training.batched``) with the
-#: autograd update or the compiled fused one.
-TRAINERS = ("sb3", "batched", "compiled")
-#: ``--total-timesteps`` by trainer: a short SB3 run; for the batched trainer, about 66
-#: rollouts of N = 1,024 (seconds on a CPU, ``docs/training.md``), not a single one.
-TIMESTEPS = {"sb3": 3000, "batched": 1_000_000, "compiled": 1_000_000}
 #: The data set of ``--datasets`` when neither it nor a store says which.
 DEFAULT_DATASET = "toy"
+#: The hyperparameter options, by their ``Hyperparameters`` names: given ones override the
+#: trainer's defaults.
+HYPERPARAMETER_OPTIONS = ("learning_rate", "gamma", "n_steps", "batch_size", "ent_coef",
+                          "net_arch", "n_epochs", "train_freq", "gradient_steps")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; every option maps to a ``TrainConfig`` field."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
+    sizes = TRAINER_SIZES
     p.add_argument("--trainer", choices=TRAINERS, default="sb3",
                    help="sb3: stable-baselines3 (every algorithm); batched: PPO or MaskablePPO "
                         "on the vector replay environment, batched in torch (--replay-store); "
-                        "compiled: the same with one compiled fused minibatch step")
+                        "compiled: the same with one compiled minibatch step")
     p.add_argument("--no-overlap", action="store_true",
                    help="compiled (or batched) trainer: play each rollout after the update "
                         "before it in this process, instead of a worker process playing the "
@@ -73,33 +79,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
     p.add_argument("--data-dir", default=None, help="folder of data files ($BALLAD_DATA_DIR)")
     p.add_argument("--total-timesteps", type=int, default=None,
-                   help=f"environment steps (default: {TIMESTEPS['sb3']:,} for sb3, "
-                        f"{TIMESTEPS['batched']:,} for batched and compiled, rounded up to "
-                        "whole rollouts)")
+                   help=f"environment steps (default: {sizes['sb3']['total_timesteps']:,} for "
+                        f"sb3, {sizes['batched']['total_timesteps']:,} for batched and "
+                        "compiled, rounded up to whole rollouts)")
     p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
     p.add_argument("--n-envs", type=int, default=None,
-                   help="parallel environments (default: 2 for sb3, 1024 for batched)")
+                   help=f"parallel environments (default: {sizes['sb3']['n_envs']} for sb3, "
+                        f"{sizes['batched']['n_envs']} for batched and compiled)")
     p.add_argument("--vec-env", choices=VEC_ENVS, default="subproc",
-                   help="subproc: one process per worker; dummy: all in this process; "
-                        "vector: the replay environment stepped N at once (--replay-store)")
-    p.add_argument("--learning-rate", type=float, default=3e-4, help="optimiser step size")
-    p.add_argument("--discount", type=float, default=1.0,
-                   help="SB3's gamma (1: the return is the whole cost decrease)")
-    p.add_argument("--n-steps", type=int, default=None,
-                   help="rollout length per worker (PPO/A2C; default 60 and 15)")
-    p.add_argument("--batch-size", type=int, default=None, help="minibatch (PPO 60, DQN 32)")
-    p.add_argument("--ent-coef", type=float, default=0.01, help="entropy bonus (PPO/A2C)")
-    p.add_argument("--net-arch", type=int, nargs="+", default=[64, 64], help="hidden layers")
-    p.add_argument("--n-epochs", type=int, default=10, help="PPO: passes over each rollout")
-    p.add_argument("--train-freq", type=int, default=1, help="DQN: vector steps between updates")
-    p.add_argument("--gradient-steps", type=int, default=1,
-                   help="DQN: gradient steps per update")
+                   help="sb3: subproc: one process per worker; dummy: all in this process; "
+                        "vector: the replay environment stepped N at once (--replay-store); "
+                        "the torch trainers always step vector")
+    _add_hyperparameters(p)
     p.add_argument("--observation", choices=tuple(OBSERVATIONS), default="v0",
                    help="observation version the policy reads (v1 adds the validation-sample "
                         "cost and its standard error)")
     p.add_argument("--eval-freq", type=int, default=0,
                    help="evaluate every this many steps (0: never)")
-    p.add_argument("--eval-episodes", type=int, default=6, help="episodes per evaluation")
+    p.add_argument("--eval-episodes", type=int, default=None,
+                   help=f"episodes per evaluation (default: {sizes['sb3']['eval_episodes']} "
+                        f"for sb3, {sizes['batched']['eval_episodes']} for batched and "
+                        "compiled)")
     p.add_argument("--eval-seed", type=int, default=100_000,
                    help="seed of the (same) evaluation episodes")
     p.add_argument("--checkpoint-freq", type=int, default=0,
@@ -121,6 +121,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _add_hyperparameters(p: argparse.ArgumentParser) -> None:
+    """The hyperparameter options (``Hyperparameters``' fields; not given: the trainer's
+    default, which the help names)."""
+    sb3, torch = Hyperparameters(), Hyperparameters.of("batched", "ppo", {})
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help=f"optimiser step size (default {sb3.learning_rate} for sb3, "
+                        f"{torch.learning_rate} for batched and compiled)")
+    p.add_argument("--gamma", "--discount", dest="gamma", type=float, default=None,
+                   help=f"the discount (default {sb3.gamma}: the return is the whole cost "
+                        "decrease)")
+    p.add_argument("--n-steps", type=int, default=None,
+                   help=f"rollout length per environment (PPO, A2C; default {sb3.n_steps} and "
+                        f"15 for sb3, {torch.n_steps} for batched and compiled)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help=f"minibatch (default: PPO {sb3.batch_size}, DQN 32 for sb3; "
+                        f"{torch.batch_size} for batched and compiled)")
+    p.add_argument("--ent-coef", type=float, default=None,
+                   help=f"entropy bonus (PPO, A2C; default {sb3.ent_coef})")
+    p.add_argument("--net-arch", type=int, nargs="+", default=None,
+                   help=f"hidden layers (default {' '.join(map(str, sb3.net_arch))})")
+    p.add_argument("--n-epochs", type=int, default=None,
+                   help=f"PPO: passes over each rollout (default {sb3.n_epochs} for sb3, "
+                        f"{torch.n_epochs} for batched and compiled)")
+    p.add_argument("--train-freq", type=int, default=None,
+                   help=f"DQN: vector steps between updates (default {sb3.train_freq})")
+    p.add_argument("--gradient-steps", type=int, default=None,
+                   help=f"DQN: gradient steps per update (default {sb3.gradient_steps})")
+
+
 def chosen_datasets(args: argparse.Namespace) -> list[str] | None:
     """The data sets the command line names (``--datasets`` or ``--datasets-from``), or
     ``None`` when it names none."""
@@ -129,99 +158,43 @@ def chosen_datasets(args: argparse.Namespace) -> list[str] | None:
     return None if args.datasets is None else list(args.datasets)
 
 
-def store_datasets(store: str, settings: Settings) -> list[str]:
-    """Every data set the lattice store holds under ``settings`` (the SB3 path's default on
-    a store, the batched trainer's too); ``ValueError`` when it holds none."""
-    from ballad_env.replay.store import LatticeStore
-
-    names = sorted({name for name, _ in LatticeStore(store).cells(settings)})
-    if not names:
-        raise ValueError(f"the store {store} has no lattice of setting {settings.name}: "
-                         "build one with ballad-env lattices, or pass the setting it holds "
-                         "(--prior, --c-fn, ...)")
-    return names
-
-
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The run's settings from the parsed command line."""
+    """The run's configuration from the parsed command line, for every trainer: the sizes
+    not given are the trainer's (``TRAINER_SIZES``), the hyperparameters given override its
+    defaults."""
+    settings = settings_from_args(args)[0]
     datasets = chosen_datasets(args)
-    if datasets is None:  # the store's data sets, as the batched trainer takes them
+    if datasets is None:  # every data set of the store, or toy
         datasets = [DEFAULT_DATASET] if args.replay_store is None else store_datasets(
-            args.replay_store, settings_from_args(args)[0])
+            args.replay_store, settings)
+    sizes = {name: default if getattr(args, name) is None else getattr(args, name)
+             for name, default in TRAINER_SIZES[args.trainer].items()}
+    given = {name: getattr(args, name) for name in HYPERPARAMETER_OPTIONS
+             if getattr(args, name) is not None}
     return TrainConfig(
-        algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
-        settings=settings_from_args(args)[0],
-        total_timesteps=args.total_timesteps or TIMESTEPS["sb3"], seed=args.seed,
-        n_envs=args.n_envs or 2, vec_env=args.vec_env, learning_rate=args.learning_rate,
-        discount=args.discount, n_steps=args.n_steps, batch_size=args.batch_size,
-        ent_coef=args.ent_coef, net_arch=tuple(args.net_arch), n_epochs=args.n_epochs,
-        train_freq=args.train_freq, gradient_steps=args.gradient_steps,
-        observation=args.observation, eval_freq=args.eval_freq,
-        eval_episodes=args.eval_episodes, eval_seed=args.eval_seed,
+        trainer=args.trainer, algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
+        settings=settings, seed=args.seed, vec_env=args.vec_env, n_envs=sizes["n_envs"],
+        total_timesteps=sizes["total_timesteps"], eval_episodes=sizes["eval_episodes"],
+        hyperparameters=given, observation=args.observation, eval_freq=args.eval_freq,
+        eval_seed=args.eval_seed,
         checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
         run_name=args.run_name, torch_threads=args.torch_threads, overwrite=args.overwrite,
         episode_seeds=args.episode_seeds, replay_store=args.replay_store,
-        progress_bar=not args.no_progress)
-
-
-#: The batched trainer's hyperparameters the SB3 path's options set, when given.
-BATCHED_OPTIONS = {"learning_rate": "learning_rate", "discount": "gamma", "n_steps": "n_steps",
-                   "batch_size": "batch_size", "ent_coef": "ent_coef", "net_arch": "net_arch",
-                   "n_epochs": "n_epochs"}
-
-
-def train_batched_from_args(args: argparse.Namespace) -> int:
-    """``--trainer batched`` or ``compiled``: the batched trainer with the SB3 path's options
-    where they apply (hyperparameters only where given on the command line)."""
-    from agents.experiments.training.batched import train_batched
-
-    if args.replay_store is None:
-        raise ValueError(f"--trainer {args.trainer} trains on the replay environment: give "
-                         "--replay-store DIR (a store built with ballad-env lattices)")
-    check_training_sizes({"n_steps": args.n_steps, "batch_size": args.batch_size,
-                          "n_epochs": args.n_epochs, "net_arch": args.net_arch,
-                          "n_envs": args.n_envs})
-    defaults = parse_args([])
-    hyper = {name: getattr(args, option) for option, name in BATCHED_OPTIONS.items()
-             if getattr(args, option) != getattr(defaults, option)}
-    datasets = chosen_datasets(args)  # None: every data set of the store
-    seeds = range(args.episode_seeds) if args.episode_seeds else None
-    run_dir = train_batched(args.replay_store, algo=args.algo, datasets=datasets, seeds=seeds,
-                            settings=settings_from_args(args)[0], observation=args.observation,
-                            n_envs=args.n_envs or 1024,
-                            total_timesteps=args.total_timesteps or TIMESTEPS[args.trainer],
-                            seed=args.seed, threads=args.torch_threads, hyperparameters=hyper,
-                            eval_freq=args.eval_freq, output_dir=args.output_dir,
-                            run_name=args.run_name, eval_seed=args.eval_seed,
-                            overwrite=args.overwrite, trainer=args.trainer,
-                            overlap=False if args.no_overlap else None,
-                            checkpoint_freq=args.checkpoint_freq,
-                            **({"eval_episodes": args.eval_episodes}
-                               if args.eval_episodes != defaults.eval_episodes else {}))
-    record = json.loads((run_dir / f"{run_dir.name}.json").read_text())
-    curve = plot_training_curves({run_dir.name: [run_dir]}, run_dir / "curve.png",
-                                 title=run_dir.name)
-    print(f"trained {run_dir.name} in {record['train_seconds']:.1f} s "
-          f"({record['num_timesteps'] / max(record['train_seconds'], 1e-9):,.0f} steps/s)")
-    print(f"model    {run_dir / run_dir.name}.zip")
-    print(f"settings {run_dir / run_dir.name}.json")
-    print(f"curve    {curve}")
-    return 0
+        progress_bar=not args.no_progress, overlap=False if args.no_overlap else None)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Train, plot the curves and say where everything went; a bad option returns 2."""
     import_plugins(argv)
     try:
-        args = parse_args(argv)
-        if args.trainer != "sb3":
-            return train_batched_from_args(args)
-        config = config_from_args(args)
+        config = config_from_args(parse_args(argv))
         result, curve = train_and_plot(config)
     except (RunError, ValueError, FileNotFoundError) as err:  # StoreError is a ValueError
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"trained {config.name} in {result.seconds:.1f} s")
+    steps = json.loads(result.settings_path.read_text())["num_timesteps"]
+    print(f"trained {config.name} in {result.seconds:.1f} s "
+          f"({steps / max(result.seconds, 1e-9):,.0f} steps/s)")
     print(f"model    {result.model_path}")
     print(f"settings {result.settings_path}")
     print(f"curve    {curve}")

@@ -1,13 +1,16 @@
 """What a training run depends on (:class:`TrainConfig`, saved with the model as its settings
-JSON) and what it leaves (:class:`TrainResult`): one module, so the trainers
-(:mod:`~agents.experiments.training.sb3`, :mod:`~agents.experiments.training.batched`) and the
-environments they step (:mod:`~agents.experiments.training.envs`) import it, not each other.
+JSON) and what it leaves (:class:`TrainResult`), for every trainer: stable-baselines3
+(``trainer="sb3"``) and the two torch trainers on the vector replay environment
+(``"batched"``, ``"compiled"``). One module, so the trainers and the environments they step
+import it, not each other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from agents.experiments.training.bounds import TRAINING_BOUNDS, check_training_sizes
 from agents.experiments.training.run_folder import check_run_name
@@ -18,12 +21,97 @@ from ballad_env.settings import Settings
 #: "vector": the replay environment stepped N at a time in numpy (``training.vec_adapter``; needs
 #: ``replay_store``), instead of N single environments in subprocesses or in this process.
 VEC_ENVS = ("subproc", "dummy", "vector")
+#: The trainers: stable-baselines3 (every algorithm, every environment), and PPO or
+#: MaskablePPO batched in torch on the vector replay environment with autograd's update
+#: (``batched``) or the flat, compiled one (``compiled``; ``docs/training.md``).
+TRAINERS = ("sb3", "batched", "compiled")
+TORCH_TRAINERS = ("batched", "compiled")
+#: The algorithms the torch trainers run.
+TORCH_ALGORITHMS = ("ppo", "maskable_ppo")
+#: The run's sizes by trainer where :class:`TrainConfig`'s own defaults (SB3's) do not fit:
+#: the torch trainers step 1,024 replay episodes at once and take about 66 rollouts.
+TRAINER_SIZES: dict[str, dict[str, int]] = {
+    "sb3": {"n_envs": 2, "total_timesteps": 3000, "eval_episodes": 6},
+    "batched": {"n_envs": 1024, "total_timesteps": 1_000_000, "eval_episodes": 256},
+    "compiled": {"n_envs": 1024, "total_timesteps": 1_000_000, "eval_episodes": 256},
+}
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """The algorithm's hyperparameters, by SB3's names and meanings.
+
+    The defaults are the SB3 trainer's, sized for 15-step episodes and a few thousand steps
+    (``n_steps`` 60: four episodes per worker per update). :data:`TRAINER_DEFAULTS` changes
+    a few by trainer and algorithm: the torch trainers take a rollout of 15 vector steps
+    (one whole episode per environment) of N = 1,024, minibatches of 1,024 rows,
+    ``n_epochs`` 4 and a learning rate of 1e-3 (a sixth of the SB3 trainer's gradient
+    steps per sample, so each one larger; ``docs/training.md`` shows they learn what SB3's
+    PPO learns on the same store and budget).
+    """
+
+    n_steps: int = 60  # rollout length per environment (PPO, A2C)
+    batch_size: int = 60  # minibatch rows (PPO, DQN)
+    n_epochs: int = 10  # PPO: passes over each rollout
+    learning_rate: float = 3e-4
+    gamma: float = 1.0  # the discount (1: the return is the whole cost decrease)
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01  # entropy bonus (PPO, A2C)
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantage: bool = True
+    net_arch: tuple[int, ...] = (64, 64)  # hidden layers of the actor and of the critic
+    train_freq: int = 1  # DQN: vector steps between updates
+    gradient_steps: int = 1  # DQN: gradient steps per update
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "net_arch", tuple(self.net_arch))
+        check_training_sizes({f.name: getattr(self, f.name) for f in fields(self)})
+        if not (self.learning_rate > 0 and self.clip_range > 0 and self.max_grad_norm > 0):
+            raise ValueError("learning_rate, clip_range and max_grad_norm must be positive, "
+                             f"got {self.learning_rate}, {self.clip_range} and "
+                             f"{self.max_grad_norm}")
+        if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma} and "
+                             f"{self.gae_lambda}")
+
+    @classmethod
+    def of(cls, trainer: str, algo: str, given: Mapping[str, Any]) -> Hyperparameters:
+        """The trainer's defaults for ``algo`` with ``given`` over them; an unknown name is
+        an error naming the known ones."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(f"unknown hyperparameters {unknown}: use some of {known}")
+        defaults = TRAINER_DEFAULTS.get((trainer, algo), TRAINER_DEFAULTS.get((trainer, "*"), {}))
+        return cls(**{**defaults, **given})
+
+    def ppo_kwargs(self) -> dict[str, Any]:
+        """SB3's ``PPO`` (and ``MaskablePPO``) constructor arguments."""
+        return {**{name: getattr(self, name) for name in PPO_ARGUMENTS},
+                "policy_kwargs": {"net_arch": list(self.net_arch)}}
+
+
+#: The hyperparameters SB3's PPO constructor takes from :class:`Hyperparameters`.
+PPO_ARGUMENTS = ("n_steps", "batch_size", "n_epochs", "learning_rate", "gamma", "gae_lambda",
+                 "clip_range", "ent_coef", "vf_coef", "max_grad_norm", "normalize_advantage")
+_TORCH = {"n_steps": 15, "batch_size": 1024, "n_epochs": 4, "learning_rate": 1e-3}
+#: :class:`Hyperparameters` that differ from its defaults, by (trainer, algorithm); ``*``:
+#: any algorithm.
+TRAINER_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("sb3", "a2c"): {"n_steps": 15}, ("sb3", "dqn"): {"batch_size": 32},
+    ("batched", "*"): _TORCH, ("compiled", "*"): _TORCH,
+}
 
 
 @dataclass
 class TrainConfig:
-    """Everything a training run depends on; saved with the model as its settings JSON."""
+    """Everything a training run depends on, for every trainer; saved with the model as its
+    settings JSON (``training.record``)."""
 
+    #: Which trainer runs it (:data:`TRAINERS`).
+    trainer: str = "sb3"
     algo: str = "ppo"
     datasets: tuple[str, ...] = ("toy",)
     data_dir: str | None = None
@@ -32,17 +120,12 @@ class TrainConfig:
     total_timesteps: int = 3000
     seed: int = 0
     n_envs: int = 2
+    #: How the SB3 trainer steps its environments (:data:`VEC_ENVS`); the torch trainers
+    #: always step the vector replay environment ("vector").
     vec_env: str = "subproc"
-    # Algorithm settings (None: the per-algorithm default in ``algorithm_kwargs``).
-    learning_rate: float = 3e-4
-    discount: float = 1.0  # SB3's gamma (not the contamination)
-    n_steps: int | None = None
-    batch_size: int | None = None
-    ent_coef: float = 0.01
-    net_arch: tuple[int, ...] = (64, 64)
-    n_epochs: int = 10  # PPO: passes over each rollout
-    train_freq: int = 1  # DQN: vector steps between updates
-    gradient_steps: int = 1  # DQN: gradient steps per update
+    #: The hyperparameters that differ from the trainer's defaults (:class:`Hyperparameters`'
+    #: names); :attr:`hp` is the whole block.
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     #: The observation version the policy reads (``ballad_env.observation.OBSERVATIONS``).
     observation: str = "v0"
     # Evaluation, checkpoints and output.
@@ -64,14 +147,25 @@ class TrainConfig:
     #: (``ballad_env.replay.env``), the same episodes 200 to 2,000 times faster; the data sets are
     #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
     replay_store: str | None = None
+    #: The torch trainers' device ("cpu", "cuda", ...).
+    device: str = "cpu"
+    #: The torch trainers: a worker process plays the next rollout while this one updates
+    #: (``training.pipelined``); None: for ``compiled`` on a CPU.
+    overlap: bool | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):  # read back from a settings JSON
             self.settings = Settings.from_dict(self.settings)
         self.datasets = tuple(self.datasets)
+        self.hyperparameters = {name: tuple(value) if name == "net_arch" else value
+                                for name, value in self.hyperparameters.items()}
+        self.output_dir = str(self.output_dir)  # paths as strings: the config is saved as JSON
         if self.replay_store is not None:
             self.replay_store = str(self.replay_store)
-        self.net_arch = tuple(self.net_arch)
+        if self.data_dir is not None:
+            self.data_dir = str(self.data_dir)
+        if self.trainer not in TRAINERS:
+            raise ValueError(f"unknown trainer {self.trainer!r}: use one of {TRAINERS}")
         if self.algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {self.algo!r}: use one of {ALGORITHMS}")
         if self.vec_env not in VEC_ENVS:
@@ -80,41 +174,63 @@ class TrainConfig:
             raise ValueError("datasets: give at least one data set")
         if self.run_name is not None:
             check_run_name(self.run_name)
+        if self.trainer in TORCH_TRAINERS:
+            self._check_torch_trainer()
         if self.vec_env == "vector" and self.replay_store is None:
             raise ValueError("vec_env='vector' steps the replay environment: give "
                              "replay_store (--replay-store DIR), or use 'dummy' or 'subproc'")
-        if self.n_envs < 1 or self.total_timesteps < 1:
-            raise ValueError("n_envs and total_timesteps must be positive")
-        check_training_sizes({f: getattr(self, f) for f in (*TRAINING_BOUNDS, "net_arch")},
-                             self.vec_env)
-        self._check_batches()
+        hp = self.hp  # its own sizes checked; the rollout's n_steps x n_envs here
+        sizes = {f: getattr(self, f) for f in TRAINING_BOUNDS if hasattr(self, f)}
+        check_training_sizes({**sizes, "n_steps": hp.n_steps}, self.vec_env)
         check_version(self.observation)
-        if min(self.n_epochs, self.train_freq, self.gradient_steps) < 1:
-            raise ValueError("n_epochs, train_freq and gradient_steps must be positive")
+        self._check_batches(hp)
         if self.episode_seeds < 0:
             raise ValueError(f"episode_seeds must be >= 0 (0: a fresh seed per episode), got "
                              f"{self.episode_seeds}")
 
-    def _check_batches(self) -> None:
+    def _check_torch_trainer(self) -> None:
+        """What the torch trainers run: PPO or MaskablePPO on the vector replay environment,
+        the rollout worker on the CPU."""
+        if self.algo not in TORCH_ALGORITHMS:
+            raise ValueError(f"the {self.trainer} trainer runs {list(TORCH_ALGORITHMS)}, not "
+                             f"{self.algo!r}: train A2C or DQN with --trainer sb3")
+        if self.replay_store is None:
+            raise ValueError(f"--trainer {self.trainer} trains on the replay environment: give "
+                             "--replay-store DIR (a store built with ballad-env lattices)")
+        self.vec_env = "vector"
+        if self.overlap and self.device != "cpu":
+            raise ValueError(f"the rollout worker runs on the CPU: on device {self.device!r} "
+                             "train with overlap=False (--no-overlap)")
+
+    def _check_batches(self, hp: Hyperparameters) -> None:
         """Rollout and minibatch sizes SB3 would refuse with a bare ``AssertionError``."""
-        if self.n_steps is not None and self.n_steps < 1:
-            raise ValueError(f"n_steps must be positive, got {self.n_steps}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
-        if self.algo not in ("ppo", "maskable_ppo"):
+        if self.algo not in TORCH_ALGORITHMS:
             return
-        if self.batch_size is not None and self.batch_size < 2:
+        if hp.normalize_advantage and hp.batch_size < 2:
             raise ValueError("batch_size must be at least 2 for PPO (it normalises the "
-                             f"advantages over each minibatch), got {self.batch_size}")
-        if self.n_steps is not None and self.n_steps * self.n_envs < 2:
+                             f"advantages over each minibatch), got {hp.batch_size}")
+        if hp.n_steps * self.n_envs < 2:
             raise ValueError("PPO needs a rollout of at least 2 steps: n_steps x n_envs = "
-                             f"{self.n_steps} x {self.n_envs}")
+                             f"{hp.n_steps} x {self.n_envs}")
+
+    @property
+    def hp(self) -> Hyperparameters:
+        """The whole hyperparameter block: the trainer's defaults for the algorithm with
+        :attr:`hyperparameters` over them."""
+        return Hyperparameters.of(self.trainer, self.algo, self.hyperparameters)
+
+    @property
+    def run_overlapped(self) -> bool:
+        """Whether a worker process plays the rollouts (:attr:`overlap`, resolved)."""
+        if self.overlap is None:
+            return self.trainer == "compiled" and self.device == "cpu"
+        return self.overlap
 
     @property
     def name(self) -> str:
-        """The run name: algorithm, reward, data sets, any other non-default setting, the
-        seed and the training steps (or the name given), so runs under other settings or of
-        other lengths never share a folder."""
+        """The run name: the trainer (but SB3's), algorithm, reward, data sets, any other
+        non-default setting, the seed and the training steps (or the name given), so runs
+        under other settings or of other lengths never share a folder."""
         if self.run_name:
             return self.run_name
         one = Path(str(self.datasets[0])).stem  # a name, or a path's file stem
@@ -124,13 +240,21 @@ class TrainConfig:
         tag = "" if others == Settings() else f"-{others.name}"
         replay = "-replay" if self.replay_store else ""
         version = "" if self.observation == "v0" else f"-{self.observation}"
-        return (f"{self.algo}-{reward}-{sets}{tag}{version}{replay}-s{self.seed}"
+        trainer = "" if self.trainer == "sb3" else f"{self.trainer}-"
+        return (f"{trainer}{self.algo}-{reward}-{sets}{tag}{version}{replay}-s{self.seed}"
                 f"-{self.total_timesteps}steps")
 
     @property
     def run_dir(self) -> Path:
         """Folder holding everything this run writes."""
         return Path(self.output_dir) / self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as JSON values (its settings with their name, ``Settings.to_dict``);
+        ``TrainConfig(**config.to_dict())`` is the config again."""
+        values = asdict(self)
+        values["settings"] = self.settings.to_dict()
+        return values
 
 
 @dataclass(frozen=True)
@@ -143,4 +267,5 @@ class TrainResult:
     seconds: float
 
 
-__all__ = ["VEC_ENVS", "TrainConfig", "TrainResult"]
+__all__ = ["PPO_ARGUMENTS", "TORCH_ALGORITHMS", "TORCH_TRAINERS", "TRAINERS", "TRAINER_DEFAULTS",
+           "TRAINER_SIZES", "VEC_ENVS", "Hyperparameters", "TrainConfig", "TrainResult"]

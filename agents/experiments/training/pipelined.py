@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.experiments.training.fused import FlatLayout, outputs
-from agents.experiments.training.ppo_batches import PPOHyperparameters, Rollout, gae
+from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.ppo import Rollout, gae
 from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.updates import FlatLayout, outputs
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
@@ -45,7 +46,7 @@ def stream_seeds(seed: int) -> tuple[int, int]:
     return int(first), int(second)
 
 
-def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool,
+def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool, *,
             seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
             threads: int) -> None:
     """The worker's loop: build the environments, say ``ready``, then answer each request
@@ -79,7 +80,7 @@ class RolloutWorker:
     """The worker process and its two shared rollout buffers; a context manager that ends
     the process on leaving."""
 
-    def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: PPOHyperparameters,
+    def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: Hyperparameters,
                  n_envs: int, n_features: int, masked: bool, seed: int, threads: int) -> None:
         self.bufs = [Rollout(hp.n_steps, n_envs, n_features, hp.gamma, "cpu") for _ in range(2)]
         for buf in self.bufs:
@@ -90,9 +91,9 @@ class RolloutWorker:
         context = torch.multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
         self.process = context.Process(
-            target=_worker, daemon=True,
-            args=(child, make_envs_args, layout, masked, seed, stream_seeds(seed)[0],
-                  self.bufs, self.lasts, threads))
+            target=_worker, daemon=True, args=(child, make_envs_args, layout, masked),
+            kwargs={"seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
+                    "lasts": self.lasts, "threads": threads})
 
     def __enter__(self) -> RolloutWorker:
         """Start the worker (it then imports and builds its environments on its own)."""
@@ -138,7 +139,7 @@ class RolloutWorker:
 Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
 
 
-def overlapped_loop(worker: RolloutWorker, updater: Any, hp: PPOHyperparameters,
+def overlapped_loop(worker: RolloutWorker, updater: Any, hp: Hyperparameters,
                     n_rollouts: int, update_seed: int, record: Record
                     ) -> tuple[int, float, dict[str, float]]:
     """``n_rollouts`` rollouts and updates, the worker playing one rollout ahead; after each

@@ -17,7 +17,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import ballad_env
-from agents.experiments.training.ppo_batches import Rollout
+from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.vec_adapter import valid
 from ballad_env.settings import Settings
 

@@ -12,21 +12,16 @@ monitor CSVs in ``<out>/<run>/``), and the training-curve plot read back from th
 
 from __future__ import annotations
 
-import json
-import platform
 import shutil
 import time
 import warnings
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 try:
-    import sb3_contrib
-    import stable_baselines3
     import torch
     from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
     from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
@@ -36,16 +31,15 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
     from agents.extras import missing_extra
 
     raise missing_extra(err, "policy training") from err
-from tqdm.auto import tqdm
 
-import ballad_env
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.experiments.training.config import TrainConfig, TrainResult
 from agents.experiments.training.envs import build_env, make_vec_env
+from agents.experiments.training.progress import progress_bar, show_costs
+from agents.experiments.training.record import algorithm_kwargs, write_eval, write_record
 from agents.experiments.training.run_folder import run_lock
 from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
 from ballad_env.env import BudgetAllocationEnv
-from ballad_env.observation import OBSERVATIONS
 
 #: The sub-folders a run writes; training again under the same run name replaces them.
 RUN_FOLDERS = ("monitor", "logs", "eval", "checkpoints")
@@ -59,37 +53,20 @@ def algorithm_class(algo: str) -> type:
     return ALGORITHM_CLASSES[algo]
 
 
-def algorithm_kwargs(config: TrainConfig) -> dict[str, Any]:
-    """Constructor arguments; defaults sized for 15-step episodes and a few thousand steps."""
-    common = {"learning_rate": config.learning_rate, "gamma": config.discount,
-              "policy_kwargs": {"net_arch": list(config.net_arch)}}
-    if config.algo in ("ppo", "maskable_ppo"):
-        n_steps = config.n_steps or 60  # 4 episodes per worker per update
-        return {**common, "n_steps": n_steps, "ent_coef": config.ent_coef,
-                "batch_size": config.batch_size or 60, "n_epochs": config.n_epochs,
-                "gae_lambda": 0.95}
-    if config.algo == "a2c":
-        return {**common, "n_steps": config.n_steps or 15, "ent_coef": config.ent_coef}
-    # DQN: a short warm-up and exploration so that learning starts within a few hundred steps.
-    return {**common, "batch_size": config.batch_size or 32, "buffer_size": 50_000,
-            "learning_starts": min(100, config.total_timesteps // 2),
-            "train_freq": config.train_freq, "gradient_steps": config.gradient_steps,
-            "target_update_interval": 150,
-            "exploration_fraction": 0.3, "exploration_final_eps": 0.05}
-
-
 # --------------------------------------------------------------------------- callbacks
 class TqdmProgress(BaseCallback):
-    """A plain-tqdm progress bar (SB3's own needs ``rich``) showing recent return and test cost."""
+    """A plain-tqdm progress bar (SB3's own needs ``rich``), on a terminal only
+    (``training.progress``): steps, steps/s, the recent episodes' final test cost and the
+    latest held-out evaluation's (of ``evaluation``, when the run evaluates)."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, evaluation: CostEvalCallback | None = None) -> None:
         super().__init__()
-        self.total = total
+        self.total, self.evaluation = total, evaluation
         self.bar: Any = None
         self._shown: object = None  # the newest episode the figures include
 
     def _on_training_start(self) -> None:
-        self.bar = tqdm(total=self.total, unit="step", dynamic_ncols=True)
+        self.bar = progress_bar(self.total)
 
     def _show_recent(self) -> None:
         """Mean return and final test cost of the 20 latest episodes, when one has ended
@@ -100,8 +77,8 @@ class TqdmProgress(BaseCallback):
             return
         self._shown = buffer[-1]
         recent = list(buffer)[-20:]
-        self.bar.set_postfix(ret=f"{np.mean([e['r'] for e in recent]):.4f}",
-                             cost=f"{np.mean([e['test_cost'] for e in recent]):.4f}")
+        show_costs(self.bar, float(np.mean([e["test_cost"] for e in recent])),
+                   None if self.evaluation is None else self.evaluation.latest_cost)
 
     def _on_step(self) -> bool:
         self.bar.update(self.training_env.num_envs)
@@ -113,56 +90,59 @@ class TqdmProgress(BaseCallback):
         self.bar.close()
 
 
-def eval_callback(config: TrainConfig, eval_env: Any, log_dir: Path):
-    """An EvalCallback (the maskable one for MaskablePPO) that evaluates on the same seeded
-    episodes every time and also logs their mean final test cost to ``evaluations.csv``.
-    """
-    base: Any = MaskableEvalCallback if config.algo == "maskable_ppo" else EvalCallback
+class CostEvalCallback(EvalCallback):
+    """SB3's ``EvalCallback`` that evaluates on the same seeded episodes every time and also
+    records their mean final test cost in ``evaluations.csv`` (``record.write_eval``)."""
 
-    class CostEvalCallback(base):
-        def __init__(self) -> None:
-            super().__init__(eval_env, n_eval_episodes=config.eval_episodes,
-                             eval_freq=max(config.eval_freq // config.n_envs, 1),
-                             log_path=str(log_dir), best_model_save_path=str(log_dir),
-                             deterministic=True, verbose=0)
-            self.costs: list[float] = []
-            self.table = log_dir / "evaluations.csv"
+    def __init__(self, config: TrainConfig, eval_env: Any, run_dir: Path) -> None:
+        log_dir = run_dir / "eval"
+        super().__init__(eval_env, n_eval_episodes=config.eval_episodes,
+                         eval_freq=max(config.eval_freq // config.n_envs, 1),
+                         log_path=str(log_dir), best_model_save_path=str(log_dir),
+                         deterministic=True, verbose=0)
+        self.costs: list[float] = []
+        self.eval_seed, self.run_dir = config.eval_seed, run_dir
+        self.latest_cost: float | None = None
 
-        def _log_success_callback(self, locals_: dict, globals_: dict) -> None:
-            super()._log_success_callback(locals_, globals_)
-            if locals_["done"]:
-                self.costs.append(float(locals_["info"]["test_cost"]))
+    def _log_success_callback(self, locals_: dict, globals_: dict) -> None:
+        super()._log_success_callback(locals_, globals_)
+        if locals_["done"]:
+            self.costs.append(float(locals_["info"]["test_cost"]))
 
-        def _on_step(self) -> bool:
-            due = self.eval_freq > 0 and self.n_calls % self.eval_freq == 0
-            if due:
-                self.costs = []
-                self.eval_env.seed(config.eval_seed)  # the same episodes at every evaluation
-            keep_going = super()._on_step()
-            if due:
-                self._write_row()
-            return keep_going
+    def _on_step(self) -> bool:
+        due = self.eval_freq > 0 and self.n_calls % self.eval_freq == 0
+        if due:
+            self.costs = []
+            self.eval_env.seed(self.eval_seed)  # the same episodes at every evaluation
+        keep_going = super()._on_step()
+        if due:
+            self.latest_cost = float(np.mean(self.costs))
+            write_eval(self.run_dir, self.num_timesteps, float(self.last_mean_reward),
+                       self.latest_cost)
+        return keep_going
 
-        def _write_row(self) -> None:
-            new = not self.table.exists()
-            with self.table.open("a") as out:
-                if new:
-                    out.write("timesteps,mean_return,mean_test_cost\n")
-                out.write(f"{self.num_timesteps},{self.last_mean_reward:.6f},"
-                          f"{np.mean(self.costs):.6f}\n")
 
-    return CostEvalCallback()
+class MaskableCostEvalCallback(CostEvalCallback, MaskableEvalCallback):
+    """:class:`CostEvalCallback` for MaskablePPO (it evaluates with the action masks)."""
+
+
+def eval_callback(config: TrainConfig, eval_env: Any, run_dir: Path) -> CostEvalCallback:
+    """The evaluation callback of ``config``'s algorithm (the maskable one for MaskablePPO)."""
+    kind = MaskableCostEvalCallback if config.algo == "maskable_ppo" else CostEvalCallback
+    return kind(config, eval_env, run_dir)
 
 
 def make_callbacks(config: TrainConfig, run_dir: Path) -> list[Any]:
     """Progress bar, periodic evaluation and checkpoints, as the settings ask."""
     callbacks: list[Any] = []
-    if config.progress_bar:
-        callbacks.append(TqdmProgress(config.total_timesteps))
+    evaluation = None
     if config.eval_freq > 0:
         eval_config = replace(config, vec_env="dummy", episode_seeds=0)
         eval_env = make_vec_env(eval_config, monitor_dir=None, n_envs=1)
-        callbacks.append(eval_callback(config, eval_env, run_dir / "eval"))
+        evaluation = eval_callback(config, eval_env, run_dir)
+        callbacks.append(evaluation)
+    if config.progress_bar:
+        callbacks.append(TqdmProgress(config.total_timesteps, evaluation))
     if config.checkpoint_freq > 0:
         callbacks.append(CheckpointCallback(max(config.checkpoint_freq // config.n_envs, 1),
                                             str(run_dir / "checkpoints"), name_prefix=config.name))
@@ -170,35 +150,6 @@ def make_callbacks(config: TrainConfig, run_dir: Path) -> list[Any]:
 
 
 # --------------------------------------------------------------------------- the run
-def versions() -> dict[str, str]:
-    """Versions of the packages a saved model depends on."""
-    return {"ballad_env": ballad_env.__version__,
-            "stable_baselines3": stable_baselines3.__version__,
-            "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
-            "gymnasium": gym.__version__, "numpy": np.__version__,
-            "python": platform.python_version()}
-
-
-def config_dict(config: TrainConfig) -> dict[str, Any]:
-    """The config as JSON values; its settings with their name (``Settings.to_dict``)."""
-    return {f.name: (config.settings.to_dict() if f.name == "settings"
-                     else getattr(config, f.name)) for f in fields(config)}
-
-
-def settings_dict(config: TrainConfig, model: Any, seconds: float,
-                  cpu_seconds: float | None = None) -> dict[str, Any]:
-    """The settings JSON: the config, the algorithm arguments, features, timing (wall-clock
-    and this process's CPU seconds of the training, which a loaded machine moves less) and
-    versions."""
-    kwargs = algorithm_kwargs(config)
-    return {"run_name": config.name, "algo": config.algo, "config": config_dict(config),
-            "algorithm_kwargs": kwargs,
-            "observation_features": list(OBSERVATIONS[config.observation]),
-            "num_timesteps": int(model.num_timesteps), "train_seconds": round(seconds, 2),
-            **({} if cpu_seconds is None else {"cpu_seconds": round(cpu_seconds, 2)}),
-            "versions": versions(), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-
-
 def check_data(config: TrainConfig) -> None:
     """Load every training data set here, before worker processes start: an unknown name,
     a bad file or settings the data cannot support is then an error that names it, not a
@@ -232,15 +183,6 @@ def fresh_run_dir(config: TrainConfig) -> Path:
     return run_dir
 
 
-def write_settings(config: TrainConfig, model: Any, seconds: float,
-                   cpu_seconds: float | None = None) -> Path:
-    """Write the run's settings JSON ``<run>/<run>.json`` (see :func:`settings_dict`)."""
-    path = config.run_dir / f"{config.name}.json"
-    path.write_text(json.dumps(settings_dict(config, model, seconds, cpu_seconds), indent=2)
-                    + "\n")
-    return path
-
-
 def train(config: TrainConfig) -> TrainResult:
     """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder.
 
@@ -249,6 +191,9 @@ def train(config: TrainConfig) -> TrainResult:
     JSON is written when training starts too, so the checkpoints of an interrupted run load
     as agents; it is completed at the end.
     """
+    if config.trainer != "sb3":
+        raise ValueError(f"training.sb3.train runs the sb3 trainer, not {config.trainer!r}: "
+                         "train with agents.experiments.training.train")
     if config.vec_env == "subproc" and config.n_envs > 1:
         check_data(config)  # in this process, the environments' own errors name the cause
     with run_lock(config.run_dir):  # one run writes a folder at a time
@@ -268,7 +213,7 @@ def _train_locked(config: TrainConfig) -> TrainResult:
         model = algorithm_class(config.algo)("MlpPolicy", env, seed=config.seed, verbose=0,
                                              device="cpu", **algorithm_kwargs(config))
         model.set_logger(configure(str(run_dir / "logs"), ["csv"]))
-        write_settings(config, model, 0.0)
+        write_record(config, num_timesteps=0, seconds=0.0)
         start, cpu_start = time.perf_counter(), time.process_time()
         with warnings.catch_warnings():
             # The evaluation env is deliberately a one-worker DummyVecEnv.
@@ -280,10 +225,11 @@ def _train_locked(config: TrainConfig) -> TrainResult:
         env.close()
     model_path = run_dir / f"{config.name}.zip"
     model.save(model_path)
-    return TrainResult(model_path, write_settings(config, model, seconds, cpu_seconds), run_dir,
-                       seconds)
+    record = write_record(config, num_timesteps=model.num_timesteps, seconds=seconds,
+                          cpu_seconds=cpu_seconds)
+    return TrainResult(model_path, record, run_dir, seconds)
 
 
-__all__ = ["RUN_FOLDERS", "TqdmProgress", "algorithm_class", "algorithm_kwargs", "check_data",
-           "config_dict", "eval_callback", "fresh_run_dir", "make_callbacks", "settings_dict",
-           "train", "versions", "write_settings"]
+__all__ = ["RUN_FOLDERS", "CostEvalCallback", "MaskableCostEvalCallback", "TqdmProgress",
+           "algorithm_class", "algorithm_kwargs", "check_data", "eval_callback", "fresh_run_dir",
+           "make_callbacks", "train"]

@@ -2,7 +2,7 @@
 
 ``torch.compile`` compiles again in every process: even with inductor's on-disk cache warm
 it traces the step, looks its pieces up and loads them, several CPU seconds before a run's
-clock. Here the step (``fused.ppo_step`` with its sizes and settings fixed, at one
+clock. Here the step (``updates.ppo_step`` with its sizes and settings fixed, at one
 minibatch shape) is exported (``torch.export``) and compiled ahead of time by AOTInductor
 into one package file, ``<cache>/ballad-env/compiled/<key>.pt2``; every later run loads
 that file (a shared library and its constants) without tracing or compiling. The key covers
@@ -36,7 +36,8 @@ from ballad_env.data.adbench import data_home
 #: inductor's cache folder variable (set here only where the user has not set it).
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
-Announce = Callable[[str], None]
+#: What is called (with no arguments) just before a build: say that compiling starts.
+Announce = Callable[[], None]
 
 
 def cache_dir() -> Path:
@@ -100,14 +101,13 @@ def load_step(function: functools.partial[torch.Tensor], example: tuple[torch.Te
               announce: Announce | None = None) -> tuple[Callable[..., torch.Tensor], bool]:
     """``function`` (a module-level function with its non-tensor arguments fixed, whose
     ``repr`` says all they hold) compiled for the example's shapes, loaded from the cache
-    (built there first when missing, after ``announce`` says so); and whether it was built
+    (built there first when missing, after calling ``announce``); and whether it was built
     now."""
     path = cache_dir() / f"{package_key(function, example)}.pt2"
     built = not path.exists()
     if built:
         if announce is not None:
-            announce(f"compiling the PPO update (a minute or two the first time on this "
-                     f"machine; cached in {path.parent} afterwards)")
+            announce()
         build(function, example, path)
     step: Callable[..., torch.Tensor] = torch._inductor.aoti_load_package(str(path))
     return step, built

@@ -4,7 +4,7 @@ One policy per cost level, trained on the training data sets' lattices of the st
 store (``<out>/lattices``) with observation v2 and the ``round_cost`` reward (its return is
 the mean cost the study scores), through the harness's SB3 trainer
 (``agents.experiments.training.sb3``; the study's policies predate the batched trainer,
-``training.batched``, which takes the same store). A level
+``training.torch_trainer``, which takes the same store). A level
 whose run is already in ``<out>/policies`` is reused, not retrained. Each policy is scored
 at its own level by replaying it on the lattices (exact: a policy reads only its
 observation).

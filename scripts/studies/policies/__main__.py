@@ -40,10 +40,10 @@ from agents.experiments.cli import (
 )
 from agents.experiments.reports.tables import markdown_table
 from agents.experiments.stores.results import RunError, writable_folder
-from agents.experiments.training.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+from scripts.studies.common.policy_runs import STUDY_OPTIONS, StudyError, trained_policies
 from scripts.studies.policies import study
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -32,7 +32,14 @@ from agents.experiments.executor import execute, progress_bar
 from agents.experiments.reports.tables import write_table
 from agents.experiments.run import play_agents
 from agents.experiments.stores.results import writable_folder
-from agents.experiments.training.policy_runs import (
+from agents.experiments.training import train_runs
+from agents.experiments.training.curves import plot_training_curves
+from agents.policy_files import policy_fingerprint
+from agents.registry import is_policy_path, make_agent
+from ballad_env.env import BudgetAllocationEnv
+from ballad_env.episode import RECORD_FIELDS
+from ballad_env.settings import Settings
+from scripts.studies.common.policy_runs import (
     RULES,
     StudyError,
     by_training_seed,
@@ -41,24 +48,17 @@ from agents.experiments.training.policy_runs import (
     load_rounds,
     model_path,
     plot_by_round,
-    plot_training_curves,
     policy_dir,
     prepare_rounds,
     rounds_store,
     run_folders,
     run_name,
     stored_episodes,
-    train_runs,
     trained_policies,
     trained_settings,
     training_times,
     write_episode,
 )
-from agents.policy_files import policy_fingerprint
-from agents.registry import is_policy_path, make_agent
-from ballad_env.env import BudgetAllocationEnv
-from ballad_env.episode import RECORD_FIELDS
-from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
     from agents.experiments.training.config import TrainConfig
@@ -139,8 +139,10 @@ def train_configs(plan: TrainPlan, split_file: Path, data_dir: str | Path, study
                     algo=algo, datasets=train, data_dir=str(data_dir),
                     settings=plan.settings.replace(reward=reward),
                     total_timesteps=plan.timesteps, seed=seed, n_envs=plan.n_envs,
-                    vec_env=plan.vec_env, learning_rate=plan.learning_rate,
-                    n_steps=plan.n_steps, batch_size=plan.n_steps, eval_freq=0,
+                    vec_env=plan.vec_env,
+                    hyperparameters={"learning_rate": plan.learning_rate,
+                                     "n_steps": plan.n_steps, "batch_size": plan.n_steps},
+                    eval_freq=0,
                     checkpoint_freq=plan.timesteps // 2, output_dir=str(policy_dir(study)),
                     run_name=name, progress_bar=False)
     return configs

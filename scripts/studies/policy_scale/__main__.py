@@ -39,10 +39,10 @@ from agents.experiments.cli import (
     run_job,
 )
 from agents.experiments.stores.results import RunError
-from agents.experiments.training.policy_runs import STUDY_OPTIONS, StudyError
 from agents.policy_files import add_trust_pickle_argument
 from ballad_env.replay.store import StoreError
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+from scripts.studies.common.policy_runs import STUDY_OPTIONS, StudyError
 from scripts.studies.policy_scale import study as scale
 
 ROOT = Path(__file__).resolve().parents[3]

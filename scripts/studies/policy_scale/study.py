@@ -28,29 +28,29 @@ import pandas as pd
 from agents.experiments.bench.training import STUDY_PPO_SIZES
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import writable_folder
-from agents.experiments.training.policy_runs import (
+from agents.experiments.training import train_runs
+from agents.experiments.training.curves import plot_training_curves
+from agents.registry import make_agent
+from ballad_env.episode import ACTION_NAMES
+from ballad_env.replay.lattice import Lattice
+from ballad_env.replay.store import LatticeStore
+from ballad_env.settings import Settings
+from scripts.studies.common.policy_runs import (
     StudyError,
     by_training_seed,
     episode_table,
     load_rounds,
     model_path,
     plot_by_round,
-    plot_training_curves,
     policy_dir,
     prepare_rounds,
     run_folders,
     run_name,
     stored_episodes,
-    train_runs,
     trained_policies,
     training_times,
     write_episode,
 )
-from agents.registry import make_agent
-from ballad_env.episode import ACTION_NAMES
-from ballad_env.replay.lattice import Lattice
-from ballad_env.replay.store import LatticeStore
-from ballad_env.settings import Settings
 
 if TYPE_CHECKING:
     from agents.experiments.training.config import TrainConfig
@@ -105,8 +105,9 @@ def train_configs(plan: ScalePlan, study: Path) -> dict[str, TrainConfig]:
             configs[name] = TrainConfig(
                 algo=algo, datasets=sets, settings=plan.settings.replace(reward=reward),
                 total_timesteps=plan.episodes * plan.settings.n_rounds, seed=seed,
-                n_envs=plan.n_envs, vec_env="dummy", learning_rate=plan.learning_rate,
-                n_steps=plan.n_steps, batch_size=plan.batch_size, n_epochs=plan.n_epochs,
+                n_envs=plan.n_envs, vec_env="dummy",
+                hyperparameters={"learning_rate": plan.learning_rate, "n_steps": plan.n_steps,
+                                 "batch_size": plan.batch_size, "n_epochs": plan.n_epochs},
                 observation=observation, eval_freq=0, checkpoint_freq=0,
                 output_dir=str(policy_dir(study)), run_name=name,
                 replay_store=str(plan.train_store), progress_bar=False)

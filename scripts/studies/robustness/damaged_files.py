@@ -271,7 +271,8 @@ def policy_kind(folder: Path) -> FileKind:
 
     setting = Settings(prior="knn", budget_fraction=0.1)
     config = TrainConfig(algo="ppo", datasets=("toy",), settings=setting, total_timesteps=20,
-                         n_envs=1, vec_env="dummy", n_steps=10, batch_size=10, seed=1,
+                         n_envs=1, vec_env="dummy", seed=1,
+                         hyperparameters={"n_steps": 10, "batch_size": 10},
                          output_dir=str(folder / "policies"), progress_bar=False)
     path = train(config).model_path
     env = BudgetAllocationEnv("toy", settings=setting)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import io
@@ -178,12 +179,16 @@ def size_cases() -> list[Case]:
     ]
     cases += _bench_cases()
     try:
-        from agents.experiments.training.config import TrainConfig
+        from agents.experiments.training.config import Hyperparameters, TrainConfig
     except ModuleNotFoundError:  # the rl extra: training is not installed
         return cases
 
     def train(**values: Any) -> Callable[[], Any]:
-        return functools.partial(TrainConfig, **{"vec_env": "dummy", **values})
+        names = {f.name for f in dataclasses.fields(Hyperparameters)}
+        given = {k: v for k, v in values.items() if k in names}
+        options = {k: v for k, v in values.items() if k not in names}
+        return functools.partial(TrainConfig, **{"vec_env": "dummy", **options},
+                                 hyperparameters=given)
 
     return cases + [
         ("train --n-envs 10^9", train(n_envs=10**9), ("n_envs", "10,000")),

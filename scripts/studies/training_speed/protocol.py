@@ -9,7 +9,7 @@ every trainer. Printed per run: steps a second from its JSON (``num_timesteps /
 train_seconds``), steps a CPU second where the JSON has them, the ratio to SB3's run of the
 same round, the share of one core's matrix-product peak, and the load.
 
-``python -m scripts.studies.training_speed.protocol --replay-store S --rounds 2``
+``python -m scripts.studies.training_speed protocol --replay-store S --rounds 2``
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 from agents.experiments.bench.timing import in_fresh_process
 from agents.experiments.bench.training import matmul_peak
 from agents.experiments.cli.train import main as train_main
-from agents.experiments.training.fused import FlatLayout
+from agents.experiments.training.updates import FlatLayout
 
 SB3 = ["--trainer", "sb3", "--algo", "ppo", "--vec-env", "vector", "--n-envs", "256",
        "--n-steps", "64", "--batch-size", "256", "--n-epochs", "4",
@@ -91,6 +91,3 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(report(measure(args.replay_store, args.rounds, args.variant)))
 
-
-if __name__ == "__main__":
-    main()

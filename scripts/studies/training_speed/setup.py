@@ -1,14 +1,14 @@
 """How long a compiled run takes to start training, the first time on a machine and after.
 
-Each run is ``train_batched(trainer="compiled")`` in a fresh process (so nothing compiled
-stays in memory between runs) with ballad-env's user cache folder (``BALLAD_DATA_HOME``)
-redirected to a new empty folder: run 1 compiles from nothing, the later runs load the
-step's package ``step_cache`` left there. Printed for each run: the
+Each run is a ``--trainer compiled`` run (``training.train``) in a fresh process (so
+nothing compiled stays in memory between runs) with ballad-env's user cache folder
+(``BALLAD_DATA_HOME``) redirected to a new empty folder: run 1 compiles from nothing, the
+later runs load the step's package ``step_cache`` left there. Printed for each run: the
 seconds importing the trainer, the seconds from the call to the training's clock (the
 environments, the model, the compile or cache load, the rollout worker), the compile
 alone, and the training seconds.
 
-``python -m scripts.studies.training_speed.setup --replay-store S``
+``python -m scripts.studies.training_speed setup --replay-store S``
 """
 
 from __future__ import annotations
@@ -30,11 +30,18 @@ from ballad_env.data.adbench import DATA_HOME_ENV
 def one_run(store: str, n_envs: int, steps: int, out: str, name: str) -> dict[str, Any]:
     """A compiled run in this (fresh) process: its import, setup and training seconds."""
     start = time.perf_counter()
-    from agents.experiments.training.batched import train_batched
+    from agents.experiments.lattice_build import store_datasets
+    from agents.experiments.training import train
+    from agents.experiments.training.config import TrainConfig
+    from ballad_env.settings import Settings
 
     imported = time.perf_counter()
-    run = train_batched(store, algo="ppo", n_envs=n_envs, total_timesteps=steps,
-                        output_dir=out, run_name=name, trainer="compiled")
+    settings = Settings(reward="cost")
+    config = TrainConfig(trainer="compiled", algo="ppo", replay_store=store,
+                         datasets=tuple(store_datasets(store, settings)), settings=settings,
+                         n_envs=n_envs, total_timesteps=steps, output_dir=out, run_name=name,
+                         progress_bar=False)
+    run = train(config).run_dir
     total = time.perf_counter() - imported
     record = json.loads((run / f"{name}.json").read_text())
     return {"import_s": imported - start, "call_s": total,
@@ -75,6 +82,3 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {k} | {how} | {row['import_s']:.1f} | {row['setup_s']:.1f} | "
               f"{row['compile_s']} | {row['train_s']:.1f} | {row['load']:.1f} |")
 
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """The PPO minibatch step, written two ways, timed side by side on this machine.
 
-* ``hand``: ``fused.ppo_step`` (the forward pass, the loss's gradient written out, Adam by
+* ``hand``: ``updates.ppo_step`` (the forward pass, the loss's gradient written out, Adam by
   hand on one flat vector), compiled by ``torch.compile``, and as ``--trainer compiled``
   runs it: exported and compiled ahead of time, loaded from the user's cache
   (``step_cache``);
@@ -17,7 +17,7 @@ a step (wall-clock and CPU), its ratio to ``hand`` (compiled) in the same round 
 of the rounds' ratios), the share of one core's matrix-product peak, and the first call's
 seconds (compiling).
 
-``python -m scripts.studies.training_speed.update_step --rows 1024 --rounds 7``
+``python -m scripts.studies.training_speed update-step --rows 1024 --rounds 7``
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from typing import Any
 import torch
 
 from agents.experiments.bench.training import matmul_peak
-from agents.experiments.training import fused
-from agents.experiments.training.fused import announce_compile
-from agents.experiments.training.ppo_batches import PPOHyperparameters
+from agents.experiments.training import updates
+from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.step_cache import load_step
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
 
 def random_batches(rows: int, n_features: int, count: int, seed: int) -> list[torch.Tensor]:
-    """``count`` minibatches in ``fused.pack``'s layout with plausible values (actions 0 or
+    """``count`` minibatches in ``updates.pack``'s layout with plausible values (actions 0 or
     1 with their log probabilities near log 1/2, unit-scale advantages and targets)."""
     gen = torch.Generator().manual_seed(seed)
     out = []
@@ -52,11 +52,11 @@ def random_batches(rows: int, n_features: int, count: int, seed: int) -> list[to
         actions = torch.randint(0, 2, (rows,), generator=gen)
         old_logp = -0.69 + 0.05 * torch.randn(rows, generator=gen)
         adv, targets = torch.randn(rows, generator=gen), torch.randn(rows, generator=gen)
-        out.append(fused.pack(obs, masks, actions, old_logp, adv, targets))
+        out.append(updates.pack(obs, masks, actions, old_logp, adv, targets))
     return out
 
 
-def initial_weights(layout: fused.FlatLayout, seed: int) -> torch.Tensor:
+def initial_weights(layout: updates.FlatLayout, seed: int) -> torch.Tensor:
     """A flat parameter vector at the scale of SB3's initialisation."""
     gen = torch.Generator().manual_seed(seed)
     parts = [torch.randn(*shape, generator=gen) / (shape[-1] ** 0.5 if len(shape) == 2 else 10)
@@ -64,29 +64,29 @@ def initial_weights(layout: fused.FlatLayout, seed: int) -> torch.Tensor:
     return torch.cat([p.reshape(-1) for p in parts])
 
 
-def hand_step(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: torch.Tensor,
+def hand_step(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.Tensor,
               how: str) -> tuple[Step, torch.Tensor]:
     """The hand-written step on its own copy of ``weights`` (``how``: ``eager``,
     ``compile``: torch.compile, ``package``: the ahead-of-time package the trainer loads
     from the user's cache); the step and its state."""
     state = torch.stack([weights.clone(), torch.zeros_like(weights), torch.zeros_like(weights)])
     count = torch.zeros(())
-    body: Callable[..., torch.Tensor] = functools.partial(fused.ppo_step, layout, hp, False)
+    body: Callable[..., torch.Tensor] = functools.partial(updates.ppo_step, layout, hp, False)
     if how == "compile":
         body = torch.compile(body, dynamic=False, fullgraph=True)
     elif how == "package":
         batch = torch.zeros(hp.batch_size, layout.shapes[0][1] + 6)
         example = (state.clone(), count.clone(), batch)
-        body = load_step(functools.partial(fused.ppo_step, layout, hp, False), example,
+        body = load_step(functools.partial(updates.ppo_step, layout, hp, False), example,
                          announce_compile)[0]
     return functools.partial(body, state, count), state[0]
 
 
-def autograd_loss(layout: fused.FlatLayout, hp: PPOHyperparameters, flat: torch.Tensor,
+def autograd_loss(layout: updates.FlatLayout, hp: Hyperparameters, flat: torch.Tensor,
                   batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """SB3's PPO loss of a minibatch under autograd, and the step's statistics."""
-    obs, _, actions, old_logp, advantages, targets = fused.unpack(batch, layout.shapes[0][1])
-    logits, values = fused.outputs(layout, flat, obs, None)
+    obs, _, actions, old_logp, advantages, targets = updates.unpack(batch, layout.shapes[0][1])
+    logits, values = updates.outputs(layout, flat, obs, None)
     log_probs = torch.log_softmax(logits, dim=1)
     logp = log_probs.gather(1, actions[:, None])[:, 0]
     entropy = -(log_probs.exp() * log_probs).sum(1)
@@ -104,13 +104,13 @@ def autograd_loss(layout: fused.FlatLayout, hp: PPOHyperparameters, flat: torch.
     return loss, stats
 
 
-def autograd_step(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: torch.Tensor,
+def autograd_step(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.Tensor,
                   compile: bool, adam: str) -> tuple[Step, torch.Tensor]:
     """LeanRL's step: autograd, ``clip_grad_norm_`` and torch's Adam (``adam``: ``fused``,
     ``foreach`` or ``capturable``, foreach with its step count a tensor) on one flat leaf;
     the whole step compiled with ``compile``."""
     flat = torch.nn.Parameter(weights.clone())
-    optimizer = torch.optim.Adam([flat], lr=hp.learning_rate, eps=fused.ADAM_EPS,
+    optimizer = torch.optim.Adam([flat], lr=hp.learning_rate, eps=updates.ADAM_EPS,
                                  fused=adam == "fused", foreach=adam != "fused",
                                  capturable=adam == "capturable")
 
@@ -125,7 +125,7 @@ def autograd_step(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: tor
     return (torch.compile(step) if compile else step), flat
 
 
-def variants(layout: fused.FlatLayout, hp: PPOHyperparameters, weights: torch.Tensor
+def variants(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.Tensor
              ) -> dict[str, tuple[Step, torch.Tensor]]:
     """Every variant by name, each on its own copy of ``weights``."""
     return {"hand, compiled": hand_step(layout, hp, weights, "compile"),
@@ -151,8 +151,8 @@ def measure(rows: int, rounds: int, steps: int, net_arch: tuple[int, ...] = (64,
             n_features: int = 18) -> dict[str, Any]:
     """Compile and check every variant, then ``rounds`` interleaved rounds of timings."""
     torch.set_num_threads(1)
-    hp = PPOHyperparameters(batch_size=rows, net_arch=net_arch)
-    layout = fused.FlatLayout.mlp_pair(n_features, net_arch)
+    hp = Hyperparameters.of("compiled", "ppo", {"batch_size": rows, "net_arch": net_arch})
+    layout = updates.FlatLayout.mlp_pair(n_features, net_arch)
     weights = initial_weights(layout, 0)
     batches = random_batches(rows, n_features, 8, 1)
     steps_by_name = variants(layout, hp, weights)
@@ -212,6 +212,3 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(report(measure(args.rows, args.rounds, args.steps)))
 
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,10 @@
-"""Trained policies as the harness keeps them, and the analysis both policy studies share.
+"""The policy studies' runs and the analysis both share (``policies``, ``policy_scale``).
 
-A study's policies are training runs (``training.train``) named
-``<group>-train<n training sets>-s<seed>`` (``RUN_PATTERN``), one folder each under
-``<study>/policies``. :func:`train_runs` trains many of them through the executor (one
-run a task, each in a worker process, its output in ``<study>/logs/<run>.log``): no study
-starts a command line to train. The rest reads what the runs and a study's evaluation
-wrote: the settings JSON beside each model, the monitor CSVs (learning curves) and the
+A study's policies are training runs named ``<group>-train<n training sets>-s<seed>``
+(``RUN_PATTERN``), one folder each under ``<study>/policies``, trained by the harness's
+``agents.experiments.training.train_runs`` (one run a task in the executor's workers,
+its output in ``<study>/logs/<run>.log``). This module reads what the runs and a study's
+evaluation wrote: the settings JSON beside each model, the monitor CSVs (learning curves) and the
 tidy round table (one row per data set, seed, agent and round, in a ``ResultStore`` of the
 study, one file per episode), summarised per episode.
 
@@ -17,18 +16,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
-import traceback
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from agents.experiments.executor import execute, worker_limits
 from agents.experiments.reports.plots import save_figure
 from agents.experiments.stores.results import (
     FORMAT_VERSION,
@@ -38,9 +33,6 @@ from agents.experiments.stores.results import (
     normalise_dtypes,
 )
 from ballad_env.settings import Settings
-
-if TYPE_CHECKING:
-    from agents.experiments.training.config import TrainConfig, TrainResult
 
 #: A study policy's run name: ``<group>-train<n training sets>-s<seed>``.
 RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
@@ -244,116 +236,8 @@ def run_folders(models: Sequence[Path], order: Sequence[str] = ()) -> dict[str, 
     return {g: runs[g] for g in group_order(runs, order)}
 
 
-# --------------------------------------------------------------------------- training
-def train_and_plot(config: TrainConfig) -> tuple[TrainResult, Path]:
-    """Train one policy (``training.train``) and draw its learning curve to
-    ``<run>/curve.png``; the result and the curve's path."""
-    from agents.experiments.training.sb3 import train
-
-    result = train(config)
-    window = max(1, min(30, config.total_timesteps // 150))
-    curve = plot_training_curves({config.name: [result.run_dir]}, result.run_dir / "curve.png",
-                                 window=window, title=config.name)
-    return result, curve
-
-
-def _train_task(task: tuple[str, TrainConfig, str], single_thread: bool
-                ) -> tuple[str, str | None, float]:
-    """Train one run with its output in its log file: (name, error or None, seconds). One
-    BLAS/OpenMP thread even in this process, as every study run has always trained."""
-    name, config, log = task
-    start = time.perf_counter()
-    with open(log, "w") as out, redirect_stdout(out), redirect_stderr(out), \
-            worker_limits(True):
-        try:
-            train_and_plot(config)
-        except Exception as err:  # a failed run is reported, the others go on
-            traceback.print_exc()
-            return name, f"{type(err).__name__}: {err}", time.perf_counter() - start
-    return name, None, time.perf_counter() - start
-
-
-def train_runs(configs: Mapping[str, TrainConfig], n_jobs: int, logs: Path) -> list[str]:
-    """Train every run of ``configs`` (by run name), ``n_jobs`` at a time in the executor's
-    worker processes (1: in this process), each one's output in ``<logs>/<name>.log``;
-    prints each run's end and returns the names of those that failed."""
-    logs.mkdir(parents=True, exist_ok=True)
-    tasks = [(name, config, str(logs / f"{name}.log")) for name, config in configs.items()]
-    failed, start = [], time.perf_counter()
-    for name, error, seconds in execute(tasks, _train_task, n_jobs):
-        if error:
-            failed.append(name)
-        status = "ok" if error is None else f"FAILED ({error})"
-        print(f"{name}: {status} in {seconds:.0f} s [{time.perf_counter() - start:.0f} s total]",
-              flush=True)
-    return failed
-
-
-# --------------------------------------------------------------------------- curves
-def read_monitor(run_dir: str | Path):
-    """All workers' episodes of a run as one table, with the global step count at each end.
-
-    Workers write their own CSV; sorting by wall time and summing lengths gives the
-    number of environment steps taken when each episode ended.
-    """
-    import pandas as pd
-
-    files = sorted(Path(run_dir, "monitor").glob("*.monitor.csv"))
-    if not files:
-        raise FileNotFoundError(f"no monitor CSV under {Path(run_dir, 'monitor')}")
-    frame = pd.concat([pd.read_csv(f, skiprows=1) for f in files], ignore_index=True)
-    frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
-    frame["timesteps"] = frame["l"].cumsum()
-    return frame.rename(columns={"r": "return", "l": "length", "t": "seconds"})
-
-
-def plot_training_curves(groups: Mapping[str, Sequence[str | Path]], path: str | Path,
-                         window: int = 30, title: str | None = None, *,
-                         windows: Mapping[str, int] | None = None,
-                         x: str = "timesteps") -> Path:
-    """Episode return and final test cost vs steps (``x="seconds"``: vs training seconds):
-    one line per group (its runs averaged on a common grid after a rolling mean over
-    ``window`` monitor rows, ``windows[group]`` where given), a band for min-max. A batched
-    run's monitor row is a rollout's mean (``training.batched``), an SB3 run's one episode.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
-    for label, run_dirs in groups.items():
-        frames = [f for f in (read_monitor(d) for d in run_dirs) if len(f)]
-        if not frames:  # a run shorter than one episode: nothing to draw
-            for ax in axes:
-                ax.text(0.5, 0.5, f"{label}: no episode finished", ha="center",
-                        transform=ax.transAxes)
-            continue
-        end = min(float(f[x].iloc[-1]) for f in frames)
-        grid = np.linspace(0, end, 100)
-        rows = (windows or {}).get(label, window)
-        for ax, column in zip(axes, ("return", "test_cost"), strict=True):
-            curves = np.array([np.interp(grid, f[x],
-                                         f[column].rolling(rows, min_periods=1).mean())
-                               for f in frames])
-            (line,) = ax.plot(grid, curves.mean(axis=0), label=f"{label} (n={len(frames)})")
-            if len(frames) > 1:
-                ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0),
-                                color=line.get_color(), alpha=0.2)
-    xlabel = "environment steps" if x == "timesteps" else "training seconds"
-    rolling = "rolling mean" if windows else f"rolling {window}"
-    axes[0].set(xlabel=xlabel, ylabel=f"episode return ({rolling})")
-    axes[1].set(xlabel=xlabel, ylabel=f"final test cost ({rolling})")
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, path, dpi=120, bbox_inches=None)
-
-
 __all__ = ["ROUNDS", "RULES", "RUN_PATTERN", "STUDY_OPTIONS", "StudyError", "by_training_seed",
            "episode_table", "group_order", "load_rounds", "model_path", "plot_by_round",
-           "plot_training_curves", "policy_dir", "prepare_rounds", "read_monitor", "rounds_cell",
-           "rounds_store", "run_folders", "run_name", "stored_episodes", "write_episode",
-           "train_and_plot", "train_runs", "trained_policies", "trained_settings",
-           "training_times"]
+           "policy_dir", "prepare_rounds", "rounds_cell", "rounds_store", "run_folders",
+           "run_name", "stored_episodes", "trained_policies", "trained_settings",
+           "training_times", "write_episode"]

@@ -1,6 +1,6 @@
 """What a batched run writes as it learns: the monitor and progress rows after each update,
 the greedy evaluations and the checkpoints (:class:`Recorder`), for
-:mod:`agents.experiments.training.batched`'s loops, here or overlapped with a rollout worker.
+:mod:`agents.experiments.training.torch_trainer`'s loops, here or overlapped with a rollout worker.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import numpy as np
 import torch
 
 import ballad_env
-from agents.experiments.training.ppo_batches import policy_outputs
+from agents.experiments.training.config import TrainConfig
+from agents.experiments.training.ppo import policy_outputs
+from agents.experiments.training.progress import progress_bar, show_costs
+from agents.experiments.training.record import write_eval
 from agents.experiments.training.vec_adapter import valid
 
 
@@ -24,7 +27,7 @@ from agents.experiments.training.vec_adapter import valid
 class Curves:
     """What a run writes as it learns: one monitor row per rollout (the mean return and final
     test cost of the episodes that ended in it; ``l`` its steps, so
-    ``policy_runs.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
+    ``curves.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
 
     run_dir: Path
     returns: np.ndarray
@@ -87,47 +90,50 @@ Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], 
 
 class Recorder:
     """What runs after each update: the monitor and progress rows, the greedy evaluation
-    every ``eval_freq`` steps and a checkpoint every ``checkpoint_freq``."""
+    every ``eval_freq`` steps, a checkpoint every ``checkpoint_freq`` and the progress bar
+    (``training.progress``; :meth:`close` ends it)."""
 
-    def __init__(self, run: Any, run_dir: Path, model: Any, updater: Any, masked: bool,
+    def __init__(self, config: TrainConfig, run_dir: Path, model: Any, updater: Any,
                  eval_envs: Any) -> None:
-        self.run, self.run_dir, self.model, self.masked = run, run_dir, model, masked
+        self.config, self.run_dir, self.model = config, run_dir, model
+        self.masked = config.algo == "maskable_ppo"
         self.policy, self.updater = model.policy, updater
-        self.eval_envs, self.next_eval, self.steps = eval_envs, run.eval_freq, 0
-        self.next_checkpoint = run.checkpoint_freq
-        self.curves = Curves(run_dir, np.zeros(run.n_envs), time.time())
+        self.eval_envs, self.next_eval, self.steps = eval_envs, config.eval_freq, 0
+        self.next_checkpoint = config.checkpoint_freq
+        self.curves = Curves(run_dir, np.zeros(config.n_envs), time.time())
         self.curves.open()
+        rollout = config.hp.n_steps * config.n_envs  # a run takes whole rollouts
+        self.bar = progress_bar(-(-config.total_timesteps // rollout) * rollout,
+                                config.progress_bar)
+        self.eval_cost: float | None = None
         self.start = time.perf_counter()
 
     def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
                  stats: dict[str, float]) -> None:
         row = self.curves.rollout(steps - self.steps, ended)
+        self.bar.update(steps - self.steps)
         self.steps = steps
         self.curves.progress({"timesteps": steps, "seconds": time.perf_counter() - self.start,
                               "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"],
                               **stats})
         if self.eval_envs is not None and steps >= self.next_eval:
-            write_eval(self.run_dir, steps, *greedy_episodes(
-                self.policy, self.eval_envs, self.masked, self.run.eval_seed))
-            self.next_eval += self.run.eval_freq
-        if self.run.checkpoint_freq and steps >= self.next_checkpoint:
+            mean_return, self.eval_cost = greedy_episodes(
+                self.policy, self.eval_envs, self.masked, self.config.eval_seed)
+            write_eval(self.run_dir, steps, mean_return, self.eval_cost)
+            self.next_eval += self.config.eval_freq
+        show_costs(self.bar, None if np.isnan(row["test_cost"]) else row["test_cost"],
+                   self.eval_cost)
+        if self.config.checkpoint_freq and steps >= self.next_checkpoint:
             self.updater.sync()
             self.model.num_timesteps = steps
             folder = self.run_dir / "checkpoints"
             folder.mkdir(exist_ok=True)
-            self.model.save(folder / f"{self.run.run_name}_{steps}_steps")
-            self.next_checkpoint += self.run.checkpoint_freq
+            self.model.save(folder / f"{self.config.name}_{steps}_steps")
+            self.next_checkpoint += self.config.checkpoint_freq
 
-
-def write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float) -> None:
-    """A row of ``eval/evaluations.csv``, the SB3 path's columns."""
-    table = run_dir / "eval" / "evaluations.csv"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    new = not table.exists()
-    with table.open("a") as out:
-        if new:
-            out.write("timesteps,mean_return,mean_test_cost\n")
-        out.write(f"{steps},{mean_return:.6f},{mean_cost:.6f}\n")
+    def close(self) -> None:
+        """End the progress bar."""
+        self.bar.close()
 
 
 __all__ = ["Curves", "Record", "Recorder", "greedy_episodes"]

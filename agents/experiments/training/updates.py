@@ -1,7 +1,7 @@
 """PPO's minibatch step as one function: the forward pass, SB3's loss, the backward pass by
 hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
 
-The batched trainer's step (``ppo_batches``) runs SB3's ``MlpPolicy`` under autograd and
+The batched trainer's step (``ppo``) runs SB3's ``MlpPolicy`` under autograd and
 torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
 bookkeeping and Python around it, so on one core it reaches about a third of what a
 matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
@@ -15,7 +15,7 @@ plain tensor arithmetic written out once (:func:`ppo_step`):
 * the gradient's norm clipped and Adam (torch's formula, eps 1e-5) on the flat vector.
 
 It mutates the flat parameters and the Adam moments in place and returns the step's
-statistics. :meth:`FusedUpdate.warm` loads it compiled ahead of time by AOTInductor from
+statistics. :meth:`FlatUpdate.warm` loads it compiled ahead of time by AOTInductor from
 the user's cache folder (``step_cache``: built there the first time on a machine), with its
 elementwise work fused into a few loops around the matrix products; where compiling is
 unavailable or switched off (``BALLAD_NO_COMPILE=1``, the test suite's setting) the same
@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -38,14 +37,8 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.ppo_batches import (
-    STATS,
-    Layer,
-    PPOHyperparameters,
-    Rollout,
-    network,
-    ppo_update,
-)
+from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.ppo import STATS, Layer, Rollout, network, ppo_update
 from agents.experiments.training.step_cache import Announce, load_step
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
@@ -74,13 +67,13 @@ class FlatLayout:
         for net in (extractor.policy_net, extractor.value_net):
             kinds = {type(layer) for layer in net}
             if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
-                raise ValueError(f"the fused PPO step runs tanh MLPs; this policy has "
+                raise ValueError(f"the flat PPO step runs tanh MLPs; this policy has "
                                  f"{sorted(k.__name__ for k in kinds)}: use --trainer batched")
         named = list(policy.named_parameters())
         depth = sum(isinstance(layer, torch.nn.Linear) for layer in extractor.policy_net)
         expected = 4 * depth + 4
         if len(named) != expected or not named[-1][0].startswith("value_net"):
-            raise ValueError(f"the fused PPO step expects actor, critic, action head and value "
+            raise ValueError(f"the flat PPO step expects actor, critic, action head and value "
                              f"head ({expected} tensors); this policy has "
                              f"{[n for n, _ in named]}: use --trainer batched")
         return cls(tuple(n for n, _ in named), tuple(tuple(p.shape) for _, p in named), depth)
@@ -142,7 +135,7 @@ class FlatLayout:
 def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
             masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
-    are ``flat`` (``ppo_batches.network`` on its views)."""
+    are ``flat`` (``ppo.network`` on its views)."""
     return network(*layout.split(flat), obs, masks)[2:]
 
 
@@ -179,7 +172,7 @@ def unpack(batch: torch.Tensor, n_features: int) -> tuple[torch.Tensor, ...]:
             batch[:, f + 4], batch[:, f + 5])
 
 
-def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: torch.Tensor,
+def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch.Tensor,
              step: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
     """One gradient step of SB3's PPO loss (MaskablePPO's with ``masked``) on a minibatch
     (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
@@ -223,7 +216,7 @@ def ppo_step(layout: FlatLayout, hp: PPOHyperparameters, masked: bool, state: to
 
 
 def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
-                   hp: PPOHyperparameters) -> None:
+                   hp: Hyperparameters) -> None:
     """``clip_grad_norm_`` then ``torch.optim.Adam``'s update of ``state`` (parameters,
     first and second moments) in place."""
     flat, exp_avg, exp_avg_sq = state[0], state[1], state[2]
@@ -239,25 +232,19 @@ def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
     flat.sub_(hp.learning_rate / correction1 * exp_avg / denom)
 
 
-def announce_compile(message: str) -> None:
-    """Say, on one line of the standard error, that the step is being compiled (the hook
-    :meth:`FusedUpdate.warm` calls before a build; a progress display may pass its own)."""
-    print(message, file=sys.stderr, flush=True)
-
-
 def compile_wanted() -> bool:
     """Whether to compile: not when ``BALLAD_NO_COMPILE`` is set to a true value."""
     return os.environ.get(NO_COMPILE_ENV, "").strip().lower() in ("", "0", "false", "no")
 
 
-class FusedUpdate:
-    """``ppo_batches.ppo_update`` with :func:`ppo_step`: the policy's parameters become
+class FlatUpdate:
+    """``ppo.ppo_update`` with :func:`ppo_step`: the policy's parameters become
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
     ``ppo_update`` draws them (a permutation per epoch from the run's generator)."""
 
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool,
+    def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
                  compile: bool = True) -> None:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)
@@ -297,9 +284,9 @@ class FusedUpdate:
                 batches += 1
         return dict(zip(STATS, (totals / batches).tolist(), strict=True))
 
-    def warm(self, buf: Rollout, announce: Announce | None = announce_compile) -> float:
+    def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
         """Load the compiled step for each minibatch shape of ``buf``'s rollouts from the
-        user's cache (``step_cache``; built there the first time, after ``announce``), so
+        user's cache (``step_cache``; built there the first time, after ``announce()``), so
         it happens before a run's clock; its seconds. Where building or loading fails the
         step runs eagerly, with a warning."""
         if not self.compile:
@@ -343,18 +330,18 @@ class FusedUpdate:
 
 
 class AutogradUpdate:
-    """``ppo_batches.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
-    update), behind the interface of :class:`FusedUpdate` (``warm``, ``update``,
+    """``ppo.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
+    update), behind the interface of :class:`FlatUpdate` (``warm``, ``update``,
     ``finish``) so one training loop runs either."""
 
     compiled = False
 
-    def __init__(self, policy: Any, hp: PPOHyperparameters, masked: bool) -> None:
+    def __init__(self, policy: Any, hp: Hyperparameters, masked: bool) -> None:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)  # what a rollout worker's forward pass reads
 
-    def warm(self, buf: Rollout) -> float:
-        """Nothing to prepare: 0 seconds."""
+    def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
+        """Nothing to prepare (nothing compiles, so nothing to announce): 0 seconds."""
         return 0.0
 
     def update(self, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
@@ -373,5 +360,4 @@ class AutogradUpdate:
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
-           "FusedUpdate", "announce_compile", "compile_wanted", "outputs", "pack",
-           "ppo_step", "unpack"]
+           "FlatUpdate", "compile_wanted", "outputs", "pack", "ppo_step", "unpack"]

@@ -1,5 +1,5 @@
-"""PPO's pieces over whole batches of environments: hyperparameters, the (T, N) rollout
-tensors, generalised advantage estimation and the clipped-surrogate update.
+"""PPO's pieces over whole batches of environments: the (T, N) rollout tensors, generalised
+advantage estimation and the clipped-surrogate update.
 
 The loss is stable-baselines3's PPO loss term for term (``PPO.train``): the clipped
 surrogate on advantages normalised per minibatch, the entropy bonus, the unclipped value
@@ -7,17 +7,18 @@ loss, the gradient norm clipped; with action masks, sb3-contrib's MaskablePPO (l
 masked actions set to -1e8, so they get probability 0 and add nothing to the entropy).
 What differs is only the shape of the work: every tensor is (T, N) or (T x N, ...), so a
 rollout step is one forward pass of all N environments and an update a few minibatches of
-thousands of rows. :mod:`agents.experiments.training.batched` runs them.
+thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch.nn import functional
+
+from agents.experiments.training.config import Hyperparameters
 
 #: The logit a masked action gets (sb3-contrib's ``MaskableCategorical``).
 HUGE_NEG = -1e8
@@ -26,61 +27,6 @@ STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 #: One layer's (weight, bias).
 Layer = tuple[torch.Tensor, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class PPOHyperparameters:
-    """The batched trainer's PPO settings (SB3's names and meanings).
-
-    The defaults are sized for N = 1,024 replay environments and 15-step episodes: a rollout
-    of ``n_steps`` = 15 vector steps is one whole episode per environment (15,360 steps),
-    cut into minibatches of 1,024 rows for ``n_epochs`` = 4 passes, at a learning rate of
-    1e-3 (a sixth of the SB3 path's gradient steps per sample, so each one larger); the rest
-    are the SB3 path's (``training.sb3.algorithm_kwargs``) and SB3's own defaults.
-    ``docs/training.md`` shows they learn what SB3's PPO learns on the same store and budget.
-    """
-
-    n_steps: int = 15
-    batch_size: int = 1024
-    n_epochs: int = 4
-    learning_rate: float = 1e-3
-    gamma: float = 1.0
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    normalize_advantage: bool = True
-    net_arch: tuple[int, ...] = (64, 64)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "net_arch", tuple(int(n) for n in self.net_arch))
-        if min(self.n_steps, self.batch_size, self.n_epochs, *self.net_arch) < 1:
-            raise ValueError(f"n_steps, batch_size, n_epochs and the layer widths must be "
-                             f"positive: {self}")
-        if self.normalize_advantage and self.batch_size < 2:
-            raise ValueError("batch_size must be at least 2 to normalise the advantages over a "
-                             "minibatch (or set normalize_advantage=False)")
-        if not (self.learning_rate > 0 and self.clip_range > 0 and self.max_grad_norm > 0):
-            raise ValueError(f"learning_rate, clip_range and max_grad_norm must be positive: "
-                             f"{self}")
-        if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
-            raise ValueError(f"gamma and gae_lambda must be in [0, 1]: {self}")
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> PPOHyperparameters:
-        """The defaults with ``values`` over them; an unknown name is an error naming the
-        known ones."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown hyperparameters {unknown}: the batched trainer takes "
-                             f"{sorted(known)}")
-        return cls(**values)
-
-    def sb3_kwargs(self) -> dict[str, Any]:
-        """The SB3 algorithm's constructor arguments (all but the network's shape)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "net_arch"}
 
 
 class Rollout:
@@ -197,7 +143,7 @@ def gae(buf: Rollout, last_values: torch.Tensor, gae_lambda: float
 
 
 def ppo_update(policy: Any, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
-               hp: PPOHyperparameters, masked: bool, gen: torch.Generator) -> dict[str, float]:
+               hp: Hyperparameters, masked: bool, gen: torch.Generator) -> dict[str, float]:
     """``n_epochs`` passes over the rollout in shuffled minibatches of ``batch_size`` rows
     (the last may be smaller), each one SB3's PPO step; the means of the losses, the
     approximate KL divergence and the clipped fraction over the minibatches."""
@@ -221,7 +167,7 @@ def ppo_update(policy: Any, buf: Rollout, advantages: torch.Tensor, targets: tor
 
 def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                     actions: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                    targets: torch.Tensor, hp: PPOHyperparameters) -> torch.Tensor:
+                    targets: torch.Tensor, hp: Hyperparameters) -> torch.Tensor:
     """One gradient step of SB3's PPO loss on a minibatch under autograd; its
     :data:`STATS`, detached."""
     logits, values = policy_outputs(policy, obs, masks)
@@ -247,5 +193,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "STATS", "Layer", "PPOHyperparameters", "Rollout", "gae", "mlp",
-           "network", "policy_layers", "policy_outputs", "ppo_update", "tanh"]
+__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "policy_layers",
+           "policy_outputs", "ppo_update", "tanh"]

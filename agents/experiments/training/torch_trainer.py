@@ -1,0 +1,198 @@
+"""PPO and MaskablePPO trained on the vector replay environment, batched end to end in torch.
+
+stable-baselines3 steps a ``VecEnv`` one vector step at a time through Python objects (a
+forward pass, a ``RolloutBuffer`` write and a list of ``info`` dicts per step) and updates on
+minibatches of tens of rows; on the replay environment, which steps a million environment
+steps a second at N = 1,024 (``ballad_env.replay.vector``), that overhead is nearly all of a
+run. :func:`train_torch` keeps the whole loop on (N,)-shaped arrays: the rollout (one
+forward pass of all N environments per step, written into preallocated tensors), the
+advantages (GAE over the (T, N) rollout), and the updates (minibatches of thousands of rows).
+
+The network *is* SB3's: the algorithm's own ``MlpPolicy`` (``ActorCriticPolicy`` or
+sb3-contrib's ``MaskableActorCriticPolicy``, the same layers, orthogonal initialisation and
+Adam), built by SB3 without an environment as :mod:`agents.policy_zip` rebuilds it, and
+saved with SB3's ``save``. So a policy trained here is an ordinary SB3 model: it loads with
+the safe loader (``agents.policy.load_policy``), plays the live environment as an agent,
+``compare`` and SB3's ``evaluate_policy``. The loss is SB3's PPO loss (clipped surrogate,
+entropy bonus, unclipped value loss, advantages normalised per minibatch, gradient norm
+clipped), with MaskablePPO's masked logits and masked entropy for ``maskable_ppo``.
+
+``docs/training.md`` gives the measured speed against SB3, the learning curves and why the
+trainer is written here rather than on skrl or TorchRL.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from agents.experiments.training.config import (
+    TORCH_TRAINERS,
+    Hyperparameters,
+    TrainConfig,
+    TrainResult,
+)
+from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
+from agents.experiments.training.ppo import Rollout, gae, policy_outputs
+from agents.experiments.training.progress import announce_compile
+from agents.experiments.training.record import write_record
+from agents.experiments.training.recorder import Record, Recorder
+from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.run_folder import run_lock
+from agents.experiments.training.sb3 import fresh_run_dir
+from agents.experiments.training.updates import AutogradUpdate, FlatUpdate
+from agents.policy import ALGORITHM_CLASSES
+from ballad_env.observation import OBSERVATIONS
+
+
+def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
+                hp: Hyperparameters, seed: int, device: str) -> Any:
+    """The SB3 algorithm object whose ``policy`` the trainer trains and whose ``save`` writes
+    the model zip: built without an environment (as ``agents.policy_zip`` rebuilds it), its
+    weights initialised from ``seed`` without touching torch's global generator."""
+    algorithm = ALGORITHM_CLASSES[algo]
+    model = algorithm("MlpPolicy", env=None, device=device, seed=None, _init_setup_model=False,
+                      **hp.ppo_kwargs())
+    model.observation_space, model.action_space = observation_space, gym.spaces.Discrete(2)
+    model.n_envs = n_envs
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model._setup_model()
+    model.rollout_buffer = None  # the trainer keeps its own (T, N) tensors
+    # SB3's Adam (eps 1e-5), fused: one kernel per step instead of about ten per parameter;
+    # its state loads into SB3's own Adam.
+    policy = model.policy
+    policy.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5,
+                                        fused=True)
+    return model
+
+
+def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
+    """``rollouts.make_envs``' arguments for ``n_envs`` of the config's replay episodes."""
+    seeds = range(config.episode_seeds) if config.episode_seeds else None
+    return (config.replay_store, n_envs, config.settings, config.datasets, seeds,
+            config.observation)
+
+
+def train_torch(config: TrainConfig) -> TrainResult:
+    """Train PPO or MaskablePPO on ``config.n_envs`` replay episodes of
+    ``config.replay_store`` at once, with ``config.trainer``'s update (``batched``:
+    autograd's; ``compiled``: the flat step, compiled before the clock starts). The run
+    folder holds what the SB3 trainer's does: ``<run>.zip`` (an SB3 model), ``<run>.json``
+    (``training.record``), ``monitor/`` and ``logs/`` (the curves), ``eval/evaluations.csv``
+    with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
+    ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
+    rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
+    with ``overwrite``.
+    """
+    if config.trainer not in TORCH_TRAINERS:
+        raise ValueError(f"train_torch runs {TORCH_TRAINERS}, not {config.trainer!r}: train "
+                         "with agents.experiments.training.train")
+    envs = make_envs(*envs_arguments(config, config.n_envs))
+    eval_envs = None
+    threads_before = torch.get_num_threads()
+    try:
+        if config.eval_freq > 0:
+            eval_envs = make_envs(*envs_arguments(config, config.eval_episodes))
+        torch.set_num_threads(config.torch_threads)
+        with run_lock(config.run_dir):  # one run writes a folder at a time
+            return _train(config, envs, eval_envs, fresh_run_dir(config))
+    finally:
+        torch.set_num_threads(threads_before)
+        envs.close()
+        if eval_envs is not None:
+            eval_envs.close()
+
+
+def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> TrainResult:
+    """The training of :func:`train_torch`: the model, the update, the loop (here or
+    overlapped with a rollout worker), the saved model and settings."""
+    space = envs.single_observation_space
+    if space.shape != (len(OBSERVATIONS[config.observation]),):
+        raise ValueError(f"the replay environment's observations have shape {space.shape}, "
+                         f"observation {config.observation} names "
+                         f"{len(OBSERVATIONS[config.observation])} features")
+    hp = config.hp
+    model = build_model(config.algo, space, config.n_envs, hp, config.seed, config.device)
+    policy, masked = model.policy, config.algo == "maskable_ppo"
+    buf = Rollout(hp.n_steps, config.n_envs, space.shape[0], hp.gamma, config.device)
+    updater = make_update(config.trainer, policy, hp, masked)
+    setup: dict[str, Any] = {"overlapped": config.run_overlapped}
+    if not config.run_overlapped:
+        _warm(updater, buf, setup, config.progress_bar)
+        record = Recorder(config, run_dir, model, updater, eval_envs)
+        steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
+    else:
+        tick = time.perf_counter()
+        rollouts = -(-config.total_timesteps // (hp.n_steps * config.n_envs))
+        # The worker imports and builds its environments while this process compiles.
+        with RolloutWorker(envs_arguments(config, config.n_envs), updater.layout, hp,
+                           config.n_envs, space.shape[0], masked, config.seed,
+                           config.torch_threads) as worker:
+            _warm(updater, buf, setup, config.progress_bar)
+            worker.ready()
+            setup["setup_seconds"] = round(time.perf_counter() - tick, 2)
+            record = Recorder(config, run_dir, model, updater, eval_envs)
+            steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
+                                                    stream_seeds(config.seed)[1], record)
+    record.close()
+    updater.finish()
+    model.num_timesteps = steps
+    model_path = run_dir / f"{config.name}.zip"
+    model.save(model_path)
+    cpu = timer.pop("cpu")
+    path = write_record(config, num_timesteps=steps, seconds=seconds, cpu_seconds=cpu,
+                        parts=timer, update=setup)
+    return TrainResult(model_path, path, run_dir, seconds)
+
+
+def _warm(updater: Any, buf: Rollout, setup: dict[str, Any], announce: bool) -> None:
+    """Load the compiled update from the user's cache, or compile it there (the first run
+    on a machine: said first on standard error when ``announce``), or fall back, before
+    the clock; its seconds and outcome."""
+    setup["compile_seconds"] = round(updater.warm(buf, announce_compile if announce else None),
+                                     2)
+    setup["compiled"] = updater.compiled  # False where compiling fell back
+    setup["compile_built"] = getattr(updater, "built", False)  # False: loaded from the cache
+
+
+def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: Any,
+          record: Record) -> tuple[int, float, dict[str, float]]:
+    """Rollouts and updates one after the other in this process (one generator draws the
+    actions and the minibatches); the steps, seconds and time split."""
+    hp, masked = config.hp, config.algo == "maskable_ppo"
+    gen = torch.Generator(device=config.device).manual_seed(config.seed)
+    forward = functools.partial(policy_outputs, policy)
+    returns = np.zeros(config.n_envs)
+    timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
+    obs, _ = envs.reset(seed=config.seed)
+    steps, start, cpu_start = 0, time.perf_counter(), time.process_time()
+    while steps < config.total_timesteps:
+        obs, ended = collect(envs, forward, obs, buf, masked, gen, returns, timer)
+        with torch.inference_mode():
+            _, last = forward(torch.as_tensor(obs, device=config.device), None)
+        advantages, targets = gae(buf, last, hp.gae_lambda)
+        tick = time.perf_counter()
+        stats = updater.update(buf, advantages, targets, gen)
+        timer["update"] += time.perf_counter() - tick
+        steps += buf.n_steps * config.n_envs
+        record(steps, ended, stats)
+    timer["rollout"] -= timer["env"]  # the rollouts' own work: forward passes, copies
+    timer["cpu"] = time.process_time() - cpu_start
+    return steps, time.perf_counter() - start, timer
+
+
+def make_update(trainer: str, policy: Any, hp: Hyperparameters, masked: bool) -> Any:
+    """The update ``trainer`` runs: autograd's (``batched``) or the flat step's (``compiled``)."""
+    if trainer == "compiled":
+        return FlatUpdate(policy, hp, masked)
+    return AutogradUpdate(policy, hp, masked)
+
+
+__all__ = ["build_model", "envs_arguments", "make_update", "train_torch"]
