@@ -1,4 +1,4 @@
-"""Split allocators that leave All-in-LR only on evidence (issue 40, docs/studies/ALLOCATION.md).
+"""Split allocators that leave All-in-LR only on evidence (docs/studies/ALLOCATION.md).
 
 Both decide once, at the episode's first observation (no probe: the label-free traits of
 the data, the start detector and the unit costs, observation v2), a *split*: ``(first,

@@ -143,6 +143,19 @@ class BudgetAllocationEnv(gym.Env):
     ``"Cardiotocography"``, ``"adbench/cover"``, or a file stem in ``data_dir``), a path,
     ``(X, y)``, a ``Dataset``, or a list of these: one is drawn per episode.
 
+    ## Example
+    >>> import gymnasium as gym
+    >>> import ballad_env
+    >>> env = gym.make(ballad_env.ENV_ID, dataset="toy", prior="knn")
+    >>> obs, info = env.reset(seed=0)
+    >>> obs.shape, obs.dtype, env.action_space
+    ((18,), dtype('float32'), Discrete(2))
+    >>> env.unwrapped.action_masks()  # both pools hold a round of labels
+    array([ True,  True])
+    >>> obs, reward, terminated, truncated, info = env.step(1)  # LR: label validation
+    >>> info["round"], info["action"], terminated, truncated
+    (1, 'LR', False, False)
+
     ## Version History
     * v0: initial version.
     * v0 with ``observation="v1"``: the observation appends ``val_sample_cost`` and

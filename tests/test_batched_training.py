@@ -251,9 +251,9 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
 
 
 def test_the_learning_check_replays_a_groups_policies(store, tmp_path) -> None:
-    """``bench --quality-runs``: a group's greedy policies replayed on every cell, beside
+    """``timings --quality-runs``: a group's greedy policies replayed on every cell, beside
     the yardsticks; no path beats the hindsight optimum of the final cost."""
-    from agents.experiments.bench.training import quality_table, run_groups
+    from scripts.studies.timings.training import quality_table, run_groups
 
     run = train_replay(store, n_envs=4, total_timesteps=60, output_dir=tmp_path,
                        run_name="g-s0")
@@ -266,10 +266,40 @@ def test_the_learning_check_replays_a_groups_policies(store, tmp_path) -> None:
     assert rows["g"]["seconds"] > 0
 
 
-def test_the_training_bench_needs_a_store(capsys) -> None:
+def test_the_training_timings_need_a_store_and_moved_from_the_bench(capsys) -> None:
+    """The studies' timings run as ``python -m scripts.studies.timings``; ``ballad-env
+    bench --training`` says so in one line."""
     from agents.experiments.cli.bench import main as bench_main
+    from scripts.studies.timings.__main__ import main as timings_main
 
-    assert bench_main(["--training"]) == 2
-    assert "--training needs --replay-store" in capsys.readouterr().err
-    assert bench_main(["--quality-runs", "."]) == 2
+    assert timings_main(["--training"]) == 2
+    assert "--training and --ppo-paths need --replay-store" in capsys.readouterr().err
+    assert timings_main(["--quality-runs", "."]) == 2
     assert "--quality-runs needs --eval-store" in capsys.readouterr().err
+    assert bench_main(["--training", "--replay-store", "s"]) == 2
+    assert "python -m scripts.studies.timings --training" in capsys.readouterr().err
+
+
+def test_a_rollout_refuses_an_environment_that_truncates() -> None:
+    """The trainers bootstrap nothing past an episode's end: the replay environment never
+    truncates (its vector env equals single replay envs, tests/test_replay_vector.py), and
+    one that did would be refused, not trained on with a wrong return."""
+    from types import SimpleNamespace
+
+    from agents.experiments.training.rollouts import collect
+
+    class Truncating:
+        num_envs = 2
+        unwrapped = SimpleNamespace(action_masks=lambda: np.ones((2, 2), dtype=bool))
+
+        def step(self, actions):
+            return (np.zeros((2, 3), np.float32), np.zeros(2), np.array([False, False]),
+                    np.array([True, False]), {})
+
+    def forward(obs, masks):
+        return torch.zeros(len(obs), 2), torch.zeros(len(obs))
+
+    buf = Rollout(2, 2, 3, gamma=1.0, device="cpu")
+    with pytest.raises(ValueError, match="truncated an episode"):
+        collect(Truncating(), forward, np.zeros((2, 3), np.float32), buf, False,
+                torch.Generator().manual_seed(0), np.zeros(2), {"env": 0.0, "rollout": 0.0})

@@ -182,7 +182,7 @@ def test_api_reference_covers_every_package_and_module() -> None:
         packages)
     assert not any(p.startswith(("scripts", "agents.experiments.cli")) for p in packages)
     assert "agents.experiments.reports.plots" in packages["agents.experiments.reports"]
-    assert "agents.experiments.bench.training" in packages["agents.experiments.bench"]
+    assert "agents.experiments.bench.vector" in packages["agents.experiments.bench"]
     assert "ballad_env.__main__" not in packages["ballad_env"]
     page = hook.api_page("ballad_env.replay", packages["ballad_env.replay"])
     assert "::: ballad_env.replay.vector\n" in page

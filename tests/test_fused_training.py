@@ -9,6 +9,7 @@ import functools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -114,7 +115,7 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
         updates.FlatLayout.of(relu.policy)
 
 
-def _rollout_shape(n_steps: int = 2, n_envs: int = 12) -> object:
+def _rollout_shape(n_steps: int = 2, n_envs: int = 12) -> Any:
     """What ``FlatUpdate.warm`` reads of a rollout: its sizes and observation width."""
     return type("Buf", (), {"n_steps": n_steps, "n_envs": n_envs,
                             "obs": torch.zeros(n_steps, n_envs, 5)})()
@@ -241,7 +242,7 @@ def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
 def test_the_training_report_gives_ratios_and_the_share_of_the_peak() -> None:
     """Hand-made medians: SB3 at 1,000 and 2,000 steps/s, the compiled trainer at 30,000 (30
     and 15 times); 30,000 x 259,456 FLOP = 7.8 GFLOP/s, 2.6% of two cores at 150."""
-    from agents.experiments.bench.training import training_report
+    from scripts.studies.timings.training import training_report
 
     def row(trainer: str, speed: float) -> dict:
         return {"trainer": trainer, "n_envs": 16, "steps": 60_000, "seconds": 60_000 / speed,
@@ -262,7 +263,7 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
     0.02 and 0.01 at 1, 2, 3 s (plus 5 s of setup) reaches it at step 2, 5 + 2 s; one that
     never does shows inf. A real run's curve: one cost per checkpoint and one for the final
     model."""
-    from agents.experiments.bench.target import held_out_curve, time_to_target_report
+    from scripts.studies.timings.target import held_out_curve, time_to_target_report
 
     def curve(costs: list[float], setup: float = 0.0) -> dict:
         return {"steps": [1, 2, 3], "seconds": [1.0, 2.0, 3.0], "costs": costs,

@@ -3,7 +3,8 @@
 the leaves, a hand-computed case, equality to the dense sums on random data, the option's
 default and its errors, and the benchmark default left as it was.
 
-Speed is measured by ``ballad-env bench --full-size --kernel-pairs near all``, not here.
+Speed is measured by ``python -m scripts.studies.timings --full-size --kernel-pairs near
+all``, not here.
 """
 
 from __future__ import annotations
@@ -213,7 +214,7 @@ def test_benchmark_default_is_the_dense_path(benchmark_dir: object) -> None:
 
 # ----------------------------------------------------------------------- the bench's tables
 def test_bench_compares_decisions_across_pairs_and_averages_seeds() -> None:
-    from agents.experiments.bench.full_size import pairs_agreement, seeds_table
+    from scripts.studies.timings.full_size import pairs_agreement, seeds_table
 
     def row(pairs: str, seed: int, decisions: str, cost: float, cpu: float) -> dict[str, object]:
         return {"dataset": "syn", "n": 900, "d": 3, "prior": "iforest", "backend": "numpy",

@@ -1,7 +1,7 @@
 """The torch kernel backend: its kernel sums and neighbour search against numpy's, the
 options that choose it, and the episode's decisions with it (on CPU torch: CI has no GPU).
 
-Speed is measured by ``ballad-env bench --full-size``, not here.
+Speed is measured by ``python -m scripts.studies.timings --full-size``, not here.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from agents.experiments.bench.full_size import compare_backends
 from ballad_env.data import Dataset, DataWarning, validate_xy
 from ballad_env.detectors.ssdo.kernel import KernelRows, kernel_width
 from ballad_env.episode import Episode
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
+from scripts.studies.timings.full_size import compare_backends
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed (the torch extra)")
@@ -232,8 +232,8 @@ def test_benchmark_decisions_agree_across_backends(benchmark_dir: Path, name: st
 
 # ----------------------------------------------------------------------- the full-size bench
 def test_full_size_bench_times_each_agent_from_one_reset(tmp_path: Path) -> None:
-    from agents.experiments.bench.full_size import full_table, measure_full
     from ballad_env.compute import RESET_CACHE, episode_threads, set_episode_threads
+    from scripts.studies.timings.full_size import full_table, measure_full
 
     data = dataset(n=800)
     path = tmp_path / "syn.npz"

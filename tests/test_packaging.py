@@ -27,5 +27,5 @@ def test_the_wheel_holds_the_library_only(tmp_path: Path) -> None:
     assert not [name for name in names if "studies" in name.split("/")[:-1]]
     # the library's data and its benchmark come along
     assert "ballad_env/data/benchmarks/manifest.json" in names
-    assert "agents/experiments/bench/training.py" in names
+    assert "agents/experiments/bench/vector.py" in names
     assert "agents/allocation_params.json" in names

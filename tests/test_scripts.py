@@ -133,7 +133,7 @@ def test_bench_runs_without_the_rl_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "--full-size" in done.stdout
+    assert "--vector" in done.stdout and "scripts.studies.timings" in done.stdout
 
 
 @pytest.mark.slow

@@ -63,6 +63,22 @@ class ReplayVectorEnv(VectorEnv):
     of the store's data sets (shorter rows, and the first state's, padded with -1), as each
     single environment pads it; it equals ``SyncVectorEnv``'s.
     Rendering is the single environment's: this one has no render mode.
+
+    Example, on ``store``, a lattice store of the kNN prior (``ballad-env lattices``):
+
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> import ballad_env
+    >>> envs = gym.make_vec(ballad_env.REPLAY_ENV_ID, num_envs=4, store=store, prior="knn",
+    ...                     vectorization_mode="vector_entry_point")
+    >>> type(envs.unwrapped).__name__
+    'ReplayVectorEnv'
+    >>> obs, info = envs.reset(seed=0)
+    >>> obs.shape, envs.unwrapped.action_masks().shape
+    ((4, 18), (4, 2))
+    >>> obs, rewards, terminated, truncated, info = envs.step(np.ones(4, dtype=int))
+    >>> rewards.shape, info["round"], bool(terminated.any()), bool(truncated.any())
+    ((4,), array([1, 1, 1, 1]), False, False)
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}

@@ -1,15 +1,12 @@
-"""How fast the natively vectorised replay environment steps, and what it changes for PPO.
+"""How fast the natively vectorised replay environment steps.
 
 ``measure_vector`` times, in one process and on one store, random valid actions (drawn in
 numpy) through the single replay environment (``gymnasium.make`` and unwrapped),
 gymnasium's ``SyncVectorEnv`` over N of them (``info`` but ``queried``: it cannot stack
 the indices of rounds of different sizes), and ``ReplayVectorEnv`` at each N (with its
 whole ``info`` and with none); each figure the median of ``repeats`` timed runs after a
-warm-up run. ``time_ppo`` trains PPO at the policy study's sizes (``policy_scale.ScalePlan``:
-16 workers, 64 steps each per update, minibatch 256, 4 epochs) on today's path
-(``DummyVecEnv`` over monitored single replay environments, ``training.make_vec_env``) or on
-the vector environment (``vec_adapter.make_replay_vec_env``), and where its time goes
-(cProfile). ``ballad-env bench --vector`` prints both.
+warm-up run; ``ballad-env bench --vector`` prints them. What the vector environment changes
+for SB3's PPO is a study's timing (``python -m scripts.studies.timings --ppo-paths N``).
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 import ballad_env
-from agents.experiments.bench.timing import PPO_PARTS, random_play
+from agents.experiments.bench.timing import random_play
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.vector import INFO_KEYS, ReplayVectorEnv
 from ballad_env.settings import Settings
@@ -31,7 +28,7 @@ from ballad_env.settings import Settings
 #: The info keys SyncVectorEnv gets: all but ``queried``, which it cannot stack when the
 #: cells' rounds differ in size (data sets of different sizes).
 SYNC_INFO_KEYS = tuple(key for key in INFO_KEYS if key != "queried")
-#: Steps a second the vector environment must reach at N = 1,024 (issue 22).
+#: Steps a second the vector environment must reach at N = 1,024 (``docs/REPLAY.md``).
 VECTOR_TARGET_STEPS = 1_000_000
 VECTOR_SIZES = (1, 64, 1024)
 
@@ -118,19 +115,5 @@ def vector_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- PPO
-def ppo_report(rows: Sequence[dict[str, Any]]) -> str:
-    """``time_ppo``'s rows side by side, with where the time went."""
-    lines = [f"{'path':<8} {'envs':>5} {'n_steps':>7} {'steps':>9} {'seconds':>8} "
-             f"{'steps/s':>8}  rollouts  env steps  updates  load(1 min)", "-" * 86]
-    for r in rows:
-        parts = r.get("parts", {})
-        cells = "  ".join(f"{parts.get(label, float('nan')):8.1f}" for label in PPO_PARTS)
-        lines.append(f"{r['path']:<8} {r['n_envs']:>5} {r['n_steps']:>7} {r['steps']:>9,} "
-                     f"{r['seconds']:>8.1f} {r['steps_per_s']:>8,.0f}  {cells}  "
-                     f"{r['load'][0]:.1f}")
-    return "\n".join(lines)
-
-
-__all__ = ["PPO_PARTS", "VECTOR_SIZES", "VECTOR_TARGET_STEPS", "measure_vector",
-           "play_vector", "ppo_report", "vector_report"]
+__all__ = ["VECTOR_SIZES", "VECTOR_TARGET_STEPS", "measure_vector", "play_vector",
+           "vector_report"]

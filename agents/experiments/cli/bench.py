@@ -29,40 +29,20 @@ cell loaded, every transition computed on first visit) then warm, with its peak 
 
 ``--vector --replay-store DIR`` times the natively vectorised replay environment
 (``ReplayVectorEnv``) at ``--vector-sizes`` beside the single replay environment and
-gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N = 1,024);
-``--ppo-steps N`` then trains PPO at the policy study's sizes for N steps on today's path
-(``DummyVecEnv``) and on the vector environment, and prints where the time goes.
-
-``--full-size FILE ...`` plays All-in-AL, All-in-LR and BALLAD on each data file at full
-size, for each of ``--seeds``, ``--priors`` and ``--backends`` (one fresh process and one
-reset each, ``agents.experiments.bench.full_size``), and prints one table: reset, AL and LR
-step, episode (wall-clock and CPU seconds), peak memory and cost (goal: 60 s an episode on
-two cores). ``--phases`` adds the reset's split by phase. ``--compare-backends`` plays the
-data sets with the numpy and the torch kernel backend and counts the rounds whose decisions
-(labels queried, tau) differ.
-
-    ballad-env bench --full-size cover.npz smtp.npz --backends numpy torch
-    ballad-env bench --compare-backends --data-dir ../shared/benchmarks
-
-``--training --replay-store DIR`` times training on the store: the torch thread count
-(1 or 2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the
-batched and compiled trainers' PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times
-SB3's steps a second), each run in a fresh process, with where each run's time went and the
-share of the machine's matrix-product peak each reaches; ``--heldout-store DIR`` instead
-times each trainer to 95% of SB3's held-out cost (``bench.target``)
-(``agents.experiments.bench.training``; ``docs/training.md``).
-
+gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N = 1,024).
 The vector measuring lives in ``agents.experiments.bench.vector``.
+
+The studies' timings (the trainers against SB3, their seconds to a held-out cost, SB3's
+PPO on both paths, full-size episodes and the kernel backends) are research: run
+``python -m scripts.studies.timings`` from a clone.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from agents.experiments import dataset_names
 from agents.experiments.bench.episodes import (
     EPISODE_TARGET_S,
     MEMORY_TARGET_MB,
@@ -83,33 +63,25 @@ from agents.experiments.bench.episodes import (
     time_q1,
     timings_table,
 )
-from agents.experiments.bench.full_size import FULL_AGENTS
-from agents.experiments.bench.timing import (
-    SYNTHETIC_PREFIX,
-    bench_dataset,
-    in_fresh_process,
-    time_ppo,
-)
-from agents.experiments.bench.training import STUDY_PPO_SIZES, TRAINING_SIZES
+from agents.experiments.bench.timing import bench_dataset, bench_names, in_fresh_process
 from agents.experiments.bench.vector import (
     VECTOR_SIZES,
     measure_vector,
-    ppo_report,
     vector_report,
 )
 from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value
 from agents.experiments.grid import DATASETS_HELP
-from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
-from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
-from ballad_env.settings.cli import add_settings_arguments, kernel_pairs_value
+from ballad_env.settings.cli import add_settings_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter,
+        epilog="The studies' timings (the trainers against SB3, full-size episodes and the "
+               "kernel backends): python -m scripts.studies.timings, from a clone.")
     parser.add_argument("--datasets", nargs="+", default=["all"],
                         help=DATASETS_HELP)
     parser.add_argument("--data-dir", default=None,
@@ -156,34 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="timed runs per figure")
     vector.add_argument("--short-steps", type=bounded(1, 10**9), default=20_000,
                         help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
-    vector.add_argument("--ppo-steps", type=bounded(0, 10**10), default=0,
-                        help="also train PPO this many steps on both paths (0: skip)")
-    training = parser.add_argument_group("training (with --replay-store)")
-    training.add_argument("--training", action="store_true",
-                          help="time SB3 PPO against the batched and compiled trainers on "
-                               "the store")
-    training.add_argument("--train-sizes", type=bounded(1, 10**5), nargs="+",
-                          default=list(TRAINING_SIZES),
-                          help="environments N of the batched runs")
-    training.add_argument("--train-steps", type=bounded(1, 10**10), default=307_200,
-                          help="steps of each batched run")
-    training.add_argument("--sb3-steps", type=bounded(1, 10**10), default=102_400,
-                          help="steps of each SB3 run")
-    training.add_argument("--train-repeats", type=bounded(1, 1000), default=1,
-                          help="rounds of every run (the median is shown)")
-    training.add_argument("--quality-runs", default=None, metavar="DIR",
-                          help="instead: replay the greedy policies of the runs under DIR "
-                               "(<group>-s<seed>) on --eval-store, beside All-in-LR and the "
-                               "hindsight optimum, and draw their learning curves")
-    training.add_argument("--eval-store", default=None, help="the store --quality-runs plays")
-    training.add_argument("--heldout-store", default=None, metavar="DIR",
-                          help="with --training, instead: each trainer's seconds to 95%% of "
-                               "SB3's final cost on this store's cells (bench.target)")
-    training.add_argument("--target-seeds", type=bounded(1, 100), default=3,
-                          help="training seeds of each trainer (--heldout-store)")
-    training.add_argument("--curves", default="training_curves.png",
-                          help="where --quality-runs draws the learning curves (two files: "
-                               "-timesteps and -seconds before the suffix)")
     scaling = parser.add_argument_group("scaling and fast paths")
     scaling.add_argument("--scaling", action="store_true",
                          help="time episodes on synthetic data of growing size instead")
@@ -192,37 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     scaling.add_argument("--dims", type=bounded(1, 10_000), nargs="+", default=list(SCALING_DIMS),
                          help="features of the synthetic data sets (--scaling)")
     scaling.add_argument("--agents", nargs="+", default=None,
-                         help="agents timed (--scaling: ballad all-in-al; --full-size: "
-                              f"{' '.join(FULL_AGENTS)}) or compared (--effects, "
-                              "--compare-backends: ballad all-in-al)")
+                         help="agents timed (--scaling) or compared (--effects): default "
+                              "ballad all-in-al")
     scaling.add_argument("--effects", action="store_true",
                          help="compare the fast paths' costs with the exact path's instead")
     scaling.add_argument("--effect-seeds", type=bounded(1, 10_000), default=3,
                          help="seeds 0..N-1 per data set and agent (--effects)")
-    full = parser.add_argument_group("full size and kernel backends")
-    full.add_argument("--full-size", nargs="+", default=None, metavar="FILE",
-                      help="time full-size episodes of these data files instead")
-    full.add_argument("--seeds", type=int, nargs="+", default=[0],
-                      help="seeds (--full-size, --compare-backends)")
-    full.add_argument("--priors", nargs="+", default=["iforest", "knn"],
-                      help="priors (--full-size)")
-    full.add_argument("--backends", nargs="+", default=["numpy", "torch"],
-                      choices=["numpy", "torch"], help="kernel backends (--full-size)")
-    full.add_argument("--kernel-pairs", nargs="+", default=["auto"],
-                      help="kernel pairs (--full-size): auto (by |D|: near above "
-                           f"{EXACT_MAX_TRAIN:,} on numpy), all, near; with all and near "
-                           "the decisions of the two are compared")
-    full.add_argument("--rows-out", default=None, metavar="JSONL",
-                      help="with --full-size: append each group's rows to this file as it "
-                           "ends, and take groups already there from it (resume)")
-    full.add_argument("--kernel-device", default=None,
-                      help="the torch backend's device (default: cuda when there is one)")
-    full.add_argument("--phases", action="store_true",
-                      help="with --full-size: also profile one reset per file, prior and "
-                           "backend by phase")
-    full.add_argument("--compare-backends", action="store_true",
-                      help="count the decisions that differ between the numpy and the torch "
-                           "backend on the data sets, with the default and the fast paths")
     return parser
 
 
@@ -242,14 +161,6 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"peak memory on KDDCup99: {r['peak_mb']:.0f} MB (target "
                          f"{MEMORY_TARGET_MB:.0f} MB: {verdict})")
     return lines
-
-
-def bench_names(datasets: list[str], data_dir: str | None) -> list[str]:
-    """The data sets to measure: files (or 'all') checked in the data folder, then any
-    ``synthetic:<n>x<d>`` names as given."""
-    synthetic = [name for name in datasets if name.startswith(SYNTHETIC_PREFIX)]
-    files = [name for name in datasets if not name.startswith(SYNTHETIC_PREFIX)]
-    return [*(dataset_names(files, data_dir) if files else ()), *synthetic]
 
 
 def run_scaling(args: argparse.Namespace, settings: Settings) -> None:
@@ -294,99 +205,33 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(vector_report(result), flush=True)
-    if args.ppo_steps > 0:
-        datasets = sorted({name for name, _ in
-                           BudgetAllocationReplayEnv(args.replay_store, settings=settings).cells})
-        sizes = STUDY_PPO_SIZES
-        rows = [time_ppo(args.replay_store, datasets, path, args.ppo_steps,
-                         settings=settings.replace(reward="cost"),
-                         batch_size=sizes.batch_size, n_epochs=sizes.n_epochs,
-                         learning_rate=sizes.learning_rate)
-                for path in ("dummy", "vector")]
-        print(f"\nPPO, {args.ppo_steps:,} steps at the policy study's sizes (reward cost), "
-              "seconds of the whole run and of its parts (cProfile):")
-        print(ppo_report(rows))
     return 0
 
 
-def run_quality(args: argparse.Namespace) -> int:
-    """The runs' greedy policies on the evaluation store, and their learning curves."""
-    from agents.experiments.bench.training import (
-        quality_report,
-        quality_table,
-        run_groups,
-    )
-    from agents.experiments.lattice_build import store_settings
-    from agents.experiments.training.curves import plot_training_curves, read_monitor
-
-    if args.eval_store is None:
-        print("error: --quality-runs needs --eval-store DIR", file=sys.stderr)
-        return 2
-    groups = run_groups(args.quality_runs)
-    settings = store_settings(args.eval_store, None, "cost")
-    cells = len(BudgetAllocationReplayEnv(args.eval_store, settings=settings).cells)
-    print(quality_report(quality_table(groups, args.eval_store, settings), cells))
-    # A batched run's monitor row is the mean of a rollout's ~1,000 episodes: smooth SB3's
-    # one-episode rows over as many.
-    windows = {g: 1 if "episodes" in read_monitor(runs[0]) else 1024
-               for g, runs in groups.items()}
-    for x in ("timesteps", "seconds"):
-        path = Path(args.curves).with_stem(f"{Path(args.curves).stem}-{x}")
-        print(f"curves: {plot_training_curves(groups, path, windows=windows, x=x)}")
-    return 0
+#: The options of the studies' timings, moved to ``python -m scripts.studies.timings``
+#: (run from a clone); the old spelling gets a one-line pointer.
+STUDY_OPTIONS = {"--training": "--training", "--quality-runs": "--quality-runs",
+                 "--heldout-store": "--training --heldout-store", "--ppo-steps": "--ppo-paths",
+                 "--full-size": "--full-size", "--compare-backends": "--compare-backends"}
 
 
-def run_training(args: argparse.Namespace) -> int:
-    """SB3 PPO against the batched trainer on the store (``training_bench``)."""
-    if args.quality_runs is not None:
-        return run_quality(args)
-    if args.replay_store is None:
-        print("error: --training needs --replay-store DIR (a store built with "
-              "ballad-env lattices)", file=sys.stderr)
-        return 2
-    from agents.experiments.bench.training import measure_training, training_report
-    from agents.experiments.lattice_build import store_settings
-
-    try:
-        settings = store_settings(args.replay_store, None, "cost")
-        if args.heldout_store is not None:  # the trainers' seconds to a held-out cost
-            from agents.experiments.bench.target import measure_time_to_target as measure
-            from agents.experiments.bench.target import time_to_target_report as report
-
-            print(report(measure(args.replay_store, args.heldout_store, settings,
-                                 range(args.target_seeds))))
-            return 0
-        sizes = STUDY_PPO_SIZES
-        study = (sizes.n_envs, sizes.n_steps, sizes.batch_size, sizes.learning_rate)
-        result = measure_training(args.replay_store, settings, study, args.train_sizes,
-                                  args.train_steps, args.sb3_steps, args.train_repeats)
-    except (StoreError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(training_report(result))
-    return 0
+def moved_option(argv: list[str]) -> str | None:
+    """The pointer for an option of a study's timing, if ``argv`` has one."""
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        if option in STUDY_OPTIONS:
+            return (f"{option} is a study's timing now: run python -m scripts.studies.timings "
+                    f"{STUDY_OPTIONS[option]} ... from a clone of the project")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (pointer := moved_option(list(sys.argv[1:] if argv is None else argv))) is not None:
+        print(f"error: {pointer}", file=sys.stderr)
+        return 2
     args = parse_args(argv)
-    if args.training or args.quality_runs is not None:
-        return run_training(args)
     settings = Settings(prior=args.prior)
-    if args.full_size:
-        from agents.experiments.bench.full_size import run_full_size
-
-        print(run_full_size(args.full_size, args.seeds, args.priors, args.backends,
-                            args.agents or list(FULL_AGENTS), args.threads, args.kernel_device,
-                            args.phases, [kernel_pairs_value(p) for p in args.kernel_pairs],
-                            args.rows_out))
-        return 0
     args.agents = args.agents or ["ballad", "all-in-al"]
-    if args.compare_backends:
-        from agents.experiments.bench.full_size import run_compare_backends
-
-        print(run_compare_backends(bench_names(args.datasets, args.data_dir), args.data_dir,
-                                   settings, args.seeds, args.agents, args.kernel_device))
-        return 0
     if args.scaling:
         run_scaling(args, settings)
         return 0

@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.ppo import Rollout, gae
+from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.rollouts import collect, make_envs
-from agents.experiments.training.updates import FlatLayout, outputs
+from agents.experiments.training.updates import FlatLayout, outputs, update_on
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
@@ -161,11 +161,7 @@ def overlapped_loop(worker: RolloutWorker, updater: Any, hp: Hyperparameters,
         timer["env"] += spent["env"]
         timer["rollout"] += spent["rollout"] - spent["env"]
         timer["cpu"] += spent["cpu"]
-        buf = worker.bufs[slot]
-        advantages, targets = gae(buf, worker.lasts[slot], hp.gae_lambda)
-        tick = time.perf_counter()
-        stats = updater.update(buf, advantages, targets, gen)
-        timer["update"] += time.perf_counter() - tick
+        stats = update_on(updater, worker.bufs[slot], worker.lasts[slot], gen, timer)
         if k + 2 < n_rollouts:
             worker.request(slot, updater.weights())
         steps += steps_each

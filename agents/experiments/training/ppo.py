@@ -12,7 +12,7 @@ thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -152,16 +152,28 @@ def ppo_update(policy: Any, buf: Rollout, advantages: torch.Tensor, targets: tor
     masks = buf.masks.reshape(flat, 2)
     actions, old_logp = buf.actions.reshape(flat), buf.logp.reshape(flat)
     adv_all, target_all = advantages.reshape(flat), targets.reshape(flat)
-    totals = torch.zeros(len(STATS), device=obs.device)
-    batches = 0
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        return _minibatch_step(policy, obs[idx], masks[idx] if masked else None, actions[idx],
+                               old_logp[idx], adv_all[idx], target_all[idx], hp)
+
+    return over_minibatches(flat, hp, gen, step)
+
+
+def over_minibatches(rows: int, hp: Hyperparameters, gen: torch.Generator,
+                     step: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, float]:
+    """``hp.n_epochs`` passes over ``rows`` rows, each in a fresh permutation from ``gen``
+    cut into minibatches of ``hp.batch_size`` (the last may be smaller), ``step(row
+    indices)`` on each (a tensor of :data:`STATS`); the statistics' means. Both updates
+    draw their minibatches here, so one seed gives both the same ones."""
+    totals, batches = None, 0
     for _ in range(hp.n_epochs):
-        order = torch.randperm(flat, generator=gen, device=gen.device)
-        for start in range(0, flat, hp.batch_size):
-            idx = order[start:start + hp.batch_size]
-            totals += _minibatch_step(policy, obs[idx], masks[idx] if masked else None,
-                                      actions[idx], old_logp[idx], adv_all[idx],
-                                      target_all[idx], hp)
+        order = torch.randperm(rows, generator=gen, device=gen.device)
+        for start in range(0, rows, hp.batch_size):
+            stats = step(order[start:start + hp.batch_size])
+            totals = stats if totals is None else totals + stats
             batches += 1
+    assert totals is not None  # n_epochs >= 1 and rows >= 1 (TrainConfig checks both)
     return dict(zip(STATS, (totals / batches).tolist(), strict=True))
 
 
@@ -193,5 +205,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "policy_layers",
-           "policy_outputs", "ppo_update", "tanh"]
+__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "over_minibatches",
+           "policy_layers", "policy_outputs", "ppo_update", "tanh"]

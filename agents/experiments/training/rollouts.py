@@ -42,8 +42,9 @@ def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: 
             ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """One rollout of ``buf.n_steps`` vector steps into ``buf``, the policy's logits and
     values from ``forward(obs, masks or None)``; the next observations and the (returns,
-    final test costs) of the episodes that ended. A truncated episode's reward gains
-    ``gamma * V(final observation)``, as SB3 bootstraps it."""
+    final test costs) of the episodes that ended. The replay environment ends an episode
+    only by spending its budget (terminated, never truncated), so nothing past an episode's
+    end is bootstrapped; an environment that truncates is refused."""
     ended: list[tuple[np.ndarray, np.ndarray]] = []
     device = buf.obs.device
     for t in range(buf.n_steps):
@@ -62,15 +63,12 @@ def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: 
         tock = time.perf_counter()
         obs_next, rewards, terminated, truncated, info = envs.step(chosen)
         timer["env"] += time.perf_counter() - tock
+        if truncated.any():
+            raise ValueError("the environment truncated an episode: the torch trainers "
+                             "bootstrap none (the replay environment never truncates)")
         rewards = rewards.astype(np.float32)
-        dones = terminated | truncated
+        dones = terminated
         returns += rewards
-        cut = np.flatnonzero(truncated & ~terminated)
-        if cut.size:
-            final = torch.as_tensor(np.stack(info["final_obs"][cut]), device=device)
-            with torch.inference_mode():
-                _, tail = forward(final, None)
-            rewards[cut] += buf.gamma * tail.cpu().numpy()
         if dones.any():
             done = np.flatnonzero(dones)
             ended.append((returns[done].copy(), info["final_info"]["test_cost"][done]))

@@ -39,14 +39,14 @@ from agents.experiments.training.config import (
     TrainResult,
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo import Rollout, gae, policy_outputs
+from agents.experiments.training.ppo import Rollout, policy_outputs
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.run_folder import run_lock
 from agents.experiments.training.sb3 import fresh_run_dir
-from agents.experiments.training.updates import AutogradUpdate, FlatUpdate
+from agents.experiments.training.updates import AutogradUpdate, FlatUpdate, update_on
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS
 
@@ -166,7 +166,7 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
           record: Record) -> tuple[int, float, dict[str, float]]:
     """Rollouts and updates one after the other in this process (one generator draws the
     actions and the minibatches); the steps, seconds and time split."""
-    hp, masked = config.hp, config.algo == "maskable_ppo"
+    masked = config.algo == "maskable_ppo"
     gen = torch.Generator(device=config.device).manual_seed(config.seed)
     forward = functools.partial(policy_outputs, policy)
     returns = np.zeros(config.n_envs)
@@ -177,10 +177,7 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
         obs, ended = collect(envs, forward, obs, buf, masked, gen, returns, timer)
         with torch.inference_mode():
             _, last = forward(torch.as_tensor(obs, device=config.device), None)
-        advantages, targets = gae(buf, last, hp.gae_lambda)
-        tick = time.perf_counter()
-        stats = updater.update(buf, advantages, targets, gen)
-        timer["update"] += time.perf_counter() - tick
+        stats = update_on(updater, buf, last, gen, timer)
         steps += buf.n_steps * config.n_envs
         record(steps, ended, stats)
     timer["rollout"] -= timer["env"]  # the rollouts' own work: forward passes, copies

@@ -38,7 +38,14 @@ from typing import Any
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.ppo import STATS, Layer, Rollout, network, ppo_update
+from agents.experiments.training.ppo import (
+    Layer,
+    Rollout,
+    gae,
+    network,
+    over_minibatches,
+    ppo_update,
+)
 from agents.experiments.training.step_cache import Announce, load_step
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
@@ -242,7 +249,8 @@ class FlatUpdate:
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
-    ``ppo_update`` draws them (a permutation per epoch from the run's generator)."""
+    ``ppo_update``'s (``ppo.over_minibatches``: a permutation per epoch from the run's
+    generator)."""
 
     def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
                  compile: bool = True) -> None:
@@ -274,15 +282,8 @@ class FlatUpdate:
         table = pack(buf.obs.reshape(flat, -1), buf.masks.reshape(flat, 2),
                      buf.actions.reshape(flat), buf.logp.reshape(flat),
                      advantages.reshape(flat), targets.reshape(flat))
-        totals = torch.zeros(len(STATS), device=table.device)
-        batches = 0
-        for _ in range(self.hp.n_epochs):
-            shuffled = table[torch.randperm(flat, generator=gen, device=gen.device)]
-            for start in range(0, flat, self.hp.batch_size):
-                totals += self._step(self.state, self.step,
-                                     shuffled[start:start + self.hp.batch_size])
-                batches += 1
-        return dict(zip(STATS, (totals / batches).tolist(), strict=True))
+        return over_minibatches(flat, self.hp, gen,
+                                lambda idx: self._step(self.state, self.step, table[idx]))
 
     def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
         """Load the compiled step for each minibatch shape of ``buf``'s rollouts from the
@@ -359,5 +360,19 @@ class AutogradUpdate:
         """As :meth:`sync`: nothing to do."""
 
 
+
+def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: torch.Tensor,
+              gen: torch.Generator, timer: dict[str, float]) -> dict[str, float]:
+    """One update on a finished rollout, the same in the sequential and the overlapped loop:
+    GAE from its values and ``last_values`` (those of the observations after it), then
+    ``updater.update``, its seconds added to ``timer["update"]``; the update's statistics."""
+    advantages, targets = gae(buf, last_values, updater.hp.gae_lambda)
+    tick = time.perf_counter()
+    stats = updater.update(buf, advantages, targets, gen)
+    timer["update"] += time.perf_counter() - tick
+    return stats
+
+
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
-           "FlatUpdate", "compile_wanted", "outputs", "pack", "ppo_step", "unpack"]
+           "FlatUpdate", "compile_wanted", "outputs", "pack", "ppo_step", "unpack",
+           "update_on"]

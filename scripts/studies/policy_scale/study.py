@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.bench.training import STUDY_PPO_SIZES
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import writable_folder
 from agents.experiments.training import train_runs
@@ -51,6 +50,7 @@ from scripts.studies.common.policy_runs import (
     training_times,
     write_episode,
 )
+from scripts.studies.common.ppo_sizes import STUDY_PPO_SIZES
 
 if TYPE_CHECKING:
     from agents.experiments.training.config import TrainConfig

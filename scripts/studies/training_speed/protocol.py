@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.experiments.bench.timing import in_fresh_process
-from agents.experiments.bench.training import matmul_peak
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.training.updates import FlatLayout
+from scripts.studies.common.matmul import matmul_peak
 
 SB3 = ["--trainer", "sb3", "--algo", "ppo", "--vec-env", "vector", "--n-envs", "256",
        "--n-steps", "64", "--batch-size", "256", "--n-epochs", "4",

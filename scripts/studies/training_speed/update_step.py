@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
-from agents.experiments.bench.training import matmul_peak
 from agents.experiments.training import updates
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.step_cache import load_step
+from scripts.studies.common.matmul import matmul_peak
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 

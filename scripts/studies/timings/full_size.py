@@ -1,4 +1,4 @@
-"""Full-size episodes and the kernel backends: what ``ballad-env bench --full-size`` and
+"""Full-size episodes and the kernel backends: what ``timings --full-size`` and
 ``--compare-backends`` measure.
 
 ``measure_full`` plays All-in-AL, All-in-LR and BALLAD on one data file at full size, from

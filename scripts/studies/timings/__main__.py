@@ -1,0 +1,214 @@
+"""The studies' timings, each a mode of one command (speed targets live in the docs that
+report them, never in a timed test).
+
+``--training --replay-store DIR`` times training on the store: the torch thread count (1 or
+2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the batched
+and compiled trainers' PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times SB3's
+steps a second), each run in a fresh process, with where each run's time went and the
+share of the machine's matrix-product peak each reaches (``timings.training``);
+``--heldout-store DIR`` instead times each trainer to 95% of SB3's held-out cost
+(``timings.target``); ``--quality-runs DIR --eval-store DIR`` replays trained runs' greedy
+policies and draws their curves. ``--ppo-paths N --replay-store DIR`` trains SB3's PPO N
+steps at the policy study's sizes on today's path (``DummyVecEnv``) and on the vector
+environment, and prints where the time goes (``timings.sb3_ppo``).
+
+``--full-size FILE ...`` plays All-in-AL, All-in-LR and BALLAD on each data file at full
+size, for each of ``--seeds``, ``--priors`` and ``--backends`` (``timings.full_size``);
+``--phases`` adds the reset's split by phase. ``--compare-backends`` plays the data sets
+with the numpy and the torch kernel backend and counts the rounds whose decisions differ.
+
+    python -m scripts.studies.timings --training --replay-store results/lattices
+    python -m scripts.studies.timings --full-size cover.npz smtp.npz --backends numpy torch
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agents.experiments.cli import HelpFormatter, bounded
+from agents.experiments.grid import DATASETS_HELP
+from agents.experiments.lattice_build import store_datasets, store_settings
+from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
+from ballad_env.replay.store import StoreError
+from ballad_env.settings import Settings
+from ballad_env.settings.cli import add_settings_arguments, kernel_pairs_value
+from scripts.studies.common.ppo_sizes import STUDY_PPO_SIZES
+from scripts.studies.timings.full_size import FULL_AGENTS
+from scripts.studies.timings.training import TRAINING_SIZES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options, each with a one-line help."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("--replay-store", default=None, help="the store trained on")
+    parser.add_argument("--datasets", nargs="+", default=["all"], help=DATASETS_HELP)
+    parser.add_argument("--data-dir", default=None,
+                        help="folder of data files (default: $BALLAD_DATA_DIR)")
+    add_settings_arguments(parser, only=["prior"])
+    parser.add_argument("--threads", type=bounded(1, 1024), default=1,
+                        help="BLAS/OpenMP threads per process")
+    parser.add_argument("--agents", nargs="+", default=None,
+                        help=f"agents timed (--full-size: {' '.join(FULL_AGENTS)}) or "
+                             "compared (--compare-backends: ballad all-in-al)")
+    _add_training(parser.add_argument_group("training (with --replay-store)"))
+    _add_full_size(parser.add_argument_group("full size and kernel backends"))
+    return parser
+
+
+def _add_training(training: argparse._ArgumentGroup) -> None:
+    training.add_argument("--training", action="store_true",
+                          help="time SB3 PPO against the batched and compiled trainers")
+    training.add_argument("--train-sizes", type=bounded(1, 10**5), nargs="+",
+                          default=list(TRAINING_SIZES), help="environments N of the torch runs")
+    training.add_argument("--train-steps", type=bounded(1, 10**10), default=307_200,
+                          help="steps of each torch run")
+    training.add_argument("--sb3-steps", type=bounded(1, 10**10), default=102_400,
+                          help="steps of each SB3 run")
+    training.add_argument("--train-repeats", type=bounded(1, 1000), default=1,
+                          help="rounds of every run (the median is shown)")
+    training.add_argument("--heldout-store", default=None, metavar="DIR",
+                          help="with --training, instead: each trainer's seconds to 95%% of "
+                               "SB3's final cost on this store's cells (timings.target)")
+    training.add_argument("--target-seeds", type=bounded(1, 100), default=3,
+                          help="training seeds of each trainer (--heldout-store)")
+    training.add_argument("--quality-runs", default=None, metavar="DIR",
+                          help="instead: replay the greedy policies of the runs under DIR "
+                               "(<group>-s<seed>) on --eval-store, beside All-in-LR and the "
+                               "hindsight optimum, and draw their learning curves")
+    training.add_argument("--eval-store", default=None, help="the store --quality-runs plays")
+    training.add_argument("--curves", default="training_curves.png",
+                          help="where --quality-runs draws the learning curves (two files: "
+                               "-timesteps and -seconds before the suffix)")
+    training.add_argument("--ppo-paths", type=bounded(0, 10**10), default=0, metavar="N",
+                          help="train SB3's PPO N steps on today's path and on the vector "
+                               "environment, with where the time goes")
+
+
+def _add_full_size(full: argparse._ArgumentGroup) -> None:
+    full.add_argument("--full-size", nargs="+", default=None, metavar="FILE",
+                      help="time full-size episodes of these data files")
+    full.add_argument("--seeds", type=int, nargs="+", default=[0],
+                      help="seeds (--full-size, --compare-backends)")
+    full.add_argument("--priors", nargs="+", default=["iforest", "knn"],
+                      help="priors (--full-size)")
+    full.add_argument("--backends", nargs="+", default=["numpy", "torch"],
+                      choices=["numpy", "torch"], help="kernel backends (--full-size)")
+    full.add_argument("--kernel-pairs", nargs="+", default=["auto"],
+                      help="kernel pairs (--full-size): auto (by |D|: near above "
+                           f"{EXACT_MAX_TRAIN:,} on numpy), all, near; with all and near "
+                           "the decisions of the two are compared")
+    full.add_argument("--rows-out", default=None, metavar="JSONL",
+                      help="with --full-size: append each group's rows to this file as it "
+                           "ends, and take groups already there from it (resume)")
+    full.add_argument("--kernel-device", default=None,
+                      help="the torch backend's device (default: cuda when there is one)")
+    full.add_argument("--phases", action="store_true",
+                      help="with --full-size: also profile one reset per file, prior and "
+                           "backend by phase")
+    full.add_argument("--compare-backends", action="store_true",
+                      help="count the decisions that differ between the numpy and the torch "
+                           "backend on the data sets, with the default and the fast paths")
+
+
+def run_quality(args: argparse.Namespace) -> int:
+    """The runs' greedy policies on the evaluation store, and their learning curves."""
+    from agents.experiments.training.curves import plot_training_curves, read_monitor
+    from ballad_env.replay.env import BudgetAllocationReplayEnv
+    from scripts.studies.timings.training import quality_report, quality_table, run_groups
+
+    if args.eval_store is None:
+        print("error: --quality-runs needs --eval-store DIR", file=sys.stderr)
+        return 2
+    groups = run_groups(args.quality_runs)
+    settings = store_settings(args.eval_store, None, "cost")
+    cells = len(BudgetAllocationReplayEnv(args.eval_store, settings=settings).cells)
+    print(quality_report(quality_table(groups, args.eval_store, settings), cells))
+    # A torch run's monitor row is the mean of a rollout's ~1,000 episodes: smooth SB3's
+    # one-episode rows over as many.
+    windows = {g: 1 if "episodes" in read_monitor(runs[0]) else 1024
+               for g, runs in groups.items()}
+    for x in ("timesteps", "seconds"):
+        path = Path(args.curves).with_stem(f"{Path(args.curves).stem}-{x}")
+        print(f"curves: {plot_training_curves(groups, path, windows=windows, x=x)}")
+    return 0
+
+
+def run_training(args: argparse.Namespace) -> int:
+    """SB3 PPO against the torch trainers on the store, or their seconds to a target."""
+    from scripts.studies.timings.target import measure_time_to_target, time_to_target_report
+    from scripts.studies.timings.training import measure_training, training_report
+
+    settings = store_settings(args.replay_store, None, "cost")
+    if args.heldout_store is not None:  # the trainers' seconds to a held-out cost
+        print(time_to_target_report(measure_time_to_target(
+            args.replay_store, args.heldout_store, settings, range(args.target_seeds))))
+        return 0
+    sizes = STUDY_PPO_SIZES
+    study = (sizes.n_envs, sizes.n_steps, sizes.batch_size, sizes.learning_rate)
+    print(training_report(measure_training(args.replay_store, settings, study,
+                                           args.train_sizes, args.train_steps,
+                                           args.sb3_steps, args.train_repeats)))
+    return 0
+
+
+def run_ppo_paths(args: argparse.Namespace) -> int:
+    """SB3's PPO on today's path and on the vector environment, at the study's sizes."""
+    from scripts.studies.timings.sb3_ppo import ppo_report, time_ppo
+
+    settings = Settings(prior=args.prior, reward="cost")
+    datasets = store_datasets(args.replay_store, settings)
+    sizes = STUDY_PPO_SIZES
+    rows = [time_ppo(args.replay_store, datasets, path, args.ppo_paths, settings=settings,
+                     batch_size=sizes.batch_size, n_epochs=sizes.n_epochs,
+                     learning_rate=sizes.learning_rate) for path in ("dummy", "vector")]
+    print(f"PPO, {args.ppo_paths:,} steps at the policy study's sizes (reward cost), "
+          "seconds of the whole run and of its parts (cProfile):")
+    print(ppo_report(rows))
+    return 0
+
+
+def run_full_size(args: argparse.Namespace) -> int:
+    """Full-size episodes, or the two kernel backends' decisions compared."""
+    from agents.experiments.bench.timing import bench_names
+    from scripts.studies.timings import full_size
+
+    settings = Settings(prior=args.prior)
+    if args.full_size:
+        print(full_size.run_full_size(
+            args.full_size, args.seeds, args.priors, args.backends,
+            args.agents or list(FULL_AGENTS), args.threads, args.kernel_device, args.phases,
+            [kernel_pairs_value(p) for p in args.kernel_pairs], args.rows_out))
+        return 0
+    print(full_size.run_compare_backends(
+        bench_names(args.datasets, args.data_dir), args.data_dir, settings, args.seeds,
+        args.agents or ["ballad", "all-in-al"], args.kernel_device))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the mode asked for; a missing store or a bad one is a one-line error (2)."""
+    args = build_parser().parse_args(argv)
+    if args.quality_runs is not None:
+        return run_quality(args)
+    if args.full_size or args.compare_backends:
+        return run_full_size(args)
+    if not (args.training or args.ppo_paths):
+        print("error: name a mode: --training, --quality-runs, --ppo-paths N, --full-size "
+              "FILE ... or --compare-backends", file=sys.stderr)
+        return 2
+    if args.replay_store is None:
+        print("error: --training and --ppo-paths need --replay-store DIR (a store built "
+              "with ballad-env lattices)", file=sys.stderr)
+        return 2
+    try:
+        return run_training(args) if args.training else run_ppo_paths(args)
+    except (StoreError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
