@@ -303,3 +303,22 @@ def test_a_rollout_refuses_an_environment_that_truncates() -> None:
     with pytest.raises(ValueError, match="truncated an episode"):
         collect(Truncating(), forward, np.zeros((2, 3), np.float32), buf, False,
                 torch.Generator().manual_seed(0), np.zeros(2), {"env": 0.0, "rollout": 0.0})
+
+
+def test_the_replay_vector_env_never_truncates(store) -> None:
+    """What the rollout relies on: two whole episodes of 4 environments end terminated,
+    never truncated (so nothing is bootstrapped past an episode's end)."""
+    from agents.experiments.training.rollouts import make_envs
+
+    envs = make_envs(store, 4, SETTINGS, ["large"], None, "v0")
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(2 * SETTINGS.n_rounds):
+        masks = envs.unwrapped.action_masks()  # a random action among the valid ones
+        actions = np.where(masks.all(axis=1), rng.integers(0, 2, 4), masks[:, 1].astype(int))
+        _, _, terminated, truncated, _ = envs.step(actions)
+        assert not truncated.any()
+        ended += int(terminated.sum())
+    envs.close()
+    assert ended == 8

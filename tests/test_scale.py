@@ -1,7 +1,7 @@
 """Large data sets: the reset cache, the fast paths above ``EXACT_MAX_TRAIN``, threads and
 fork safety, priors by pyod name, rendering and Gymnasium's checker on every benchmark.
 
-Speed itself is measured by ``ballad-env bench --scaling``, not here.
+Speed itself is measured by ``python -m scripts.studies.timings --scaling``, not here.
 """
 
 from __future__ import annotations
@@ -433,12 +433,8 @@ def test_gymnasium_check_env_with_render_checks_on_every_benchmark(benchmark_dir
 
 # =============================================================================== bench
 def test_the_scaling_bench_measures_and_fits_the_growth() -> None:
-    from agents.experiments.bench.episodes import (
-        growth_exponent,
-        measure_scaling,
-        scaling_table,
-    )
     from agents.experiments.bench.timing import synthetic_dataset
+    from scripts.studies.timings.scaling import growth_exponent, measure_scaling, scaling_table
 
     data = synthetic_dataset(1000, 3, contamination=0.05)
     assert data.name == "synthetic:1000x3" and data.contamination == 0.05

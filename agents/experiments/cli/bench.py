@@ -3,21 +3,12 @@
 Each data set is measured in a fresh process, so its peak memory (resident set size) is its
 own. Per data set: the median wall time of one episode (reset + 15 rounds) with the exact
 and the bayes search, the reset alone, environment steps per second, and peak memory. Then
-one exact episode of the slowest data set is profiled. ``--q1`` also times the whole Q1
-grid through the harness. Targets (2 cores): Q1 under 5 minutes, every exact episode under
-5 s, peak memory under 2 GB on KDDCup99. The measuring lives in
-``agents.experiments.bench.episodes``.
-
-``--scaling`` times one episode per agent on synthetic data of each size in ``--sizes`` and
-dimension in ``--dims`` (5% anomalies): reset, median AL and LR step, episode, peak memory,
-and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 minutes and
-4 GB at 500,000). ``--effects`` plays each data set with the exact and the fast paths
-(sampled eta, float32 kernel sums) and prints how far the costs move. ``synthetic:<n>x<d>``
-names a synthetic data set anywhere a data set is asked for.
+one exact episode of the slowest data set is profiled. Targets (2 cores): every exact
+episode under 5 s, peak memory under 2 GB on KDDCup99. The measuring lives in
+``agents.experiments.bench.episodes``. ``synthetic:<n>x<d>`` names a synthetic data set
+anywhere a data set is asked for.
 
     ballad-env bench
-    ballad-env bench --scaling --sizes 50000 200000 500000
-    ballad-env bench --effects --datasets KDDCup99 ALOI synthetic:100000x10
     ballad-env bench --replay --datasets Glass WBC WDBC
 
 ``--replay`` builds a lattice store of the data sets and times the replay environment
@@ -33,7 +24,8 @@ gymnasium's ``SyncVectorEnv``, in one run (target: 1,000,000 steps a second at N
 The vector measuring lives in ``agents.experiments.bench.vector``.
 
 The studies' timings (the trainers against SB3, their seconds to a held-out cost, SB3's
-PPO on both paths, full-size episodes and the kernel backends) are research: run
+PPO on both paths, full-size episodes and the kernel backends, episodes growing with the
+data, the fast paths' effects, the Q1 grid) are research: run
 ``python -m scripts.studies.timings`` from a clone.
 """
 
@@ -46,30 +38,22 @@ from typing import Any
 from agents.experiments.bench.episodes import (
     EPISODE_TARGET_S,
     MEMORY_TARGET_MB,
-    Q1_TARGET_S,
-    SCALING_DIMS,
-    SCALING_SIZES,
-    effects_table,
-    fast_path_effects,
     measure,
     measure_replay,
     measure_replay_store,
-    measure_scaling,
     profile,
     replay_report,
     replay_store_report,
     replay_store_summary,
-    scaling_table,
-    time_q1,
     timings_table,
 )
-from agents.experiments.bench.timing import bench_dataset, bench_names, in_fresh_process
+from agents.experiments.bench.timing import bench_names, in_fresh_process
 from agents.experiments.bench.vector import (
     VECTOR_SIZES,
     measure_vector,
     vector_report,
 )
-from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value
+from agents.experiments.cli import HelpFormatter, bounded
 from agents.experiments.grid import DATASETS_HELP
 from ballad_env.replay.store import StoreError
 from ballad_env.settings import Settings
@@ -80,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter,
-        epilog="The studies' timings (the trainers against SB3, full-size episodes and the "
-               "kernel backends): python -m scripts.studies.timings, from a clone.")
+        epilog="The studies' timings (the trainers against SB3, full-size episodes, the "
+               "kernel backends, scaling, the fast paths, the Q1 grid): python -m "
+               "scripts.studies.timings, from a clone.")
     parser.add_argument("--datasets", nargs="+", default=["all"],
                         help=DATASETS_HELP)
     parser.add_argument("--data-dir", default=None,
@@ -95,12 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="BLAS/OpenMP threads per process (the harness's workers use 1)")
     parser.add_argument("--no-profile", action="store_true",
                         help="skip profiling the slowest data set")
-    parser.add_argument("--q1", action="store_true",
-                        help="also time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
-    parser.add_argument("--q1-seeds", type=bounded(1, 10**6), default=10,
-                        help="seeds of the --q1 grid")
-    parser.add_argument("--n-jobs", type=n_jobs_value, default=-1,
-                        help="worker processes for --q1")
     replay = parser.add_argument_group("replay environment")
     replay.add_argument("--replay", action="store_true",
                         help="compare the replay environment's steps/s with the live one's "
@@ -128,20 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="timed runs per figure")
     vector.add_argument("--short-steps", type=bounded(1, 10**9), default=20_000,
                         help="steps per run of the slow ways (SyncVectorEnv, N < 16)")
-    scaling = parser.add_argument_group("scaling and fast paths")
-    scaling.add_argument("--scaling", action="store_true",
-                         help="time episodes on synthetic data of growing size instead")
-    scaling.add_argument("--sizes", type=bounded(1, 10**7), nargs="+", default=list(SCALING_SIZES),
-                         help="rows of the synthetic data sets (--scaling)")
-    scaling.add_argument("--dims", type=bounded(1, 10_000), nargs="+", default=list(SCALING_DIMS),
-                         help="features of the synthetic data sets (--scaling)")
-    scaling.add_argument("--agents", nargs="+", default=None,
-                         help="agents timed (--scaling) or compared (--effects): default "
-                              "ballad all-in-al")
-    scaling.add_argument("--effects", action="store_true",
-                         help="compare the fast paths' costs with the exact path's instead")
-    scaling.add_argument("--effect-seeds", type=bounded(1, 10_000), default=3,
-                         help="seeds 0..N-1 per data set and agent (--effects)")
     return parser
 
 
@@ -163,35 +128,6 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def run_scaling(args: argparse.Namespace, settings: Settings) -> None:
-    """One episode per agent, dimension and size, each in a fresh process."""
-    print(f"Scaling: one episode per agent on synthetic data (5% anomalies), {args.prior} "
-          f"prior, {args.threads} thread(s)\n")
-    rows = []
-    for agent in args.agents:
-        for d in args.dims:
-            for n in args.sizes:
-                rows.append(in_fresh_process(measure_scaling, n, d, agent, settings,
-                                             args.threads))
-                print(f"  {agent}, n = {n}, d = {d}: {rows[-1]['episode_s']:.1f} s",
-                      file=sys.stderr)
-    print(scaling_table(rows))
-
-
-def run_effects(args: argparse.Namespace, names: list[str], settings: Settings) -> None:
-    """The fast paths against the exact one, data set by data set."""
-    print(f"Fast paths against the exact path, {args.prior} prior, agents "
-          f"{', '.join(args.agents)}, seeds 0..{args.effect_seeds - 1}: |dcost| is the mean "
-          "absolute test-cost difference per round, dcost the mean difference, same the "
-          "share of episodes with the exact actions\n")
-    rows = []
-    for name in names:
-        rows += in_fresh_process(fast_path_effects, bench_dataset(name, args.data_dir),
-                                 args.data_dir, settings, range(args.effect_seeds), args.agents)
-        print(f"  compared {name}", file=sys.stderr)
-    print(effects_table(rows))
-
-
 def run_vector(args: argparse.Namespace, settings: Settings) -> int:
     """The vector environment's steps/s, then PPO on both paths if asked."""
     if args.replay_store is None:
@@ -211,6 +147,7 @@ def run_vector(args: argparse.Namespace, settings: Settings) -> int:
 #: The options of the studies' timings, moved to ``python -m scripts.studies.timings``
 #: (run from a clone); the old spelling gets a one-line pointer.
 STUDY_OPTIONS = {"--training": "--training", "--quality-runs": "--quality-runs",
+                 "--scaling": "--scaling", "--effects": "--effects", "--q1": "--q1",
                  "--heldout-store": "--training --heldout-store", "--ppo-steps": "--ppo-paths",
                  "--full-size": "--full-size", "--compare-backends": "--compare-backends"}
 
@@ -231,10 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parse_args(argv)
     settings = Settings(prior=args.prior)
-    args.agents = args.agents or ["ballad", "all-in-al"]
-    if args.scaling:
-        run_scaling(args, settings)
-        return 0
     if args.vector:
         return run_vector(args, settings)
     if args.replay_store is not None:
@@ -255,9 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if args.effects:
-        run_effects(args, names, settings)
-        return 0
     if args.replay:
         print(f"Replay against live environment, {args.prior} prior, random valid actions, "
               "one process\n")
@@ -278,10 +208,5 @@ def main(argv: list[str] | None = None) -> int:
         slowest = max(rows, key=lambda r: r["exact_s"])
         print()
         print(profile(slowest["dataset"], args.data_dir, settings, args.threads))
-    if args.q1:
-        seconds = time_q1(names, args.q1_seeds, settings, args.data_dir, args.n_jobs)
-        print(f"\nQ1 grid ({len(names)} data sets x {args.q1_seeds} seeds x 3 agents, exact, "
-              f"n_jobs={args.n_jobs}): {seconds:.0f} s (target {Q1_TARGET_S:.0f} s: "
-              f"{'met' if seconds <= Q1_TARGET_S else 'missed'})")
     return 0
 

@@ -12,6 +12,14 @@ policies and draws their curves. ``--ppo-paths N --replay-store DIR`` trains SB3
 steps at the policy study's sizes on today's path (``DummyVecEnv``) and on the vector
 environment, and prints where the time goes (``timings.sb3_ppo``).
 
+``--scaling`` times one episode per agent on synthetic data of each size in ``--sizes`` and
+dimension in ``--dims`` (5% anomalies): reset, median AL and LR step, episode, peak memory,
+and the growth exponent of the episode time (targets: 10 s at 200,000 rows, 2 minutes and
+4 GB at 500,000); ``--effects`` plays each data set with the exact and the fast paths
+(sampled eta, float32 kernel sums) and prints how far the costs move; ``--q1`` times the
+whole Q1 grid through the harness (target: 5 minutes on two cores)
+(``timings.scaling``).
+
 ``--full-size FILE ...`` plays All-in-AL, All-in-LR and BALLAD on each data file at full
 size, for each of ``--seeds``, ``--priors`` and ``--backends`` (``timings.full_size``);
 ``--phases`` adds the reset's split by phase. ``--compare-backends`` plays the data sets
@@ -27,7 +35,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.experiments.cli import HelpFormatter, bounded
+from agents.experiments.bench.timing import bench_dataset, bench_names, in_fresh_process
+from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.lattice_build import store_datasets, store_settings
 from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
@@ -36,6 +45,16 @@ from ballad_env.settings import Settings
 from ballad_env.settings.cli import add_settings_arguments, kernel_pairs_value
 from scripts.studies.common.ppo_sizes import STUDY_PPO_SIZES
 from scripts.studies.timings.full_size import FULL_AGENTS
+from scripts.studies.timings.scaling import (
+    Q1_TARGET_S,
+    SCALING_DIMS,
+    SCALING_SIZES,
+    effects_table,
+    fast_path_effects,
+    measure_scaling,
+    scaling_table,
+    time_q1,
+)
 from scripts.studies.timings.training import TRAINING_SIZES
 
 
@@ -51,11 +70,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=bounded(1, 1024), default=1,
                         help="BLAS/OpenMP threads per process")
     parser.add_argument("--agents", nargs="+", default=None,
-                        help=f"agents timed (--full-size: {' '.join(FULL_AGENTS)}) or "
-                             "compared (--compare-backends: ballad all-in-al)")
+                        help=f"agents timed (--full-size: {' '.join(FULL_AGENTS)}; "
+                             "--scaling: ballad all-in-al) or compared (--compare-backends, "
+                             "--effects: ballad all-in-al)")
     _add_training(parser.add_argument_group("training (with --replay-store)"))
     _add_full_size(parser.add_argument_group("full size and kernel backends"))
+    _add_scaling(parser.add_argument_group("scaling, fast paths and the Q1 grid"))
     return parser
+
+
+def _add_scaling(scaling: argparse._ArgumentGroup) -> None:
+    scaling.add_argument("--scaling", action="store_true",
+                         help="time episodes on synthetic data of growing size")
+    scaling.add_argument("--sizes", type=bounded(1, 10**7), nargs="+", default=list(SCALING_SIZES),
+                         help="rows of the synthetic data sets (--scaling)")
+    scaling.add_argument("--dims", type=bounded(1, 10_000), nargs="+", default=list(SCALING_DIMS),
+                         help="features of the synthetic data sets (--scaling)")
+    scaling.add_argument("--effects", action="store_true",
+                         help="compare the fast paths' costs with the exact path's")
+    scaling.add_argument("--effect-seeds", type=bounded(1, 10_000), default=3,
+                         help="seeds 0..N-1 per data set and agent (--effects)")
+    scaling.add_argument("--q1", action="store_true",
+                         help="time the whole Q1 grid (data sets x seeds x 3 agents, exact)")
+    scaling.add_argument("--q1-seeds", type=bounded(1, 10**6), default=10,
+                         help="seeds of the --q1 grid")
+    scaling.add_argument("--n-jobs", type=n_jobs_value, default=-1,
+                         help="worker processes for --q1")
 
 
 def _add_training(training: argparse._ArgumentGroup) -> None:
@@ -172,7 +212,6 @@ def run_ppo_paths(args: argparse.Namespace) -> int:
 
 def run_full_size(args: argparse.Namespace) -> int:
     """Full-size episodes, or the two kernel backends' decisions compared."""
-    from agents.experiments.bench.timing import bench_names
     from scripts.studies.timings import full_size
 
     settings = Settings(prior=args.prior)
@@ -188,16 +227,64 @@ def run_full_size(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_scaling(args: argparse.Namespace) -> int:
+    """One episode per agent, dimension and size, each in a fresh process."""
+    settings = Settings(prior=args.prior)
+    print(f"Scaling: one episode per agent on synthetic data (5% anomalies), {args.prior} "
+          f"prior, {args.threads} thread(s)\n")
+    rows = []
+    for agent in args.agents or ["ballad", "all-in-al"]:
+        for d in args.dims:
+            for n in args.sizes:
+                rows.append(in_fresh_process(measure_scaling, n, d, agent, settings,
+                                             args.threads))
+                print(f"  {agent}, n = {n}, d = {d}: {rows[-1]['episode_s']:.1f} s",
+                      file=sys.stderr)
+    print(scaling_table(rows))
+    return 0
+
+
+def run_effects(args: argparse.Namespace) -> int:
+    """The fast paths against the exact one, data set by data set."""
+    settings, agents = Settings(prior=args.prior), args.agents or ["ballad", "all-in-al"]
+    print(f"Fast paths against the exact path, {args.prior} prior, agents "
+          f"{', '.join(agents)}, seeds 0..{args.effect_seeds - 1}: |dcost| is the mean "
+          "absolute test-cost difference per round, dcost the mean difference, same the "
+          "share of episodes with the exact actions\n")
+    rows = []
+    for name in bench_names(args.datasets, args.data_dir):
+        rows += in_fresh_process(fast_path_effects, bench_dataset(name, args.data_dir),
+                                 args.data_dir, settings, range(args.effect_seeds), agents)
+        print(f"  compared {name}", file=sys.stderr)
+    print(effects_table(rows))
+    return 0
+
+
+def run_q1(args: argparse.Namespace) -> int:
+    """The wall time of the paper's Q1 grid through the harness, against its target."""
+    names = bench_names(args.datasets, args.data_dir)
+    seconds = time_q1(names, args.q1_seeds, Settings(prior=args.prior), args.data_dir,
+                      args.n_jobs)
+    print(f"Q1 grid ({len(names)} data sets x {args.q1_seeds} seeds x 3 agents, exact, "
+          f"n_jobs={args.n_jobs}): {seconds:.0f} s (target {Q1_TARGET_S:.0f} s: "
+          f"{'met' if seconds <= Q1_TARGET_S else 'missed'})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the mode asked for; a missing store or a bad one is a one-line error (2)."""
     args = build_parser().parse_args(argv)
+    for asked, run in ((args.scaling, run_scaling), (args.effects, run_effects),
+                       (args.q1, run_q1)):
+        if asked:
+            return run(args)
     if args.quality_runs is not None:
         return run_quality(args)
     if args.full_size or args.compare_backends:
         return run_full_size(args)
     if not (args.training or args.ppo_paths):
         print("error: name a mode: --training, --quality-runs, --ppo-paths N, --full-size "
-              "FILE ... or --compare-backends", file=sys.stderr)
+              "FILE ..., --compare-backends, --scaling, --effects or --q1", file=sys.stderr)
         return 2
     if args.replay_store is None:
         print("error: --training and --ppo-paths need --replay-store DIR (a store built "
