@@ -9,16 +9,17 @@ import functools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
 import torch
 from conftest import small_store, train_replay
 
-from agents.experiments.training import updates
+from agents.experiments.training import step_cache, updates
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.pipelined import stream_seeds
-from agents.experiments.training.ppo import _minibatch_step
+from agents.experiments.training.ppo import HUGE_NEG, _minibatch_step
 from agents.experiments.training.torch_trainer import build_model
 from agents.policy import load_policy
 from ballad_env.settings import Settings
@@ -94,7 +95,7 @@ def test_the_forward_pass_is_the_policys() -> None:
     raw, _ = updates.outputs(update.layout, update.weights(), obs, None)
     assert torch.allclose(torch.log_softmax(raw, 1), dist.distribution.logits, atol=1e-5)
     assert torch.allclose(values, want, atol=1e-6)
-    assert (logits[~masks] == updates.HUGE_NEG).all() and torch.equal(logits[masks], raw[masks])
+    assert (logits[~masks] == HUGE_NEG).all() and torch.equal(logits[masks], raw[masks])
 
 
 def test_flops_by_hand_and_other_policies_refused() -> None:
@@ -114,45 +115,91 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
         updates.FlatLayout.of(relu.policy)
 
 
+def _rollout_shape(n_steps: int = 2, n_envs: int = 12) -> Any:
+    """What ``FlatUpdate.warm`` reads of a rollout: its sizes and observation width."""
+    return type("Buf", (), {"n_steps": n_steps, "n_envs": n_envs,
+                            "obs": torch.zeros(n_steps, n_envs, 5)})()
+
+
 def test_compiling_falls_back_to_the_eager_step(monkeypatch) -> None:
-    """Switched off by BALLAD_NO_COMPILE (the suite's setting), torch.compile failing to
-    set up, or the compiled step failing at its first call: the eager step runs, and the
-    update says so."""
-    assert updates.compiled_step() == (updates.ppo_step, False)
+    """Switched off by BALLAD_NO_COMPILE (the suite's setting), or the compiled step failing
+    to build or load: the eager step runs, and the update says so."""
+    update = updates.FlatUpdate(_model().policy, HP, False)
+    assert update.warm(_rollout_shape()) == 0.0 and not update.compiled
     monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
 
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler here")
 
-    monkeypatch.setattr(torch, "compile", broken)
-    with pytest.warns(RuntimeWarning, match="no compiler here"):
-        assert updates.compiled_step() == (updates.ppo_step, False)
-    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: lambda *a: broken())
+    monkeypatch.setattr(updates, "load_step", broken)
     update = updates.FlatUpdate(_model().policy, HP, False)
-    assert update.compiled
     before = update.weights().clone()
-    buf = type("Buf", (), {"n_steps": 2, "n_envs": 12, "obs": torch.zeros(2, 12, 5)})()
-    with pytest.warns(RuntimeWarning, match="runs eagerly"):
-        update.warm(buf)
-    assert not update.compiled and isinstance(update._step, functools.partial)
+    with pytest.warns(RuntimeWarning, match="no compiler here.*runs eagerly"):
+        update.warm(_rollout_shape())
+    assert not update.compiled and update.compiled_steps == {}
     assert torch.equal(update.weights(), before)  # warming touches copies only
+
+
+def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_path) -> None:
+    """The package is keyed by what it bakes in: built (after one announced line) where the
+    cache lacks it, loaded where it has it; a change of rows or of a hyperparameter is a
+    new package. Inductor's cache goes to the user's cache folder unless set."""
+    monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv(step_cache.INDUCTOR_CACHE_ENV, raising=False)
+    assert step_cache.use_inductor_cache() == str(tmp_path / "inductor")
+    monkeypatch.setenv(step_cache.INDUCTOR_CACHE_ENV, str(tmp_path / "mine"))
+    assert step_cache.use_inductor_cache() == str(tmp_path / "mine")
+    built: list[Path] = []
+
+    def build(function: object, example: object, path: Path) -> None:
+        built.append(path)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("a package")
+
+    monkeypatch.setattr(step_cache, "build", build)
+    monkeypatch.setattr(torch._inductor, "aoti_load_package", lambda path: ("loaded", path))
+    layout = updates.FlatLayout.mlp_pair(5, (8, 8))
+    function = functools.partial(updates.ppo_step, layout, HP, False)
+    state = torch.zeros(3, layout.numel)
+
+    def load(rows: int, hp: Hyperparameters = HP) -> tuple[object, bool]:
+        said: list[str] = []
+        step, fresh = step_cache.load_step(
+            functools.partial(updates.ppo_step, layout, hp, False),
+            (state, torch.zeros(()), torch.zeros(rows, 11)), lambda: said.append("compiling"))
+        assert said == (["compiling"] if fresh else [])  # announced before a build only
+        return step, fresh
+
+    first, fresh = load(16)
+    assert fresh and first == ("loaded", str(built[0])) and built[0].parent == tmp_path / "compiled"
+    assert load(16) == (first, False) and len(built) == 1
+    assert load(8)[1] and load(16, Hyperparameters(batch_size=16, ent_coef=0.0))[1]
+    assert len(set(built)) == 3
+    key = step_cache.package_key(function, (state, torch.zeros(()), torch.zeros(16, 11)))
+    assert built[0].name == f"{key}.pt2"
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get(COMPILE_TEST_ENV) != "1",
-                    reason=f"compiling takes tens of seconds: {COMPILE_TEST_ENV}=1 runs it")
-def test_the_compiled_step_is_the_eager_one(monkeypatch) -> None:
-    """torch.compile (inductor) of the fused step, on 16 rows: the same weights and
-    statistics as the eager step. Compiling takes tens of seconds the first time (cached
-    after), so CI leaves it out; ``BALLAD_TEST_COMPILE=1`` runs it."""
+                    reason=f"compiling takes a minute or more: {COMPILE_TEST_ENV}=1 runs it")
+def test_the_compiled_step_is_the_eager_one(monkeypatch, tmp_path) -> None:
+    """The step exported and compiled by AOTInductor on 16 rows: the same weights and
+    statistics as the eager step; a second update loads the package instead of building
+    it and steps the same. Compiling takes a minute or more, so CI leaves it out;
+    ``BALLAD_TEST_COMPILE=1`` runs it."""
     monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
-    eager = updates.FlatUpdate(_model().policy, HP, True, compile=False)
-    compiled = updates.FlatUpdate(_model().policy, HP, True)
+    monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
     batch = updates.pack(*_batch(16, True))
-    got = compiled._step(compiled.state, compiled.step, batch)
-    assert compiled.compiled
-    assert torch.allclose(got, eager._step(eager.state, eager.step, batch), atol=1e-6)
-    assert torch.allclose(compiled.state, eager.state, atol=1e-6)
+    eager = updates.FlatUpdate(_model().policy, HP, True, compile=False)
+    expected = eager._step(eager.state, eager.step, batch)
+    for build in (True, False):
+        compiled = updates.FlatUpdate(_model().policy, HP, True)
+        compiled.warm(_rollout_shape(2, 8))
+        assert compiled.compiled and compiled.built == build
+        got = compiled._step(compiled.state, compiled.step, batch)
+        assert torch.allclose(got, expected, atol=1e-6)
+        assert torch.allclose(compiled.state, eager.state, atol=1e-6)
+        assert compiled.step.item() == 1
 
 
 @pytest.fixture(scope="module")

@@ -85,6 +85,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         f"sb3, {sizes['batched']['total_timesteps']:,} for batched and "
                         "compiled, rounded up to whole rollouts)")
     p.add_argument("--seed", type=int, default=0, help="seed of the model and the workers")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="train N policies, at --seed .. --seed + N - 1 (each its own run, "
+                        "<name>-seed<k>), and write <name>-seeds.json: the IQM of their "
+                        "evaluation cost and its bootstrap interval (needs --replay-store)")
     p.add_argument("--n-envs", type=int, default=None,
                    help=f"parallel environments (default: {sizes['sb3']['n_envs']} for sb3, "
                         f"{sizes['batched']['n_envs']} for batched and compiled)")
@@ -186,12 +190,29 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         progress_bar=not args.no_progress, overlap=False if args.no_overlap else None)
 
 
+def _sweep(config: TrainConfig, n_seeds: int) -> int:
+    """``--seeds N``: the sweep (``training.seed_sweep``), its runs and its summary."""
+    from agents.experiments.training.seed_sweep import train_seeds
+
+    results, path = train_seeds(config, n_seeds)
+    summary = json.loads(path.read_text())
+    for result, cost in zip(results, summary["mean_cost_by_seed"], strict=True):
+        print(f"model    {result.model_path} (evaluation cost {cost:.4f})")
+    low, high = summary["iqm_interval"]
+    print(f"IQM of the evaluation cost over {n_seeds} seeds: {summary['iqm_cost']:.4f} "
+          f"(95% interval {low:.4f} to {high:.4f})")
+    print(f"summary  {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train, plot the curves and say where everything went; a bad option returns 2."""
     import_plugins(argv)
     args = parse_args(argv)
     try:
         config = config_from_args(args)
+        if args.seeds is not None:
+            return _sweep(config, args.seeds)
         result, curve = train_and_plot(config)
     except (RunError, ValueError, FileNotFoundError) as err:  # StoreError is a ValueError
         print(f"error: {err}", file=sys.stderr)

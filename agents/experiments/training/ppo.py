@@ -12,7 +12,7 @@ thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -22,8 +22,11 @@ from agents.experiments.training.config import Hyperparameters
 
 #: The logit a masked action gets (sb3-contrib's ``MaskableCategorical``).
 HUGE_NEG = -1e8
-#: The statistics of a minibatch step, in the order it returns them.
+#: The statistics of a PPO update, in the order a minibatch step returns them.
 STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+#: One layer's (weight, bias).
+Layer = tuple[torch.Tensor, torch.Tensor]
 
 
 class Rollout:
@@ -49,11 +52,9 @@ class Rollout:
         self.dones[t] = torch.as_tensor(dones, device=self.dones.device)
 
 
-class FastTanh(torch.autograd.Function):
-    """tanh as ``2 sigmoid(2x) - 1`` (the same function, within float32 rounding: about
-    1e-7), which torch's eager CPU kernels compute faster than its ``tanh`` at the
-    update's shapes (``docs/training.md``, "Speed", has the figures and the machine). Its
-    gradient is ``1 - y^2``, as torch's."""
+class _SigmoidTanh(torch.autograd.Function):
+    """:func:`tanh` under autograd: the sigmoid form forward, ``1 - y^2`` backward (as
+    torch's tanh's), so autograd keeps one tensor and computes no sigmoid's gradient."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
@@ -67,24 +68,62 @@ class FastTanh(torch.autograd.Function):
         return grad * (1 - y * y)
 
 
-def _mlp(layers: torch.nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """One of SB3's MLPs (``Linear`` and ``Tanh`` layers) with :class:`FastTanh`."""
-    for layer in layers:
-        x = FastTanh.apply(x) if isinstance(layer, torch.nn.Tanh) else layer(x)
-    return x
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """tanh as ``2 sigmoid(2x) - 1``: the same function within float32 rounding (2e-7),
+    and on the CPUs measured faster than torch's ``tanh`` eagerly and inside inductor's
+    compiled loops alike (``docs/training.md``, "Speed"); under autograd with tanh's own
+    gradient."""
+    if x.requires_grad:
+        y: torch.Tensor = _SigmoidTanh.apply(x)
+        return y
+    return torch.sigmoid(2 * x) * 2 - 1
+
+
+def mlp(layers: Sequence[Layer], x: torch.Tensor) -> list[torch.Tensor]:
+    """The input and each tanh layer's output (the hand-written backward pass reads them
+    all)."""
+    outs = [x]
+    for w, b in layers:
+        outs.append(tanh(torch.addmm(b, outs[-1], w.t())))
+    return outs
+
+
+def network(actor: Sequence[Layer], critic: Sequence[Layer], action_head: Layer,
+            value_head: Layer, obs: torch.Tensor, masks: torch.Tensor | None
+            ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """The forward pass of SB3's ``MlpPolicy`` (separate tanh MLPs for the actor and the
+    critic, linear heads) from its (weight, bias) pairs: the actor's and the critic's
+    layer outputs, the logits (masked actions at ``HUGE_NEG``) and the values."""
+    hidden_pi, hidden_vf = mlp(actor, obs), mlp(critic, obs)
+    logits = torch.addmm(action_head[1], hidden_pi[-1], action_head[0].t())
+    if masks is not None:
+        logits = torch.where(masks, logits, HUGE_NEG)
+    values = torch.addmm(value_head[1], hidden_vf[-1], value_head[0].t())[:, 0]
+    return hidden_pi, hidden_vf, logits, values
+
+
+def policy_layers(policy: Any) -> tuple[list[Layer], list[Layer], Layer, Layer]:
+    """The (weight, bias) pairs of an SB3 ``MlpPolicy``'s actor, critic and two heads; a
+    policy with another activation or a shared network is refused by name."""
+    extractor = policy.mlp_extractor
+    nets: list[list[Layer]] = []
+    for net in (extractor.policy_net, extractor.value_net):
+        kinds = {type(layer) for layer in net}
+        if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
+            raise ValueError(f"the torch trainers run tanh MLPs; this policy has "
+                             f"{sorted(k.__name__ for k in kinds)}: train it with --trainer sb3")
+        nets.append([(layer.weight, layer.bias) for layer in net
+                     if isinstance(layer, torch.nn.Linear)])
+    heads: list[Layer] = [(head.weight, head.bias)
+                          for head in (policy.action_net, policy.value_net)]
+    return nets[0], nets[1], heads[0], heads[1]
 
 
 def policy_outputs(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of an SB3 ``MlpPolicy`` for a
-    batch of observations: its own layers (its tanh as :class:`FastTanh`), without its
-    distribution objects."""
-    extractor = policy.mlp_extractor
-    latent_pi, latent_vf = _mlp(extractor.policy_net, obs), _mlp(extractor.value_net, obs)
-    logits = policy.action_net(latent_pi)
-    if masks is not None:
-        logits = torch.where(masks, logits, torch.full_like(logits, HUGE_NEG))
-    return logits, policy.value_net(latent_vf)[:, 0]
+    batch of observations (:func:`network` on its own parameters)."""
+    return network(*policy_layers(policy), obs, masks)[2:]
 
 
 def gae(buf: Rollout, last_values: torch.Tensor, gae_lambda: float
@@ -141,8 +180,8 @@ def over_minibatches(rows: int, hp: Hyperparameters, gen: torch.Generator,
 def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                     actions: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                     targets: torch.Tensor, hp: Hyperparameters) -> torch.Tensor:
-    """One gradient step of SB3's PPO loss on a minibatch; its (policy loss, value loss,
-    entropy, approximate KL, clipped fraction), detached."""
+    """One gradient step of SB3's PPO loss on a minibatch under autograd; its
+    :data:`STATS`, detached."""
     logits, values = policy_outputs(policy, obs, masks)
     log_probs = torch.log_softmax(logits, dim=1)
     logp = log_probs.gather(1, actions[:, None])[:, 0]
@@ -166,5 +205,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "STATS", "FastTanh", "Rollout", "gae", "over_minibatches",
-           "policy_outputs", "ppo_update"]
+__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "over_minibatches",
+           "policy_layers", "policy_outputs", "ppo_update", "tanh"]

@@ -15,9 +15,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-#: Seconds torch.compile takes for the compiled trainer's update the first time on a
-#: 2-core CPU (``docs/training.md``, "Speed"); inductor's cache makes later runs quicker.
-COMPILE_SECONDS = 30
+#: Seconds the compiled trainer's update takes to build the first time on a machine (a
+#: loaded 2-core CPU: ``docs/training.md``, "Setup"); later runs load it from the cache.
+COMPILE_SECONDS = 90
 
 
 def on_terminal() -> bool:

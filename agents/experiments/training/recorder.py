@@ -62,8 +62,9 @@ class Curves:
             out.write(",".join(f"{v:.6g}" for v in row.values()) + "\n")
 
 
-def greedy_episodes(policy: Any, envs: Any, masked: bool, seed: int) -> tuple[float, float]:
-    """Mean return and final test cost of one greedy episode in each of ``envs``'s
+def greedy_costs(policy: Any, envs: Any, masked: bool, seed: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The return and final test cost of one greedy episode in each of ``envs``'s
     environments, reset with ``seed`` (the same episodes at every evaluation)."""
     obs, _ = envs.reset(seed=seed)
     n = envs.num_envs
@@ -82,6 +83,12 @@ def greedy_episodes(policy: Any, envs: Any, masked: bool, seed: int) -> tuple[fl
         if done.any():
             costs[done] = info["final_info"]["test_cost"][done]
             running &= ~done
+    return returns, costs
+
+
+def greedy_episodes(policy: Any, envs: Any, masked: bool, seed: int) -> tuple[float, float]:
+    """The means of :func:`greedy_costs`: mean return and mean final test cost."""
+    returns, costs = greedy_costs(policy, envs, masked, seed)
     return float(returns.mean()), float(costs.mean())
 
 
@@ -136,4 +143,4 @@ class Recorder:
         self.bar.close()
 
 
-__all__ = ["Curves", "Record", "Recorder", "greedy_episodes"]
+__all__ = ["Curves", "Record", "Recorder", "greedy_costs", "greedy_episodes"]

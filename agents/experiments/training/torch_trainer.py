@@ -153,12 +153,13 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> Tra
 
 
 def _warm(updater: Any, buf: Rollout, setup: dict[str, Any], announce: bool) -> None:
-    """Compile the update (or fall back) before the clock, said first on standard error
-    when ``announce``; its seconds and outcome."""
-    if announce and updater.compiled:
-        announce_compile()
-    setup["compile_seconds"] = round(updater.warm(buf), 2)
+    """Load the compiled update from the user's cache, or compile it there (the first run
+    on a machine: said first on standard error when ``announce``), or fall back, before
+    the clock; its seconds and outcome."""
+    setup["compile_seconds"] = round(updater.warm(buf, announce_compile if announce else None),
+                                     2)
     setup["compiled"] = updater.compiled  # False where compiling fell back
+    setup["compile_built"] = getattr(updater, "built", False)  # False: loaded from the cache
 
 
 def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: Any,

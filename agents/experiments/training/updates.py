@@ -15,12 +15,13 @@ plain tensor arithmetic written out once (:func:`ppo_step`):
 * the gradient's norm clipped and Adam (torch's formula, eps 1e-5) on the flat vector.
 
 It mutates the flat parameters and the Adam moments in place and returns the step's
-statistics. :func:`compiled_step` hands it to ``torch.compile`` (inductor, C++ on a CPU),
-which fuses its elementwise work into a few loops around the matrix products; where
-compiling is unavailable or switched off (``BALLAD_NO_COMPILE=1``, the test suite's
-setting) the same function runs eagerly, still without autograd. Both give SB3's step to
-float32 rounding (``tests/test_batched_training.py`` holds the gradient, the step and the
-Adam state against the autograd path).
+statistics. :meth:`FlatUpdate.warm` loads it compiled ahead of time by AOTInductor from
+the user's cache folder (``step_cache``: built there the first time on a machine), with its
+elementwise work fused into a few loops around the matrix products; where compiling is
+unavailable or switched off (``BALLAD_NO_COMPILE=1``, the test suite's setting) the same
+function runs eagerly, still without autograd. Both give SB3's step to float32 rounding
+(``tests/test_fused_training.py`` holds the gradient, the step and the Adam state against
+the autograd path).
 """
 
 from __future__ import annotations
@@ -38,20 +39,20 @@ import torch
 
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.ppo import (
-    HUGE_NEG,
+    Layer,
     Rollout,
     gae,
+    network,
     over_minibatches,
     ppo_update,
 )
+from agents.experiments.training.step_cache import Announce, load_step
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
 NO_COMPILE_ENV = "BALLAD_NO_COMPILE"
 #: Adam's moment decays and epsilon (SB3's PPO: torch's defaults, eps 1e-5).
 BETAS, ADAM_EPS = (0.9, 0.999), 1e-5
-
-Layer = tuple[torch.Tensor, torch.Tensor]
 Step = Callable[..., torch.Tensor]
 
 
@@ -138,34 +139,11 @@ class FlatLayout:
         return self.forward_flops(1) + n_epochs * self.flops(1)
 
 
-def tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh: inside a compiled graph as ``2 sigmoid(2x) - 1`` (inductor's loop for it is
-    faster than its loop for tanh), eagerly torch's own (the eager step is the fallback
-    and the tests' path; which form is faster eagerly is measured in ``docs/training.md``,
-    "Speed", and there the sigmoid form was, as ``ppo.FastTanh`` uses it). The two agree
-    within float32 rounding (2e-7)."""
-    if torch.compiler.is_compiling():
-        return torch.sigmoid(2 * x) * 2 - 1
-    return torch.tanh(x)
-
-
-def mlp(layers: Sequence[Layer], x: torch.Tensor) -> list[torch.Tensor]:
-    """The input and each tanh layer's output (the backward pass reads them all)."""
-    outs = [x]
-    for w, b in layers:
-        outs.append(tanh(torch.addmm(b, outs[-1], w.t())))
-    return outs
-
-
 def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
             masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
-    are ``flat``: ``ppo.policy_outputs`` on the flat vector."""
-    actor, critic, (wa, ba), (wv, bv) = layout.split(flat)
-    logits = torch.addmm(ba, mlp(actor, obs)[-1], wa.t())
-    if masks is not None:
-        logits = torch.where(masks, logits, HUGE_NEG)
-    return logits, torch.addmm(bv, mlp(critic, obs)[-1], wv.t())[:, 0]
+    are ``flat`` (``ppo.network`` on its views)."""
+    return network(*layout.split(flat), obs, masks)[2:]
 
 
 def _backward(layers: Sequence[Layer], outs: Sequence[torch.Tensor], grad: torch.Tensor,
@@ -206,15 +184,11 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
     """One gradient step of SB3's PPO loss (MaskablePPO's with ``masked``) on a minibatch
     (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
     and Adam's step count (a 0-d tensor) are updated in place; the step's (policy loss,
-    value loss, entropy, approximate KL, clipped fraction) returned."""
+    value loss, entropy, approximate KL, clipped fraction: ``STATS``) returned."""
     obs, masks, actions, old_logp, advantages, targets = unpack(batch, layout.shapes[0][1])
     rows = obs.shape[0]
-    actor, critic, (wa, ba), (wv, bv) = layout.split(state[0])
-    hidden_pi, hidden_vf = mlp(actor, obs), mlp(critic, obs)
-    logits = torch.addmm(ba, hidden_pi[-1], wa.t())
-    if masked:
-        logits = torch.where(masks, logits, HUGE_NEG)
-    values = torch.addmm(bv, hidden_vf[-1], wv.t())[:, 0]
+    actor, critic, (wa, _), (wv, _) = layers = layout.split(state[0])
+    hidden_pi, hidden_vf, logits, values = network(*layers, obs, masks if masked else None)
     log_probs = torch.log_softmax(logits, dim=1)
     probs = log_probs.exp()
     chosen = torch.nn.functional.one_hot(actions, logits.shape[1]).to(logits.dtype)
@@ -280,20 +254,6 @@ def compile_wanted() -> bool:
                       "trainer's step) or 0 (compile it), or unset it")
 
 
-def compiled_step(compile: bool = True) -> tuple[Step, bool]:
-    """:func:`ppo_step` compiled by torch.compile (inductor) when ``compile`` and
-    :func:`compile_wanted`, else itself; and whether it is compiled. Compiling is lazy (at
-    the first call); :func:`warm` makes it happen, or fall back, before a run's clock."""
-    if not (compile and compile_wanted()):
-        return ppo_step, False
-    try:
-        return torch.compile(ppo_step, dynamic=False, fullgraph=True), True
-    except Exception as err:  # noqa: BLE001 - any failure to set up compiling falls back
-        warnings.warn(f"torch.compile unavailable ({err}); the PPO step runs eagerly",
-                      RuntimeWarning, stacklevel=2)
-        return ppo_step, False
-
-
 class FlatUpdate:
     """``ppo.ppo_update`` with :func:`ppo_step`: the policy's parameters become
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
@@ -312,8 +272,18 @@ class FlatUpdate:
         for param, view in zip(params, self.layout.views(self.state[0]), strict=True):
             param.data = view
         self.step = torch.zeros((), device=flat.device)
-        step, self.compiled = compiled_step(compile)
-        self._step = functools.partial(step, self.layout, hp, masked)
+        self.eager = functools.partial(ppo_step, self.layout, hp, masked)
+        #: The compiled step by minibatch rows (filled by :meth:`warm`).
+        self.compiled_steps: dict[int, Step] = {}
+        self.compile = compile and compile_wanted()
+        #: Whether the step runs compiled, and whether :meth:`warm` built it (the first run
+        #: on this machine) rather than loading it.
+        self.compiled = self.built = False
+
+    def _step(self, state: torch.Tensor, step: torch.Tensor, batch: torch.Tensor
+              ) -> torch.Tensor:
+        """One minibatch step: the compiled one for its rows where :meth:`warm` loaded it."""
+        return self.compiled_steps.get(batch.shape[0], self.eager)(state, step, batch)
 
     def update(self, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
                gen: torch.Generator) -> dict[str, float]:
@@ -325,24 +295,28 @@ class FlatUpdate:
         return over_minibatches(flat, self.hp, gen,
                                 lambda idx: self._step(self.state, self.step, table[idx]))
 
-    def warm(self, buf: Rollout) -> float:
-        """Run the step on copies of the state and zeros of each minibatch shape, so
-        compiling (or its fallback) happens now, outside a run's clock; its seconds. A
-        step that fails to compile falls back to the eager step with a warning."""
+    def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
+        """Load the compiled step for each minibatch shape of ``buf``'s rollouts from the
+        user's cache (``step_cache``; built there the first time, after ``announce()``), so
+        it happens before a run's clock; its seconds. Where building or loading fails the
+        step runs eagerly, with a warning."""
+        if not self.compile:
+            return 0.0
         flat = buf.n_steps * buf.n_envs
         sizes = {min(self.hp.batch_size, flat), flat % self.hp.batch_size} - {0}
         start = time.perf_counter()
         try:
-            for rows in sorted(sizes):  # each minibatch shape compiles once
-                batch = torch.zeros(rows, buf.obs.shape[-1] + 6, device=self.state.device)
-                self._step(self.state.clone(), self.step.clone(), batch)
-        except Exception as err:  # noqa: BLE001 - inductor's errors have no common base
-            if not self.compiled:
-                raise
-            warnings.warn(f"compiling the PPO step failed ({type(err).__name__}: {err}); it "
-                          "runs eagerly", RuntimeWarning, stacklevel=2)
-            self.compiled = False
-            self._step = functools.partial(ppo_step, self.layout, self.hp, self.masked)
+            for rows in sorted(sizes):
+                example = (self.state.clone(), self.step.clone(),
+                           torch.zeros(rows, buf.obs.shape[-1] + 6, device=self.state.device))
+                self.compiled_steps[rows], built = load_step(self.eager, example, announce)
+                self.built = self.built or built
+        except Exception as err:  # noqa: BLE001 - export's and inductor's errors share no base
+            warnings.warn(f"compiling the PPO step failed ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0] if str(err) else ''}); it runs eagerly",
+                          RuntimeWarning, stacklevel=2)
+            self.compiled_steps.clear()
+        self.compiled = bool(self.compiled_steps)
         return time.perf_counter() - start
 
     def weights(self) -> torch.Tensor:
@@ -377,8 +351,8 @@ class AutogradUpdate:
         self.policy, self.hp, self.masked = policy, hp, masked
         self.layout = FlatLayout.of(policy)  # what a rollout worker's forward pass reads
 
-    def warm(self, buf: Rollout) -> float:
-        """Nothing to prepare: 0 seconds."""
+    def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
+        """Nothing to prepare (nothing compiles, so nothing to announce): 0 seconds."""
         return 0.0
 
     def update(self, buf: Rollout, advantages: torch.Tensor, targets: torch.Tensor,
@@ -410,5 +384,5 @@ def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: t
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
-           "FlatUpdate", "compile_wanted", "compiled_step", "update_on", "mlp", "outputs", "pack",
-           "ppo_step", "tanh", "unpack"]
+           "FlatUpdate", "compile_wanted", "outputs", "pack", "ppo_step", "unpack",
+           "update_on"]

@@ -34,6 +34,7 @@ from typing import Any
 from agents.experiments.bench.timing import in_fresh_process
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.settings import Settings
+from scripts.studies.common.matmul import matmul_peak
 from scripts.studies.timings.sb3_ppo import PPO_PARTS, time_ppo
 
 #: The goal on a CPU: ten times SB3 PPO's steps a second (the study's sizes).
@@ -99,26 +100,6 @@ def time_batched(store: str, algo: str, n_envs: int, steps: int, settings: Setti
             "cpu_seconds": record["cpu_seconds"],
             "parts": {k: record["seconds"][k] for k in ("env", "rollout", "update")},
             "load": os.getloadavg()[0]}
-
-
-def matmul_peak(repeats: int = 2000) -> dict[str, float]:
-    """GFLOP a CPU second of one thread's float32 matrix products: the (1,024 x 64) x
-    (64 x 64) of the MLPs' widest layer and a 512-cube (the core's peak); CPU seconds, so a
-    loaded machine moves it less than wall-clock."""
-    import torch
-
-    torch.set_num_threads(1)
-    out: dict[str, float] = {}
-    for name, (m, k, n) in {"1024x64x64": (1024, 64, 64), "512^3": (512, 512, 512)}.items():
-        a, b = torch.rand(m, k), torch.rand(k, n)
-        count = max(repeats * 64 * 64 // (k * n), 20)
-        for _ in range(count // 5):
-            a @ b
-        start = time.process_time()
-        for _ in range(count):
-            a @ b
-        out[name] = 2 * m * k * n * count / (time.process_time() - start) / 1e9
-    return out
 
 
 def time_sb3(store: str, datasets: Sequence[str], n_envs: int, n_steps: int, batch_size: int,

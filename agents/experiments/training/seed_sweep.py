@@ -1,0 +1,91 @@
+"""A seed sweep: one configuration trained at N seeds in one command, each policy saved as a
+run of its own, and the spread over seeds summarised as the interquartile mean (IQM) of the
+evaluation cost with its stratified bootstrap interval (``reports.policy_stats``).
+
+The seeds run one after the other, each an ordinary run (:func:`training.train`), so seed
+k of a sweep is exactly the run ``--seed k`` would train alone. Stacking the seeds'
+parameters into one batched update was measured on the 2-core CPU this was built on
+(``docs/training.md``, "Seeds") and did not pay there; a GPU may change that.
+
+Each policy's evaluation cost is measured after its run, the same way for every seed: one
+greedy episode in each of ``eval_episodes`` replay environments reset with ``eval_seed``
+(the evaluation the trainers run during training), giving a seeds x episodes matrix; the
+IQM is over its cells and the bootstrap draws seeds within each episode (column).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.experiments.reports.policy_stats import interval
+from agents.experiments.training.config import TrainConfig, TrainResult
+
+#: The largest sweep one command runs (each seed is a whole run).
+MAX_SEEDS = 64
+
+
+def seed_configs(config: TrainConfig, n_seeds: int) -> list[TrainConfig]:
+    """``config`` at seeds ``config.seed`` .. ``config.seed + n_seeds - 1``, each run named
+    ``<name>-seed<k>``."""
+    if not 1 <= n_seeds <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be between 1 and {MAX_SEEDS}, got {n_seeds}")
+    return [dataclasses.replace(config, seed=seed, run_name=f"{config.name}-seed{seed}")
+            for seed in range(config.seed, config.seed + n_seeds)]
+
+
+def evaluation_costs(config: TrainConfig, model_path: Path) -> np.ndarray:
+    """The final test cost of one greedy episode of the saved policy in each of
+    ``config.eval_episodes`` replay environments reset with ``config.eval_seed``."""
+    from agents.experiments.training.recorder import greedy_costs
+    from agents.experiments.training.rollouts import make_envs
+    from agents.experiments.training.torch_trainer import envs_arguments
+    from agents.policy import load_policy
+
+    if config.replay_store is None:
+        raise ValueError("a seed sweep evaluates its policies on the replay environment: give "
+                         "--replay-store DIR")
+    policy = load_policy(model_path).model.policy
+    envs = make_envs(*envs_arguments(config, config.eval_episodes))
+    try:
+        masked = config.algo == "maskable_ppo"
+        return greedy_costs(policy, envs, masked, config.eval_seed)[1]
+    finally:
+        envs.close()
+
+
+def summarise(seeds: list[int], costs: np.ndarray, rng_seed: int = 0) -> dict[str, Any]:
+    """Per-seed mean costs, the IQM over the seeds x episodes matrix and its stratified
+    bootstrap interval (95%)."""
+    value, low, high = interval(costs, np.random.default_rng(rng_seed))
+    return {"seeds": seeds, "mean_cost_by_seed": [float(c) for c in costs.mean(axis=1)],
+            "episodes": int(costs.shape[1]), "iqm_cost": value, "iqm_interval": [low, high]}
+
+
+def train_seeds(config: TrainConfig, n_seeds: int,
+                train: Callable[[TrainConfig], TrainResult] | None = None
+                ) -> tuple[list[TrainResult], Path]:
+    """Train ``config`` at ``n_seeds`` seeds (``train``: ``training.train``), evaluate each
+    policy, and write ``<output_dir>/<name>-seeds.json`` (the summary); the runs and the
+    summary's path."""
+    from agents.experiments.training import train as train_one
+
+    run: Callable[[TrainConfig], TrainResult] = train_one if train is None else train
+    configs = seed_configs(config, n_seeds)
+    results = [run(c) for c in configs]
+    costs = np.stack([evaluation_costs(c, r.model_path) for c, r in zip(configs, results,
+                                                                          strict=True)])
+    summary = {"runs": [c.name for c in configs], "eval_episodes": config.eval_episodes,
+               "eval_seed": config.eval_seed,
+               **summarise([c.seed for c in configs], costs)}
+    path = Path(config.output_dir) / f"{config.name}-seeds.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return results, path
+
+
+__all__ = ["MAX_SEEDS", "evaluation_costs", "seed_configs", "summarise", "train_seeds"]

@@ -1,0 +1,34 @@
+"""The torch trainers' timings, one subcommand each (the logic is in the module of its name):
+
+* ``update-step``  the PPO minibatch step by hand against LeanRL's (``update_step``)
+* ``setup``        a compiled run's setup, the first time on a machine and after (``setup``)
+* ``protocol``     SB3 PPO against the compiled trainer in the speed protocol (``protocol``)
+* ``seeds``        the update over stacked seeds against separate ones (``seeds``)
+
+``python -m scripts.studies.training_speed update-step --rounds 7``; each subcommand's
+``--help`` lists its options.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {"update-step": "update_step", "setup": "setup", "protocol": "protocol",
+            "seeds": "seeds"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand named first in ``argv``; an unknown one returns 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: python -m scripts.studies.training_speed {{{','.join(COMMANDS)}}} ...",
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"scripts.studies.training_speed.{COMMANDS[argv[0]]}")
+    module.main(argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
