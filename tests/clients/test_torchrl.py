@@ -4,6 +4,7 @@ and mixed data sets, live and replay, returns the environment's rewards."""
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,11 @@ import pytest
 from clients.conftest import LIVE, MIXED, REPLAY, direct_rewards, env_kwargs
 
 torch = pytest.importorskip("torch")
+_START_METHOD = multiprocessing.get_start_method(allow_none=True)
 pytest.importorskip("torchrl")
+# Importing torchrl makes "spawn" every process's start method; the rest of the suite (an
+# AsyncVectorEnv whose workers call gym.make on an id) expects the platform's.
+multiprocessing.set_start_method(_START_METHOD, force=True)
 from torchrl.envs import GymEnv, SerialEnv  # noqa: E402
 from torchrl.envs.utils import check_env_specs  # noqa: E402
 
