@@ -213,10 +213,41 @@ def training_rows(real: pd.DataFrame, tasks: pd.DataFrame, groups: Sequence[str]
                      ignore_index=True)
 
 
+def fold_shares(real: pd.DataFrame, costs: np.ndarray, fold_list: Sequence[Sequence[str]]
+                ) -> dict[str, tuple[float, float]]:
+    """Per level: the mean over folds of the fold's share of the room (its data sets only)
+    and its standard error over the folds (sd / sqrt(folds))."""
+    per_fold = []
+    for fold in fold_list:
+        mask = real["dataset"].isin(fold).to_numpy()
+        per_fold.append(level_shares(real[mask], costs[mask]))
+    out = {}
+    for level in per_fold[0]:
+        values = np.array([shares[level] for shares in per_fold])
+        out[level] = (float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values))))
+    return out
+
+
+def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: np.ndarray,
+           fold_list: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """One candidate's cross-validated figures: the pooled share per level (``cv <level>``,
+    their mean and smallest), and per level the mean over folds, its standard error and
+    the lower bound mean - se (``fold``, ``se``, ``lower``), with ``fold mean`` over levels."""
+    shares = level_shares(real, costs)
+    row: dict[str, Any] = {"candidate": name, **candidate,
+                           **{f"cv {k}": v for k, v in shares.items()},
+                           "cv mean": float(np.mean(list(shares.values()))),
+                           "cv min": min(shares.values())}
+    for level, (mean, se) in fold_shares(real, costs, fold_list).items():
+        row |= {f"fold {level}": mean, f"se {level}": se, f"lower {level}": mean - se}
+    row["fold mean"] = float(np.mean([row[f"fold {lv}"] for lv in shares]))
+    return row
+
+
 def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
                    grid: Mapping[str, Sequence[Any]] = GRID) -> pd.DataFrame:
-    """Every safe-split candidate's and the fixed split's cross-validated shares per level
-    on the real training cells, with ``cv mean`` and ``cv min`` over the levels."""
+    """Every safe-split candidate's, the fixed split's and All-in-LR's cross-validated
+    shares per level on the real training cells (:func:`cv_row`)."""
     fold_list = folds(list(real["dataset"]))  # the allocation study's folds, by data set
     both = pd.concat([real, tasks], ignore_index=True)
     arrays = design(both)
@@ -234,14 +265,25 @@ def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
         for name, candidate in keys[1:]:
             params = fit_safe(both[train], arrays=sub, **candidate)
             results[name][out] = costs_of(real[out], safe_choices(params, real[out], evaluate))
-    rows = []
-    for name, candidate in keys:
-        shares = level_shares(real, results[name])
-        rows.append({"candidate": name, **candidate,
-                     **{f"cv {k}": v for k, v in shares.items()},
-                     "cv mean": float(np.mean(list(shares.values()))),
-                     "cv min": min(shares.values())})
-    return pd.DataFrame(rows)
+    results["all-in-lr"] = real["all-in-lr"].to_numpy()
+    return pd.DataFrame([cv_row(name, candidate, real, results[name], fold_list)
+                         for name, candidate in [*keys, ("all-in-lr", {})]])
+
+
+def choose_safely(cv: pd.DataFrame, eligible: Sequence[str] | None = None) -> pd.Series:
+    """The rule that rewards safety: among the candidates (``eligible`` names, default all)
+    whose every level's lower bound (mean over folds - one standard error) is >= 0, the
+    largest mean over the levels of the fold means (ties: the larger smallest lower bound,
+    then the table's order). All-in-LR qualifies by construction (0 in every fold), so a
+    table holding it always yields a choice; without any qualifying row, a ``ValueError``."""
+    pool = cv if eligible is None else cv[cv["candidate"].isin(list(eligible))]
+    lowers = pool[[c for c in pool.columns if c.startswith("lower ")]]
+    ranked = pool.assign(worst=lowers.min(axis=1))
+    ok = ranked[(lowers >= 0.0).all(axis=1).to_numpy()]
+    if ok.empty:
+        raise ValueError("no candidate's lower bound is >= 0 at every level: add All-in-LR "
+                         "(always safe) to the table")
+    return ok.sort_values(["fold mean", "worst"], ascending=False, kind="stable").iloc[0]
 
 
 def best_candidate(cv: pd.DataFrame) -> pd.Series:
@@ -254,7 +296,6 @@ def best_candidate(cv: pd.DataFrame) -> pd.Series:
 
 
 __all__ = ["FEATURES", "GRID", "LEVEL_RATIO", "MEMBERS", "N_FOLDS", "TRAITS", "best_candidate",
-           "candidates", "costs_of", "cross_validate", "fit_fixed", "fit_safe",
-           "design", "fixed_choices", "folds", "gain_matrix", "level_shares", "mahalanobis",
-           "safe_choices",
-           "splits_of", "training_rows"]
+           "candidates", "choose_safely", "costs_of", "cross_validate", "cv_row", "design",
+           "fit_fixed", "fit_safe", "fixed_choices", "fold_shares", "folds", "gain_matrix",
+           "level_shares", "mahalanobis", "safe_choices", "splits_of", "training_rows"]
