@@ -242,7 +242,7 @@ def packaged_agent(family: str) -> RuleAgent:
     entry = params["families"][family]
     if family == "fixed-split-by-cost":
         return FixedSplitByCost.from_entry(entry)
-    if family == "safe-split":
+    if family.startswith("safe-split"):
         return SafeSplit.from_entry(entry)
     if "family" in entry:
         return ConfidentPolicy(packaged_agent(entry["family"]), entry["threshold"])

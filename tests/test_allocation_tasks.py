@@ -134,3 +134,11 @@ def test_fold_shares_are_the_mean_and_standard_error_over_folds() -> None:
     assert mean == pytest.approx(0.3) and se == pytest.approx(0.2)
     row = F.cv_row("x", {}, rows, np.array([0.5, 0.9]), [["a"], ["b"]])
     assert row["lower default"] == pytest.approx(0.1) and row["cv default"] == pytest.approx(0.3)
+
+
+def test_only_candidates_with_both_parts_of_the_fallback_may_ship() -> None:
+    from scripts.studies.allocation.safe_study import is_safe
+
+    assert is_safe({"z": 0.5, "ood": 0.95})
+    assert not is_safe({"z": 0.0, "ood": 0.95})  # no lower bound: the mean alone
+    assert not is_safe({"z": 1.0, "ood": None}) and not is_safe({"z": 1.0, "ood": np.nan})

@@ -12,7 +12,7 @@ folds' groups only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -155,13 +155,15 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
         coefs.append(coef)
         intercepts.append(intercept)
     t_center = T.mean(axis=0)
-    precision = np.linalg.inv(np.cov(T, rowvar=False) + 1e-6 * np.eye(len(TRAITS)))
+    precision = np.linalg.inv(np.cov(T, rowvar=False) + 1e-6 * np.eye(T.shape[1]))
     distances = mahalanobis(T, t_center, precision)
-    return {"features": list(FEATURES), "center": center.tolist(), "scale": scale.tolist(),
+    extra = [f"extra {k}" for k in range(X.shape[1] - len(FEATURES))]  # an ablation's columns
+    return {"features": [*FEATURES, *extra], "center": center.tolist(), "scale": scale.tolist(),
             "coef": np.stack(coefs).tolist(), "intercept": np.stack(intercepts).tolist(),
             "splits": [list(s) for s in splits_of(rows)], "z": float(z),
             "margin": float(margin),
-            "ood": {"features": list(TRAITS), "center": t_center.tolist(),
+            "ood": {"features": [*TRAITS, *extra[:T.shape[1] - len(TRAITS)]],
+                    "center": t_center.tolist(),
                     "precision": precision.tolist(),
                     "threshold": None if ood is None else float(np.quantile(distances, ood)),
                     "quantile": ood},
@@ -245,12 +247,17 @@ def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: n
 
 
 def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
-                   grid: Mapping[str, Sequence[Any]] = GRID) -> pd.DataFrame:
+                   grid: Mapping[str, Sequence[Any]] = GRID,
+                   extra: Callable[[dict[str, np.ndarray], pd.DataFrame],
+                                   dict[str, np.ndarray]] | None = None) -> pd.DataFrame:
     """Every safe-split candidate's, the fixed split's and All-in-LR's cross-validated
-    shares per level on the real training cells (:func:`cv_row`)."""
+    shares per level on the real training cells (:func:`cv_row`); ``extra`` (an
+    ablation) maps the rows' :func:`design` to one with more columns."""
     fold_list = folds(list(real["dataset"]))  # the allocation study's folds, by data set
     both = pd.concat([real, tasks], ignore_index=True)
     arrays = design(both)
+    if extra is not None:
+        arrays = extra(arrays, both)
     keys: list[tuple[str, dict[str, Any]]] = [("fixed-split-by-cost", {})] + [
         (f"safe {n}", c) for n, c in enumerate(candidates(grid))]
     results = {name: np.full(len(real), np.nan) for name, _ in keys}
