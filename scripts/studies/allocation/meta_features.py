@@ -7,12 +7,13 @@ it. :func:`meta_features` computes a compact set of both on a data set's rows (t
 are never read), once per data set: the rows are scaled per feature (median, IQR) and at
 most :data:`MAX_ROWS` of them are drawn with a seeded generator.
 
-- statistics: the mean |skewness| and the mean log(1 + |excess kurtosis|) of the features,
-  the first principal component's share of the variance, the mean |correlation| between
-  features;
+- statistics: log(1 + the mean |skewness|) and the mean log(1 + |excess kurtosis|) of the
+  features, the first principal component's share of the variance, the mean |correlation|
+  between features;
 - landmarkers: an isolation forest's and a 5-nearest-neighbour distance's scores: each
-  one's skewness and tail ratio ((q99 - q50) / (q50 - q1)), their Spearman agreement and
-  the overlap of their top 5%.
+  one's skewness and tail ratio ((q99 - q50) / (q50 - q1)), both on a log scale
+  (sign(v) log(1 + |v|): a few data sets have ratios in the hundreds), their Spearman
+  agreement and the overlap of their top 5%.
 
 :func:`ablation` adds a group of them (and their products with the cost ratio) to the
 safe split's features and reruns its grouped cross validation: a group is kept only if the
@@ -46,6 +47,11 @@ def _skew(v: np.ndarray) -> float:
 def _tail(v: np.ndarray) -> float:
     q1, q50, q99 = np.quantile(v, [0.01, 0.5, 0.99])
     return float((q99 - q50) / (q50 - q1)) if q50 > q1 else 0.0
+
+
+def _log(v: float) -> float:
+    """sign(v) log(1 + |v|)."""
+    return float(np.sign(v) * np.log1p(abs(v)))
 
 
 def _ranks(v: np.ndarray) -> np.ndarray:
@@ -86,12 +92,12 @@ def meta_features(X: np.ndarray, seed: int = 0) -> dict[str, float]:
     top = max(1, int(round(0.05 * n)))
     overlap = len(set(np.argsort(-iforest)[:top]) & set(np.argsort(-knn)[:top])) / top
     agreement = np.corrcoef(_ranks(iforest), _ranks(knn))[0, 1]
-    return {"abs_skew": float(np.mean(np.abs([_skew(c) for c in Z.T]))),
+    return {"abs_skew": _log(float(np.mean(np.abs([_skew(c) for c in Z.T])))),
             "log_kurtosis": float(np.mean(np.log1p(np.abs(kurt)))),
             "pc1_share": float(eig.max() / max(eig.sum(), 1e-12)),
             "abs_correlation": float(np.nan_to_num(off).mean()),
-            "iforest_skew": _skew(iforest), "iforest_tail": _tail(iforest),
-            "knn_skew": _skew(knn), "knn_tail": _tail(knn),
+            "iforest_skew": _log(_skew(iforest)), "iforest_tail": _log(_tail(iforest)),
+            "knn_skew": _log(_skew(knn)), "knn_tail": _log(_tail(knn)),
             "agreement": float(np.nan_to_num(agreement)), "top_overlap": float(overlap)}
 
 
@@ -125,7 +131,9 @@ def ablation(real: pd.DataFrame, tasks: pd.DataFrame, meta: pd.DataFrame,
         extra = None if not names else (lambda a, r, n=names: with_meta(a, r, meta, n))
         cv = F.cross_validate(real, tasks, grid, extra=extra)
         best = F.choose_safely(cv)
+        settings = {k: best[k] for k in grid} if best["candidate"] != "all-in-lr" else {}
         out.append({"meta-features": label, "n": len(names), "choice": best["candidate"],
+                    "settings": settings,
                     **{f"cv {lv}": best[f"fold {lv}"] for lv in F.LEVEL_RATIO},
                     **{f"lower {lv}": best[f"lower {lv}"] for lv in F.LEVEL_RATIO},
                     "cv mean": best["fold mean"]})

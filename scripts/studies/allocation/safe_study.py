@@ -36,6 +36,7 @@ import pandas as pd
 
 from agents.split_allocators import SafeSplit
 from ballad_env.replay.store import LatticeStore
+from scripts.studies.allocation import meta_features as M
 from scripts.studies.allocation import tasks_fit as F
 from scripts.studies.allocation import tasks_report as R
 from scripts.studies.allocation.tasks_cells import real_rows, task_rows
@@ -151,9 +152,55 @@ def curve(cv: pd.DataFrame, real: pd.DataFrame, tasks: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+def meta_table(out: Path, names: Sequence[str]) -> pd.DataFrame:
+    """The label-free meta-features of ``names``, computed once and cached in
+    ``<out>/meta.pkl`` (names missing there are added)."""
+    path = out / "meta.pkl"
+    known = pd.read_pickle(path) if path.exists() else pd.DataFrame(columns=M.NAMES)
+    missing = [n for n in dict.fromkeys(names) if n not in known.index]
+    if missing:
+        known = pd.concat([known, M.table(missing)]) if len(known) else M.table(missing)
+        known.to_pickle(path)
+    return known
+
+
+def meta_ablation(out: Path, real: pd.DataFrame, tasks: pd.DataFrame,
+                  held: pd.DataFrame, point: int) -> pd.DataFrame:
+    """The meta-features' grouped ablation at ``point`` tasks per source (shippable
+    candidates only), and each variant's choice refitted and replayed on the held-out
+    cells (a measurement: the variants are not packaged, since the lattices do not hold
+    the meta-features)."""
+    chosen = tasks[tasks["k"] < point]
+    meta = meta_table(out, [*real["dataset"], *chosen["dataset"], *held["dataset"]])
+    grid = {**GRID, "z": tuple(z for z in GRID["z"] if z > 0),
+            "ood": tuple(q for q in GRID["ood"] if q is not None)}
+    table = M.ablation(real, chosen, meta, grid)
+    training = F.training_rows(real, chosen, sorted(set(real["group"])))
+    cv_rows = []
+    for _, row in table.iterrows():
+        names = {"none": (), "all": M.NAMES}.get(row["meta-features"],
+                                                 M.GROUPS.get(row["meta-features"], ()))
+        if row["choice"] == "all-in-lr":
+            costs = held["all-in-lr"].to_numpy()
+        else:
+            settings = _settings(row["settings"])
+            arrays, held_arrays = F.design(training), F.design(held)
+            if names:
+                arrays = M.with_meta(arrays, training, meta, names)
+                held_arrays = M.with_meta(held_arrays, held, meta, names)
+            params = F.fit_safe(training, arrays=arrays, **settings)
+            costs = F.costs_of(held, F.safe_choices(params, held, held_arrays))
+        shares = R.shares_with_se(held, costs)
+        cv_rows.append({f"held {lv}": shares[lv][0] for lv in R.LEVELS}
+                       | {f"held se {lv}": shares[lv][1] for lv in R.LEVELS})
+    return pd.concat([table.drop(columns="settings"), pd.DataFrame(cv_rows)], axis=1)
+
+
 def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
-        docs: Path | None, params: Path | None) -> dict[str, Any]:
-    """The study on the built store (the module docstring)."""
+        docs: Path | None, params: Path | None, meta_point: int | None = None
+        ) -> dict[str, Any]:
+    """The study on the built store (the module docstring); ``meta_point``: run the
+    meta-features' ablation at that many tasks per source."""
     real, held = load_rows(out, "train", train_seeds), load_rows(out, "held_out", held_seeds)
     tasks = load_rows(out, "real", real_per_source)
     cv = cross_validations(real, tasks)
@@ -204,6 +251,9 @@ def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
                      {"rule": k, "choice": v["candidate"]} for k, v in ablations.items()]),
                  "per_dataset": R.per_dataset(held, {k: columns[k] for k in PER_DATASET})},
                 target / "tables", prefix="allocation4")
+    if meta_point is not None:
+        R.write_all({"meta": meta_ablation(out, real, tasks, held, meta_point)},
+                    target / "tables", prefix="allocation4")
     fixed_held = R.shares_with_se(held, columns["safe-split"])
     R.curve_figure(learning, {lv: fixed_held[lv][0] for lv in R.LEVELS},
                    target / "figures" / "allocation4_curve.png",
@@ -227,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--update-docs", action="store_true",
                    help="write the tables and figure into docs/ and the chosen fit into "
                    "agents/allocation_params.json as the allocator")
+    p.add_argument("--meta-point", type=int, default=None,
+                   help="run the meta-features' ablation at this many tasks per source")
     args = p.parse_args(argv)
     if args.build:
         build(args.out, args.train_seeds, args.held_seeds, 0, args.n_jobs,
@@ -235,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     result = run(args.out, args.train_seeds, args.held_seeds, args.real_tasks_per_source,
                  REPO / "docs" if args.update_docs else None,
-                 REPO / "agents" / "allocation_params.json" if args.update_docs else None)
+                 REPO / "agents" / "allocation_params.json" if args.update_docs else None,
+                 args.meta_point)
     print(result["shares"].round(3).to_string(index=False))
     print(result["curve"].round(3).to_string(index=False))
     print(f"replay check {result['check']}; chosen {result['chosen']['candidate']}")
