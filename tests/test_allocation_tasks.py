@@ -142,3 +142,20 @@ def test_only_candidates_with_both_parts_of_the_fallback_may_ship() -> None:
     assert is_safe({"z": 0.5, "ood": 0.95})
     assert not is_safe({"z": 0.0, "ood": 0.95})  # no lower bound: the mean alone
     assert not is_safe({"z": 1.0, "ood": None}) and not is_safe({"z": 1.0, "ood": np.nan})
+
+
+def test_the_shipped_allocator_is_safe_by_construction() -> None:
+    """make_agent("allocator") carries both parts of the fallback: a lower bound on the gain
+    (z > 0, a margin) and the trait-distance check; a task whose traits lie beyond the
+    check's threshold gets All-in-LR whatever the gains say."""
+    from agents.allocation import packaged_params
+    from agents.registry import make_agent
+
+    agent = make_agent("allocator")
+    entry = packaged_params()["families"][packaged_params()["allocator"]]
+    assert isinstance(agent, SafeSplit) and agent.z > 0
+    assert entry["ood"]["threshold"] is not None and "safety rule" in entry["chosen_by"]
+    far = observation(log_size=5.0, log_dimension=5.0, prior_confidence=5.0)
+    assert agent.distance(far) > entry["ood"]["threshold"]
+    eager = SafeSplit.from_entry({**entry, "z": 0.0, "margin": -1e9})  # would always leave LR
+    assert eager.choose(far)[0] == ALL_IN_LR
