@@ -18,8 +18,11 @@ log10(c_fn / c_fp), scaled) is nearest the episode's, so one agent serves every 
 
 The fitted parameters ship as JSON (``allocation_params.json``), read without pickle, and
 the policies as SB3 zips loaded without unpickling; the fit is
-``scripts.studies.allocation``. ``allocator`` is the family that takes the
-largest share of the room on the held-out data sets.
+``scripts.studies.allocation``. ``allocator`` is ``safe-split-2``
+(``agents.split_allocators.SafeSplit``, fitted on the training sets and their real-anomaly
+tasks by ``scripts.studies.allocation.safe_study``): safe by construction (a lower bound
+on the gain and a trait-distance check, else All-in-LR), chosen by the safety rule over
+grouped cross validation on the training sets alone.
 """
 
 from __future__ import annotations
@@ -242,7 +245,7 @@ def packaged_agent(family: str) -> RuleAgent:
     entry = params["families"][family]
     if family == "fixed-split-by-cost":
         return FixedSplitByCost.from_entry(entry)
-    if family == "safe-split":
+    if family.startswith("safe-split"):
         return SafeSplit.from_entry(entry)
     if "family" in entry:
         return ConfidentPolicy(packaged_agent(entry["family"]), entry["threshold"])
@@ -260,6 +263,7 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "maskable-ppo": lambda env: packaged_agent("maskable-ppo"),
     "fixed-split-by-cost": lambda env: packaged_agent("fixed-split-by-cost"),
     "safe-split": lambda env: packaged_agent("safe-split"),
+    "safe-split-2": lambda env: packaged_agent("safe-split-2"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 

@@ -79,7 +79,7 @@ def test_packaged_parameters_are_json_and_make_every_family() -> None:
 
 
 # ------------------------------------------------------------------ live = lattice
-@pytest.mark.parametrize("costs", [{}, {"c_fn": 10.0}, {"c_fp": 10.0}])
+@pytest.mark.parametrize("costs", [{}, {"c_fn": 10.0}, {"c_fp": 10.0}, {"c_fp": 2.5, "c_fn": 7.0}])
 def test_allocation_agents_replay_on_the_lattice_as_they_run_live(small_xy, costs) -> None:
     dataset = load_dataset(small_xy)
     lattice = build_lattice(dataset, 0, Settings(**costs))

@@ -96,3 +96,66 @@ def test_vectorised_choices_equal_the_agents() -> None:
     for z, ood in ((0.0, None), (1.0, 0.8)):
         params = F.fit_safe(rows, alpha=1.0, z=z, margin=0.01, ood=ood, members=5)
         assert F.safe_choices(params, rows, F.design(rows)) == F.safe_choices(params, rows)
+
+
+def _cv_table(rows: dict[str, tuple[list[float], list[float]]]) -> pd.DataFrame:
+    """A hand-made cross-validation table: name -> (fold means, standard errors) per level."""
+    table = []
+    for name, (means, ses) in rows.items():
+        row: dict[str, object] = {"candidate": name}
+        for level, mean, se in zip(("default", "cfn10", "cfp10"), means, ses, strict=True):
+            row |= {f"fold {level}": mean, f"se {level}": se, f"lower {level}": mean - se}
+        row["fold mean"] = float(np.mean(means))
+        table.append(row)
+    return pd.DataFrame(table)
+
+
+def test_the_safe_rule_takes_the_best_mean_among_candidates_safe_at_every_level() -> None:
+    """'bold' has the largest mean but its c_fp = 10 bound is below 0; 'steady' and 'meek'
+    clear 0 at every level (one exactly at 0), 'steady' with the larger mean."""
+    cv = _cv_table({"bold": ([0.9, 0.8, 0.1], [0.1, 0.1, 0.2]),
+                    "steady": ([0.5, 0.4, 0.2], [0.1, 0.2, 0.2]),
+                    "meek": ([0.3, 0.2, 0.1], [0.1, 0.1, 0.05]),
+                    "all-in-lr": ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])})
+    assert F.choose_safely(cv)["candidate"] == "steady"
+    assert F.choose_safely(cv, ["bold", "meek", "all-in-lr"])["candidate"] == "meek"
+    # nothing but All-in-LR clears every bound: All-in-LR, whose share is 0 by construction
+    assert F.choose_safely(cv, ["bold", "all-in-lr"])["candidate"] == "all-in-lr"
+    with pytest.raises(ValueError, match="add All-in-LR"):
+        F.choose_safely(cv, ["bold"])
+
+
+def test_fold_shares_are_the_mean_and_standard_error_over_folds() -> None:
+    """Two folds of one data set each, All-in-LR 1 and optimum 0: the agent's costs 0.5 and
+    0.9 give fold shares 0.5 and 0.1, mean 0.3, standard error sd / sqrt(2) = 0.2."""
+    rows = pd.DataFrame({"level": ["default"] * 2, "dataset": ["a", "b"],
+                         "all-in-lr": [1.0, 1.0], "optimal": [0.0, 0.0]})
+    mean, se = F.fold_shares(rows, np.array([0.5, 0.9]), [["a"], ["b"]])["default"]
+    assert mean == pytest.approx(0.3) and se == pytest.approx(0.2)
+    row = F.cv_row("x", {}, rows, np.array([0.5, 0.9]), [["a"], ["b"]])
+    assert row["lower default"] == pytest.approx(0.1) and row["cv default"] == pytest.approx(0.3)
+
+
+def test_only_candidates_with_both_parts_of_the_fallback_may_ship() -> None:
+    from scripts.studies.allocation.safe_study import is_safe
+
+    assert is_safe({"z": 0.5, "ood": 0.95})
+    assert not is_safe({"z": 0.0, "ood": 0.95})  # no lower bound: the mean alone
+    assert not is_safe({"z": 1.0, "ood": None}) and not is_safe({"z": 1.0, "ood": np.nan})
+
+
+def test_the_shipped_allocator_is_safe_by_construction() -> None:
+    """make_agent("allocator") carries both parts of the fallback: a lower bound on the gain
+    (z > 0, a margin) and the trait-distance check; a task whose traits lie beyond the
+    check's threshold gets All-in-LR whatever the gains say."""
+    from agents.allocation import packaged_params
+    from agents.registry import make_agent
+
+    agent = make_agent("allocator")
+    entry = packaged_params()["families"][packaged_params()["allocator"]]
+    assert isinstance(agent, SafeSplit) and agent.z > 0
+    assert entry["ood"]["threshold"] is not None and "safety rule" in entry["chosen_by"]
+    far = observation(log_size=5.0, log_dimension=5.0, prior_confidence=5.0)
+    assert agent.distance(far) > entry["ood"]["threshold"]
+    eager = SafeSplit.from_entry({**entry, "z": 0.0, "margin": -1e9})  # would always leave LR
+    assert eager.choose(far)[0] == ALL_IN_LR

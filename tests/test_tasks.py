@@ -11,9 +11,14 @@ from ballad_env.data.tasks import (
     ALPHA,
     ANOMALY_TYPES,
     COSTS,
+    MIN_ANOMALIES,
+    MIN_REAL_ROWS,
+    REAL_LEVELS,
     WIDEN,
     check_source,
+    draw_real_spec,
     draw_spec,
+    is_real_task,
     parse_task,
     plant,
     sample_mixture,
@@ -101,6 +106,50 @@ def test_reserved_sources_and_tasks_are_refused(source: str) -> None:
         check_source(source)
     with pytest.raises(ValueError, match="reserved|is a task"):
         load_dataset(task_name(source, 0))
+    with pytest.raises(ValueError, match="reserved|is a task"):
+        load_dataset(task_name(source, 0, real=True))
+
+
+def test_real_task_names_round_trip() -> None:
+    name = task_name("adbench/cover@20000", 3, real=True)
+    assert name == "task/adbench/cover@20000/real-3"
+    assert parse_task(name) == ("adbench/cover@20000", 3)
+    assert is_real_task(name) and not is_real_task("task/Glass/3")
+    assert dataset_name("task/glass/real-7") == "task/Glass/real-7"
+    for bad in ("task/Glass/real-", "task/Glass/real-x", "task/Glass/rea-3"):
+        with pytest.raises(ValueError, match="no task name"):
+            parse_task(bad)
+
+
+@pytest.mark.parametrize("source", ["Glass", "WDBC", "Arrhythmia"])
+def test_a_real_task_keeps_real_anomalies_at_a_campos_level(source: str) -> None:
+    """Over seeds: the contamination is one of Campos et al.'s levels up to the rounding of
+    one row, every anomaly and every normal row is the source's own (on the drawn
+    features), and the name rebuilds the same data."""
+    full = load_dataset(source)
+    for seed in range(6):
+        name = task_name(source, seed, real=True)
+        data, spec = load_dataset(name), task_spec(name)
+        rows = data.n_samples
+        assert spec.kind == "real" and rows >= MIN_REAL_ROWS and data.y.sum() >= MIN_ANOMALIES
+        assert min(abs(data.contamination - lv) for lv in REAL_LEVELS) <= 0.5 / rows
+        columns = np.array(spec.features)
+        for label in (0, 1):
+            kept = {tuple(r) for r in full.X[full.y == label][:, columns]}
+            assert {tuple(r) for r in data.X[data.y == label]} <= kept
+        assert np.array_equal(load_dataset(name).X, data.X)
+    assert len({task_spec(task_name(source, k, real=True)).contamination
+                for k in range(12)}) > 1
+
+
+def test_a_level_the_source_cannot_reach_is_never_drawn() -> None:
+    """9 anomalies among 205 normals (Glass): 2% needs 250 rows of normals it has not, 20%
+    and 40% a task under the row floor, so every task sits at 5% or 10%; 3 anomalies reach
+    no level at all."""
+    levels = {round(draw_real_spec("Glass", k, 205, 9, 7).contamination, 2) for k in range(40)}
+    assert levels == {0.05, 0.1}
+    with pytest.raises(ValueError, match="too few for a real-anomaly task"):
+        draw_real_spec("Glass", 0, 205, 3, 7)
 
 
 def test_a_task_is_rebuilt_from_its_name() -> None:

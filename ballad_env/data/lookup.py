@@ -44,10 +44,12 @@ from ballad_env.data.tasks import (
     TaskSpec,
     build_task,
     check_source,
+    draw_real_spec,
     draw_spec,
+    is_real_task,
     is_task_name,
     parse_task,
-    task_name,
+    rename_task,
 )
 from ballad_env.data.validation import Dataset, validate_xy
 
@@ -172,8 +174,7 @@ def dataset_name(source: Dataset | tuple[Any, Any] | str | os.PathLike,
     if isinstance(source, str) and (sample := parse_sample(source)):
         return sample_name(dataset_name(sample[0], data_dir), *sample[1:])
     if is_task_name(source):
-        task_source, task_seed = parse_task(str(source))
-        return task_name(dataset_name(task_source, data_dir), task_seed)
+        return rename_task(str(source), dataset_name(parse_task(str(source))[0], data_dir))
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return _builtin(source, data_dir)
     if adbench.is_adbench_name(source):
@@ -244,7 +245,9 @@ def load_dataset(
         return sample_rows(load_dataset(base, data_dir, seed), rows, sample_seed)
     if is_task_name(source):
         spec = task_spec(str(source), data_dir)
-        return build_task(spec, _normals(spec.source, _folder_text(data_dir)))
+        folder = _folder_text(data_dir)
+        anomalies = _anomalies(spec.source, folder) if spec.kind == "real" else None
+        return build_task(spec, _normals(spec.source, folder), anomalies)
     if isinstance(source, str) and source in BUILTIN_MAKERS:
         return BUILTIN_MAKERS[_builtin(source, data_dir)](seed)
     if adbench.is_adbench_name(source):
@@ -267,6 +270,15 @@ def _normals(source: str, data_dir: str | None) -> np.ndarray:
     return normals
 
 
+@functools.lru_cache(maxsize=16)
+def _anomalies(source: str, data_dir: str | None) -> np.ndarray:
+    """The anomalous rows of ``source`` (for real-anomaly tasks; cached as :func:`_normals`)."""
+    data = load_dataset(source, data_dir=data_dir)
+    anomalies = np.asarray(data.X[data.y == 1])
+    anomalies.setflags(write=False)
+    return anomalies
+
+
 def task_spec(name: str, data_dir: str | os.PathLike | None = None) -> TaskSpec:
     """The spec of the generated task called ``name`` (``ballad_env.data.tasks``; reads
     its source's shape). A reserved source, or a task of a task, is a ``ValueError``."""
@@ -274,7 +286,12 @@ def task_spec(name: str, data_dir: str | os.PathLike | None = None) -> TaskSpec:
     check_source(source)
     source = dataset_name(source, data_dir)
     check_source(source)
-    return draw_spec(source, seed, *_normals(source, _folder_text(data_dir)).shape)
+    folder = _folder_text(data_dir)
+    n_normals, n_features = _normals(source, folder).shape
+    if is_real_task(name):
+        return draw_real_spec(source, seed, n_normals, len(_anomalies(source, folder)),
+                              n_features)
+    return draw_spec(source, seed, n_normals, n_features)
 
 
 def task_costs(name: str, data_dir: str | os.PathLike | None = None) -> dict[str, float]:

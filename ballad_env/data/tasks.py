@@ -14,7 +14,14 @@ only, the seed draws:
   the unit costs ``c_fp`` and ``c_fn``, each log-uniform over ``COSTS``
   (``lookup.task_costs``; c_r stays the settings' rule, gamma by default).
 
-The source's own anomalies are never used. The four types, fitted on the chosen normal
+A *real-anomaly* task, ``task/<source>/real-<seed>``, plants nothing: it keeps the source's
+own anomalies, subsampled to one of the contamination levels Campos et al. (2016, the source
+of the paper's 18 sets) publish each data set at (:data:`REAL_LEVELS`, those the source's
+anomalies and normals can reach in a task of at least ``MIN_REAL_ROWS`` rows), with a random
+sample of its rows and a random subset of its features, drawn as above (its own random
+streams; the same unit costs' rule).
+
+A planted task never uses the source's own anomalies. The four types, fitted on the chosen normal
 rows after scaling each feature to [0, 1] (ADBench fits on the normal class as well; unlike
 ADBench, which replaces the normal rows by samples of its model, the normal rows here stay
 real):
@@ -69,6 +76,13 @@ MAX_COMPONENTS = 4
 #: and with fewer than 5 the test part may hold none.
 MIN_ANOMALIES = 5
 
+#: Contamination levels of real-anomaly tasks (Campos et al. 2016 publish each set at these).
+REAL_LEVELS = (0.02, 0.05, 0.10, 0.20, 0.40)
+#: Fewest rows of a real-anomaly task: a level that needs a smaller task is not reachable.
+MIN_REAL_ROWS = 60
+#: What marks a real-anomaly task's seed in its name (``task/Glass/real-3``).
+REAL_MARK = "real-"
+
 #: The 16 ADBench sets reserved for the external check of the allocator
 #: (docs/allocation_split.json; ``scripts.studies.common.split`` reads them here).
 RESERVED_SETS = ("breastw", "cardio", "fault", "Ionosphere", "landsat", "letter",
@@ -80,7 +94,7 @@ RESERVED_SETS = ("breastw", "cardio", "fault", "Ionosphere", "landsat", "letter"
 RESERVED_SOURCES = frozenset({*(name.lower() for name in RESERVED_SETS), "wbc",
                               "cardiotocography", "annthyroid", "satellite"})
 
-_NAME = re.compile(r"^task/(?P<source>.+)/(?P<seed>\d+)$")
+_NAME = re.compile(r"^task/(?P<source>.+)/(?P<real>real-)?(?P<seed>\d+)$")
 
 
 def is_task_name(source: Any) -> bool:
@@ -88,20 +102,38 @@ def is_task_name(source: Any) -> bool:
     return isinstance(source, str) and source.startswith(TASK_PREFIX)
 
 
-def parse_task(name: str) -> tuple[str, int]:
-    """``(source, seed)`` of a task's name ``task/<source>/<seed>``; a clear error otherwise."""
+def _match(name: str) -> re.Match[str]:
     match = _NAME.match(name)
     if match is None:
-        raise ValueError(f"{name!r} is no task name: write task/<source>/<seed>, a data set's "
-                         "name and a whole number (task/Glass/7, task/adbench/cover@20000/3)")
+        raise ValueError(f"{name!r} is no task name: write task/<source>/<seed> (planted "
+                         "anomalies) or task/<source>/real-<seed> (the source's own), a data "
+                         "set's name and a whole number (task/Glass/7, "
+                         "task/adbench/cover@20000/real-3)")
+    return match
+
+
+def parse_task(name: str) -> tuple[str, int]:
+    """``(source, seed)`` of a task's name (planted or real); a clear error otherwise."""
+    match = _match(name)
     return match["source"], int(match["seed"])
 
 
-def task_name(source: str, seed: int) -> str:
-    """The name of the task of ``source`` drawn with ``seed``."""
+def is_real_task(name: str) -> bool:
+    """Whether the task called ``name`` keeps its source's own anomalies (``real-<seed>``)."""
+    return _match(name)["real"] is not None
+
+
+def task_name(source: str, seed: int, real: bool = False) -> str:
+    """The name of the task of ``source`` drawn with ``seed`` (``real``: a real-anomaly
+    task)."""
     if int(seed) < 0:
         raise ValueError(f"a task's seed is a whole number >= 0, got {seed}")
-    return f"{TASK_PREFIX}{source}/{int(seed)}"
+    return f"{TASK_PREFIX}{source}/{REAL_MARK if real else ''}{int(seed)}"
+
+
+def rename_task(name: str, source: str) -> str:
+    """The task ``name`` with its source spelled ``source`` (its kind and seed kept)."""
+    return task_name(source, parse_task(name)[1], is_real_task(name))
 
 
 def base_source(source: str) -> str:
@@ -134,11 +166,13 @@ class TaskSpec:
     n_anomalies: int
     c_fp: float
     c_fn: float
+    #: The source's anomalous rows a real-anomaly task keeps (kind ``real``), by index.
+    anomaly_rows: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
         """The task's name."""
-        return task_name(self.source, self.seed)
+        return task_name(self.source, self.seed, real=self.kind == "real")
 
     @property
     def contamination(self) -> float:
@@ -146,9 +180,11 @@ class TaskSpec:
         return self.n_anomalies / (self.n_anomalies + len(self.normal_rows))
 
 
-def _streams(source: str, seed: int) -> list[np.random.Generator]:
-    """The task's random streams: shape, rows, anomalies, costs, row order."""
-    sequence = np.random.SeedSequence([int(seed), zlib.crc32(source.encode())])
+def _streams(source: str, seed: int, real: bool = False) -> list[np.random.Generator]:
+    """The task's random streams: shape, rows, anomalies, costs, row order (a real-anomaly
+    task's entropy carries one more word, so its streams are not a planted task's)."""
+    entropy = [int(seed), zlib.crc32(source.encode())] + ([1] if real else [])
+    sequence = np.random.SeedSequence(entropy)
     return [np.random.default_rng(child) for child in sequence.spawn(5)]
 
 
@@ -174,6 +210,44 @@ def draw_spec(source: str, seed: int, n_normals: int, n_features: int) -> TaskSp
     c_fp, c_fn = _log_uniform(costs, *COSTS), _log_uniform(costs, *COSTS)
     return TaskSpec(source, int(seed), kind, chosen, features, n_anomalies,
                     round(c_fp, 4), round(c_fn, 4))
+
+
+def _real_rows(level: float, wanted: int, n_normals: int, n_anomalies: int) -> int:
+    """Rows of a real-anomaly task at ``level``: ``wanted``, fewer where the source's
+    anomalies or normals cannot fill it at that level; 0 if the task would be smaller than
+    ``MIN_REAL_ROWS`` or hold fewer than ``MIN_ANOMALIES`` anomalies."""
+    rows = min(wanted, math.floor(n_anomalies / level), math.floor(n_normals / (1.0 - level)))
+    return rows if rows >= MIN_REAL_ROWS and round(level * rows) >= MIN_ANOMALIES else 0
+
+
+def reachable_levels(n_normals: int, n_anomalies: int) -> tuple[float, ...]:
+    """The :data:`REAL_LEVELS` a source with these classes reaches at its largest task."""
+    return tuple(lv for lv in REAL_LEVELS
+                 if _real_rows(lv, ROWS[1], n_normals, n_anomalies) > 0)
+
+
+def draw_real_spec(source: str, seed: int, n_normals: int, n_anomalies: int,
+                   n_features: int) -> TaskSpec:
+    """The real-anomaly task spec of ``source`` and ``seed`` (the module docstring): the
+    level drawn among those reachable, then the rows (normals and anomalies sampled without
+    replacement), the features and the costs."""
+    shape, rows, _, costs, _ = _streams(source, seed, real=True)
+    wanted = int(shape.integers(ROWS[0], ROWS[1] + 1))
+    levels = [lv for lv in REAL_LEVELS if _real_rows(lv, wanted, n_normals, n_anomalies)]
+    if not levels:
+        raise ValueError(f"{source!r} has {n_anomalies} anomalies and {n_normals} normal rows: "
+                         f"too few for a real-anomaly task of {MIN_REAL_ROWS} rows or more at "
+                         f"any level of {REAL_LEVELS}; use planted tasks (task/<source>/<seed>)")
+    level = levels[int(shape.integers(len(levels)))]
+    total = _real_rows(level, wanted, n_normals, n_anomalies)
+    n_anom = int(round(level * total))
+    d = int(shape.integers(min(MIN_FEATURES, n_features), min(MAX_FEATURES, n_features) + 1))
+    features = tuple(sorted(int(f) for f in shape.choice(n_features, d, replace=False)))
+    normal = tuple(sorted(int(r) for r in rows.choice(n_normals, total - n_anom, replace=False)))
+    anomalous = tuple(sorted(int(r) for r in rows.choice(n_anomalies, n_anom, replace=False)))
+    c_fp, c_fn = _log_uniform(costs, *COSTS), _log_uniform(costs, *COSTS)
+    return TaskSpec(source, int(seed), "real", normal, features, n_anom,
+                    round(c_fp, 4), round(c_fn, 4), anomalous)
 
 
 # --------------------------------------------------------------------------- the planting
@@ -237,14 +311,22 @@ def plant(U: np.ndarray, kind: str, n: int, rng: np.random.Generator) -> np.ndar
     raise ValueError(f"unknown anomaly type {kind!r}: use one of {', '.join(ANOMALY_TYPES)}")
 
 
-def build_task(spec: TaskSpec, normals: np.ndarray) -> Dataset:
+def build_task(spec: TaskSpec, normals: np.ndarray,
+               anomalies: np.ndarray | None = None) -> Dataset:
     """The task of ``spec`` from its source's normal rows ``normals`` (all of them, in the
-    file's order): the drawn rows and features and the planted anomalies, rows shuffled;
-    named ``spec.name``. ``ballad_env.data.lookup`` loads the source and calls this."""
-    X0 = normals[np.array(spec.normal_rows)][:, np.array(spec.features)]
-    low, width = minmax(X0)
-    _, _, anomaly_rng, _, order_rng = _streams(spec.source, spec.seed)
-    X1 = low + plant((X0 - low) / width, spec.kind, spec.n_anomalies, anomaly_rng) * width
+    file's order; a real-anomaly task also reads its ``anomalies``, likewise): the drawn
+    rows and features and the planted (or kept) anomalies, rows shuffled; named
+    ``spec.name``. ``ballad_env.data.lookup`` loads the source and calls this."""
+    columns = np.array(spec.features)
+    X0 = normals[np.array(spec.normal_rows)][:, columns]
+    _, _, anomaly_rng, _, order_rng = _streams(spec.source, spec.seed, spec.kind == "real")
+    if spec.kind == "real":
+        if anomalies is None:
+            raise ValueError(f"{spec.name!r} keeps its source's anomalies: pass them")
+        X1 = anomalies[np.array(spec.anomaly_rows)][:, columns]
+    else:
+        low, width = minmax(X0)
+        X1 = low + plant((X0 - low) / width, spec.kind, spec.n_anomalies, anomaly_rng) * width
     X = np.vstack([X0, X1])
     y = np.concatenate([np.zeros(len(X0)), np.ones(len(X1))])
     order = order_rng.permutation(len(y))
@@ -252,6 +334,8 @@ def build_task(spec: TaskSpec, normals: np.ndarray) -> Dataset:
 
 
 __all__ = ["ALPHA", "ANOMALY_TYPES", "CONTAMINATION", "COSTS", "MAX_FEATURES", "MIN_FEATURES",
-           "RESERVED_SETS", "RESERVED_SOURCES", "ROWS", "TASK_PREFIX", "WIDEN", "TaskSpec",
-           "base_source", "build_task", "check_source", "draw_spec", "fit_mixture",
-           "is_task_name", "minmax", "parse_task", "plant", "sample_mixture", "task_name"]
+           "MIN_REAL_ROWS", "REAL_LEVELS", "REAL_MARK", "RESERVED_SETS", "RESERVED_SOURCES",
+           "ROWS", "TASK_PREFIX", "WIDEN", "TaskSpec", "base_source", "build_task",
+           "check_source", "draw_real_spec", "draw_spec", "fit_mixture", "is_real_task",
+           "is_task_name", "minmax", "parse_task", "plant", "reachable_levels", "rename_task",
+           "sample_mixture", "task_name"]

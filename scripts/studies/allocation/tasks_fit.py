@@ -12,7 +12,7 @@ folds' groups only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -155,13 +155,15 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
         coefs.append(coef)
         intercepts.append(intercept)
     t_center = T.mean(axis=0)
-    precision = np.linalg.inv(np.cov(T, rowvar=False) + 1e-6 * np.eye(len(TRAITS)))
+    precision = np.linalg.inv(np.cov(T, rowvar=False) + 1e-6 * np.eye(T.shape[1]))
     distances = mahalanobis(T, t_center, precision)
-    return {"features": list(FEATURES), "center": center.tolist(), "scale": scale.tolist(),
+    extra = [f"extra {k}" for k in range(X.shape[1] - len(FEATURES))]  # an ablation's columns
+    return {"features": [*FEATURES, *extra], "center": center.tolist(), "scale": scale.tolist(),
             "coef": np.stack(coefs).tolist(), "intercept": np.stack(intercepts).tolist(),
             "splits": [list(s) for s in splits_of(rows)], "z": float(z),
             "margin": float(margin),
-            "ood": {"features": list(TRAITS), "center": t_center.tolist(),
+            "ood": {"features": [*TRAITS, *extra[:T.shape[1] - len(TRAITS)]],
+                    "center": t_center.tolist(),
                     "precision": precision.tolist(),
                     "threshold": None if ood is None else float(np.quantile(distances, ood)),
                     "quantile": ood},
@@ -213,13 +215,49 @@ def training_rows(real: pd.DataFrame, tasks: pd.DataFrame, groups: Sequence[str]
                      ignore_index=True)
 
 
+def fold_shares(real: pd.DataFrame, costs: np.ndarray, fold_list: Sequence[Sequence[str]]
+                ) -> dict[str, tuple[float, float]]:
+    """Per level: the mean over folds of the fold's share of the room (its data sets only)
+    and its standard error over the folds (sd / sqrt(folds))."""
+    per_fold = []
+    for fold in fold_list:
+        mask = real["dataset"].isin(fold).to_numpy()
+        per_fold.append(level_shares(real[mask], costs[mask]))
+    out = {}
+    for level in per_fold[0]:
+        values = np.array([shares[level] for shares in per_fold])
+        out[level] = (float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values))))
+    return out
+
+
+def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: np.ndarray,
+           fold_list: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """One candidate's cross-validated figures: the pooled share per level (``cv <level>``,
+    their mean and smallest), and per level the mean over folds, its standard error and
+    the lower bound mean - se (``fold``, ``se``, ``lower``), with ``fold mean`` over levels."""
+    shares = level_shares(real, costs)
+    row: dict[str, Any] = {"candidate": name, **candidate,
+                           **{f"cv {k}": v for k, v in shares.items()},
+                           "cv mean": float(np.mean(list(shares.values()))),
+                           "cv min": min(shares.values())}
+    for level, (mean, se) in fold_shares(real, costs, fold_list).items():
+        row |= {f"fold {level}": mean, f"se {level}": se, f"lower {level}": mean - se}
+    row["fold mean"] = float(np.mean([row[f"fold {lv}"] for lv in shares]))
+    return row
+
+
 def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
-                   grid: Mapping[str, Sequence[Any]] = GRID) -> pd.DataFrame:
-    """Every safe-split candidate's and the fixed split's cross-validated shares per level
-    on the real training cells, with ``cv mean`` and ``cv min`` over the levels."""
+                   grid: Mapping[str, Sequence[Any]] = GRID,
+                   extra: Callable[[dict[str, np.ndarray], pd.DataFrame],
+                                   dict[str, np.ndarray]] | None = None) -> pd.DataFrame:
+    """Every safe-split candidate's, the fixed split's and All-in-LR's cross-validated
+    shares per level on the real training cells (:func:`cv_row`); ``extra`` (an
+    ablation) maps the rows' :func:`design` to one with more columns."""
     fold_list = folds(list(real["dataset"]))  # the allocation study's folds, by data set
     both = pd.concat([real, tasks], ignore_index=True)
     arrays = design(both)
+    if extra is not None:
+        arrays = extra(arrays, both)
     keys: list[tuple[str, dict[str, Any]]] = [("fixed-split-by-cost", {})] + [
         (f"safe {n}", c) for n, c in enumerate(candidates(grid))]
     results = {name: np.full(len(real), np.nan) for name, _ in keys}
@@ -234,14 +272,25 @@ def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
         for name, candidate in keys[1:]:
             params = fit_safe(both[train], arrays=sub, **candidate)
             results[name][out] = costs_of(real[out], safe_choices(params, real[out], evaluate))
-    rows = []
-    for name, candidate in keys:
-        shares = level_shares(real, results[name])
-        rows.append({"candidate": name, **candidate,
-                     **{f"cv {k}": v for k, v in shares.items()},
-                     "cv mean": float(np.mean(list(shares.values()))),
-                     "cv min": min(shares.values())})
-    return pd.DataFrame(rows)
+    results["all-in-lr"] = real["all-in-lr"].to_numpy()
+    return pd.DataFrame([cv_row(name, candidate, real, results[name], fold_list)
+                         for name, candidate in [*keys, ("all-in-lr", {})]])
+
+
+def choose_safely(cv: pd.DataFrame, eligible: Sequence[str] | None = None) -> pd.Series:
+    """The rule that rewards safety: among the candidates (``eligible`` names, default all)
+    whose every level's lower bound (mean over folds - one standard error) is >= 0, the
+    largest mean over the levels of the fold means (ties: the larger smallest lower bound,
+    then the table's order). All-in-LR qualifies by construction (0 in every fold), so a
+    table holding it always yields a choice; without any qualifying row, a ``ValueError``."""
+    pool = cv if eligible is None else cv[cv["candidate"].isin(list(eligible))]
+    lowers = pool[[c for c in pool.columns if c.startswith("lower ")]]
+    ranked = pool.assign(worst=lowers.min(axis=1))
+    ok = ranked[(lowers >= 0.0).all(axis=1).to_numpy()]
+    if ok.empty:
+        raise ValueError("no candidate's lower bound is >= 0 at every level: add All-in-LR "
+                         "(always safe) to the table")
+    return ok.sort_values(["fold mean", "worst"], ascending=False, kind="stable").iloc[0]
 
 
 def best_candidate(cv: pd.DataFrame) -> pd.Series:
@@ -254,7 +303,6 @@ def best_candidate(cv: pd.DataFrame) -> pd.Series:
 
 
 __all__ = ["FEATURES", "GRID", "LEVEL_RATIO", "MEMBERS", "N_FOLDS", "TRAITS", "best_candidate",
-           "candidates", "costs_of", "cross_validate", "fit_fixed", "fit_safe",
-           "design", "fixed_choices", "folds", "gain_matrix", "level_shares", "mahalanobis",
-           "safe_choices",
-           "splits_of", "training_rows"]
+           "candidates", "choose_safely", "costs_of", "cross_validate", "cv_row", "design",
+           "fit_fixed", "fit_safe", "fixed_choices", "fold_shares", "folds", "gain_matrix",
+           "level_shares", "mahalanobis", "safe_choices", "splits_of", "training_rows"]

@@ -95,9 +95,13 @@ def curve_frame(points: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def curve_figure(curve: pd.DataFrame, fixed: Mapping[str, float], path: Path) -> Path:
-    """Held-out share per level against the generated tasks, with standard errors; the fixed
-    split per level dashed."""
+def curve_figure(curve: pd.DataFrame, fixed: Mapping[str, float], path: Path,
+                 labels: Sequence[str] = ("safe-split", "fixed-split-by-cost",
+                                          "generated training tasks (beside the 15 real "
+                                          "training sets)")) -> Path:
+    """Held-out share per level against the generated tasks, with standard errors; a
+    reference agent per level dashed. ``labels``: the curve's agent, the reference, the x
+    axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,12 +111,13 @@ def curve_figure(curve: pd.DataFrame, fixed: Mapping[str, float], path: Path) ->
     x = np.arange(len(curve))
     for k, (level, colour) in enumerate(zip(LEVELS, ("C0", "C1", "C2"), strict=True)):
         ax.errorbar(x + (k - 1) * 0.06, curve[f"held {level}"], yerr=curve[f"se {level}"],
-                    marker="o", color=colour, capsize=3, label=f"safe-split, {level}")
+                    marker="o", color=colour, capsize=3, label=f"{labels[0]}, {level}")
         ax.axhline(fixed[level], color=colour, linestyle="--", linewidth=1,
-                   label=f"fixed-split-by-cost, {level}")
+                   label=f"{labels[1]}, {level}")
     ax.axhline(0.0, color="black", linewidth=0.8)
-    ax.set_xticks(x, [f"{n}" for n in curve["generated tasks"]])
-    ax.set_xlabel("generated training tasks (beside the 15 real training sets)")
+    counts = curve["generated tasks"] if "generated tasks" in curve else curve["real tasks"]
+    ax.set_xticks(x, [f"{n}" for n in counts])
+    ax.set_xlabel(labels[2])
     ax.set_ylabel("held-out share of the room")
     ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
@@ -122,9 +127,10 @@ def curve_figure(curve: pd.DataFrame, fixed: Mapping[str, float], path: Path) ->
     return path
 
 
-def write_all(tables: Mapping[str, pd.DataFrame], folder: Path) -> list[Path]:
-    """Write each table as ``allocation3_<name>`` (CSV and Markdown)."""
-    return [write_table(frame, folder, f"allocation3_{name}", index=False, digits=4)
+def write_all(tables: Mapping[str, pd.DataFrame], folder: Path,
+              prefix: str = "allocation3") -> list[Path]:
+    """Write each table as ``<prefix>_<name>`` (CSV and Markdown)."""
+    return [write_table(frame, folder, f"{prefix}_{name}", index=False, digits=4)
             for name, frame in tables.items()]
 
 

@@ -53,23 +53,32 @@ PER_DATASET = ("safe-split", "safe-split, trait check at 0.95", "fixed-split-by-
 MPPO_CV = {"default": 0.4375, "cfn10": 0.5973, "cfp10": 0.3954}
 
 
-def task_cells(per_source: int) -> list[tuple[str, Settings]]:
-    """(name, settings at its own costs) of the first ``per_source`` tasks of each training
-    source."""
+def task_cells(per_source: int, real: bool = False) -> list[tuple[str, Settings]]:
+    """(name, settings at its own costs) of the first ``per_source`` tasks (``real``: the
+    real-anomaly tasks) of each training source."""
     return [(name, Settings().replace(**task_costs(name))) for k in range(per_source)
             for source in played_names(load_split()["train"])
-            for name in [task_name(source, k)]]
+            for name in [task_name(source, k, real=real)]]
 
 
-def build(out: Path, train_seeds: int, held_seeds: int, per_source: int, n_jobs: int) -> None:
-    """Build every missing lattice of the study (training sets, tasks, held-out sets)."""
+#: What ``--build`` builds, in order (each stage resumable): the real training cells, the
+#: held-out cells, the real-anomaly tasks, the planted tasks.
+STAGES = ("train", "held_out", "real", "planted")
+
+
+def build(out: Path, train_seeds: int, held_seeds: int, per_source: int, n_jobs: int,
+          real_per_source: int = 0, stages: Sequence[str] = STAGES) -> None:
+    """Build every missing lattice of the study's ``stages`` (:data:`STAGES`)."""
     split = load_split()
-    grid = [(name, seed, level) for side, seeds in (("train", train_seeds),
-                                                    ("held_out", held_seeds))
-            for seed in range(seeds) for name in played_names(split[side], split)
-            for level in LEVELS.values()]
-    tasks = [(name, 0, settings) for name, settings in task_cells(per_source)]
-    for cells in (grid, tasks):
+    seeds = {"train": train_seeds, "held_out": held_seeds}
+    for stage in stages:
+        if stage in seeds:
+            cells = [(name, seed, level) for seed in range(seeds[stage])
+                     for name in played_names(split[stage], split) for level in LEVELS.values()]
+        else:
+            count = real_per_source if stage == "real" else per_source
+            cells = [(name, 0, settings)
+                     for name, settings in task_cells(count, real=stage == "real")]
         build_cells(out / "lattices", cells, n_jobs=n_jobs, progress=True)
 
 
@@ -203,6 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--held-seeds", type=int, default=10, help="seeds per held-out cell")
     p.add_argument("--tasks-per-source", type=int, default=max(CURVE),
                    help="generated tasks per training source (built)")
+    p.add_argument("--real-tasks-per-source", type=int, default=0,
+                   help="real-anomaly tasks per training source (built)")
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES),
+                   help="what --build builds, in this order")
+    p.add_argument("--build-only", action="store_true", help="stop after --build")
     p.add_argument("--n-jobs", type=int, default=1, help="local worker processes")
     p.add_argument("--update-docs", action="store_true",
                    help="write the tables and figure into docs/ and the fitted parameters "
@@ -211,7 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a trial: the training cells stand in for the held-out ones")
     args = p.parse_args(argv)
     if args.build:
-        build(args.out, args.train_seeds, args.held_seeds, args.tasks_per_source, args.n_jobs)
+        build(args.out, args.train_seeds, args.held_seeds, args.tasks_per_source, args.n_jobs,
+              args.real_tasks_per_source, args.stages)
+        if args.build_only:
+            return 0
     result = run(args.out, args.train_seeds, args.held_seeds,
                  REPO / "docs" if args.update_docs else None,
                  REPO / "agents" / "allocation_params.json" if args.update_docs else None,
