@@ -366,7 +366,8 @@ def remove_stale_temporaries(folders: Iterable[str | os.PathLike], now: float | 
     """Remove the temporary files in ``folders`` (not below) that a killed writer left: only
     names with this program's marker (:data:`TEMPORARY_NAME`) whose process is gone (on
     this machine), or that have not changed for ``STALE_AFTER_S`` seconds (a writer on
-    another machine). Returns the files removed."""
+    another machine). One that cannot be removed (a read-only folder, such as a shared
+    download cache) is left: it is stale, and nothing reads it. Returns the files removed."""
     now = time.time() if now is None else now
     removed = []
     for folder in map(Path, folders):
@@ -378,7 +379,7 @@ def remove_stale_temporaries(folders: Iterable[str | os.PathLike], now: float | 
             try:
                 path.unlink()
                 removed.append(path)
-            except FileNotFoundError:  # another process removed it first
+            except OSError:  # removed by another process already, or not ours to remove
                 continue
     return removed
 

@@ -275,6 +275,21 @@ def test_a_killed_builds_temporary_lattice_files_are_removed_at_the_next_start(
     assert hidden_files(tmp_path) == sorted(kept)
 
 
+def test_stale_temporaries_that_cannot_be_removed_are_left_without_an_error(
+        tmp_path: Path, monkeypatch) -> None:
+    """A read-only download cache holding a killed download's file: the load goes on (root
+    ignores a folder's mode, so the refusal is simulated)."""
+    stale = temporary(tmp_path, "glass.npz", dead_pid())
+    stale.write_bytes(b"partial")
+
+    def refuse(path: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    assert files.remove_stale_temporaries([tmp_path]) == []
+    assert stale.exists()
+
+
 # --------------------------------------------------------------------------- fuzzing
 def assert_fuzzed(kind, n_flips: int, n_truncations: int) -> None:
     outcome = check_damages(kind, damages(kind.path.stat().st_size, n_flips, n_truncations))
