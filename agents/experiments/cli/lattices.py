@@ -38,8 +38,6 @@ from agents.experiments.grid import MAX_SEEDS, check_cell_count
 from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
-from ballad_env.data.bundled import BUNDLED_DIR
-from ballad_env.data.folder import resolve_data_dir
 from ballad_env.data.lookup import task_costs
 from ballad_env.data.tasks import is_task_name, task_name
 from ballad_env.replay.store import StoreError
@@ -59,8 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datasets-from", type=Path, default=None,
                    help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="folder of data files (default: $BALLAD_DATA_DIR, else the bundled "
-                        "sets' folder)")
+                   help="folder of data files (default: $BALLAD_DATA_DIR)")
     p.add_argument("--tasks-from", nargs="+", default=(),
                    help="sources of generated tasks: adds task/<source>/<k> for each")
     p.add_argument("--tasks-per-source", type=bounded(1, MAX_TASKS), default=10,
@@ -114,20 +111,12 @@ def planned_cells(args: argparse.Namespace, seeds: list[int]
     return cells
 
 
-def data_folder(data_dir: Path | None) -> Path:
-    """``--data-dir``, else ``$BALLAD_DATA_DIR``, else the bundled sets' folder; checked
-    here, so that a bad folder's error names where it came from (the option or the
-    variable)."""
-    return resolve_data_dir(data_dir) or Path(BUNDLED_DIR)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Build the store and print what it holds; a bad option or store returns 2."""
     import_plugins(argv)
     args = parse_args(argv)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     try:
-        args.data_dir = data_folder(args.data_dir)
         cells = build_cells(args.out, planned_cells(args, list(seeds)), data_dir=args.data_dir,
                             n_jobs=args.n_jobs, scheduler=args.scheduler,
                             progress=not args.no_progress)
