@@ -363,10 +363,12 @@ def probe_writable(folder: str | os.PathLike) -> None:
 
 def remove_stale_temporaries(folders: Iterable[str | os.PathLike], now: float | None = None
                              ) -> list[Path]:
-    """Remove the temporary files in ``folders`` (not below) that a killed writer left: only
-    names with this program's marker (:data:`TEMPORARY_NAME`) whose process is gone (on
-    this machine), or that have not changed for ``STALE_AFTER_S`` seconds (a writer on
-    another machine). Returns the files removed."""
+    """Remove the temporary files and folders (a recording's, removed whole) in ``folders``
+    (not below) that a killed writer left: only names with this program's marker
+    (:data:`TEMPORARY_NAME`) whose process is gone (on this machine), or in which nothing
+    changed for ``STALE_AFTER_S`` seconds (a writer on another machine). One that cannot
+    be removed (a read-only folder, such as a shared download cache) is left: it is stale,
+    and nothing reads it. Returns what was removed."""
     now = time.time() if now is None else now
     removed = []
     for folder in map(Path, folders):
@@ -376,22 +378,27 @@ def remove_stale_temporaries(folders: Iterable[str | os.PathLike], now: float | 
             if not _stale(path, now):
                 continue
             try:
-                path.unlink()
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
                 removed.append(path)
-            except FileNotFoundError:  # another process removed it first
+            except OSError:  # removed by another process already, or not ours to remove
                 continue
     return removed
 
 
 def _stale(path: Path, now: float) -> bool:
-    """Whether ``path`` is a temporary file of this program that its writer left."""
+    """Whether ``path`` is a temporary file or folder of this program that its writer
+    left."""
     match = TEMPORARY_NAME.match(path.name)
-    if match is None or path.is_symlink() or not path.is_file():
+    if match is None or path.is_symlink() or not (path.is_file() or path.is_dir()):
         return False
     if match["host"] == _host():
         return not _alive(int(match["pid"]))
     try:
-        return now - path.stat().st_mtime >= STALE_AFTER_S
+        changed = max(p.lstat().st_mtime for p in (path, *path.rglob("*")))
+        return now - changed >= STALE_AFTER_S
     except FileNotFoundError:
         return False
 

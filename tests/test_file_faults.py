@@ -275,6 +275,37 @@ def test_a_killed_builds_temporary_lattice_files_are_removed_at_the_next_start(
     assert hidden_files(tmp_path) == sorted(kept)
 
 
+def test_stale_temporaries_that_cannot_be_removed_are_left_without_an_error(
+        tmp_path: Path, monkeypatch) -> None:
+    """A read-only download cache holding a killed download's file: the load goes on (root
+    ignores a folder's mode, so the refusal is simulated)."""
+    stale = temporary(tmp_path, "glass.npz", dead_pid())
+    stale.write_bytes(b"partial")
+
+    def refuse(path: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    assert files.remove_stale_temporaries([tmp_path]) == []
+    assert stale.exists()
+
+
+def test_another_machines_temporary_folder_goes_once_nothing_in_it_changed(
+        tmp_path: Path) -> None:
+    """A recording's marked folder: its own time stays put while the file in it grows, so
+    the newest change below it is what counts."""
+    old = time.time() - 2 * files.STALE_AFTER_S
+    growing, idle = (temporary(tmp_path, name, 4000000, "0badf00d") for name in ("a", "b"))
+    for folder in (growing, idle):
+        (folder / "tmp1").mkdir(parents=True)
+        (folder / "tmp1" / "main_data.hdf5").write_bytes(b"episodes")
+        for path in (folder / "tmp1" / "main_data.hdf5", folder / "tmp1", folder):
+            os.utime(path, (old, old))
+    os.utime(growing / "tmp1" / "main_data.hdf5")  # written a moment ago
+    assert files.remove_stale_temporaries([tmp_path]) == [idle]
+    assert growing.is_dir() and not idle.exists()
+
+
 # --------------------------------------------------------------------------- fuzzing
 def assert_fuzzed(kind, n_flips: int, n_truncations: int) -> None:
     outcome = check_damages(kind, damages(kind.path.stat().st_size, n_flips, n_truncations))

@@ -143,6 +143,37 @@ def test_sigterm_while_recording_leaves_no_temporary_folder(store, minari_folder
     assert done.returncode == 143, done.stderr[-2000:]
     assert _leftovers(minari_folder) == []
 
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGKILL"), reason="POSIX signals")
+def test_a_killed_recordings_temporary_folder_is_removed_by_the_next_one(
+        store, minari_folder) -> None:
+    """A SIGKILL leaves the recording's temporary folder; it carries the project's marker,
+    so the next recording removes it, and leaves a folder of someone else's alone."""
+    import os
+    import subprocess
+    import sys
+
+    from ballad_env.files import TEMPORARY_NAME
+
+    root = Path(__file__).resolve().parents[1]
+    script = ("import os, signal\n"
+              "from minari import DataCollector\n"
+              "from agents.experiments.stores import minari_datasets as m\n"
+              "def killed(self, *args, **kwargs):\n"  # every episode is played by then
+              "    os.kill(os.getpid(), signal.SIGKILL)\n"
+              "DataCollector.create_dataset = killed\n"
+              f"m.record_dataset({str(store)!r}, 'optimal', 'ballad/kill-v0')\n")
+    env = {**os.environ, "PYTHONPATH": str(root), "MINARI_DATASETS_PATH": str(minari_folder)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == -9, done.stderr[-2000:]
+    left = _leftovers(minari_folder)
+    assert len(left) == 1 and TEMPORARY_NAME.match(left[0]), left
+    assert any((minari_folder / left[0]).rglob("*.hdf5"))
+    (minari_folder / "tmp_someone_else").mkdir()
+    record_dataset(store, "optimal", "ballad/after-kill-v0")
+    assert _leftovers(minari_folder) == ["tmp_someone_else"]
+
+
 def _forge_spec(minari_folder: Path, dataset_id: str, change: dict, key: str = "env_spec",
                 drop_spaces: bool = False) -> None:
     """Rewrite the recorded dataset's environment spec (``key``) with ``change``; without

@@ -22,7 +22,6 @@ own unit costs (``lookup.task_costs``) instead of the settings' c_fp and c_fn:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -39,7 +38,6 @@ from agents.experiments.grid import MAX_SEEDS, check_cell_count
 from agents.experiments.lattice_build import build_cells, build_summary
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
-from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.data.lookup import task_costs
 from ballad_env.data.tasks import is_task_name, task_name
 from ballad_env.replay.store import StoreError
@@ -52,15 +50,14 @@ MAX_TASKS = 100_000
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options, each with a one-line help."""
-    default_data = os.environ.get("BALLAD_DATA_DIR") or BUNDLED_DIR
     p = JobParser(description=__doc__.split("\n\n")[0],
                   formatter_class=HelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the store's folder")
     p.add_argument("--datasets", nargs="+", default=None, help="data sets (names or paths)")
     p.add_argument("--datasets-from", type=Path, default=None,
                    help="JSON with a 'train' list of data sets (e.g. docs/policy_split.json)")
-    p.add_argument("--data-dir", type=Path, default=Path(default_data),
-                   help="folder of data files ($BALLAD_DATA_DIR)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="folder of data files (default: $BALLAD_DATA_DIR)")
     p.add_argument("--tasks-from", nargs="+", default=(),
                    help="sources of generated tasks: adds task/<source>/<k> for each")
     p.add_argument("--tasks-per-source", type=bounded(1, MAX_TASKS), default=10,

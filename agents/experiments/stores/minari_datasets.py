@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -44,6 +45,8 @@ from ballad_env.files import (
     env_folder,
     is_disk_full,
     open_regular,
+    remove_stale_temporaries,
+    temporary_path,
     terminated_as_exit,
     write_failure,
 )
@@ -65,6 +68,34 @@ class NumericInfo(StepDataCallback):
         step = super().__call__(env, obs, info, action, rew, terminated, truncated)
         step["info"] = {key: np.asarray(step["info"][key]) for key in INFO_KEYS}
         return step
+
+
+class MarkedCollector(DataCollector):
+    """Minari's ``DataCollector`` whose temporary folder (``tmp...``, a growing HDF5 file)
+    lies in a folder carrying the project's temporary marker inside Minari's folder
+    (``.minari-recording.~ballad-HOST-PID-HEX.tmp``), so the next recording clears a
+    killed one's (:func:`~ballad_env.files.remove_stale_temporaries`). Minari takes no
+    argument for it: it makes ``TemporaryDirectory(dir=self.datasets_path)`` at each reset
+    of its storage; that attribute of this collector alone is pointed at the marked folder
+    (not ``tempfile.tempdir`` nor ``$MINARI_DATASETS_PATH``, which every thread shares)."""
+
+    datasets_path: str  # Minari's folder, from $MINARI_DATASETS_PATH (DataCollector's)
+    marked: Path | None = None
+
+    def _reset_storage(self) -> None:
+        if self.marked is None:  # the first reset, in DataCollector.__init__
+            self.marked = temporary_path(Path(self.datasets_path) / "minari-recording")
+            self.marked.mkdir(mode=0o700)
+            self.datasets_path = str(self.marked)
+        super()._reset_storage()
+
+    def close(self) -> None:
+        """Close the collector and remove its marked folder with what is left in it."""
+        try:
+            super().close()
+        finally:
+            if self.marked is not None:
+                shutil.rmtree(self.marked, ignore_errors=True)
 
 
 class HindsightOptimum:
@@ -152,6 +183,7 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     from agents.experiments.lattice_build import store_settings
 
     folder = prepare_minari_folder()  # absolute and writable, before any episode is played
+    remove_stale_temporaries([folder])  # a killed recording's temporary folder
     check_dataset_id(dataset_id)
     if episodes is not None and not 1 <= episodes <= MAX_EPISODES:
         raise ValueError(f"episodes (--episodes) must be from 1 to {MAX_EPISODES:,}, got "
@@ -159,7 +191,7 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
     settings = store_settings(store, settings, None)
     kwargs = env_kwargs(store, settings, observation, datasets, seeds)
     env = gym.make(ballad_env.REPLAY_ENV_ID, **kwargs)
-    collector = DataCollector(env, step_data_callback=NumericInfo, record_infos=True,
+    collector = MarkedCollector(env, step_data_callback=NumericInfo, record_infos=True,
                               data_format="hdf5")
     try:  # Minari's temporary folder (a growing HDF5 file) goes, whatever ends the recording
         with terminated_as_exit():
@@ -302,6 +334,6 @@ def minari_folder() -> Path:
 
 
 __all__ = ["INFO_KEYS", "MAX_EPISODES", "MAX_METADATA_BYTES", "OPTIMA", "RECORDED_ENV_IDS",
-           "HindsightOptimum", "NumericInfo", "RecordedDatasetError", "check_dataset_id",
-           "env_kwargs", "load_recorded", "make_policy", "minari_folder", "prepare_minari_folder",
-           "record_dataset", "recorded_specs", "recover_recorded"]
+           "HindsightOptimum", "MarkedCollector", "NumericInfo", "RecordedDatasetError",
+           "check_dataset_id", "env_kwargs", "load_recorded", "make_policy", "minari_folder",
+           "prepare_minari_folder", "record_dataset", "recorded_specs", "recover_recorded"]

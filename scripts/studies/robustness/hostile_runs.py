@@ -91,7 +91,7 @@ def environment_cases(folder: Path) -> list[Case]:
     cases += [(f"${name} a file", functools.partial(_first_use, name, str(a_file), *where),
                (f"${name}", "not a folder")) for name, where in folders.items()]
     cases.append(("$BALLAD_NO_COMPILE=abc", functools.partial(
-        _first_use, "BALLAD_NO_COMPILE", "abc", "agents.experiments.training.fused",
+        _first_use, "BALLAD_NO_COMPILE", "abc", "agents.experiments.training.updates",
         "compile_wanted"), ("$BALLAD_NO_COMPILE",)))
     data = folder / "data"
     data.mkdir(exist_ok=True)
@@ -104,7 +104,10 @@ def environment_cases(folder: Path) -> list[Case]:
             ("BALLAD_MAX_ARRAY_BYTES", "1e308", ["lattices", "--out", str(folder / "store"),
                                                  "--datasets", "small", "--data-dir",
                                                  str(data), "--seeds", "1", "--n-jobs", "1",
-                                                 "--no-progress"])):
+                                                 "--no-progress"]),
+            ("BALLAD_DATA_DIR", str(a_file), ["lattices", "--out", str(folder / "store2"),
+                                              "--datasets", "small", "--seeds", "1",
+                                              "--n-jobs", "1", "--no-progress"])):
         cases.append((f"ballad-env {argv[0]} with ${name}={value}", functools.partial(
             _with_environment, {name: value}, run_command, argv, 2), (f"${name}",)))
     return [case for case in cases if _available(case[0])]
