@@ -49,9 +49,16 @@ def show_info(agent: Any, info: Mapping[str, Any]) -> None:
 
 
 def env_settings(env: Any) -> Any:
-    """The ``Settings`` in force in ``env`` (the environment under any wrappers), or
-    ``None`` for an environment without them (a vector env, another library's)."""
-    return getattr(getattr(env, "unwrapped", env), "settings", None)
+    """The ``Settings`` in force in ``env`` (the environment under any wrappers; for a
+    vector env in this process, SB3's ``DummyVecEnv`` or Gymnasium's ``SyncVectorEnv``, the
+    settings its sub-environments share), or ``None`` for an environment without them
+    (another library's, or sub-environments of differing settings)."""
+    settings = getattr(getattr(env, "unwrapped", env), "settings", None)
+    subs = getattr(env, "envs", None)
+    if settings is not None or not isinstance(subs, (list, tuple)) or not subs:
+        return settings
+    each = [env_settings(sub) for sub in subs]
+    return each[0] if all(s is not None and s == each[0] for s in each) else None
 
 
 def play_in(agent: Any, env: Any) -> None:

@@ -372,3 +372,19 @@ def test_sb3_evaluate_policy_with_a_hand_written_agent(small_xy, agent) -> None:
     assert rewards == pytest.approx(expected, abs=2e-6)  # Monitor rounds to 6 decimals
     mean, std = evaluate_policy(agent, env, n_eval_episodes=2)
     assert math.isfinite(mean) and math.isfinite(std) and mean >= 0
+
+
+def test_env_settings_of_a_vector_env_are_its_sub_environments_shared_settings() -> None:
+    """An agent built for an SB3 or Gymnasium vector env in this process reads the settings
+    its sub-environments share; sub-environments of differing settings give none."""
+    from types import SimpleNamespace
+
+    from agents.base import env_settings
+    from ballad_env.settings import Settings
+
+    one, other = Settings(), Settings(c_fn=10.0)
+    sub = SimpleNamespace(unwrapped=SimpleNamespace(settings=one))
+    assert env_settings(SimpleNamespace(envs=[sub, sub])) == one
+    odd = SimpleNamespace(unwrapped=SimpleNamespace(settings=other))
+    assert env_settings(SimpleNamespace(envs=[sub, odd])) is None
+    assert env_settings(SimpleNamespace()) is None

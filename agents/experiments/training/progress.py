@@ -35,13 +35,15 @@ def progress_bar(total: int, enabled: bool = True) -> Any:
 
 
 def show_costs(bar: Any, train_cost: float | None = None,
-               eval_cost: float | None = None) -> None:
+               eval_cost: float | None = None) -> dict[str, str]:
     """Put the latest figures after the bar: ``cost`` (the recent training episodes' mean
-    final test cost) and ``eval`` (the latest held-out evaluation's)."""
+    final test cost) and ``eval`` (the latest held-out evaluation's); returns them as shown,
+    whether the bar is drawn or not."""
     figures = {name: f"{value:.4f}" for name, value in
                (("cost", train_cost), ("eval", eval_cost)) if value is not None}
     if figures and not bar.disable:
         bar.set_postfix(figures, refresh=False)
+    return figures
 
 
 def announce_compile(seconds: float = COMPILE_SECONDS) -> None:

@@ -62,6 +62,7 @@ class TqdmProgress(BaseCallback):
         super().__init__()
         self.total, self.evaluation = total, evaluation
         self.bar: Any = None
+        self.figures: dict[str, str] = {}  # the latest figures, drawn or not
         self._shown: object = None  # the newest episode the figures include
 
     def _on_training_start(self) -> None:
@@ -76,8 +77,9 @@ class TqdmProgress(BaseCallback):
             return
         self._shown = buffer[-1]
         recent = list(buffer)[-20:]
-        show_costs(self.bar, float(np.mean([e["test_cost"] for e in recent])),
-                   None if self.evaluation is None else self.evaluation.latest_cost)
+        self.figures = show_costs(
+            self.bar, float(np.mean([e["test_cost"] for e in recent])),
+            None if self.evaluation is None else self.evaluation.latest_cost)
 
     def _on_step(self) -> bool:
         self.bar.update(self.training_env.num_envs)
