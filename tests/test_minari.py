@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -121,10 +122,10 @@ def test_a_full_disk_while_writing_the_dataset_is_one_error_naming_the_folder(
     assert "\n" not in err and _leftovers(minari_folder) == []
 
 
-@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGKILL"), reason="POSIX signals")
-def test_sigterm_while_recording_leaves_no_temporary_folder(store, minari_folder) -> None:
-    """Minari's collector writes a growing HDF5 file in a temporary folder inside Minari's
-    folder; a SIGTERM during the episodes removes it (the process exits with 143)."""
+def _record_until_signal(store: Path, minari_folder: Path, signal_name: str,
+                         dataset_id: str) -> Any:
+    """Record ``dataset_id`` in a subprocess that sends itself ``signal_name`` once every
+    episode is played (where Minari would write the dataset); the finished process."""
     import os
     import subprocess
     import sys
@@ -133,13 +134,20 @@ def test_sigterm_while_recording_leaves_no_temporary_folder(store, minari_folder
     script = ("import os, signal\n"
               "from minari import DataCollector\n"
               "from agents.experiments.stores import minari_datasets as m\n"
-              "def terminated(self, *args, **kwargs):\n"  # every episode is played by then
-              "    os.kill(os.getpid(), signal.SIGTERM)\n"
-              "DataCollector.create_dataset = terminated\n"
-              f"m.record_dataset({str(store)!r}, 'optimal', 'ballad/term-v0')\n")
+              "def interrupted(self, *args, **kwargs):\n"
+              f"    os.kill(os.getpid(), signal.{signal_name})\n"
+              "DataCollector.create_dataset = interrupted\n"
+              f"m.record_dataset({str(store)!r}, 'optimal', {dataset_id!r})\n")
     env = {**os.environ, "PYTHONPATH": str(root), "MINARI_DATASETS_PATH": str(minari_folder)}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=300)
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGKILL"), reason="POSIX signals")
+def test_sigterm_while_recording_leaves_no_temporary_folder(store, minari_folder) -> None:
+    """Minari's collector writes a growing HDF5 file in a temporary folder inside Minari's
+    folder; a SIGTERM during the episodes removes it (the process exits with 143)."""
+    done = _record_until_signal(store, minari_folder, "SIGTERM", "ballad/term-v0")
     assert done.returncode == 143, done.stderr[-2000:]
     assert _leftovers(minari_folder) == []
 
@@ -148,23 +156,9 @@ def test_a_killed_recordings_temporary_folder_is_removed_by_the_next_one(
         store, minari_folder) -> None:
     """A SIGKILL leaves the recording's temporary folder; it carries the project's marker,
     so the next recording removes it, and leaves a folder of someone else's alone."""
-    import os
-    import subprocess
-    import sys
-
     from ballad_env.files import TEMPORARY_NAME
 
-    root = Path(__file__).resolve().parents[1]
-    script = ("import os, signal\n"
-              "from minari import DataCollector\n"
-              "from agents.experiments.stores import minari_datasets as m\n"
-              "def killed(self, *args, **kwargs):\n"  # every episode is played by then
-              "    os.kill(os.getpid(), signal.SIGKILL)\n"
-              "DataCollector.create_dataset = killed\n"
-              f"m.record_dataset({str(store)!r}, 'optimal', 'ballad/kill-v0')\n")
-    env = {**os.environ, "PYTHONPATH": str(root), "MINARI_DATASETS_PATH": str(minari_folder)}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = _record_until_signal(store, minari_folder, "SIGKILL", "ballad/kill-v0")
     assert done.returncode == -9, done.stderr[-2000:]
     left = _leftovers(minari_folder)
     assert len(left) == 1 and TEMPORARY_NAME.match(left[0]), left

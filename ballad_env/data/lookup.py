@@ -261,22 +261,24 @@ def _folder_text(data_dir: str | os.PathLike | None) -> str | None:
     return None if data_dir is None else str(data_dir)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=32)
+def _class_rows(source: str, data_dir: str | None, label: int) -> np.ndarray:
+    """The rows of ``source`` of class ``label`` (0 normal, 1 anomaly), read-only, loaded
+    once per process for the last 16 sources."""
+    data = load_dataset(source, data_dir=data_dir)
+    rows = np.asarray(data.X[data.y == label])
+    rows.setflags(write=False)
+    return rows
+
+
 def _normals(source: str, data_dir: str | None) -> np.ndarray:
-    """The normal rows of ``source`` (loaded once per process for the last 16 sources)."""
-    data = load_dataset(source, data_dir=data_dir)
-    normals = np.asarray(data.X[data.y == 0])
-    normals.setflags(write=False)
-    return normals
+    """The normal rows of ``source``."""
+    return _class_rows(source, data_dir, 0)
 
 
-@functools.lru_cache(maxsize=16)
 def _anomalies(source: str, data_dir: str | None) -> np.ndarray:
-    """The anomalous rows of ``source`` (for real-anomaly tasks; cached as :func:`_normals`)."""
-    data = load_dataset(source, data_dir=data_dir)
-    anomalies = np.asarray(data.X[data.y == 1])
-    anomalies.setflags(write=False)
-    return anomalies
+    """The anomalous rows of ``source`` (for real-anomaly tasks)."""
+    return _class_rows(source, data_dir, 1)
 
 
 def task_spec(name: str, data_dir: str | os.PathLike | None = None) -> TaskSpec:
