@@ -110,6 +110,19 @@ def make_xy(n: int = 200, n_anomalies: int = 20, d: int = 2,
     return X, y
 
 
+@pytest.fixture(autouse=True)
+def _plugins_of_this_test_only() -> Iterator[None]:
+    """The plugin modules a test imports by name stay that test's: the process's list
+    (``ballad_env.plugins.plugin_modules``, which a run records and a resume compares) is
+    restored after it, as each command starts in a process of its own."""
+    from ballad_env import plugins
+
+    before = dict(plugins._modules)
+    yield
+    plugins._modules.clear()
+    plugins._modules.update(before)
+
+
 @pytest.fixture(scope="session")
 def xy_maker() -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """``xy_maker(n, n_anomalies, d, seed)``: see :func:`make_xy`."""

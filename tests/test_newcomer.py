@@ -178,7 +178,7 @@ def test_an_adbench_set_offline_is_one_line(tmp_path: Path, monkeypatch: pytest.
 
 @pytest.mark.parametrize(("blocked", "args", "extra"), [
     (("torch", "stable_baselines3", "sb3_contrib"),
-     ["compare", "--datasets", "toy", "--seeds", "1", "--agents", "allocator", "--prior",
+     ["compare", "--datasets", "toy", "--seeds", "1", "--agents", "maskable-ppo", "--prior",
       "knn", "--no-progress"], "rl"),
     (("minari",), ["minari", "--store", "s", "--policy", "optimal", "--dataset-id", "a/b-v0"],
      "minari"),

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 
@@ -18,12 +19,21 @@ COMMANDS = {"update-step": "update_step", "setup": "setup", "protocol": "protoco
             "seeds": "seeds"}
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The study's own options: which subcommand (each parses the rest itself)."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.studies.training_speed",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=COMMANDS,
+                        help="the timing to run; '<command> --help' lists its options")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the subcommand named first in ``argv``; an unknown one returns 2."""
+    """Run the subcommand named first in ``argv``; ``--help`` prints the subcommands, and an
+    unknown one is a usage error (argparse's exit 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS:
-        print(f"usage: python -m scripts.studies.training_speed {{{','.join(COMMANDS)}}} ...",
-              file=sys.stderr)
+        build_parser().parse_args(argv[:1])  # exits: 0 for --help, 2 otherwise
         return 2
     module = importlib.import_module(f"scripts.studies.training_speed.{COMMANDS[argv[0]]}")
     module.main(argv[1:])
