@@ -19,6 +19,7 @@ from typing import Any
 
 import ballad_env
 from agents.experiments.training.config import TrainConfig
+from ballad_env.files import atomic_write
 from ballad_env.observation import OBSERVATIONS
 
 #: The evaluation table's columns (``eval/evaluations.csv``).
@@ -62,7 +63,8 @@ def write_record(config: TrainConfig, **measured: Any) -> Path:
     """Write the run's settings JSON ``<run>/<run>.json`` (:func:`record_dict`'s keywords);
     its path."""
     path = config.run_dir / f"{config.name}.json"
-    path.write_text(json.dumps(record_dict(config, **measured), indent=2) + "\n")
+    text = json.dumps(record_dict(config, **measured), indent=2) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text))  # complete or absent, never half
     return path
 
 

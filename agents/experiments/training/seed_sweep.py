@@ -25,6 +25,7 @@ import numpy as np
 
 from agents.experiments.reports.policy_stats import interval
 from agents.experiments.training.config import TrainConfig, TrainResult
+from ballad_env.files import atomic_write
 
 #: The largest sweep one command runs (each seed is a whole run).
 MAX_SEEDS = 64
@@ -84,7 +85,8 @@ def train_seeds(config: TrainConfig, n_seeds: int,
                "eval_seed": config.eval_seed,
                **summarise([c.seed for c in configs], costs)}
     path = Path(config.output_dir) / f"{config.name}-seeds.json"
-    path.write_text(json.dumps(summary, indent=2) + "\n")
+    text = json.dumps(summary, indent=2) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text))
     return results, path
 
 
