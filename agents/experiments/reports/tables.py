@@ -154,54 +154,6 @@ def action_shares(results: pd.DataFrame, first_round: int = 1) -> pd.DataFrame:
     return share.unstack("agent")[_agent_order(rows)]
 
 
-def reward_differences(results: pd.DataFrame, agent: str = "ballad", reward: str = "entropy"
-                       ) -> pd.DataFrame:
-    """AL minus LR ``reward`` of ``agent``'s rounds once both sides are measured, per setting.
-
-    These are the latest rewards after each round, the values BALLAD compares next.
-    """
-    rows = results[(results["agent"] == agent)].copy()
-    rows["al"], rows["lr"] = rows[f"{reward}_al"], rows[f"{reward}_lr"]
-    if {"al_measured", "lr_measured"} <= set(rows.columns):
-        rows = rows[rows["al_measured"] & rows["lr_measured"]]
-    else:  # older records: unmeasured rewards were NaN
-        rows = rows[rows["al"].notna() & rows["lr"].notna()]
-    rows["difference"] = rows["al"] - rows["lr"]
-    return rows[["setting", "dataset", "seed", "round", "al", "lr", "difference"]]
-
-
-def reward_difference_stats(differences: pd.DataFrame) -> pd.DataFrame:
-    """Median and spread of the AL - LR reward differences, and each side's std, per setting."""
-    def stats(block: pd.DataFrame) -> pd.Series:
-        return pd.Series({"rounds": len(block), "median": block["difference"].median(),
-                          "mean": block["difference"].mean(),
-                          "std_difference": block["difference"].std(),
-                          "share_lr_higher": float((block["difference"] < 0).mean()),
-                          "std_al": block["al"].std(), "std_lr": block["lr"].std()})
-
-    return pd.DataFrame({setting: stats(block) for setting, block
-                         in differences.groupby("setting", sort=False)}).T
-
-
-def fresh_rewards(results: pd.DataFrame, signal: str = "entropy") -> pd.Series:
-    """The ``signal`` reward each round measured for the side it chose (AL or LR)."""
-    chose_al = results["action"] == "AL"
-    return results[f"{signal}_al"].where(chose_al, results[f"{signal}_lr"])
-
-
-def operating_points(results: pd.DataFrame,
-                     metrics: Sequence[str] = ("test_cost", "fpr", "fnr", "rejection_rate",
-                                               "auc", "tau")) -> pd.DataFrame:
-    """Mean of each metric per setting and agent (data sets weigh equally, seeds first)."""
-    per_dataset = results.groupby(["setting", "agent", "dataset"], sort=False)[list(metrics)]
-    return per_dataset.mean().groupby(level=["setting", "agent"], sort=False).mean()
-
-
-def relative_gain(table: pd.DataFrame, agent: str, baseline: str) -> pd.Series:
-    """1 - cost(agent) / cost(baseline) per row of a table with one column per agent."""
-    return 1.0 - table[agent] / table[baseline]
-
-
 def markdown_table(frame: pd.DataFrame, digits: int = 4, index: bool = True,
                    missing: str = "") -> str:
     """A GitHub Markdown table of ``frame`` (floats with ``digits`` decimals, NaN as
@@ -259,8 +211,6 @@ def setting_label(name: str) -> str:
     return f"{label}, {rest.replace('_', ', ')}" if rest else label
 
 
-__all__ = ["PRIOR_LABELS", "action_shares", "common_episodes", "fresh_rewards",
-           "markdown_table", "operating_points", "per_round_table", "relative_gain",
-           "reward_difference_stats", "reward_differences", "seeds_text", "setting_label",
-           "standard_errors", "summary_table", "win_counts", "with_standard_errors",
-           "write_table"]
+__all__ = ["PRIOR_LABELS", "action_shares", "common_episodes", "markdown_table",
+           "per_round_table", "seeds_text", "setting_label", "standard_errors", "summary_table",
+           "win_counts", "with_standard_errors", "write_table"]

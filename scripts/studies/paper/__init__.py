@@ -14,8 +14,9 @@ functions of the tidy results; ``report`` writes their tables and figures and co
 key numbers beside the paper's (``paper_vs_ours.md``).
 
 The study is split by job: ``runs`` (the grids and their runs), ``questions`` (the report's
-writer and the tables, figures and key numbers of each question) and ``key_numbers``
-(ours beside the paper's, and the report of the questions asked).
+writer and the tables, figures and key numbers of each question), ``figures`` (its own
+figures of cost per round and the reward-difference tables) and ``key_numbers`` (ours
+beside the paper's, and the report of the questions asked).
 """
 
 from __future__ import annotations

@@ -12,20 +12,22 @@ from typing import Any
 
 import pandas as pd
 
-from agents.experiments.reports import plots
 from agents.experiments.reports.tables import (
     action_shares,
-    fresh_rewards,
-    operating_points,
     per_round_table,
-    relative_gain,
-    reward_difference_stats,
-    reward_differences,
     summary_table,
     win_counts,
     write_table,
 )
 from agents.experiments.stores.results import writable_folder
+from scripts.studies.paper import figures
+from scripts.studies.paper.figures import (
+    fresh_rewards,
+    operating_points,
+    relative_gain,
+    reward_difference_stats,
+    reward_differences,
+)
 from scripts.studies.paper.runs import BALLADS, PAPER, Q1_AGENTS, Key
 
 
@@ -162,7 +164,7 @@ def q1(main: pd.DataFrame, writer: Writer, key: Key) -> None:
     rows = main[main["agent"].isin(Q1_AGENTS)]
     for prior, block in rows.groupby("prior", sort=False):
         setting = block["setting"].iloc[0]
-        plots.cost_per_round(block, writer.figure(f"q1_cost_per_round_{prior}"),
+        figures.cost_per_round(block, writer.figure(f"q1_cost_per_round_{prior}"),
                              agents=Q1_AGENTS,
                              title=f"Q1: test cost per round, {prior} prior (mean of seeds)")
         summary = q1_summary(block)
@@ -232,7 +234,7 @@ def q2(main: pd.DataFrame, writer: Writer, key: Key) -> None:
                      f"Q2 (Table 2): mean (std) test cost per budget step, {prior} prior",
                      "Per round: each data set's mean over seeds, then mean and std across "
                      "data sets; the paper's values beside ours.")
-        plots.mean_cost_per_round(block, writer.figure(f"q2_entropy_vs_cosine_{prior}"),
+        figures.mean_cost_per_round(block, writer.figure(f"q2_entropy_vs_cosine_{prior}"),
                                   agents=list(BALLADS),
                                   title=f"Q2: entropy vs cosine reward, {prior} prior")
         shares += q2_shares(block, prior)
@@ -261,7 +263,7 @@ def q3(main: pd.DataFrame, writer: Writer, key: Key) -> None:
     """The AL - LR entropy reward difference: histogram, median and each side's std."""
     block = main[main["agent"] == "ballad"]
     for prior, setting in block.groupby("prior", sort=False)["setting"].first().items():
-        plots.reward_difference_histogram(block, writer.figure(f"q3_reward_difference_{prior}"),
+        figures.reward_difference_histogram(block, writer.figure(f"q3_reward_difference_{prior}"),
                                           setting=setting)
     writer.table("q3_ballad_dynamics", ballad_dynamics(main),
                  "How BALLAD's choices unfold (exact threshold search)",
@@ -311,7 +313,7 @@ def q4_key(setting: str, table: pd.DataFrame, summary: pd.DataFrame) -> Key:
 def q4(costs: pd.DataFrame, writer: Writer, key: Key) -> None:
     """c_fp = 10 and c_fn = 10: cost per budget step and BALLAD's relative gain."""
     for prior, block in costs.groupby("prior", sort=False):
-        plots.mean_cost_per_round(block, writer.figure(f"q4_costs_{prior}"), agents=Q1_AGENTS,
+        figures.mean_cost_per_round(block, writer.figure(f"q4_costs_{prior}"), agents=Q1_AGENTS,
                                   title=f"Q4: mean test cost per round, {prior} prior")
         for setting, rows in block.groupby("setting", sort=False):
             table = q4_table(rows)
@@ -352,7 +354,7 @@ def bayes(main: pd.DataFrame, bayes_results: pd.DataFrame, writer: Writer, key: 
                  f"{bayes_results['prior'].iloc[0]} prior; data sets "
                  f"{', '.join(bayes_results['dataset'].unique())}, seeds "
                  f"0-{bayes_results['seed'].max()}. Mean test cost over seeds and rounds.")
-    plots.cost_per_round(both, writer.figure("q1_bayes_vs_exact"), agents=Q1_AGENTS,
+    figures.cost_per_round(both, writer.figure("q1_bayes_vs_exact"), agents=Q1_AGENTS,
                          title="Q1: exact (solid) vs bayes (dashed) threshold search")
     writer.table("q1_bayes_vs_exact_dynamics", ballad_dynamics(both),
                  "BALLAD's choices with the exact and the bayes threshold search",
