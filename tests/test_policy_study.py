@@ -14,7 +14,6 @@ import pytest
 from conftest import load_job, write_data_files
 
 from agents import make_agent, run_episode
-from agents.experiments import training
 from ballad_env import BudgetAllocationEnv
 from ballad_env.settings import Settings
 from scripts.studies.common import policy_runs as shared
@@ -339,7 +338,7 @@ def test_train_runs_reports_a_failed_run_and_keeps_its_log(tmp_path, capsys):
 
     config = TrainConfig(datasets=("no-such-data-set",), output_dir=str(tmp_path / "p"),
                          run_name="bad", progress_bar=False)
-    assert training.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
+    assert shared.train_runs({"bad": config}, 1, tmp_path / "logs") == ["bad"]
     assert "bad: FAILED (FileNotFoundError" in capsys.readouterr().out
     assert "no-such-data-set" in (tmp_path / "logs" / "bad.log").read_text()
 

@@ -1,12 +1,12 @@
 """The policy studies' runs and the analysis both share (``policies``, ``policy_scale``).
 
 A study's policies are training runs named ``<group>-train<n training sets>-s<seed>``
-(``RUN_PATTERN``), one folder each under ``<study>/policies``, trained by the harness's
-``agents.experiments.training.train_runs`` (one run a task in the executor's workers,
-its output in ``<study>/logs/<run>.log``). This module reads what the runs and a study's
-evaluation wrote: the settings JSON beside each model, the monitor CSVs (learning curves) and the
-tidy round table (one row per data set, seed, agent and round, in a ``ResultStore`` of the
-study, one file per episode), summarised per episode.
+(``RUN_PATTERN``), one folder each under ``<study>/policies``, trained by :func:`train_runs`
+(one run a task in the executor's workers, its output in ``<study>/logs/<run>.log``). This
+module also reads what the runs and a study's evaluation wrote: the settings JSON beside each
+model, the monitor CSVs (learning curves) and the tidy round table (one row per data set,
+seed, agent and round, in a ``ResultStore`` of the study, one file per episode), summarised
+per episode.
 
 Nothing here imports torch or stable-baselines3 at module level: the analysis runs
 without the ``rl`` extra.
@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+import time
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from agents.experiments.executor import execute, worker_limits
 from agents.experiments.reports.plots import save_figure
 from agents.experiments.stores.results import (
     FORMAT_VERSION,
@@ -32,7 +36,11 @@ from agents.experiments.stores.results import (
     concat_cells,
     normalise_dtypes,
 )
+from agents.experiments.training import train_and_plot
 from ballad_env.settings import Settings
+
+if TYPE_CHECKING:
+    from agents.experiments.training.config import TrainConfig
 
 #: A study policy's run name: ``<group>-train<n training sets>-s<seed>``.
 RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
@@ -40,6 +48,39 @@ RUN_PATTERN = r"^(?P<group>.+)-train\d+-s(?P<train_seed>\d+)$"
 STUDY_OPTIONS = tuple(f.name for f in fields(Settings) if f.name != "reward")
 #: The rule agents evaluated next to the policies (drawn dashed).
 RULES = ("ballad", "all-in-al", "all-in-lr", "random", "oracle")
+
+
+def _train_task(task: tuple[str, TrainConfig, str], single_thread: bool
+                ) -> tuple[str, str | None, float]:
+    """Train one run (``train_and_plot``) with its output in its log file: (name, error or
+    None, seconds). One BLAS/OpenMP thread even in this process, as every study run has
+    always trained."""
+    name, config, log = task
+    start = time.perf_counter()
+    with open(log, "w") as out, redirect_stdout(out), redirect_stderr(out), \
+            worker_limits(True):
+        try:
+            train_and_plot(config)
+        except Exception as err:  # a failed run is reported, the others go on
+            traceback.print_exc()
+            return name, f"{type(err).__name__}: {err}", time.perf_counter() - start
+    return name, None, time.perf_counter() - start
+
+
+def train_runs(configs: Mapping[str, TrainConfig], n_jobs: int, logs: Path) -> list[str]:
+    """Train every run of ``configs`` (by run name), ``n_jobs`` at a time in the executor's
+    worker processes (1: in this process), each one's output in ``<logs>/<name>.log``;
+    prints each run's end and returns the names of those that failed."""
+    logs.mkdir(parents=True, exist_ok=True)
+    tasks = [(name, config, str(logs / f"{name}.log")) for name, config in configs.items()]
+    failed, start = [], time.perf_counter()
+    for name, error, seconds in execute(tasks, _train_task, n_jobs):
+        if error:
+            failed.append(name)
+        status = "ok" if error is None else f"FAILED ({error})"
+        print(f"{name}: {status} in {seconds:.0f} s [{time.perf_counter() - start:.0f} s total]",
+              flush=True)
+    return failed
 
 
 class StudyError(RuntimeError):
@@ -240,4 +281,5 @@ __all__ = ["ROUNDS", "RULES", "RUN_PATTERN", "STUDY_OPTIONS", "StudyError", "by_
            "episode_table", "group_order", "load_rounds", "model_path", "plot_by_round",
            "policy_dir", "prepare_rounds", "rounds_cell", "rounds_store", "run_folders",
            "run_name", "stored_episodes", "trained_policies", "trained_settings",
-           "training_times", "write_episode"]
+           "training_times", "write_episode",
+           "train_runs"]

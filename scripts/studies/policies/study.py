@@ -32,7 +32,6 @@ from agents.experiments.executor import execute, progress_bar
 from agents.experiments.reports.tables import write_table
 from agents.experiments.run import play_agents
 from agents.experiments.stores.results import writable_folder
-from agents.experiments.training import train_runs
 from agents.experiments.training.curves import plot_training_curves
 from agents.policy_files import policy_fingerprint
 from agents.registry import make_agent
@@ -55,6 +54,7 @@ from scripts.studies.common.policy_runs import (
     run_folders,
     run_name,
     stored_episodes,
+    train_runs,
     trained_policies,
     trained_settings,
     training_times,

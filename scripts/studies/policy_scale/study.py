@@ -27,7 +27,6 @@ import pandas as pd
 
 from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import writable_folder
-from agents.experiments.training import train_runs
 from agents.experiments.training.curves import plot_training_curves
 from agents.registry import make_agent
 from ballad_env.episode import ACTION_NAMES
@@ -46,6 +45,7 @@ from scripts.studies.common.policy_runs import (
     run_folders,
     run_name,
     stored_episodes,
+    train_runs,
     trained_policies,
     training_times,
     write_episode,
