@@ -17,11 +17,10 @@ from agents.experiments.reports import stats
 from agents.experiments.reports.stats_report import (
     StatsOptions,
     _pvalue_text,
-    read_scores,
-    stale_stats,
     summary_lines,
     write_stats,
 )
+from scripts.studies.claims.stale import read_scores, stale_stats
 
 pytest.importorskip("scikit_posthocs")
 

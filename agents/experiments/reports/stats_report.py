@@ -9,16 +9,14 @@ intervals, and the ratio to a baseline), ``intervals`` (means per data set with 
 intervals over seeds) and ``paired`` (per data set against a baseline, paired by seed),
 each as CSV and Markdown, and one critical-difference diagram per setting. Scores with one
 seed per data set (means taken elsewhere) get the tables across data sets only. Since
-scores and options are stored, :func:`stale_stats` recomputes the tables and lists those
-that differ: the documentation's statistics tables are checked the way its other generated
-tables are.
+scores and options are stored, the tables can be recomputed and compared (the claims
+study's ``stale_stats`` checks the documentation's this way).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -165,33 +163,6 @@ def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
     return StatsReport(comparisons, datasets, intervals, paired, folder, drawn, tables)
 
 
-def read_scores(path: str | os.PathLike) -> pd.DataFrame:
-    """The scores a :func:`write_stats` stored (``<prefix>scores.csv``), exactly."""
-    scores = pd.read_csv(path, dtype={"setting": str, "dataset": str})
-    return scores.set_index(["setting", "dataset", "seed"])
-
-
-def read_options(path: str | os.PathLike) -> StatsOptions:
-    """The options a :func:`write_stats` stored (``<prefix>stats.json``)."""
-    return StatsOptions(**json.loads(Path(path).read_text()))
-
-
-def stale_stats(folder: str | os.PathLike, prefix: str = "") -> list[str]:
-    """The Markdown tables under ``folder``/``prefix`` that differ from a recomputation from
-    the stored scores and options (empty: all current). The figures are not compared (their
-    bytes depend on matplotlib's version)."""
-    folder = Path(folder)
-    scores = read_scores(folder / f"{prefix}{SCORES}")
-    options = read_options(folder / f"{prefix}{OPTIONS}")
-    with tempfile.TemporaryDirectory() as scratch:
-        write_stats(scores, scratch, options=options, prefix=prefix, draw=False)
-        fresh = {p.name: p.read_text() for p in Path(scratch).glob(f"{prefix}*.md")}
-    stored = {name: (folder / name).read_text() for name in
-              (f"{prefix}{t}.md" for t in TABLES) if (folder / name).is_file()}
-    return sorted(name for name in fresh.keys() | stored.keys()
-                  if fresh.get(name) != stored.get(name))
-
-
 def summary_lines(report: StatsReport) -> list[str]:
     """The printout of :func:`write_stats`: per setting the Friedman test, the ranks and the
     pairs not significantly different; the verdicts against the baseline."""
@@ -228,5 +199,4 @@ def summary_lines(report: StatsReport) -> list[str]:
 
 
 __all__ = ["OPTIONS", "SCORES", "TABLES", "StatsOptions", "StatsReport", "pairs_table",
-           "ranks_table", "read_options", "read_scores", "stale_stats", "summary_lines",
-           "write_stats"]
+           "ranks_table", "summary_lines", "write_stats"]

@@ -32,13 +32,9 @@ from pathlib import Path
 import pandas as pd
 
 from agents.experiments.reports.stats import ALPHA, RESAMPLES, ratio_interval, stream
-from agents.experiments.reports.stats_report import (
-    StatsOptions,
-    read_scores,
-    stale_stats,
-    write_stats,
-)
+from agents.experiments.reports.stats_report import StatsOptions, write_stats
 from agents.experiments.reports.tables import write_table
+from scripts.studies.claims.stale import read_scores, stale_stats
 
 ROOT = Path(__file__).resolve().parents[3]
 TABLES = ROOT / "docs" / "tables"
