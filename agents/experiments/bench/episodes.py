@@ -17,7 +17,8 @@ import resource
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,8 @@ from ballad_env.settings import Settings
 
 EPISODE_TARGET_S = 5.0
 MEMORY_TARGET_MB = 2048.0
-#: Phases of an episode, as (label, module path suffixes, function name) for the profile.
+#: Phases of an episode, as (label, module path suffixes, function name) for the profile
+#: (:func:`phase_seconds`).
 PHASES = (
     ("reset (whole)", ("ballad_env/env.py",), "reset"),
     ("reset: split and scale", ("ballad_env/protocol.py",), "split_and_scale"),
@@ -85,10 +87,12 @@ def timed_episode(env: BudgetAllocationEnv, seed: int) -> tuple[float, float]:
     return timed.reset_seconds, time.perf_counter() - start - timed.reset_seconds
 
 
-def measure(name: str, data_dir: str | None, settings: Settings, repeats: int,
-            bayes_repeats: int, bayes_calls: int, threads: int) -> dict[str, Any]:
-    """Episode timings and peak memory on one data set: the exact search (median of
-    ``repeats`` seeds, after a warm-up) and the bayes search with ``bayes_calls``."""
+@contextmanager
+def exact_env(name: str, data_dir: str | None, settings: Settings, threads: int
+              ) -> Iterator[BudgetAllocationEnv]:
+    """An environment of data set ``name`` with the exact threshold search, every reset
+    timed in full (the reset cache off), after one warm-up reset (lazy imports are not an
+    episode's cost), under ``threads`` BLAS/OpenMP threads while the block runs."""
     from threadpoolctl import threadpool_limits
 
     set_episode_threads(threads)
@@ -96,7 +100,16 @@ def measure(name: str, data_dir: str | None, settings: Settings, repeats: int,
     with threadpool_limits(threads):
         env = BudgetAllocationEnv(bench_dataset(name, data_dir), data_dir=data_dir,
                                   settings=settings.replace(threshold_search="exact"))
-        timed_episode(env, repeats)  # warm-up: lazy imports are not an episode's cost
+        env.reset(seed=1)
+        yield env
+
+
+def measure(name: str, data_dir: str | None, settings: Settings, repeats: int,
+            bayes_repeats: int, bayes_calls: int, threads: int) -> dict[str, Any]:
+    """Episode timings and peak memory on one data set: the exact search (median of
+    ``repeats`` seeds, after a warm-up episode) and the bayes search with ``bayes_calls``."""
+    with exact_env(name, data_dir, settings, threads) as env:
+        timed_episode(env, repeats)  # warm-up
         exact = [timed_episode(env, seed) for seed in range(repeats)]
         peak_exact = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         bayes_env = BudgetAllocationEnv(env.dataset, settings=settings.replace(
@@ -113,14 +126,7 @@ def measure(name: str, data_dir: str | None, settings: Settings, repeats: int,
 
 def profile(name: str, data_dir: str | None, settings: Settings, threads: int) -> str:
     """A profile of one exact episode (after a warm-up reset), by phase and by function."""
-    from threadpoolctl import threadpool_limits
-
-    set_episode_threads(threads)
-    set_reset_cache_size(0)
-    with threadpool_limits(threads):
-        env = BudgetAllocationEnv(bench_dataset(name, data_dir), data_dir=data_dir,
-                                  settings=settings.replace(threshold_search="exact"))
-        env.reset(seed=1)  # warm-up: lazy imports are not an episode's cost
+    with exact_env(name, data_dir, settings, threads) as env:
         profiler = cProfile.Profile()
         start = time.perf_counter()
         profiler.enable()
@@ -130,17 +136,24 @@ def profile(name: str, data_dir: str | None, settings: Settings, threads: int) -
     return _profile_text(pstats.Stats(profiler), name, total)
 
 
+def phase_seconds(stats: pstats.Stats, phases: Sequence[tuple[str, str | tuple[str, ...], str]]
+                  ) -> dict[str, float]:
+    """Cumulative seconds of each (label, module path suffixes, function name) phase in a
+    profile: the calls of that function in a module whose path ends so."""
+    entries = stats.stats.items()  # type: ignore[attr-defined]
+    return {label: sum(entry[3] for (path, _, func), entry in entries
+                       if func == function and path.replace("\\", "/").endswith(suffixes))
+            for label, suffixes, function in phases}
+
+
 def _profile_text(stats: pstats.Stats, name: str, total: float) -> str:
     """Seconds per phase of ``PHASES``, then the functions with the most own time."""
-    entries = stats.stats.items()  # type: ignore[attr-defined]
     lines = [f"Profile of one exact episode on {name} ({total:.2f} s under the profiler)",
              f"  {'phase':<36} {'seconds':>8} {'share':>6}"]
-    for label, suffixes, function in PHASES:
-        seconds = sum(entry[3] for (path, _, func), entry in entries
-                      if func == function and path.replace("\\", "/").endswith(suffixes))
-        if seconds:
-            lines.append(f"  {label:<36} {seconds:8.2f} {seconds / total:6.0%}")
+    lines += [f"  {label:<36} {seconds:8.2f} {seconds / total:6.0%}"
+              for label, seconds in phase_seconds(stats, PHASES).items() if seconds]
     lines.append("  functions with the most own time:")
+    entries = stats.stats.items()  # type: ignore[attr-defined]
     for (path, line, func), entry in sorted(entries, key=lambda item: -item[1][2])[:8]:
         short = "/".join(path.replace("\\", "/").split("/")[-2:])
         lines.append(f"    {entry[2]:7.2f} s  {func} ({short}:{line}), {entry[1]} calls")
@@ -154,6 +167,11 @@ def timings_table(rows: Sequence[dict[str, Any]]) -> str:
               f"{r['reset_s']:8.2f} {r['steps_per_s']:8.1f} {r['bayes_s']:8.1f} "
               f"{r['peak_mb']:8.0f}" for r in rows]
     return "\n".join(lines)
+
+
+def verdict(met: bool) -> str:
+    """A target's verdict as every report of the benchmark words it."""
+    return "met" if met else "missed"
 
 
 # --------------------------------------------------------------------------- replay
@@ -221,10 +239,9 @@ def replay_store_report(row: dict[str, Any]) -> str:
     lines = [f"store {row['store']}: {row['cells']} cells"]
     for phase in ("cold", "warm"):
         rate = row[f"{phase}_steps_per_s"]
-        verdict = "met" if rate >= REPLAY_TARGET_STEPS else "missed"
         lines.append(f"{phase}: {rate:10,.0f} steps/s over {row['steps']:,} steps "
                      f"({row[f'{phase}_cpu_steps_per_s']:,.0f} per CPU second; target "
-                     f"{REPLAY_TARGET_STEPS:,}: {verdict})")
+                     f"{REPLAY_TARGET_STEPS:,}: {verdict(rate >= REPLAY_TARGET_STEPS)})")
     lines.append(f"peak memory: {row['peak_mb']:,.0f} MB")
     return "\n".join(lines)
 
@@ -240,26 +257,26 @@ def replay_store_summary(rows: Sequence[dict[str, Any]]) -> str:
                              ("warm_cpu_steps_per_s", "warm (CPU)", "steps per CPU second"),
                              ("peak_mb", "peak memory", "MB")):
         values = [row[key] for row in rows]
-        verdict = ""
-        if unit == "steps/s":
-            met = "met" if np.median(values) >= REPLAY_TARGET_STEPS else "missed"
-            verdict = f"  (target {REPLAY_TARGET_STEPS:,}: {met})"
+        target = "" if unit != "steps/s" else (
+            f"  (target {REPLAY_TARGET_STEPS:,}: "
+            f"{verdict(np.median(values) >= REPLAY_TARGET_STEPS)})")
         lines.append(f"{label + ':':<13}{np.median(values):10,.0f} {unit} "
-                     f"({min(values):,.0f}-{max(values):,.0f}){verdict}")
+                     f"({min(values):,.0f}-{max(values):,.0f}){target}")
     return "\n".join(lines)
 
 
 def replay_report(row: dict[str, Any]) -> str:
     """``measure_replay``'s figures and the verdict against ``REPLAY_TARGET_STEPS``."""
-    verdict = "met" if row["replay_steps_per_s"] >= REPLAY_TARGET_STEPS else "missed"
+    met = verdict(row["replay_steps_per_s"] >= REPLAY_TARGET_STEPS)
     return (f"store: {row['cells']} cells ({', '.join(row['datasets'])}) built in "
             f"{row['build_s']:.1f} s, {row['kb_per_cell']:.0f} kB per cell\n"
             f"live environment:   {row['live_steps_per_s']:10,.0f} steps/s (fresh seeds, "
             "resets included)\n"
             f"replay environment: {row['replay_steps_per_s']:10,.0f} steps/s "
-            f"({row['ratio']:,.0f}x the live one; target {REPLAY_TARGET_STEPS:,}: {verdict})")
+            f"({row['ratio']:,.0f}x the live one; target {REPLAY_TARGET_STEPS:,}: {met})")
 
 
 __all__ = ["EPISODE_TARGET_S", "MEMORY_TARGET_MB", "PHASES", "REPLAY_TARGET_STEPS", "TimedSteps",
-           "measure", "measure_replay", "measure_replay_store", "profile", "replay_report",
-           "replay_store_report", "replay_store_summary", "timed_episode", "timings_table"]
+           "exact_env", "measure", "measure_replay", "measure_replay_store", "phase_seconds",
+           "profile", "replay_report", "replay_store_report", "replay_store_summary",
+           "timed_episode", "timings_table", "verdict"]

@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 import ballad_env
+from agents.experiments.bench.episodes import verdict
 from agents.experiments.bench.timing import random_play
 from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.vector import INFO_KEYS, ReplayVectorEnv
@@ -108,10 +109,9 @@ def vector_report(result: dict[str, Any]) -> str:
     largest = [r for r in result["rows"] if r["way"] == "ReplayVectorEnv"
                and r["n"] == max(x["n"] for x in result["rows"])]
     for row in largest:
-        verdict = "met" if row["steps_per_s"] >= VECTOR_TARGET_STEPS else "missed"
         lines.append(f"ReplayVectorEnv at N = {row['n']:,}, info {row['info']}: "
                      f"{row['steps_per_s']:,.0f} steps/s (target {VECTOR_TARGET_STEPS:,}: "
-                     f"{verdict})")
+                     f"{verdict(row['steps_per_s'] >= VECTOR_TARGET_STEPS)})")
     return "\n".join(lines)
 
 

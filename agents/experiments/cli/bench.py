@@ -46,6 +46,7 @@ from agents.experiments.bench.episodes import (
     replay_store_report,
     replay_store_summary,
     timings_table,
+    verdict,
 )
 from agents.experiments.bench.timing import bench_names, in_fresh_process
 from agents.experiments.bench.vector import (
@@ -120,12 +121,11 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
     slowest = max(rows, key=lambda r: r["exact_s"])
     worst = max(r["max_exact_s"] for r in rows)
     lines = [f"\nslowest exact episode: {worst:.2f} s on {slowest['dataset']} (target "
-             f"{EPISODE_TARGET_S:.0f} s: {'met' if worst <= EPISODE_TARGET_S else 'missed'})"]
+             f"{EPISODE_TARGET_S:.0f} s: {verdict(worst <= EPISODE_TARGET_S)})"]
     for r in rows:
         if r["dataset"].lower() == "kddcup99":
-            verdict = "met" if r["peak_mb"] <= MEMORY_TARGET_MB else "missed"
             lines.append(f"peak memory on KDDCup99: {r['peak_mb']:.0f} MB (target "
-                         f"{MEMORY_TARGET_MB:.0f} MB: {verdict})")
+                         f"{MEMORY_TARGET_MB:.0f} MB: {verdict(r['peak_mb'] <= MEMORY_TARGET_MB)})")
     return lines
 
 

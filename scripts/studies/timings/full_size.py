@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from agents.evaluation import run_episode
+from agents.experiments.bench.episodes import phase_seconds
 from agents.registry import make_agent
 from ballad_env.compute import set_episode_threads, set_reset_cache_size
 from ballad_env.data import load_dataset
@@ -162,12 +163,8 @@ def reset_phases(source: str, prior: str, backend: str, seed: int = 0,
     profiler.enable()
     env.reset(seed=seed)
     profiler.disable()
-    phases = {"reset": time.perf_counter() - start}
-    entries = pstats.Stats(profiler).stats.items()  # type: ignore[attr-defined]
-    for label, suffix, function in RESET_PHASES:
-        phases[label] = sum(entry[3] for (path, _, func), entry in entries
-                            if func == function and path.replace("\\", "/").endswith(suffix))
-    return phases
+    return {"reset": time.perf_counter() - start,
+            **phase_seconds(pstats.Stats(profiler), RESET_PHASES)}
 
 
 def full_table(rows: Sequence[dict[str, Any]]) -> str:
