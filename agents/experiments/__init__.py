@@ -2,8 +2,8 @@
 summary tables, figures and policy training.
 
 It sits on top of ``ballad_env`` (the environment) and ``agents`` (the allocators); nothing
-below imports it. The studies (``agents.experiments.studies``) are its clients, and the
-command line (``agents.experiments.cli``, ``ballad-env``) sits on top of both.
+below imports it. The command line (``agents.experiments.cli``, ``ballad-env``) sits on top
+of it, and the studies (``scripts.studies``, run from a clone) are its clients.
 
 The names below are imported when first used (PEP 562), so the package itself, and with it
 the ``ballad-env`` command's ``--help`` and ``data`` job, works on a base install; using one

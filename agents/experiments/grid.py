@@ -198,15 +198,9 @@ def seed_range(n: int) -> tuple[int, ...]:
     return tuple(range(n))
 
 
-#: Group names ``--datasets`` expands (a file named like one is reached by its path).
-DATASET_GROUPS = {
-    "all": "every data file in the data folder (--data-dir or $BALLAD_DATA_DIR) if one is "
-           "configured, else the paper's 18",
-    "paper": "the paper's 18 data sets (bundled with the package)",
-    "adbench": "ADBench's 47 classical data sets, adbench/<name> (downloaded once, cached)",
-}
-
-
+#: Group names ``--datasets`` expands (a file named like one is reached by its path); what
+#: each holds is said in :data:`DATASETS_HELP`.
+DATASET_GROUPS = ("all", "paper", "adbench")
 #: The ``--datasets`` help of every script.
 DATASETS_HELP = ("data sets: names (toy, wdbc, the paper's Glass, WBC, ..., adbench/<name> "
                  "for ADBench's, or file stems in --data-dir; any case), paths of data files, "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from agents.experiments.cli import (
@@ -166,28 +167,22 @@ def chosen_datasets(args: argparse.Namespace) -> list[str] | None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The run's configuration from the parsed command line, for every trainer: the sizes
-    not given are the trainer's (``TRAINER_SIZES``), the hyperparameters given override its
-    defaults."""
+    """The run's configuration from the parsed command line, for every trainer: each option
+    named as a ``TrainConfig`` field is that field; the sizes not given are the trainer's
+    (``TRAINER_SIZES``), the hyperparameters given override its defaults."""
     settings = settings_from_args(args)[0]
     datasets = chosen_datasets(args)
     if datasets is None:  # every data set of the store, or toy
         datasets = [DEFAULT_DATASET] if args.replay_store is None else store_datasets(
             args.replay_store, settings)
+    options = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
     sizes = {name: default if getattr(args, name) is None else getattr(args, name)
              for name, default in TRAINER_SIZES[args.trainer].items()}
     given = {name: getattr(args, name) for name in HYPERPARAMETER_OPTIONS
              if getattr(args, name) is not None}
-    return TrainConfig(
-        trainer=args.trainer, algo=args.algo, datasets=tuple(datasets), data_dir=args.data_dir,
-        settings=settings, seed=args.seed, vec_env=args.vec_env, n_envs=sizes["n_envs"],
-        total_timesteps=sizes["total_timesteps"], eval_episodes=sizes["eval_episodes"],
-        hyperparameters=given, observation=args.observation, eval_freq=args.eval_freq,
-        eval_seed=args.eval_seed,
-        checkpoint_freq=args.checkpoint_freq, output_dir=args.output_dir,
-        run_name=args.run_name, torch_threads=args.torch_threads, overwrite=args.overwrite,
-        episode_seeds=args.episode_seeds, replay_store=args.replay_store,
-        progress_bar=not args.no_progress, overlap=False if args.no_overlap else None)
+    return TrainConfig(**{**options, **sizes, "datasets": tuple(datasets), "settings": settings,
+                          "hyperparameters": given, "progress_bar": not args.no_progress,
+                          "overlap": False if args.no_overlap else None})
 
 
 def _sweep(config: TrainConfig, n_seeds: int) -> int:

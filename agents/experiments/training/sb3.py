@@ -37,19 +37,11 @@ from agents.experiments.training.envs import build_env, make_vec_env
 from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import algorithm_kwargs, write_eval, write_record
 from agents.experiments.training.run_folder import clear_earlier_run, run_lock
-from agents.policy import ALGORITHM_CLASSES, ALGORITHMS
+from agents.policy import ALGORITHM_CLASSES  # TrainConfig checks the name
 from ballad_env.env import BudgetAllocationEnv
 
 #: The sub-folders a run writes; training again under the same run name replaces them.
 RUN_FOLDERS = ("monitor", "logs", "eval", "checkpoints")
-
-
-# --------------------------------------------------------------------------- algorithms
-def algorithm_class(algo: str) -> type:
-    """The SB3 / sb3-contrib class for an algorithm name."""
-    if algo not in ALGORITHM_CLASSES:
-        raise ValueError(f"unknown algorithm {algo!r}: use one of {ALGORITHMS}")
-    return ALGORITHM_CLASSES[algo]
 
 
 # --------------------------------------------------------------------------- callbacks
@@ -203,7 +195,7 @@ def _train_locked(config: TrainConfig) -> TrainResult:
     run_dir = fresh_run_dir(config)
     env = make_vec_env(config, monitor_dir=run_dir / "monitor")
     try:
-        model = algorithm_class(config.algo)("MlpPolicy", env, seed=config.seed, verbose=0,
+        model = ALGORITHM_CLASSES[config.algo]("MlpPolicy", env, seed=config.seed, verbose=0,
                                              device="cpu", **algorithm_kwargs(config))
         model.set_logger(configure(str(run_dir / "logs"), ["csv"]))
         write_record(config, num_timesteps=0, seconds=0.0)
@@ -224,5 +216,5 @@ def _train_locked(config: TrainConfig) -> TrainResult:
 
 
 __all__ = ["RUN_FOLDERS", "CostEvalCallback", "MaskableCostEvalCallback", "TqdmProgress",
-           "algorithm_class", "algorithm_kwargs", "check_data", "eval_callback", "fresh_run_dir",
+           "algorithm_kwargs", "check_data", "eval_callback", "fresh_run_dir",
            "make_callbacks", "train"]
