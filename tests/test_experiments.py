@@ -29,10 +29,11 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.reports.tables import common_episodes, seeds_text
+from agents.experiments.reports.tables import common_episodes
 from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings
+from scripts.studies.authors_code.ablation import seeds_text
 from scripts.studies.paper.figures import reward_differences
 
 SETTING = Settings(prior="knn", budget_fraction=0.1)  # 5 rounds

@@ -41,16 +41,6 @@ def common_episodes(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return results[rows], int((counts < combos).sum())
 
 
-def seeds_text(results: pd.DataFrame) -> str:
-    """Seeds per data set in ``results``: ``"10"`` when every data set has as many, else the
-    range (``"3-4"``), so a table never claims more seeds than some of its means hold."""
-    per_dataset = results.groupby("dataset", sort=False)["seed"].nunique()
-    if per_dataset.empty:
-        return "0"
-    low, high = int(per_dataset.min()), int(per_dataset.max())
-    return str(low) if low == high else f"{low}-{high}"
-
-
 def summary_table(results: pd.DataFrame, metric: str = "test_cost") -> pd.DataFrame:
     """Mean ``metric`` (over seeds and rounds) per setting and data set, one column per agent,
     with the winner (lowest mean; ``tie`` if the best two are equal), its margin over the
@@ -212,5 +202,5 @@ def setting_label(name: str) -> str:
 
 
 __all__ = ["PRIOR_LABELS", "action_shares", "common_episodes", "markdown_table",
-           "per_round_table", "seeds_text", "setting_label", "standard_errors", "summary_table",
+           "per_round_table", "setting_label", "standard_errors", "summary_table",
            "win_counts", "with_standard_errors", "write_table"]

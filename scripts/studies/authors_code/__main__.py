@@ -32,7 +32,7 @@ from agents.experiments.cli import (
     run_job,
 )
 from agents.experiments.grid import DATASETS_HELP, dataset_names
-from agents.experiments.reports.tables import seeds_text, write_table
+from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RUN_FILE
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import query_seed_value
@@ -45,6 +45,7 @@ from scripts.studies.authors_code.ablation import (
     agreement_per_dataset,
     agreement_table,
     published_grids,
+    seeds_text,
 )
 from scripts.studies.authors_code.published import (
     PUBLISHED_STREAM_SEED,

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from agents.experiments.grid import Grid
-from agents.experiments.reports.tables import common_episodes, seeds_text, summary_table
+from agents.experiments.reports.tables import common_episodes, summary_table
 from ballad_env.settings import AUTHORS_ARITHMETIC, AUTHORS_CODE, AUTHORS_QUERY_SEED, Settings
 
 AGENTS = ("ballad", "all-in-al", "all-in-lr")
@@ -36,6 +36,16 @@ SINGLE_OPTIONS: tuple[dict[str, Any], ...] = (
 #: The preset, run with the exact search and tau placed in its interval three ways (the
 #: published gp_minimize search lands anywhere in it and costs 30-90 s an episode).
 PRESET_POSITIONS = ("as-found", "bottom", "middle")
+
+
+def seeds_text(results: pd.DataFrame) -> str:
+    """Seeds per data set in ``results``: ``"10"`` when every data set has as many, else the
+    range (``"3-4"``), so a table never claims more seeds than some of its means hold."""
+    per_dataset = results.groupby("dataset", sort=False)["seed"].nunique()
+    if per_dataset.empty:
+        return "0"
+    low, high = int(per_dataset.min()), int(per_dataset.max())
+    return str(low) if low == high else f"{low}-{high}"
 
 
 def ablation_settings(priors: Sequence[str] = ("iforest", "knn")) -> tuple[Settings, ...]:
@@ -179,4 +189,4 @@ def agreement_table(ours: pd.DataFrame, published: pd.DataFrame, setting: str,
 
 __all__ = ["AGENTS", "PRESET_POSITIONS", "SINGLE_OPTIONS", "ablation_episodes", "ablation_grid",
            "ablation_settings", "ablation_table", "agreement_per_dataset", "agreement_table",
-           "change_label", "published_grids"]
+           "change_label", "published_grids", "seeds_text"]
