@@ -59,13 +59,18 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def whole_number(text: str) -> int:
+    """``text`` as an integer, else argparse's error saying it is not a whole number."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
 def n_jobs_value(text: str) -> int:
     """``--n-jobs``'s type: a whole number other than 0 (joblib's count: -1 all cores, -2 all
     but one, 1 this process); 0 is refused by argparse, whatever the grid's size."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = whole_number(text)
     if value == 0:
         raise argparse.ArgumentTypeError("0 workers cannot run anything: use 1 (this "
                                          "process), N workers, or -1 (all cores)")
@@ -83,10 +88,7 @@ def bounded(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number from ``low`` to ``high`` (a size option's documented
     bound), else argparse's one-line error naming the option."""
     def value(text: str) -> int:
-        try:
-            number = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        number = whole_number(text)
         if not low <= number <= high:
             raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, got {number:,}")
         return number
@@ -258,4 +260,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["COMMANDS", "STUDIES", "HelpFormatter", "add_plugin_argument", "import_plugins", "main",
-           "n_jobs_value", "run_job", "unwritable", "usage", "user_error"]
+           "n_jobs_value", "run_job", "unwritable", "usage", "user_error", "whole_number"]
