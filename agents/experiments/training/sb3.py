@@ -150,8 +150,7 @@ def check_data(config: TrainConfig) -> None:
     data sets' lattices instead. Environments built in this process need no such check:
     their own errors name the cause."""
     if config.replay_store is not None:
-        build_env(config.datasets, config.data_dir, config.settings, None,
-                  config.episode_seeds, config.replay_store, config.observation)
+        build_env(config)
         return
     BudgetAllocationEnv(list(config.datasets), data_dir=config.data_dir,
                         settings=config.settings, observation=config.observation)
