@@ -1,5 +1,5 @@
 """The upper bound of every size a training run takes (``ballad-env train``'s options,
-``TrainConfig``'s fields, ``train_batched``'s arguments), so that a mistyped
+``TrainConfig``'s fields), so that a mistyped
 ``--n-envs 1000000000`` or ``--net-arch 100000 100000`` is a one-line error naming the
 option, not memory growing without end or a raw allocation error. The bounds are far above
 any run of the project (``docs/trust.md`` lists them); a larger run is a code change here.

@@ -1,6 +1,6 @@
 """A training run's learning curves, read back from its monitor CSVs (:func:`read_monitor`)
 and drawn (:func:`plot_training_curves`: ``curve.png`` beside every run, the trainers
-compared in ``ballad-env bench``). Every trainer writes the monitor files: SB3's one row
+compared in the timings study). Every trainer writes the monitor files: SB3's one row
 per episode and worker, the torch trainers one row per rollout (``training.recorder``).
 """
 

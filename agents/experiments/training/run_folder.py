@@ -1,11 +1,12 @@
 """A training run's folder: its name is one path component, one run writes it at a time,
 and an earlier run in it is replaced only when asked.
 
-``ballad-env train`` (and ``train_batched``) write a run folder afresh, so the folder a name
-picks must be its own: :func:`check_run_name` refuses a name that is not one plain component
-of a path (``..``, ``a/b``, an absolute path), which would clear another folder. Two runs
-into one folder at once would mix their curves and models: :func:`run_lock` holds the folder
-for the whole run, as ``ResultStore`` holds ``run.json``, and refuses a second run at once.
+Every trainer (``training.train``, ``ballad-env train``) writes a run folder afresh, so the
+folder a name picks must be its own: :func:`check_run_name` refuses a name that is not one
+plain component of a path (``..``, ``a/b``, an absolute path), which would clear another
+folder. Two runs into one folder at once would mix their curves and models: :func:`run_lock`
+holds the folder for the whole run, as ``ResultStore`` holds ``run.json``, and refuses a
+second run at once.
 What an earlier run left (a finished model, or an interrupted run's checkpoints) is cleared
 only with ``--overwrite`` (:func:`clear_earlier_run`), and a link among the run's entries
 (``monitor/`` pointing elsewhere) is never written through: it is refused, or with
