@@ -4,9 +4,10 @@
 autoreset mode, so PPO, A2C, DQN and sb3-contrib's MaskablePPO (masks through
 ``env_method("action_masks")``, which MaskablePPO calls on a ``VecEnv``) train on N replay
 episodes stepped together in numpy instead of N single environments in a ``DummyVecEnv``.
-``make_replay_vec_env`` builds one, with the training run's conventions: the invalid
-action replaced by the other (``training.ValidActionWrapper``), and only the ``info`` keys
-training reads (``training.MONITOR_KEYWORDS``), handed out when an episode ends.
+``make_replay_vec_env`` builds one, with the training run's conventions (those of
+``ballad_env.wrappers``): the invalid action replaced by the other (``ValidActionWrapper``),
+and only the ``info`` keys training reads (``MONITOR_KEYWORDS``), handed out when an
+episode ends.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvS
 import ballad_env
 from ballad_env.replay.vector import ReplayVectorEnv
 
-#: ``info`` keys handed to SB3 when an episode ends (``training.MONITOR_KEYWORDS``).
+#: ``info`` keys handed to SB3 when an episode ends (``ballad_env.wrappers.MONITOR_KEYWORDS``).
 DONE_INFO_KEYS = ("test_cost", "dataset")
 
 
@@ -37,7 +38,7 @@ class ReplaySB3VecEnv(VecEnv):
     vector environment's ``info`` keys of the last step (``env.info_keys``), as
     ``DummyVecEnv`` hands out a monitored environment's. ``valid_actions=True`` replaces
     an action whose label pool is exhausted by the other one, as
-    ``training.ValidActionWrapper`` does for algorithms without masks.
+    ``ballad_env.wrappers.ValidActionWrapper`` does for algorithms without masks.
     """
 
     def __init__(self, env: ReplayVectorEnv, valid_actions: bool = True) -> None:
@@ -122,8 +123,9 @@ class ReplaySB3VecEnv(VecEnv):
 
 def valid(actions: np.ndarray, masks: np.ndarray) -> np.ndarray:
     """Each action, or the other one where it is masked and the other is not (the rule
-    agents' fallback, ``training.ValidActionWrapper``, for N environments at once): with
-    both or neither valid the action stands, with one valid it is that one (AL 0, LR 1)."""
+    agents' fallback, ``ballad_env.wrappers.ValidActionWrapper``, for N environments at
+    once): with both or neither valid the action stands, with one valid it is that one (AL
+    0, LR 1)."""
     al, lr = masks[:, 0], masks[:, 1]
     return np.where(al == lr, actions, lr.astype(actions.dtype))
 
