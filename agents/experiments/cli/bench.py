@@ -130,18 +130,45 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def run_vector(args: argparse.Namespace, settings: Settings) -> int:
-    """The vector environment's steps/s, then PPO on both paths if asked."""
+    """``--vector``: the vector environment's steps/s beside the single one's."""
     if args.replay_store is None:
         print("error: --vector needs --replay-store DIR (a store built with "
               "ballad-env lattices)", file=sys.stderr)
         return 2
-    try:
-        result = measure_vector(args.replay_store, settings, args.vector_sizes,
-                                args.replay_steps, args.vector_repeats, args.short_steps)
-    except StoreError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(vector_report(result), flush=True)
+    print(vector_report(measure_vector(args.replay_store, settings, args.vector_sizes,
+                                       args.replay_steps, args.vector_repeats,
+                                       args.short_steps)), flush=True)
+    return 0
+
+
+def run_replay_store(args: argparse.Namespace, settings: Settings) -> int:
+    """``--replay-store``: the replay environment on that store, cold then warm, in
+    ``--replay-runs`` fresh processes (with their median and range when more than one)."""
+    rows = []
+    for _ in range(args.replay_runs):
+        rows.append(in_fresh_process(measure_replay_store, args.replay_store, settings,
+                                     args.replay_steps))
+        print(replay_store_report(rows[-1]), flush=True)
+    if len(rows) > 1:
+        print(replay_store_summary(rows))
+    return 0
+
+
+def run_episodes(args: argparse.Namespace, settings: Settings, names: list[str]) -> int:
+    """The default: episodes per data set, the verdicts, and the slowest one's profile."""
+    print(f"BALLAD episodes, {args.prior} prior, {args.threads} thread(s); exact: median of "
+          f"{args.repeats}, bayes ({args.bayes_calls} calls): median of {args.bayes_repeats}\n")
+    rows = []
+    for name in names:
+        rows.append(in_fresh_process(measure, name, args.data_dir, settings, args.repeats,
+                                     args.bayes_repeats, args.bayes_calls, args.threads))
+        print(f"  measured {name}", file=sys.stderr)
+    print(timings_table(rows))
+    print("\n".join(verdicts(rows)))
+    if not args.no_profile:
+        slowest = max(rows, key=lambda r: r["exact_s"])
+        print()
+        print(profile(slowest["dataset"], args.data_dir, settings, args.threads))
     return 0
 
 
@@ -164,50 +191,26 @@ def moved_option(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the mode the options ask for; a bad store or data set returns 2."""
     if (pointer := moved_option(list(sys.argv[1:] if argv is None else argv))) is not None:
         print(f"error: {pointer}", file=sys.stderr)
         return 2
     args = parse_args(argv)
     settings = Settings(prior=args.prior)
-    if args.vector:
-        return run_vector(args, settings)
-    if args.replay_store is not None:
-        rows = []
-        for _ in range(args.replay_runs):
-            try:
-                rows.append(in_fresh_process(measure_replay_store, args.replay_store,
-                                             settings, args.replay_steps))
-            except StoreError as err:
-                print(f"error: {err}", file=sys.stderr)
-                return 2
-            print(replay_store_report(rows[-1]), flush=True)
-        if len(rows) > 1:
-            print(replay_store_summary(rows))
-        return 0
     try:
+        if args.vector:
+            return run_vector(args, settings)
+        if args.replay_store is not None:
+            return run_replay_store(args, settings)
         names = bench_names(args.datasets, args.data_dir)
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.replay:
+        if not args.replay:
+            return run_episodes(args, settings, names)
         print(f"Replay against live environment, {args.prior} prior, random valid actions, "
               "one process\n")
         print(replay_report(in_fresh_process(measure_replay, names, args.data_dir, settings,
                                              args.replay_seeds, args.replay_steps,
                                              args.live_episodes)))
         return 0
-    print(f"BALLAD episodes, {args.prior} prior, {args.threads} thread(s); exact: median of "
-          f"{args.repeats}, bayes ({args.bayes_calls} calls): median of {args.bayes_repeats}\n")
-    rows = []
-    for name in names:
-        rows.append(in_fresh_process(measure, name, args.data_dir, settings, args.repeats,
-                                     args.bayes_repeats, args.bayes_calls, args.threads))
-        print(f"  measured {name}", file=sys.stderr)
-    print(timings_table(rows))
-    print("\n".join(verdicts(rows)))
-    if not args.no_profile:
-        slowest = max(rows, key=lambda r: r["exact_s"])
-        print()
-        print(profile(slowest["dataset"], args.data_dir, settings, args.threads))
-    return 0
-
+    except (StoreError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
