@@ -20,8 +20,9 @@ from ballad_env.episode import RECORD_FIELDS
 def run_episode(env: Any, agent: Any, seed: int, *, include_start: bool = False,
                 deterministic: bool = True,
                 on_step: Callable[[np.ndarray, int, float, dict[str, Any]], None] | None = None,
-                ) -> list[dict[str, Any]]:
-    """Play one episode of ``agent`` from ``env.reset(seed=seed)``; one record per round.
+                options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Play one episode of ``agent`` from ``env.reset(seed=seed, options=options)``; one
+    record per round (``options``: the reset's, e.g. the replay environment's cell).
 
     Records carry every scalar ``info`` figure (``RECORD_FIELDS``) plus the step's reward.
     With ``include_start`` the state before any label comes first, as round 0 (reward NaN).
@@ -29,7 +30,7 @@ def run_episode(env: Any, agent: Any, seed: int, *, include_start: bool = False,
     more than the records (the observations, say).
     """
     play_in(agent, env)  # an agent reads the settings of the environment it plays in
-    obs, info = env.reset(seed=seed)
+    obs, info = env.reset(seed=seed, options=options)
     agent.reset(seed)
     show_info(agent, info)
     records = [episode_record(info, reward=np.nan)] if include_start else []

@@ -38,7 +38,7 @@ except ModuleNotFoundError as err:  # minari comes with the 'minari' extra
     raise missing_extra(err, "recording Minari datasets") from err
 
 import ballad_env
-from agents.base import show_info
+from agents.evaluation import run_episode
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.registry import make_agent
 from ballad_env.files import (
@@ -214,8 +214,10 @@ def record_dataset(store: str | Path, policy: str, dataset_id: str, *,
 
 
 def _play(collector: Any, agent: Any, episodes: int | None, seed: int) -> int:
-    """Play the episodes through ``collector`` with ``agent``: every stored cell once in order
-    (``episodes`` None), else ``episodes`` drawn from ``reset(seed=seed)`` on; their count."""
+    """Play the episodes through ``collector`` with ``agent`` (``run_episode``, the one
+    episode loop): every stored cell once in order (``episodes`` None; episode k reset with
+    seed k and the cell as options), else ``episodes`` drawn from ``reset(seed=seed)`` on;
+    their count."""
     cells = list(collector.env.unwrapped.cells)
     count = len(cells) if episodes is None else episodes
     if count < 1:
@@ -223,17 +225,9 @@ def _play(collector: Any, agent: Any, episodes: int | None, seed: int) -> int:
     for k in range(count):
         if episodes is None:
             dataset, cell_seed = cells[k]
-            obs, info = collector.reset(options={"dataset": dataset, "seed": cell_seed})
+            run_episode(collector, agent, k, options={"dataset": dataset, "seed": cell_seed})
         else:
-            obs, info = collector.reset(seed=seed + k)
-        agent.reset(k)
-        done = False
-        while not done:  # run_episode's loop: the rules see the float64 rewards too
-            show_info(agent, info)
-            action, _ = agent.predict(obs, deterministic=True)
-            obs, _, terminated, truncated, info = collector.step(
-                int(np.asarray(action).item()))
-            done = bool(terminated or truncated)
+            run_episode(collector, agent, seed + k)
     return count
 
 
