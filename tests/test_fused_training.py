@@ -157,7 +157,7 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
         path.write_text("a package")
 
     monkeypatch.setattr(step_cache, "build", build)
-    monkeypatch.setattr(torch._inductor, "aoti_load_package", lambda path: ("loaded", path))
+    monkeypatch.setattr(step_cache, "load_package", lambda path: ("loaded", str(path)))
     layout = updates.FlatLayout.mlp_pair(5, (8, 8))
     function = functools.partial(updates.ppo_step, layout, HP, False)
     state = torch.zeros(3, layout.numel)
@@ -177,6 +177,37 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
     assert len(set(built)) == 3
     key = step_cache.package_key(function, (state, torch.zeros(()), torch.zeros(16, 11)))
     assert built[0].name == f"{key}.pt2"
+
+
+def test_a_killed_build_leaves_no_package_and_the_next_build_clears_its_file(
+        monkeypatch, tmp_path) -> None:
+    """A build writes the package under the project's marked temporary name: a failed
+    compile leaves nothing under the package's name (nor the temporary file), and the file
+    of a build whose process was killed is removed by the next build."""
+    import torch._inductor
+
+    from ballad_env import files
+
+    def compile_into(exported: object, package_path: Any) -> None:
+        package_path.write(b"half a package")
+        if exported == "fails":
+            raise RuntimeError("the compiler died")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_into)
+    path = tmp_path / "compiled" / "step.pt2"
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: "fails")
+    with pytest.raises(RuntimeError, match="the compiler died"):
+        step_cache.build(torch.add, (), path)
+    assert list(path.parent.iterdir()) == []
+    dead = 99_999_999  # above any pid_max: a writer that is gone
+    marker = f"{files.TEMPORARY_MARKER}-{files._host()}-{dead}"
+    killed = path.parent / f".{path.name}.{marker}-0123abcd.tmp"
+    killed.write_bytes(b"half a package")
+    assert files.TEMPORARY_NAME.match(killed.name)
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: "works")
+    step_cache.build(torch.add, (), path)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert path.read_bytes() == b"half a package"
 
 
 @pytest.mark.slow
