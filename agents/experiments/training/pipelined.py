@@ -14,9 +14,9 @@ rollout k >= 2 the weights after update k - 2, so a seed gives the same run.
 The two rollout buffers live in shared memory (the worker writes one while the update reads
 the other); the weights go to the worker with each request (about 44 kB), the ended
 episodes' returns and costs come back with each answer. The worker is a fresh process
-(``spawn``), started, and its environments built, before the run's clock starts (while the
-main process compiles its step), as the sequential loop builds its environments before its
-clock.
+(``spawn``), started first and its environments built before the run's clock starts (while
+the main process builds the model and loads or compiles its step), as the sequential loop
+builds its environments before its clock.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def stream_seeds(seed: int) -> tuple[int, int]:
 def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool, *,
             seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
             threads: int) -> None:
-    """The worker's loop: build the environments, say ``ready``, then answer each request
+    """The worker's loop: build the environments, say ``ready`` (with their observation
+    space, for the main process to check against its model's), then answer each request
     ``(slot, weights or None)`` with one rollout into ``bufs[slot]`` (and the values of the
     observations after it into ``lasts[slot]``); ``None`` ends it."""
     torch.set_num_threads(threads)
@@ -60,7 +61,7 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
         gen = torch.Generator().manual_seed(action_seed)
         returns = np.zeros(envs.num_envs)
         obs, _ = envs.reset(seed=seed)
-        conn.send("ready")
+        conn.send(("ready", envs.single_observation_space))
         while (request := conn.recv()) is not None:
             slot, weights = request
             if weights is not None:
@@ -88,6 +89,9 @@ class RolloutWorker:
                 if isinstance(tensor, torch.Tensor):
                     tensor.share_memory_()
         self.lasts = torch.zeros(2, n_envs).share_memory_()
+        self.layout = layout
+        #: When :meth:`__enter__` started the process (``time.perf_counter``).
+        self.started = 0.0
         context = torch.multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
         self.process = context.Process(
@@ -97,13 +101,19 @@ class RolloutWorker:
 
     def __enter__(self) -> RolloutWorker:
         """Start the worker (it then imports and builds its environments on its own)."""
+        self.started = time.perf_counter()
         self.process.start()
         return self
 
-    def ready(self) -> None:
-        """Wait until the worker has built its environments."""
-        if (answer := self._receive()) != "ready":
+    def ready(self, space: Any) -> None:
+        """Wait until the worker has built its environments, and check that they observe
+        ``space`` (the observation space of the policy it plays)."""
+        answer = self._receive()
+        if not (isinstance(answer, tuple) and answer[0] == "ready"):
             raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")
+        if answer[1] != space:
+            raise ValueError(f"the replay environment's observations are {answer[1]}, the "
+                             f"policy's {space}")
 
     def __exit__(self, *exc: object) -> None:
         if self.process.is_alive():
