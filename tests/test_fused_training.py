@@ -311,3 +311,50 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
     assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
     assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(
         json.loads((run / "c-s0.json").read_text())["train_seconds"])
+
+
+def test_a_worker_process_ends_when_told_or_when_its_pipe_closes() -> None:
+    """``pipelined.serve``, a started worker process's life: ``None`` instead of work ends
+    it, and so does the main process's end of the pipe closing."""
+    import multiprocessing
+
+    from agents.experiments.training import pipelined
+
+    ours, theirs = multiprocessing.Pipe()
+    ours.send(None)
+    assert pipelined.serve(theirs) is None
+    ours.close()
+    assert pipelined.serve(theirs) is None
+
+
+@pytest.mark.slow
+def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_path,
+                                                                  monkeypatch) -> None:
+    """``training.train`` starts the worker's process before importing the trainer; a
+    worker started inside ``train_torch`` instead trains the same weights. A run that fails
+    before its worker gets work still ends the process."""
+    from agents.experiments.training import torch_trainer, worker_process
+    from agents.experiments.training.config import TrainConfig
+    from agents.experiments.training.run_folder import RunError
+
+    started: list[worker_process.WorkerProcess] = []
+
+    class Recorded(worker_process.WorkerProcess):
+        def __init__(self) -> None:
+            super().__init__()
+            started.append(self)
+
+    monkeypatch.setattr(worker_process, "WorkerProcess", Recorded)
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
+              "trainer": "compiled"}
+    early = train_replay(store, run_name="early", **kwargs)
+    assert len(started) == 1 and not started[0].process.is_alive()
+    config = TrainConfig(**{**json.loads((early / "early.json").read_text())["config"],
+                            "run_name": "late"})
+    late = torch_trainer.train_torch(config).run_dir
+    assert len(started) == 1  # the late run's worker was started by RolloutWorker
+    a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in (early, late))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(RunError, match="finished run of this name"):
+        train_replay(store, run_name="early", **kwargs)  # not overwritten
+    assert len(started) == 2 and not started[1].process.is_alive()

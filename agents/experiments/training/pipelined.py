@@ -14,9 +14,10 @@ rollout k >= 2 the weights after update k - 2, so a seed gives the same run.
 The two rollout buffers live in shared memory (the worker writes one while the update reads
 the other); the weights go to the worker with each request (about 44 kB), the ended
 episodes' returns and costs come back with each answer. The worker is a fresh process
-(``spawn``), started first and its environments built before the run's clock starts (while
-the main process builds the model and loads or compiles its step), as the sequential loop
-builds its environments before its clock.
+(``spawn``, ``worker_process``), started at the start of the run (before the trainer is
+imported) and its environments built before the run's clock starts (while the main process
+imports the trainer, builds the model and loads or compiles its step), as the sequential
+loop builds its environments before its clock.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.updates import FlatLayout, outputs, update_on
+from agents.experiments.training.worker_process import WorkerProcess
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
@@ -77,12 +79,26 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
         conn.send(("error", traceback.format_exc()))
 
 
+def serve(conn: Any) -> None:
+    """A started worker process's life (``worker_process``): wait for its work (the keyword
+    arguments of :func:`_worker`), then do it; nothing (``None``, or the pipe closed) ends
+    it."""
+    try:
+        work = conn.recv()
+    except EOFError:
+        return
+    if work is not None:
+        _worker(conn, **work)
+
+
 class RolloutWorker:
-    """The worker process and its two shared rollout buffers; a context manager that ends
-    the process on leaving."""
+    """The worker process and its two shared rollout buffers; a context manager that gives
+    the process its work on entering (starting one, unless ``process`` was started
+    earlier) and ends it on leaving."""
 
     def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: Hyperparameters,
-                 n_envs: int, n_features: int, masked: bool, seed: int, threads: int) -> None:
+                 n_envs: int, n_features: int, masked: bool, seed: int, threads: int, *,
+                 process: WorkerProcess | None = None) -> None:
         self.bufs = [Rollout(hp.n_steps, n_envs, n_features, hp.gamma, "cpu") for _ in range(2)]
         for buf in self.bufs:
             for tensor in vars(buf).values():
@@ -90,19 +106,33 @@ class RolloutWorker:
                     tensor.share_memory_()
         self.lasts = torch.zeros(2, n_envs).share_memory_()
         self.layout = layout
-        #: When :meth:`__enter__` started the process (``time.perf_counter``).
-        self.started = 0.0
-        context = torch.multiprocessing.get_context("spawn")
-        self.conn, child = context.Pipe()
-        self.process = context.Process(
-            target=_worker, daemon=True, args=(child, make_envs_args, layout, masked),
-            kwargs={"seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
-                    "lasts": self.lasts, "threads": threads})
+        self.work = {"make_envs_args": make_envs_args, "layout": layout, "masked": masked,
+                     "seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
+                     "lasts": self.lasts, "threads": threads}
+        self.worker_process = process
+
+    @property
+    def started(self) -> float:
+        """When the worker's process was started (``time.perf_counter``)."""
+        return self._process.started
+
+    @property
+    def _process(self) -> WorkerProcess:
+        if self.worker_process is None:
+            raise RuntimeError("the rollout worker is not started: use it in a with block")
+        return self.worker_process
 
     def __enter__(self) -> RolloutWorker:
-        """Start the worker (it then imports and builds its environments on its own)."""
-        self.started = time.perf_counter()
-        self.process.start()
+        """Give the worker its work (it then builds its environments on its own), starting
+        its process first unless it was started earlier."""
+        if self.worker_process is None:
+            self.worker_process = WorkerProcess()
+        self.conn, self.process = self._process.conn, self._process.process
+        try:
+            self.conn.send(self.work)
+        except (BrokenPipeError, OSError) as err:
+            raise RuntimeError("the rollout worker died before its work reached it (exit "
+                               f"code {self.process.exitcode})") from err
         return self
 
     def ready(self, space: Any) -> None:
@@ -116,15 +146,7 @@ class RolloutWorker:
                              f"policy's {space}")
 
     def __exit__(self, *exc: object) -> None:
-        if self.process.is_alive():
-            try:
-                self.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-            self.process.join(timeout=10)
-            if self.process.is_alive():
-                self.process.terminate()
-        self.conn.close()
+        self._process.end()
 
     def request(self, slot: int, weights: torch.Tensor | None) -> None:
         """Ask for a rollout into ``slot``, played with ``weights`` (None: the last ones)."""

@@ -54,6 +54,7 @@ from agents.experiments.training.updates import (
     FlatUpdate,
     update_on,
 )
+from agents.experiments.training.worker_process import WorkerProcess
 from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, observation_space
 
@@ -87,7 +88,7 @@ def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
             config.observation)
 
 
-def train_torch(config: TrainConfig) -> TrainResult:
+def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) -> TrainResult:
     """Train PPO or MaskablePPO on ``config.n_envs`` replay episodes of
     ``config.replay_store`` at once, with ``config.trainer``'s update (``batched``:
     autograd's; ``compiled``: the flat step, compiled before the clock starts). The run
@@ -96,7 +97,8 @@ def train_torch(config: TrainConfig) -> TrainResult:
     with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
     ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
     rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
-    with ``overwrite``.
+    with ``overwrite``. An overlapped run's worker plays in ``process`` where one was started
+    earlier (``worker_process``), else in one started here.
     """
     if config.trainer not in TORCH_TRAINERS:
         raise ValueError(f"train_torch runs {TORCH_TRAINERS}, not {config.trainer!r}: train "
@@ -105,7 +107,7 @@ def train_torch(config: TrainConfig) -> TrainResult:
     # The rollout worker starts first: it imports and builds its environments while this
     # process builds the model and loads (or compiles) the step. Overlapped, this process
     # steps no environment of its own (only the evaluation's).
-    with _rollout_worker(config) as worker:
+    with _rollout_worker(config, process) as worker:
         envs = None if worker is not None else make_envs(*envs_arguments(config,
                                                                          config.n_envs))
         eval_envs = None
@@ -123,9 +125,10 @@ def train_torch(config: TrainConfig) -> TrainResult:
 
 
 @contextlib.contextmanager
-def _rollout_worker(config: TrainConfig) -> Iterator[RolloutWorker | None]:
-    """The run's rollout worker, started (None where the run is not overlapped); ended on
-    leaving."""
+def _rollout_worker(config: TrainConfig, process: WorkerProcess | None
+                    ) -> Iterator[RolloutWorker | None]:
+    """The run's rollout worker, given its work (in ``process``, or a process started now;
+    None where the run is not overlapped); ended on leaving."""
     if not config.run_overlapped:
         yield None
         return
@@ -133,7 +136,7 @@ def _rollout_worker(config: TrainConfig) -> Iterator[RolloutWorker | None]:
     layout = FlatLayout.mlp_pair(n_features, hp.net_arch)
     with RolloutWorker(envs_arguments(config, config.n_envs), layout, hp, config.n_envs,
                        n_features, config.algo == "maskable_ppo", config.seed,
-                       config.torch_threads) as worker:
+                       config.torch_threads, process=process) as worker:
         yield worker
 
 
