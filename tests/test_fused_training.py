@@ -331,7 +331,7 @@ def test_a_worker_process_ends_when_told_or_when_its_pipe_closes() -> None:
 def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_path,
                                                                   monkeypatch) -> None:
     """``training.train`` starts the worker's process before importing the trainer; a
-    worker started inside ``train_torch`` instead trains the same weights. A run that fails
+    process started inside ``train_torch`` instead trains the same weights. A run that fails
     before its worker gets work still ends the process."""
     from agents.experiments.training import torch_trainer, worker_process
     from agents.experiments.training.config import TrainConfig
@@ -345,6 +345,7 @@ def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_pat
             started.append(self)
 
     monkeypatch.setattr(worker_process, "WorkerProcess", Recorded)
+    monkeypatch.setattr(torch_trainer, "WorkerProcess", Recorded)
     kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
               "trainer": "compiled"}
     early = train_replay(store, run_name="early", **kwargs)
@@ -352,9 +353,9 @@ def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_pat
     config = TrainConfig(**{**json.loads((early / "early.json").read_text())["config"],
                             "run_name": "late"})
     late = torch_trainer.train_torch(config).run_dir
-    assert len(started) == 1  # the late run's worker was started by RolloutWorker
+    assert len(started) == 2  # the late run's process was started by train_torch
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in (early, late))
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(RunError, match="finished run of this name"):
         train_replay(store, run_name="early", **kwargs)  # not overwritten
-    assert len(started) == 2 and not started[1].process.is_alive()
+    assert len(started) == 3 and not started[2].process.is_alive()

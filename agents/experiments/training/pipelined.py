@@ -26,7 +26,7 @@ import functools
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -35,7 +35,9 @@ from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.updates import FlatLayout, outputs, update_on
-from agents.experiments.training.worker_process import WorkerProcess
+
+if TYPE_CHECKING:  # worker_process imports this module in the process it starts
+    from agents.experiments.training.worker_process import WorkerProcess
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
@@ -92,13 +94,13 @@ def serve(conn: Any) -> None:
 
 
 class RolloutWorker:
-    """The worker process and its two shared rollout buffers; a context manager that gives
-    the process its work on entering (starting one, unless ``process`` was started
-    earlier) and ends it on leaving."""
+    """The worker's two shared rollout buffers and its started ``process``
+    (``worker_process``); a context manager that gives the process its work on entering
+    and ends it on leaving."""
 
     def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: Hyperparameters,
                  n_envs: int, n_features: int, masked: bool, seed: int, threads: int, *,
-                 process: WorkerProcess | None = None) -> None:
+                 process: WorkerProcess) -> None:
         self.bufs = [Rollout(hp.n_steps, n_envs, n_features, hp.gamma, "cpu") for _ in range(2)]
         for buf in self.bufs:
             for tensor in vars(buf).values():
@@ -110,24 +112,12 @@ class RolloutWorker:
                      "seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
                      "lasts": self.lasts, "threads": threads}
         self.worker_process = process
-
-    @property
-    def started(self) -> float:
-        """When the worker's process was started (``time.perf_counter``)."""
-        return self._process.started
-
-    @property
-    def _process(self) -> WorkerProcess:
-        if self.worker_process is None:
-            raise RuntimeError("the rollout worker is not started: use it in a with block")
-        return self.worker_process
+        self.conn, self.process = process.conn, process.process
+        #: When the worker's process was started (``time.perf_counter``).
+        self.started = process.started
 
     def __enter__(self) -> RolloutWorker:
-        """Give the worker its work (it then builds its environments on its own), starting
-        its process first unless it was started earlier."""
-        if self.worker_process is None:
-            self.worker_process = WorkerProcess()
-        self.conn, self.process = self._process.conn, self._process.process
+        """Give the worker its work (it then builds its environments on its own)."""
         try:
             self.conn.send(self.work)
         except (BrokenPipeError, OSError) as err:
@@ -146,7 +136,7 @@ class RolloutWorker:
                              f"policy's {space}")
 
     def __exit__(self, *exc: object) -> None:
-        self._process.end()
+        self.worker_process.end()
 
     def request(self, slot: int, weights: torch.Tensor | None) -> None:
         """Ask for a rollout into ``slot``, played with ``weights`` (None: the last ones)."""

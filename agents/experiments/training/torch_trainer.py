@@ -134,10 +134,14 @@ def _rollout_worker(config: TrainConfig, process: WorkerProcess | None
         return
     hp, n_features = config.hp, len(OBSERVATIONS[config.observation])
     layout = FlatLayout.mlp_pair(n_features, hp.net_arch)
-    with RolloutWorker(envs_arguments(config, config.n_envs), layout, hp, config.n_envs,
-                       n_features, config.algo == "maskable_ppo", config.seed,
-                       config.torch_threads, process=process) as worker:
-        yield worker
+    started = process or WorkerProcess()
+    try:
+        with RolloutWorker(envs_arguments(config, config.n_envs), layout, hp, config.n_envs,
+                           n_features, config.algo == "maskable_ppo", config.seed,
+                           config.torch_threads, process=started) as worker:
+            yield worker
+    finally:
+        started.end()
 
 
 def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
