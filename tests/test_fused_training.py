@@ -157,7 +157,7 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
         path.write_text("a package")
 
     monkeypatch.setattr(step_cache, "build", build)
-    monkeypatch.setattr(torch._inductor, "aoti_load_package", lambda path: ("loaded", path))
+    monkeypatch.setattr(step_cache, "load_package", lambda path: ("loaded", str(path)))
     layout = updates.FlatLayout.mlp_pair(5, (8, 8))
     function = functools.partial(updates.ppo_step, layout, HP, False)
     state = torch.zeros(3, layout.numel)
@@ -177,6 +177,37 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
     assert len(set(built)) == 3
     key = step_cache.package_key(function, (state, torch.zeros(()), torch.zeros(16, 11)))
     assert built[0].name == f"{key}.pt2"
+
+
+def test_a_killed_build_leaves_no_package_and_the_next_build_clears_its_file(
+        monkeypatch, tmp_path) -> None:
+    """A build writes the package under the project's marked temporary name: a failed
+    compile leaves nothing under the package's name (nor the temporary file), and the file
+    of a build whose process was killed is removed by the next build."""
+    import torch._inductor
+
+    from ballad_env import files
+
+    def compile_into(exported: object, package_path: Any) -> None:
+        package_path.write(b"half a package")
+        if exported == "fails":
+            raise RuntimeError("the compiler died")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_into)
+    path = tmp_path / "compiled" / "step.pt2"
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: "fails")
+    with pytest.raises(RuntimeError, match="the compiler died"):
+        step_cache.build(torch.add, (), path)
+    assert list(path.parent.iterdir()) == []
+    dead = 99_999_999  # above any pid_max: a writer that is gone
+    marker = f"{files.TEMPORARY_MARKER}-{files._host()}-{dead}"
+    killed = path.parent / f".{path.name}.{marker}-0123abcd.tmp"
+    killed.write_bytes(b"half a package")
+    assert files.TEMPORARY_NAME.match(killed.name)
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: "works")
+    step_cache.build(torch.add, (), path)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert path.read_bytes() == b"half a package"
 
 
 @pytest.mark.slow
@@ -280,3 +311,51 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
     assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
     assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(
         json.loads((run / "c-s0.json").read_text())["train_seconds"])
+
+
+def test_a_worker_process_ends_when_told_or_when_its_pipe_closes() -> None:
+    """``pipelined.serve``, a started worker process's life: ``None`` instead of work ends
+    it, and so does the main process's end of the pipe closing."""
+    import multiprocessing
+
+    from agents.experiments.training import pipelined
+
+    ours, theirs = multiprocessing.Pipe()
+    ours.send(None)
+    assert pipelined.serve(theirs) is None
+    ours.close()
+    assert pipelined.serve(theirs) is None
+
+
+@pytest.mark.slow
+def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_path,
+                                                                  monkeypatch) -> None:
+    """``training.train`` starts the worker's process before importing the trainer; a
+    process started inside ``train_torch`` instead trains the same weights. A run that fails
+    before its worker gets work still ends the process."""
+    from agents.experiments.training import torch_trainer, worker_process
+    from agents.experiments.training.config import TrainConfig
+    from agents.experiments.training.run_folder import RunError
+
+    started: list[worker_process.WorkerProcess] = []
+
+    class Recorded(worker_process.WorkerProcess):
+        def __init__(self) -> None:
+            super().__init__()
+            started.append(self)
+
+    monkeypatch.setattr(worker_process, "WorkerProcess", Recorded)
+    monkeypatch.setattr(torch_trainer, "WorkerProcess", Recorded)
+    kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
+              "trainer": "compiled"}
+    early = train_replay(store, run_name="early", **kwargs)
+    assert len(started) == 1 and not started[0].process.is_alive()
+    config = TrainConfig(**{**json.loads((early / "early.json").read_text())["config"],
+                            "run_name": "late"})
+    late = torch_trainer.train_torch(config).run_dir
+    assert len(started) == 2  # the late run's process was started by train_torch
+    a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in (early, late))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(RunError, match="finished run of this name"):
+        train_replay(store, run_name="early", **kwargs)  # not overwritten
+    assert len(started) == 3 and not started[2].process.is_alive()

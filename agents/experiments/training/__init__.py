@@ -22,9 +22,18 @@ def train(config: TrainConfig) -> TrainResult:
         from agents.experiments.training.sb3 import train as train_sb3
 
         return train_sb3(config)
-    from agents.experiments.training.torch_trainer import train_torch
+    from agents.experiments.training.worker_process import WorkerProcess
 
-    return train_torch(config)
+    # The rollout worker's process starts before torch and the trainer are imported here,
+    # so its own imports overlap them (``worker_process``).
+    process = WorkerProcess() if config.run_overlapped else None
+    try:
+        from agents.experiments.training.torch_trainer import train_torch
+
+        return train_torch(config, process=process)
+    finally:
+        if process is not None:
+            process.end()
 
 
 def train_and_plot(config: TrainConfig) -> tuple[TrainResult, Path]:

@@ -14,9 +14,10 @@ rollout k >= 2 the weights after update k - 2, so a seed gives the same run.
 The two rollout buffers live in shared memory (the worker writes one while the update reads
 the other); the weights go to the worker with each request (about 44 kB), the ended
 episodes' returns and costs come back with each answer. The worker is a fresh process
-(``spawn``), started, and its environments built, before the run's clock starts (while the
-main process compiles its step), as the sequential loop builds its environments before its
-clock.
+(``spawn``, ``worker_process``), started at the start of the run (before the trainer is
+imported) and its environments built before the run's clock starts (while the main process
+imports the trainer, builds the model and loads or compiles its step), as the sequential
+loop builds its environments before its clock.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import functools
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,6 +35,9 @@ from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.updates import FlatLayout, outputs, update_on
+
+if TYPE_CHECKING:  # worker_process imports this module in the process it starts
+    from agents.experiments.training.worker_process import WorkerProcess
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
@@ -49,7 +53,8 @@ def stream_seeds(seed: int) -> tuple[int, int]:
 def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool, *,
             seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
             threads: int) -> None:
-    """The worker's loop: build the environments, say ``ready``, then answer each request
+    """The worker's loop: build the environments, say ``ready`` (with their observation
+    space, for the main process to check against its model's), then answer each request
     ``(slot, weights or None)`` with one rollout into ``bufs[slot]`` (and the values of the
     observations after it into ``lasts[slot]``); ``None`` ends it."""
     torch.set_num_threads(threads)
@@ -60,7 +65,7 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
         gen = torch.Generator().manual_seed(action_seed)
         returns = np.zeros(envs.num_envs)
         obs, _ = envs.reset(seed=seed)
-        conn.send("ready")
+        conn.send(("ready", envs.single_observation_space))
         while (request := conn.recv()) is not None:
             slot, weights = request
             if weights is not None:
@@ -76,45 +81,62 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
         conn.send(("error", traceback.format_exc()))
 
 
+def serve(conn: Any) -> None:
+    """A started worker process's life (``worker_process``): wait for its work (the keyword
+    arguments of :func:`_worker`), then do it; nothing (``None``, or the pipe closed) ends
+    it."""
+    try:
+        work = conn.recv()
+    except EOFError:
+        return
+    if work is not None:
+        _worker(conn, **work)
+
+
 class RolloutWorker:
-    """The worker process and its two shared rollout buffers; a context manager that ends
-    the process on leaving."""
+    """The worker's two shared rollout buffers and its started ``process``
+    (``worker_process``); a context manager that gives the process its work on entering
+    and ends it on leaving."""
 
     def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: Hyperparameters,
-                 n_envs: int, n_features: int, masked: bool, seed: int, threads: int) -> None:
+                 n_envs: int, n_features: int, masked: bool, seed: int, threads: int, *,
+                 process: WorkerProcess) -> None:
         self.bufs = [Rollout(hp.n_steps, n_envs, n_features, hp.gamma, "cpu") for _ in range(2)]
         for buf in self.bufs:
             for tensor in vars(buf).values():
                 if isinstance(tensor, torch.Tensor):
                     tensor.share_memory_()
         self.lasts = torch.zeros(2, n_envs).share_memory_()
-        context = torch.multiprocessing.get_context("spawn")
-        self.conn, child = context.Pipe()
-        self.process = context.Process(
-            target=_worker, daemon=True, args=(child, make_envs_args, layout, masked),
-            kwargs={"seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
-                    "lasts": self.lasts, "threads": threads})
+        self.layout = layout
+        self.work = {"make_envs_args": make_envs_args, "layout": layout, "masked": masked,
+                     "seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
+                     "lasts": self.lasts, "threads": threads}
+        self.worker_process = process
+        self.conn, self.process = process.conn, process.process
+        #: When the worker's process was started (``time.perf_counter``).
+        self.started = process.started
 
     def __enter__(self) -> RolloutWorker:
-        """Start the worker (it then imports and builds its environments on its own)."""
-        self.process.start()
+        """Give the worker its work (it then builds its environments on its own)."""
+        try:
+            self.conn.send(self.work)
+        except (BrokenPipeError, OSError) as err:
+            raise RuntimeError("the rollout worker died before its work reached it (exit "
+                               f"code {self.process.exitcode})") from err
         return self
 
-    def ready(self) -> None:
-        """Wait until the worker has built its environments."""
-        if (answer := self._receive()) != "ready":
+    def ready(self, space: Any) -> None:
+        """Wait until the worker has built its environments, and check that they observe
+        ``space`` (the observation space of the policy it plays)."""
+        answer = self._receive()
+        if not (isinstance(answer, tuple) and answer[0] == "ready"):
             raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")
+        if answer[1] != space:
+            raise ValueError(f"the replay environment's observations are {answer[1]}, the "
+                             f"policy's {space}")
 
     def __exit__(self, *exc: object) -> None:
-        if self.process.is_alive():
-            try:
-                self.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-            self.process.join(timeout=10)
-            if self.process.is_alive():
-                self.process.terminate()
-        self.conn.close()
+        self.worker_process.end()
 
     def request(self, slot: int, weights: torch.Tensor | None) -> None:
         """Ask for a rollout into ``slot``, played with ``weights`` (None: the last ones)."""

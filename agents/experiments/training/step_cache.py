@@ -7,10 +7,15 @@ minibatch shape) is exported (``torch.export``) and compiled ahead of time by AO
 into one package file, ``<cache>/ballad-env/compiled/<key>.pt2``; every later run loads
 that file (a shared library and its constants) without tracing or compiling. The key covers
 everything the package bakes in: the torch and Python versions, the machine's
-architecture, the source file of the step, the shapes of its inputs and the fixed
-arguments (the network's shapes, the hyperparameters, masking), so a change to any of them
-builds a new package. Inductor's own cache, which the first build fills, is
-pointed at ``<cache>/ballad-env/inductor`` unless ``TORCHINDUCTOR_CACHE_DIR`` is set.
+architecture and CPU (its vector instruction set and feature flags), the source file of
+the step, the shapes of its inputs and the fixed arguments (the network's shapes, the
+hyperparameters, masking), so a change to any of them builds a new package. Inductor's own
+cache, which the first build fills, is pointed at ``<cache>/ballad-env/inductor`` unless
+``TORCHINDUCTOR_CACHE_DIR`` is set.
+
+A package is written under the project's marked temporary name and renamed into place
+(``ballad_env.files.atomic_write``), so a killed build leaves no file under the package's
+name, and the next build removes what it left (``remove_stale_temporaries``).
 
 A package's step mutates its inputs as the eager step does: the (3, P) state (weights and
 Adam's moments) and the step count in place, the statistics returned.
@@ -25,13 +30,13 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from ballad_env.data.adbench import data_home
+from ballad_env.files import atomic_write, remove_stale_temporaries
 
 #: inductor's cache folder variable (set here only where the user has not set it).
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -58,7 +63,8 @@ def package_key(function: functools.partial[torch.Tensor], example: tuple[torch.
     arguments, by their ``repr``, among them)."""
     source = Path(inspect.getsourcefile(function.func) or "").read_bytes()
     parts = {"torch": torch.__version__, "python": sys.version_info[:2],
-             "machine": platform.machine(), "name": function.func.__qualname__,
+             "machine": platform.machine(), "cpu": cpu_features(),
+             "name": function.func.__qualname__,
              "source": hashlib.sha256(source).hexdigest(),
              "example": [(tuple(x.shape), str(x.dtype), x.device.type) for x in example],
              "fixed": [repr(a) for a in function.args],
@@ -66,6 +72,21 @@ def package_key(function: functools.partial[torch.Tensor], example: tuple[torch.
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode())
     rows = example[-1].shape[0] if example[-1].dim() else 0
     return f"{function.func.__name__}-{rows}-{digest.hexdigest()[:20]}"
+
+
+def cpu_features() -> str:
+    """The CPU as far as a compiled package depends on it: the vector instruction set torch
+    dispatches to and a hash of the feature flags the kernel reports (``/proc/cpuinfo``;
+    the processor's name where there is none). Read, not probed: no compiler runs."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    flags = next((line.split(":", 1)[1] for line in lines
+                  if line.startswith(("flags", "Features")) and ":" in line),
+                 platform.processor())
+    digest = hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:16]
+    return f"{torch.backends.cpu.get_cpu_capability()}-{digest}"
 
 
 class _Call(torch.nn.Module):
@@ -82,23 +103,45 @@ class _Call(torch.nn.Module):
 def build(function: Callable[..., torch.Tensor], example: tuple[torch.Tensor, ...],
           path: Path) -> None:
     """Export ``function`` at the example's shapes and compile it into the package ``path``
-    (written under a temporary name and renamed, so a concurrent run never loads half a
-    file)."""
+    (written under a marked temporary name and renamed, so a concurrent run never loads
+    half a file and a killed build leaves nothing under ``path``; a killed build's
+    temporary file is removed first)."""
+    import torch._inductor  # the compiler (loading a package needs none of it)
+
     use_inductor_cache()
     exported = torch.export.export(_Call(function), example, strict=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix="building-", suffix=".pt2")
-    os.close(handle)
-    try:
-        torch._inductor.aoti_compile_and_package(exported, package_path=temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    remove_stale_temporaries([path.parent])
+
+    def write(temporary: Path) -> None:
+        # The compiler takes a path ending in .pt2 or a buffer: the temporary file, open.
+        with open(temporary, "wb") as handle:
+            torch._inductor.aoti_compile_and_package(exported, package_path=handle)
+
+    atomic_write(path, write)
+
+
+def load_package(path: Path) -> Callable[..., torch.Tensor]:
+    """The step in the package ``path``: its shared library loaded by AOTInductor's loader
+    and called with its tensors as one list. (``torch._inductor.aoti_load_package`` first
+    names the CPU's vector instruction set by compiling and running probe programs, seconds
+    spent only to warn of a mismatch the package's key already rules out, and flattens the
+    arguments on every call.)"""
+    loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+    if json.loads(loader.get_call_spec()[1])[1].get("type") is not None:
+        raise ValueError(f"the package {path} returns more than one tensor: delete it to "
+                         "build it again")
+
+    def step(*tensors: torch.Tensor) -> torch.Tensor:
+        output: torch.Tensor = loader.boxed_run(list(tensors))[0]
+        return output
+
+    return step
 
 
 def load_step(function: functools.partial[torch.Tensor], example: tuple[torch.Tensor, ...],
-              announce: Announce | None = None) -> tuple[Callable[..., torch.Tensor], bool]:
+              announce: Announce | None = None
+              ) -> tuple[Callable[..., torch.Tensor], bool]:
     """``function`` (a module-level function with its non-tensor arguments fixed, whose
     ``repr`` says all they hold) compiled for the example's shapes, loaded from the cache
     (built there first when missing, after calling ``announce``); and whether it was built
@@ -109,9 +152,8 @@ def load_step(function: functools.partial[torch.Tensor], example: tuple[torch.Te
         if announce is not None:
             announce()
         build(function, example, path)
-    step: Callable[..., torch.Tensor] = torch._inductor.aoti_load_package(str(path))
-    return step, built
+    return load_package(path), built
 
 
-__all__ = ["INDUCTOR_CACHE_ENV", "build", "cache_dir", "load_step", "package_key",
-           "use_inductor_cache"]
+__all__ = ["INDUCTOR_CACHE_ENV", "build", "cache_dir", "cpu_features", "load_package",
+           "load_step", "package_key", "use_inductor_cache"]

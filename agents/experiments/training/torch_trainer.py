@@ -23,8 +23,10 @@ trainer is written here rather than on skrl or TorchRL.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +48,15 @@ from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.run_folder import run_lock
 from agents.experiments.training.sb3 import fresh_run_dir
-from agents.experiments.training.updates import AutogradUpdate, FlatUpdate, update_on
+from agents.experiments.training.updates import (
+    AutogradUpdate,
+    FlatLayout,
+    FlatUpdate,
+    update_on,
+)
+from agents.experiments.training.worker_process import WorkerProcess
 from agents.policy import ALGORITHM_CLASSES
-from ballad_env.observation import OBSERVATIONS
+from ballad_env.observation import OBSERVATIONS, observation_space
 
 
 def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
@@ -80,7 +88,7 @@ def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
             config.observation)
 
 
-def train_torch(config: TrainConfig) -> TrainResult:
+def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) -> TrainResult:
     """Train PPO or MaskablePPO on ``config.n_envs`` replay episodes of
     ``config.replay_store`` at once, with ``config.trainer``'s update (``batched``:
     autograd's; ``compiled``: the flat step, compiled before the clock starts). The run
@@ -89,58 +97,83 @@ def train_torch(config: TrainConfig) -> TrainResult:
     with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
     ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
     rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
-    with ``overwrite``.
+    with ``overwrite``. An overlapped run's worker plays in ``process`` where one was started
+    earlier (``worker_process``), else in one started here.
     """
     if config.trainer not in TORCH_TRAINERS:
         raise ValueError(f"train_torch runs {TORCH_TRAINERS}, not {config.trainer!r}: train "
                          "with agents.experiments.training.train")
-    envs = make_envs(*envs_arguments(config, config.n_envs))
-    eval_envs = None
     threads_before = torch.get_num_threads()
+    # The rollout worker starts first: it imports and builds its environments while this
+    # process builds the model and loads (or compiles) the step. Overlapped, this process
+    # steps no environment of its own (only the evaluation's).
+    with _rollout_worker(config, process) as worker:
+        envs = None if worker is not None else make_envs(*envs_arguments(config,
+                                                                         config.n_envs))
+        eval_envs = None
+        try:
+            if config.eval_freq > 0:
+                eval_envs = make_envs(*envs_arguments(config, config.eval_episodes))
+            torch.set_num_threads(config.torch_threads)
+            with run_lock(config.run_dir):  # one run writes a folder at a time
+                return _train(config, envs, eval_envs, fresh_run_dir(config), worker)
+        finally:
+            torch.set_num_threads(threads_before)
+            for opened in (envs, eval_envs):
+                if opened is not None:
+                    opened.close()
+
+
+@contextlib.contextmanager
+def _rollout_worker(config: TrainConfig, process: WorkerProcess | None
+                    ) -> Iterator[RolloutWorker | None]:
+    """The run's rollout worker, given its work (in ``process``, or a process started now;
+    None where the run is not overlapped); ended on leaving."""
+    if not config.run_overlapped:
+        yield None
+        return
+    hp, n_features = config.hp, len(OBSERVATIONS[config.observation])
+    layout = FlatLayout.mlp_pair(n_features, hp.net_arch)
+    started = process or WorkerProcess()
     try:
-        if config.eval_freq > 0:
-            eval_envs = make_envs(*envs_arguments(config, config.eval_episodes))
-        torch.set_num_threads(config.torch_threads)
-        with run_lock(config.run_dir):  # one run writes a folder at a time
-            return _train(config, envs, eval_envs, fresh_run_dir(config))
+        with RolloutWorker(envs_arguments(config, config.n_envs), layout, hp, config.n_envs,
+                           n_features, config.algo == "maskable_ppo", config.seed,
+                           config.torch_threads, process=started) as worker:
+            yield worker
     finally:
-        torch.set_num_threads(threads_before)
-        envs.close()
-        if eval_envs is not None:
-            eval_envs.close()
+        started.end()
 
 
-def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path) -> TrainResult:
-    """The training of :func:`train_torch`: the model, the update, the loop (here or
-    overlapped with a rollout worker), the saved model and settings."""
-    space = envs.single_observation_space
-    if space.shape != (len(OBSERVATIONS[config.observation]),):
-        raise ValueError(f"the replay environment's observations have shape {space.shape}, "
-                         f"observation {config.observation} names "
-                         f"{len(OBSERVATIONS[config.observation])} features")
+def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
+           worker: RolloutWorker | None) -> TrainResult:
+    """The training of :func:`train_torch`: the model, the update, the loop (here, on
+    ``envs``, or overlapped with the started ``worker``), the saved model and settings."""
+    space = observation_space(config.observation)
+    if envs is not None and envs.single_observation_space != space:
+        raise ValueError(f"the replay environment's observations are "
+                         f"{envs.single_observation_space}, observation {config.observation} "
+                         f"names {space}")
     hp = config.hp
     model = build_model(config.algo, space, config.n_envs, hp, config.seed, config.device)
     policy, masked = model.policy, config.algo == "maskable_ppo"
     buf = Rollout(hp.n_steps, config.n_envs, space.shape[0], hp.gamma, config.device)
     updater = make_update(config.trainer, policy, hp, masked)
-    setup: dict[str, Any] = {"overlapped": config.run_overlapped}
-    if not config.run_overlapped:
+    setup: dict[str, Any] = {"overlapped": worker is not None}
+    if worker is None:
         _warm(updater, buf, setup, config.progress_bar)
         record = Recorder(config, run_dir, model, updater, eval_envs)
         steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
     else:
-        tick = time.perf_counter()
+        if updater.layout.shapes != worker.layout.shapes:
+            raise ValueError(f"the policy's parameters have shapes {updater.layout.shapes}, "
+                             f"the rollout worker's {worker.layout.shapes}")
+        _warm(updater, buf, setup, config.progress_bar)
+        worker.ready(space)
+        setup["setup_seconds"] = round(time.perf_counter() - worker.started, 2)
+        record = Recorder(config, run_dir, model, updater, eval_envs)
         rollouts = -(-config.total_timesteps // (hp.n_steps * config.n_envs))
-        # The worker imports and builds its environments while this process compiles.
-        with RolloutWorker(envs_arguments(config, config.n_envs), updater.layout, hp,
-                           config.n_envs, space.shape[0], masked, config.seed,
-                           config.torch_threads) as worker:
-            _warm(updater, buf, setup, config.progress_bar)
-            worker.ready()
-            setup["setup_seconds"] = round(time.perf_counter() - tick, 2)
-            record = Recorder(config, run_dir, model, updater, eval_envs)
-            steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
-                                                    stream_seeds(config.seed)[1], record)
+        steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
+                                                stream_seeds(config.seed)[1], record)
     record.close()
     updater.finish()
     model.num_timesteps = steps
