@@ -147,18 +147,30 @@ def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
 
 
 def _backward(layers: Sequence[Layer], outs: Sequence[torch.Tensor], grad: torch.Tensor,
-              head: torch.Tensor) -> list[torch.Tensor]:
-    """The (W, b) gradients of one MLP, first layer first, from ``grad`` (the loss's
-    gradient at the head's output) and ``head`` (the head's weight)."""
+              head: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The (W, b) gradients of one MLP's layers after the first, second layer first, from
+    ``grad`` (the loss's gradient at the head's output) and ``head`` (the head's weight);
+    and the loss's gradient at the first layer's output (``outs[1]``), which
+    :func:`_first_layer` takes with the other network's."""
     grads: list[torch.Tensor] = []
     upstream = grad @ head
-    for i in reversed(range(len(layers))):
+    for i in reversed(range(1, len(layers))):
         y = outs[i + 1]
         local = upstream * (1 - y * y)
         grads[:0] = [local.t() @ outs[i], local.sum(0)]
-        if i:
-            upstream = local @ layers[i][0]
-    return grads
+        upstream = local @ layers[i][0]
+    return grads, upstream
+
+
+def _first_layer(hidden_pi: Sequence[torch.Tensor], hidden_vf: Sequence[torch.Tensor],
+                 up_pi: torch.Tensor, up_vf: torch.Tensor) -> tuple[list[torch.Tensor], ...]:
+    """The actor's and the critic's first-layer (W, b) gradients as one product, as
+    ``ppo.mlp_pair`` computes the two layers: the loss's gradients at their outputs side by
+    side through tanh, against the observations (``hidden_*[0]``)."""
+    y_pi, y_vf = hidden_pi[1], hidden_vf[1]
+    local = torch.cat([up_pi * (1 - y_pi * y_pi), up_vf * (1 - y_vf * y_vf)], dim=1)
+    weight, bias, width = local.t() @ hidden_pi[0], local.sum(0), y_pi.shape[1]
+    return [weight[:width], bias[:width]], [weight[width:], bias[width:]]
 
 
 def pack(obs: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor,
@@ -185,9 +197,19 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
     (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
     and Adam's step count (a 0-d tensor) are updated in place; the step's (policy loss,
     value loss, entropy, approximate KL, clipped fraction: ``STATS``) returned."""
+    grad, stats = gradient(layout, hp, masked, state[0], batch)
+    _clip_and_adam(grad, state, step, hp)
+    return stats
+
+
+def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.Tensor,
+             batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradient of SB3's PPO loss on a minibatch with respect to the flat parameters
+    ``flat``, by hand (what ``loss.backward()`` would give, without autograd), and the
+    minibatch's ``STATS``."""
     obs, masks, actions, old_logp, advantages, targets = unpack(batch, layout.shapes[0][1])
     rows = obs.shape[0]
-    actor, critic, (wa, _), (wv, _) = layers = layout.split(state[0])
+    actor, critic, (wa, _), (wv, _) = layers = layout.split(flat)
     hidden_pi, hidden_vf, logits, values = network(*layers, obs, masks if masked else None)
     log_probs = torch.log_softmax(logits, dim=1)
     probs = log_probs.exp()
@@ -211,15 +233,28 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
     if masked:
         d_logits = torch.where(masks, d_logits, 0.0)
     d_values = (2 * hp.vf_coef / rows) * (values - targets)
-    grads = [*_backward(actor, hidden_pi, d_logits, wa),
-             *_backward(critic, hidden_vf, d_values[:, None], wv),
-             d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
-             d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
-    grad = torch.cat([g.reshape(-1) for g in grads])
-    _clip_and_adam(grad, state, step, hp)
+    grads = _layer_gradients(actor, critic, hidden_pi, hidden_vf,
+                             (d_logits, wa), (d_values[:, None], wv))
+    grads += [d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
+              d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
     approx_kl = ((ratio - 1) - log_ratio).mean()
     clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).mean()
-    return torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction])
+    return (torch.cat([g.reshape(-1) for g in grads]),
+            torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction]))
+
+
+def _layer_gradients(actor: Sequence[Layer], critic: Sequence[Layer],
+                     hidden_pi: Sequence[torch.Tensor], hidden_vf: Sequence[torch.Tensor],
+                     head_pi: tuple[torch.Tensor, torch.Tensor],
+                     head_vf: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:
+    """The (W, b) gradients of the actor's layers then the critic's, in the flat layout's
+    order, from each head's (gradient at its output, weight)."""
+    rest_pi, up_pi = _backward(actor, hidden_pi, *head_pi)
+    rest_vf, up_vf = _backward(critic, hidden_vf, *head_vf)
+    if not actor:
+        return []
+    first_pi, first_vf = _first_layer(hidden_pi, hidden_vf, up_pi, up_vf)
+    return [*first_pi, *rest_pi, *first_vf, *rest_vf]
 
 
 def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
@@ -384,5 +419,5 @@ def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: t
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
-           "FlatUpdate", "compile_wanted", "outputs", "pack", "ppo_step", "unpack",
+           "FlatUpdate", "compile_wanted", "gradient", "outputs", "pack", "ppo_step", "unpack",
            "update_on"]
