@@ -85,9 +85,9 @@ def test_two_fused_steps_are_sb3s_steps_under_autograd(masked) -> None:
 @pytest.mark.parametrize(("net_arch", "masked"), [((16, 12), True), ((16, 12), False),
                                                   ((7,), True), ((9, 8, 6), False)])
 def test_the_hand_gradient_is_autograds_through_sb3s_policy(net_arch, masked) -> None:
-    """``updates.gradient`` (the actor's and the critic's first layers as one product, the
-    rest by hand) equals torch.autograd's gradient of SB3's PPO loss computed through the
-    SB3 policy's own modules (``evaluate_actions``), at one to three hidden layers."""
+    """``updates.gradient`` (the backward pass by hand) equals torch.autograd's gradient of
+    SB3's PPO loss computed through the SB3 policy's own modules (``evaluate_actions``),
+    with and without masks, at one to three hidden layers."""
     hp = Hyperparameters.of("batched", "ppo", {**HP.__dict__, "net_arch": net_arch})
     policy = _model(hp=hp).policy
     obs, masks, actions, old_logp, adv, targets = _batch(24, masked, seed=5)

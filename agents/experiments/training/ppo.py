@@ -88,28 +88,13 @@ def mlp(layers: Sequence[Layer], x: torch.Tensor) -> list[torch.Tensor]:
     return outs
 
 
-def mlp_pair(actor: Sequence[Layer], critic: Sequence[Layer], x: torch.Tensor
-             ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """:func:`mlp` of the actor and of the critic on one input, their first layers as one
-    product: ``x`` against the two first weights stacked (one wider matrix product and one
-    tanh pass instead of two), each network's first output a column slice of it."""
-    if not actor or not critic:
-        return mlp(actor, x), mlp(critic, x)
-    (w_pi, b_pi), (w_vf, b_vf) = actor[0], critic[0]
-    first = tanh(torch.addmm(torch.cat([b_pi, b_vf]), x, torch.cat([w_pi, w_vf]).t()))
-    width = w_pi.shape[0]
-    return ([x, *mlp(actor[1:], first[:, :width])],
-            [x, *mlp(critic[1:], first[:, width:])])
-
-
 def network(actor: Sequence[Layer], critic: Sequence[Layer], action_head: Layer,
             value_head: Layer, obs: torch.Tensor, masks: torch.Tensor | None
             ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """The forward pass of SB3's ``MlpPolicy`` (separate tanh MLPs for the actor and the
     critic, linear heads) from its (weight, bias) pairs: the actor's and the critic's
-    layer outputs (:func:`mlp_pair`), the logits (masked actions at ``HUGE_NEG``) and the
-    values."""
-    hidden_pi, hidden_vf = mlp_pair(actor, critic, obs)
+    layer outputs, the logits (masked actions at ``HUGE_NEG``) and the values."""
+    hidden_pi, hidden_vf = mlp(actor, obs), mlp(critic, obs)
     logits = torch.addmm(action_head[1], hidden_pi[-1], action_head[0].t())
     if masks is not None:
         logits = torch.where(masks, logits, HUGE_NEG)
@@ -220,5 +205,5 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "mlp_pair", "network",
-           "over_minibatches", "policy_layers", "policy_outputs", "ppo_update", "tanh"]
+__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "over_minibatches",
+           "policy_layers", "policy_outputs", "ppo_update", "tanh"]

@@ -147,30 +147,18 @@ def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
 
 
 def _backward(layers: Sequence[Layer], outs: Sequence[torch.Tensor], grad: torch.Tensor,
-              head: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """The (W, b) gradients of one MLP's layers after the first, second layer first, from
-    ``grad`` (the loss's gradient at the head's output) and ``head`` (the head's weight);
-    and the loss's gradient at the first layer's output (``outs[1]``), which
-    :func:`_first_layer` takes with the other network's."""
+              head: torch.Tensor) -> list[torch.Tensor]:
+    """The (W, b) gradients of one MLP, first layer first, from ``grad`` (the loss's
+    gradient at the head's output) and ``head`` (the head's weight)."""
     grads: list[torch.Tensor] = []
     upstream = grad @ head
-    for i in reversed(range(1, len(layers))):
+    for i in reversed(range(len(layers))):
         y = outs[i + 1]
         local = upstream * (1 - y * y)
         grads[:0] = [local.t() @ outs[i], local.sum(0)]
-        upstream = local @ layers[i][0]
-    return grads, upstream
-
-
-def _first_layer(hidden_pi: Sequence[torch.Tensor], hidden_vf: Sequence[torch.Tensor],
-                 up_pi: torch.Tensor, up_vf: torch.Tensor) -> tuple[list[torch.Tensor], ...]:
-    """The actor's and the critic's first-layer (W, b) gradients as one product, as
-    ``ppo.mlp_pair`` computes the two layers: the loss's gradients at their outputs side by
-    side through tanh, against the observations (``hidden_*[0]``)."""
-    y_pi, y_vf = hidden_pi[1], hidden_vf[1]
-    local = torch.cat([up_pi * (1 - y_pi * y_pi), up_vf * (1 - y_vf * y_vf)], dim=1)
-    weight, bias, width = local.t() @ hidden_pi[0], local.sum(0), y_pi.shape[1]
-    return [weight[:width], bias[:width]], [weight[width:], bias[width:]]
+        if i:
+            upstream = local @ layers[i][0]
+    return grads
 
 
 def pack(obs: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor,
@@ -233,28 +221,14 @@ def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.
     if masked:
         d_logits = torch.where(masks, d_logits, 0.0)
     d_values = (2 * hp.vf_coef / rows) * (values - targets)
-    grads = _layer_gradients(actor, critic, hidden_pi, hidden_vf,
-                             (d_logits, wa), (d_values[:, None], wv))
-    grads += [d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
-              d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
+    grads = [*_backward(actor, hidden_pi, d_logits, wa),
+             *_backward(critic, hidden_vf, d_values[:, None], wv),
+             d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
+             d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
     approx_kl = ((ratio - 1) - log_ratio).mean()
     clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).mean()
     return (torch.cat([g.reshape(-1) for g in grads]),
             torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction]))
-
-
-def _layer_gradients(actor: Sequence[Layer], critic: Sequence[Layer],
-                     hidden_pi: Sequence[torch.Tensor], hidden_vf: Sequence[torch.Tensor],
-                     head_pi: tuple[torch.Tensor, torch.Tensor],
-                     head_vf: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:
-    """The (W, b) gradients of the actor's layers then the critic's, in the flat layout's
-    order, from each head's (gradient at its output, weight)."""
-    rest_pi, up_pi = _backward(actor, hidden_pi, *head_pi)
-    rest_vf, up_vf = _backward(critic, hidden_vf, *head_vf)
-    if not actor:
-        return []
-    first_pi, first_vf = _first_layer(hidden_pi, hidden_vf, up_pi, up_vf)
-    return [*first_pi, *rest_pi, *first_vf, *rest_vf]
 
 
 def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
