@@ -82,6 +82,30 @@ def test_two_fused_steps_are_sb3s_steps_under_autograd(masked) -> None:
         assert param.data.data_ptr() != update.state.data_ptr()  # its own tensor again
 
 
+@pytest.mark.parametrize(("net_arch", "masked"), [((16, 12), True), ((16, 12), False),
+                                                  ((7,), True), ((9, 8, 6), False)])
+def test_the_hand_gradient_is_autograds_through_sb3s_policy(net_arch, masked) -> None:
+    """``updates.gradient`` (the backward pass by hand) equals torch.autograd's gradient of
+    SB3's PPO loss computed through the SB3 policy's own modules (``evaluate_actions``),
+    with and without masks, at one to three hidden layers."""
+    hp = Hyperparameters.of("batched", "ppo", {**HP.__dict__, "net_arch": net_arch})
+    policy = _model(hp=hp).policy
+    obs, masks, actions, old_logp, adv, targets = _batch(24, masked, seed=5)
+    values, logp, entropy = policy.evaluate_actions(obs, actions,
+                                                    action_masks=masks if masked else None)
+    norm = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - hp.clip_range, 1 + hp.clip_range)
+    loss = (-torch.min(norm * ratio, norm * clipped).mean() - hp.ent_coef * entropy.mean()
+            + hp.vf_coef * torch.nn.functional.mse_loss(targets, values[:, 0]))
+    want = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, policy.parameters())])
+    flat = torch.nn.utils.parameters_to_vector(policy.parameters()).detach()
+    got, _ = updates.gradient(updates.FlatLayout.of(policy), hp, masked, flat,
+                              updates.pack(obs, masks, actions, old_logp, adv, targets))
+    assert want.abs().max() > 1e-2  # a gradient worth comparing
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-5)
+
+
 def test_the_forward_pass_is_the_policys() -> None:
     """``updates.outputs`` on the flat vector gives the SB3 policy's action distribution and
     values (SB3 keeps the logits normalised), masked logits at ``HUGE_NEG``."""

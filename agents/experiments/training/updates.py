@@ -185,9 +185,19 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
     (:func:`pack`'s rows): ``state`` (the flat parameters and Adam's two moments, (3, P))
     and Adam's step count (a 0-d tensor) are updated in place; the step's (policy loss,
     value loss, entropy, approximate KL, clipped fraction: ``STATS``) returned."""
+    grad, stats = gradient(layout, hp, masked, state[0], batch)
+    _clip_and_adam(grad, state, step, hp)
+    return stats
+
+
+def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.Tensor,
+             batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradient of SB3's PPO loss on a minibatch with respect to the flat parameters
+    ``flat``, by hand (what ``loss.backward()`` would give, without autograd), and the
+    minibatch's ``STATS``."""
     obs, masks, actions, old_logp, advantages, targets = unpack(batch, layout.shapes[0][1])
     rows = obs.shape[0]
-    actor, critic, (wa, _), (wv, _) = layers = layout.split(state[0])
+    actor, critic, (wa, _), (wv, _) = layers = layout.split(flat)
     hidden_pi, hidden_vf, logits, values = network(*layers, obs, masks if masked else None)
     log_probs = torch.log_softmax(logits, dim=1)
     probs = log_probs.exp()
@@ -215,11 +225,10 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
              *_backward(critic, hidden_vf, d_values[:, None], wv),
              d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
              d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
-    grad = torch.cat([g.reshape(-1) for g in grads])
-    _clip_and_adam(grad, state, step, hp)
     approx_kl = ((ratio - 1) - log_ratio).mean()
     clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).mean()
-    return torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction])
+    return (torch.cat([g.reshape(-1) for g in grads]),
+            torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction]))
 
 
 def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
@@ -384,5 +393,5 @@ def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: t
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
-           "FlatUpdate", "compile_wanted", "outputs", "pack", "ppo_step", "unpack",
+           "FlatUpdate", "compile_wanted", "gradient", "outputs", "pack", "ppo_step", "unpack",
            "update_on"]

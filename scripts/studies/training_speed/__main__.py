@@ -4,6 +4,7 @@
 * ``setup``        a compiled run's setup, the first time on a machine and after (``setup``)
 * ``protocol``     SB3 PPO against the compiled trainer in the speed protocol (``protocol``)
 * ``seeds``        the update over stacked seeds against separate ones (``seeds``)
+* ``learning``     held-out cost of SB3 and the compiled trainer per minibatch size (``learning``)
 
 ``python -m scripts.studies.training_speed update-step --rounds 7``; each subcommand's
 ``--help`` lists its options.
@@ -16,7 +17,7 @@ import importlib
 import sys
 
 COMMANDS = {"update-step": "update_step", "setup": "setup", "protocol": "protocol",
-            "seeds": "seeds"}
+            "seeds": "seeds", "learning": "learning"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,147 @@
+"""Held-out cost at the speed protocol's sizes: SB3 PPO against the compiled trainer at
+several minibatch sizes, over seeds, with the IQM and its stratified-bootstrap interval.
+
+Each (trainer, seed) run is ``ballad-env train``'s configuration in a fresh process, the
+seeds run one after another (never two at once on the shared cores): SB3 PPO as the
+protocol runs it (``protocol.SB3``: 256 environments x 64 steps, minibatch 256, 4 epochs)
+for ``--sb3-steps``, and the compiled trainer at its defaults with 1,024 environments and
+each ``--batch-size`` for ``--steps``, both with a checkpoint every ``--every`` steps (by
+default 13 of the compiled trainer's 15,360-step rollouts, 199,680 steps: at or just under
+SB3's budget). Every checkpoint's and every final greedy policy is replayed on each cell of the
+held-out store (``Lattice.replay``: the final test cost at the end of the episode); the
+table gives, per trainer and step count, the IQM over seeds x cells of that cost with its
+95% stratified-bootstrap interval (``reports.policy_stats.interval``: seeds resampled
+within each cell), the mean, and each seed's mean, beside All-in-LR's on the same cells.
+
+``python -m scripts.studies.training_speed learning --replay-store S --eval-store E``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.experiments.bench.timing import in_fresh_process
+from scripts.studies.training_speed.protocol import SB3
+
+#: The compiled trainer's rollout at 1,024 environments (15 steps each).
+ROLLOUT = 15 * 1024
+
+
+def train_run(argv: list[str], out: str, name: str) -> str:
+    """``ballad-env train`` with ``argv`` into ``out`` as run ``name``; its folder."""
+    from agents.experiments.cli.train import main as train_main
+
+    code = train_main([*argv, "--output-dir", out, "--run-name", name, "--overwrite",
+                       "--no-progress"])
+    if code:
+        raise RuntimeError(f"ballad-env train {' '.join(argv)} failed ({code})")
+    return str(next(Path(out).rglob(f"{name}.json")).parent)
+
+
+def held_out_costs(run: str, eval_store: str) -> dict[int, list[float]]:
+    """Each checkpoint's and the final policy's final test cost on every cell of
+    ``eval_store`` (in the store's order) by the steps it had trained; key 0 holds
+    All-in-LR's on the same cells."""
+    from agents.registry import make_agent
+    from ballad_env.replay.store import LatticeStore
+    from ballad_env.settings import Settings
+
+    folder = Path(run)
+    record = json.loads((folder / f"{folder.name}.json").read_text())
+    settings = Settings.from_dict(record["config"]["settings"])
+    store = LatticeStore(eval_store)
+    lattices = [store.load(d, s, settings) for d, s in store.cells(settings)]
+    if not lattices:
+        raise ValueError(f"the held-out store {eval_store} has no cells of the run's setting: "
+                         "build it with the training store's costs and prior")
+    points: dict[int, Any] = {0: "all-in-lr"}
+    points.update({int(re.search(r"_(\d+)_steps", p.name)[1]): str(p)  # type: ignore[index]
+                   for p in (folder / "checkpoints").glob("*_steps.zip")})
+    points[int(record["num_timesteps"])] = str(folder / f"{folder.name}.zip")
+    out = {}
+    for steps, path in sorted(points.items()):
+        agent = make_agent(path)
+        out[steps] = [float(lat.costs_along(lat.replay(agent))[-1]) for lat in lattices]
+    return out
+
+
+def plan(batch_sizes: Sequence[int], steps: int, sb3_steps: int, every: int
+         ) -> dict[str, list[str]]:
+    """The ``ballad-env train`` options of each trainer the study runs, by label."""
+    runs = {"SB3 PPO": [*SB3[:-1], str(sb3_steps), "--checkpoint-freq", str(every)]}
+    for size in batch_sizes:
+        runs[f"compiled, minibatch {size}"] = [
+            "--trainer", "compiled", "--algo", "ppo", "--n-envs", "1024",
+            "--batch-size", str(size), "--total-timesteps", str(steps),
+            "--checkpoint-freq", str(every)]
+    return runs
+
+
+def measure(store: str, eval_store: str, seeds: Sequence[int], runs: dict[str, list[str]]
+            ) -> dict[str, list[dict[int, list[float]]]]:
+    """Every (trainer, seed) run in a fresh process, one after another, then its policies'
+    held-out costs: per trainer, one {steps: per-cell costs} per seed."""
+    costs: dict[str, list[dict[int, list[float]]]] = {label: [] for label in runs}
+    with tempfile.TemporaryDirectory() as out:
+        for seed in seeds:
+            for k, (label, argv) in enumerate(runs.items()):
+                run = in_fresh_process(train_run, [*argv, "--replay-store", store,
+                                                   "--seed", str(seed)], out, f"r{k}-s{seed}")
+                costs[label].append(held_out_costs(run, eval_store))
+                print(f"seed {seed} {label}: " + ", ".join(
+                    f"{n:,} {np.mean(c):.4f}" for n, c in costs[label][-1].items()), flush=True)
+    return costs
+
+
+def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0) -> str:
+    """One row per trainer and step count present in every seed's run: the IQM over seeds x
+    cells with its 95% stratified-bootstrap interval, the mean, each seed's mean."""
+    from agents.experiments.reports.policy_stats import interval
+
+    rng = np.random.default_rng(seed)
+    lines = ["| trainer | steps | IQM held-out cost [95% interval] | mean | per seed |",
+             "|---|---|---|---|---|"]
+    lr = np.array(next(iter(costs.values()))[0][0])
+    lines.append(f"| All-in-LR | | {_iqm_cell(np.array([lr]), rng, interval)} | "
+                 f"{lr.mean():.4f} | |")
+    for label, seeds in costs.items():
+        common = sorted(set.intersection(*(set(s) for s in seeds)) - {0})
+        for steps in common:
+            matrix = np.array([s[steps] for s in seeds])  # seeds x cells
+            lines.append(f"| {label} | {steps:,} | {_iqm_cell(matrix, rng, interval)} | "
+                         f"{matrix.mean():.4f} | "
+                         f"{' '.join(f'{m:.4f}' for m in matrix.mean(axis=1))} |")
+    return "\n".join(lines)
+
+
+def _iqm_cell(matrix: np.ndarray, rng: np.random.Generator, interval: Any) -> str:
+    value, low, high = interval(matrix, rng)
+    return f"{value:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replay-store", required=True, help="the protocol's training store")
+    parser.add_argument("--eval-store", required=True,
+                        help="held-out cells (the same sets at other seeds, same settings)")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[1024, 2048])
+    parser.add_argument("--steps", type=int, default=2_000_000)
+    parser.add_argument("--sb3-steps", type=int, default=200_000)
+    parser.add_argument("--every", type=int, default=13 * ROLLOUT,
+                        help="compiled runs' checkpoint interval (default 13 rollouts)")
+    parser.add_argument("--save", help="also write the per-cell costs to this JSON file")
+    args = parser.parse_args(argv)
+    runs = plan(args.batch_size, args.steps, args.sb3_steps, args.every)
+    costs = measure(args.replay_store, args.eval_store, range(args.seeds), runs)
+    if args.save:
+        Path(args.save).write_text(json.dumps(costs))
+    print(report(costs))
