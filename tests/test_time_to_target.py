@@ -16,7 +16,8 @@ def _table(curves: dict[tuple[str, int], list[tuple[int, float, float]]],
     """A study table: per (trainer, seed), checkpoints (steps, wall_s, held-out cost)."""
     rows = [{"phase": "seeds", "trainer": trainer, "seed": seed, "commit": "abc",
              "setup_s": 2.0, "steps_per_s": 1000.0, "load_end": 1.0, "steps": steps,
-             "wall_s": wall, "heldout_cost": cost, "all_in_lr_cost": all_in_lr}
+             "wall_s": wall, "heldout_cost": cost, "heldout_all_in_lr": all_in_lr,
+             "train_cost": cost / 2, "train_all_in_lr": all_in_lr}
             for (trainer, seed), points in curves.items() for steps, wall, cost in points]
     return pd.DataFrame(rows)
 

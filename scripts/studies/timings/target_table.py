@@ -2,11 +2,12 @@
 checkpoint; ``time_to_target`` writes it): the target, each run's wall time to it, and the
 medians over seeds with their bootstrap intervals.
 
-The target is a held-out cost: All-in-LR's mean held-out cost less ``fraction`` of the
-largest improvement over it that any checkpoint of any run in the table reaches. Where no
+The target is a cost of one measure (``MEASURES``: the mean final test cost on the held-out
+cells, or on the training cells): All-in-LR's cost there less ``fraction`` of the largest
+improvement over it that any checkpoint of any run in the table reaches. Where no
 checkpoint improves on All-in-LR, the reference is instead the worst held-out cost any
 run's first checkpoint has (where training starts from, as near as the table shows), and
-the target that cost less ``fraction`` of the best reduction from it; the report says
+the target is that cost less ``fraction`` of the best reduction from it; the report says
 which reference it used. A run's time to the target is the wall time, from its process's
 start, of its first checkpoint at or below the target (infinite where none is).
 """
@@ -20,8 +21,11 @@ import pandas as pd
 
 from agents.experiments.reports.policy_stats import CONFIDENCE, RESAMPLES, stratified_bootstrap
 
-#: The columns every row of the table has (``time_to_target.ROW_COLUMNS`` writes more).
+#: The columns that name a run (``time_to_target.ROW_COLUMNS`` lists all of a row's).
 KEY = ("phase", "trainer", "seed")
+#: The measures a target can be set on: column ``<measure>_cost`` is a checkpoint's, and
+#: ``<measure>_all_in_lr`` All-in-LR's on the same cells.
+MEASURES = ("heldout", "train")
 #: The reference names the target can be measured from.
 REFERENCES = ("all-in-lr", "first checkpoint")
 
@@ -38,29 +42,32 @@ class Target:
     best_cost: float
 
 
-def choose_target(table: pd.DataFrame, fraction: float) -> Target:
-    """The target of the module's note, from the table's ``heldout_cost`` and
-    ``all_in_lr_cost`` columns."""
+def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout") -> Target:
+    """The target of the module's note on ``measure`` (one of ``MEASURES``)."""
+    if measure not in MEASURES:
+        raise ValueError(f"unknown measure {measure!r}: use one of {', '.join(MEASURES)}")
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}: e.g. 0.95")
     if table.empty:
         raise ValueError("the table has no checkpoints: run the study first")
-    best = float(table["heldout_cost"].min())
-    baseline = float(table["all_in_lr_cost"].iloc[0])
+    best = float(table[f"{measure}_cost"].min())
+    baseline = float(table[f"{measure}_all_in_lr"].iloc[0])
     if best < baseline:
         return Target(baseline - fraction * (baseline - best), fraction, "all-in-lr",
                       baseline, best)
-    first = table.sort_values("steps").groupby(list(KEY), sort=False)["heldout_cost"].first()
+    first = table.sort_values("steps").groupby(list(KEY), sort=False)[f"{measure}_cost"].first()
     start = float(first.max())
     return Target(start - fraction * (start - best), fraction, "first checkpoint", start, best)
 
 
-def times_to_target(table: pd.DataFrame, target: float) -> pd.DataFrame:
-    """Per run (phase, trainer, seed): its wall time to ``target`` (inf where never reached),
+def times_to_target(table: pd.DataFrame, target: float, measure: str = "heldout"
+                    ) -> pd.DataFrame:
+    """Per run (phase, trainer, seed): its wall time to ``target`` on ``measure`` (inf where
+    never reached),
     the steps there (0 where never), and the run's last checkpoint's steps and wall time."""
     rows = []
     for key, run in table.sort_values("steps").groupby(list(KEY), sort=False):
-        hit = run[run["heldout_cost"] <= target]
+        hit = run[run[f"{measure}_cost"] <= target]
         rows.append({**dict(zip(KEY, key, strict=True)),
                      "wall_s": float(hit["wall_s"].iloc[0]) if len(hit) else np.inf,
                      "steps": int(hit["steps"].iloc[0]) if len(hit) else 0,
@@ -116,5 +123,5 @@ def summary(times: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["KEY", "REFERENCES", "Target", "choose_target", "median_draws", "median_interval",
-           "quantiles", "ratio_interval", "summary", "times_to_target"]
+__all__ = ["KEY", "MEASURES", "REFERENCES", "Target", "choose_target", "median_draws",
+           "median_interval", "quantiles", "ratio_interval", "summary", "times_to_target"]

@@ -2,16 +2,17 @@
 
 Each run is ``ballad-env train`` in a fresh process on the training store with a checkpoint
 every ``--every`` steps. After it ends, every checkpoint's greedy policy (and the final
-model's) is replayed on every cell of the held-out store (``Lattice.replay``): its held-out
-cost is the mean final test cost there, beside All-in-LR's on the same cells. A
+model's) is replayed on every cell of the held-out store and of the training store
+(``Lattice.replay``): its held-out and training cost are the mean final test cost on each,
+beside All-in-LR's on the same cells. A
 checkpoint's wall time is its file's modification time less the moment this study started
 the process, so the interpreter's start, the imports, the environments, any compile and the
 rollout worker's start all count.
 
 The runs, in order: ``cold`` (the first compiled run, on an empty cache folder: the
-update compiled from nothing), ``long`` (one long run per ``--long-trainers``: the best
-held-out cost reachable), then ``seeds`` (seed 0..N-1 of every trainer, the trainers
-interleaved within a seed; a compiled run there loads the cached step). Rows are appended
+update compiled from nothing), ``seeds`` (seed 0..N-1 of every trainer, the trainers
+interleaved within a seed; a compiled run there loads the cached step), then ``long`` (one
+long run per ``--long-trainers``: how low a cost is reachable at all). Rows are appended
 to ``<out>/checkpoints.csv`` one run at a time, and a rerun skips the runs it holds, so an
 interrupted study resumes. ``--report-only`` prints the analysis (``target_table``).
 
@@ -48,7 +49,7 @@ EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720}
 #: The table's columns: the run's, then the checkpoint's.
 ROW_COLUMNS = ("phase", "trainer", "seed", "commit", "options", "compile", "load_start",
                "load_end", "setup_s", "train_s", "steps_per_s", "steps", "wall_s",
-               "heldout_cost", "all_in_lr_cost")
+               "heldout_cost", "heldout_all_in_lr", "train_cost", "train_all_in_lr")
 TABLE = "checkpoints.csv"
 #: Where the compiled step's package and inductor's cache go (``BALLAD_DATA_HOME``).
 DATA_HOME_ENV, INDUCTOR_ENV = "BALLAD_DATA_HOME", "TORCHINDUCTOR_CACHE_DIR"
@@ -62,9 +63,9 @@ def commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-class HeldOut:
-    """The held-out cells (every cell of the store under the training store's setting) and
-    All-in-LR's mean final test cost on them."""
+class Cells:
+    """Every cell of a store under the training store's setting, and All-in-LR's mean final
+    test cost on them."""
 
     def __init__(self, store: str, train_store: str) -> None:
         from agents.experiments.lattice_build import store_settings
@@ -75,12 +76,12 @@ class HeldOut:
         held = LatticeStore(store)
         self.lattices = [held.load(d, s, settings) for d, s in held.cells(settings)]
         if not self.lattices:
-            raise ValueError(f"the held-out store {store} has no cells of the training "
-                             f"store's setting {settings.name}: build it with the same costs")
+            raise ValueError(f"the store {store} has no cells of the training store's "
+                             f"setting {settings.name}: build it with the same costs")
         self.all_in_lr = self.cost(make_agent("all-in-lr"))
 
     def cost(self, agent: Any) -> float:
-        """``agent``'s mean final test cost over the held-out cells."""
+        """``agent``'s mean final test cost over the cells."""
         return float(np.mean([lat.costs_along(lat.replay(agent))[-1] for lat in self.lattices]))
 
 
@@ -106,15 +107,17 @@ def train(argv: list[str], run: Path, env: dict[str, str]) -> float:
     return started
 
 
-def evaluate(run: Path, started: float, held: HeldOut) -> list[dict[str, Any]]:
-    """One row per checkpoint of a finished run (``ROW_COLUMNS`` less the run's own)."""
+def evaluate(run: Path, started: float, cells: dict[str, Cells]) -> list[dict[str, Any]]:
+    """One row per checkpoint of a finished run (``ROW_COLUMNS`` less the run's own), its
+    cost on each of ``cells`` (by measure)."""
     from agents.registry import make_agent
 
     rows = []
     for steps, path in checkpoints(run):
+        agent = make_agent(str(path))
         rows.append({"steps": steps, "wall_s": path.stat().st_mtime - started,
-                     "heldout_cost": held.cost(make_agent(str(path))),
-                     "all_in_lr_cost": held.all_in_lr})
+                     **{f"{m}_cost": c.cost(agent) for m, c in cells.items()},
+                     **{f"{m}_all_in_lr": c.all_in_lr for m, c in cells.items()}})
     return rows
 
 
@@ -135,10 +138,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int, int]]:
     runs = []
     if args.cold and "compiled" in args.trainers:
         runs.append(("cold", "compiled", 0, args.steps["compiled"], args.every["compiled"]))
-    runs += [("long", t, 0, args.long_steps, args.long_every) for t in args.long_trainers]
     runs += [("seeds", t, s, args.steps[t], args.every[t])
              for s in range(args.seeds) for t in args.trainers]
-    return runs
+    return runs + [("long", t, 0, args.long_steps, args.long_every) for t in args.long_trainers]
 
 
 def run_study(args: argparse.Namespace) -> Path:
@@ -151,7 +153,8 @@ def run_study(args: argparse.Namespace) -> Path:
     cache = Path(args.cache_dir or out / "cache")
     env = {**os.environ, DATA_HOME_ENV: str(cache)}
     env.pop(INDUCTOR_ENV, None)
-    held = HeldOut(args.heldout_store, args.train_store)
+    cells = {"heldout": Cells(args.heldout_store, args.train_store),
+             "train": Cells(args.train_store, args.train_store)}
     for phase, trainer, seed, steps, every in plan(args):
         if (phase, trainer, seed) in done:
             continue
@@ -172,33 +175,34 @@ def run_study(args: argparse.Namespace) -> Path:
             print(f"{name}: {steps:,} steps (load {load_start:.1f})", flush=True)
             started = train(argv, run, env)
         load_end = os.getloadavg()[0]
-        rows = evaluate(run, started, held)
+        rows = evaluate(run, started, cells)
         facts = {"phase": phase, "trainer": trainer, "seed": seed, "commit": args.commit,
                  "options": " ".join(options), "load_start": load_start,
                  "load_end": load_end, **run_facts(run, started, rows)}
         frame = pd.DataFrame([{**facts, **r} for r in rows], columns=list(ROW_COLUMNS))
         frame.to_csv(table, mode="a", header=not table.exists(), index=False)
-        best = frame["heldout_cost"].min()
         print(f"{name}: {facts['steps_per_s']:,.0f} steps/s, setup {facts['setup_s']:.1f} s, "
-              f"best held-out {best:.4f} (All-in-LR {held.all_in_lr:.4f})", flush=True)
+              + ", ".join(f"best {m} {frame[f'{m}_cost'].min():.4f} (All-in-LR "
+                          f"{c.all_in_lr:.4f})" for m, c in cells.items()), flush=True)
     return table
 
 
-def report(table: pd.DataFrame, fraction: float, seed: int = 0) -> str:
+def report(table: pd.DataFrame, fraction: float, measure: str = "heldout", seed: int = 0
+           ) -> str:
     """The target, each phase and trainer's wall time to it (median over seeds with a 95%
     bootstrap interval; training seconds are wall less the run's setup), and the ratio of
     the compiled trainer's times to SB3's."""
     rng = np.random.default_rng(seed)
-    target = target_table.choose_target(table, fraction)
-    times = target_table.times_to_target(table, target.cost)
+    target = target_table.choose_target(table, fraction, measure)
+    times = target_table.times_to_target(table, target.cost, measure)
     runs = table.groupby(list(target_table.KEY), sort=False).agg(
         setup_s=("setup_s", "first"), steps_per_s=("steps_per_s", "first"),
-        final=("heldout_cost", "last"), best=("heldout_cost", "min"),
+        final=(f"{measure}_cost", "last"), best=(f"{measure}_cost", "min"),
         load=("load_end", "first")).reset_index()
     times = times.merge(runs, on=list(target_table.KEY))
     times["train_to_target_s"] = times["wall_s"] - times["setup_s"]
-    lines = [f"commit(s) {', '.join(table['commit'].unique())}; All-in-LR held-out cost "
-             f"{table['all_in_lr_cost'].iloc[0]:.4f}",
+    lines = [f"commit(s) {', '.join(table['commit'].unique())}; measure: {measure} cost; "
+             f"All-in-LR's {table[f'{measure}_all_in_lr'].iloc[0]:.4f}",
              f"target {target.cost:.4f}: {target.reference} ({target.reference_cost:.4f}) less "
              f"{fraction:g} x the best reduction from it (best checkpoint {target.best_cost:.4f})",
              "| phase | trainer | seeds | reached | wall s to target, median [95%] | "
@@ -284,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the compiled step's cache folder (default <out>/cache)")
     parser.add_argument("--fraction", type=float, default=0.95,
                         help="share of the best improvement the target asks")
+    parser.add_argument("--measure", choices=target_table.MEASURES, default="heldout",
+                        help="the cost the target is set on: the held-out or the training cells'")
     parser.add_argument("--report-only", action="store_true",
                         help="print the analysis of the table, run nothing")
     return parser
@@ -307,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         run_study(args)
     if not table.exists():
         parser.error(f"{table} does not exist: run the study first")
-    print(report(pd.read_csv(table), args.fraction))
+    print(report(pd.read_csv(table), args.fraction, args.measure))
 
 
 if __name__ == "__main__":
