@@ -32,6 +32,11 @@ def test_target_is_a_share_of_the_best_improvement_over_all_in_lr() -> None:
     # the best checkpoint is 0.040, 0.010 below All-in-LR's 0.05: 90% of it is 0.009
     assert target.reference == "all-in-lr" and target.best_cost == pytest.approx(0.040)
     assert target.cost == pytest.approx(0.041)
+    assert target_table.choose_target(_table(CURVES), 0.0).cost == 0.05  # All-in-LR's own
+    train = target_table.choose_target(_table(CURVES), 0.5, "train")  # costs halved: 0.020
+    assert train.best_cost == pytest.approx(0.020) and train.cost == pytest.approx(0.035)
+    with pytest.raises(ValueError, match="unknown measure"):
+        target_table.choose_target(_table(CURVES), 0.5, "test")
 
 
 def test_without_any_improvement_the_target_is_measured_from_the_first_checkpoints() -> None:

@@ -4,7 +4,8 @@ medians over seeds with their bootstrap intervals.
 
 The target is a cost of one measure (``MEASURES``: the mean final test cost on the held-out
 cells, or on the training cells): All-in-LR's cost there less ``fraction`` of the largest
-improvement over it that any checkpoint of any run in the table reaches. Where no
+improvement over it that any checkpoint of any run in the table reaches (``fraction`` 0:
+All-in-LR's cost itself). Where no
 checkpoint improves on All-in-LR, the reference is instead the worst held-out cost any
 run's first checkpoint has (where training starts from, as near as the table shows), and
 the target is that cost less ``fraction`` of the best reduction from it; the report says
@@ -46,8 +47,9 @@ def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout"
     """The target of the module's note on ``measure`` (one of ``MEASURES``)."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}: use one of {', '.join(MEASURES)}")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}: e.g. 0.95")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}: e.g. 0.95 (0 asks for "
+                         "the reference's own cost)")
     if table.empty:
         raise ValueError("the table has no checkpoints: run the study first")
     best = float(table[f"{measure}_cost"].min())

@@ -287,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", default=None,
                         help="the compiled step's cache folder (default <out>/cache)")
     parser.add_argument("--fraction", type=float, default=0.95,
-                        help="share of the best improvement the target asks")
+                        help="share of the best improvement the target asks (0: "
+                             "All-in-LR's cost)")
     parser.add_argument("--measure", choices=target_table.MEASURES, default="heldout",
                         help="the cost the target is set on: the held-out or the training cells'")
     parser.add_argument("--report-only", action="store_true",
