@@ -31,7 +31,15 @@ def test_the_environments_have_examples() -> None:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    return small_store(tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("store"))
+    """The trainers' small store, with its cells at c_fn = 10 too (the mixed-cells example)."""
+    from agents.experiments.lattice_build import build_store
+    from ballad_env.settings import Settings
+
+    data = tmp_path_factory.mktemp("data")
+    root = small_store(data, tmp_path_factory.mktemp("store"))
+    build_store(root, ["large"], [0, 1], [Settings(prior="knn", c_fn=10.0)], data_dir=data,
+                progress=False)
+    return root
 
 
 @pytest.mark.parametrize("name", modules_with_examples())

@@ -58,7 +58,7 @@ NOT_IN_LATTICES = frozenset({
     "ballad_env/settings/cli.py",
     "ballad_env/replay/env.py", "ballad_env/replay/transitions.py",
     "ballad_env/replay/store.py", "ballad_env/replay/vector.py",
-    "ballad_env/replay/vector_tables.py"})
+    "ballad_env/replay/vector_tables.py", "ballad_env/replay/vector_cells.py"})
 
 
 class StoreError(ValueError):

@@ -21,8 +21,8 @@ from gymnasium.vector.utils import batch_space
 
 from ballad_env.env import check_reset_options, shown_signal
 from ballad_env.episode import ACTION_NAMES, AL, LR, RECORD_FIELDS
-from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.replay.store import LatticeStore
+from ballad_env.replay.vector_cells import CellKey, VectorCells
 from ballad_env.replay.vector_tables import (
     FIGURE_GROUPS,
     PREVIOUS_COLUMNS,
@@ -30,6 +30,8 @@ from ballad_env.replay.vector_tables import (
     SIDE_COLUMNS,
     CellDraws,
     ReplayTables,
+    final_entries,
+    seed_list,
 )
 from ballad_env.rewards import SIDE_SIGNAL_NAMES
 from ballad_env.settings import Settings
@@ -46,6 +48,14 @@ class ReplayVectorEnv(VectorEnv):
 
     Arguments: ``num_envs``, then those of ``BudgetAllocationReplayEnv`` (``store``,
     ``datasets``, ``seeds``, ``settings``, ``observation``, any ``Settings`` field), and:
+
+    - ``cells``: mixed cells, a list of (data set, seed, ``Settings``) in place of
+      ``datasets``, ``seeds`` and ``settings``: each sub-environment draws among them and
+      plays each under its own settings (its costs, budget share and traits: rewards and
+      observation v2 are the cell's own; ``ballad_env.replay.vector_cells``). The cells
+      must share a number of rounds and a reward (``reward=...`` sets it for all); the
+      ``settings`` attribute is then None, as for any vector environment whose
+      sub-environments differ.
 
     - ``autoreset_mode``: ``AutoresetMode.NEXT_STEP`` (the default, as gymnasium's vector
       environments: the step after an episode's last returns the next episode's first
@@ -79,6 +89,21 @@ class ReplayVectorEnv(VectorEnv):
     >>> obs, rewards, terminated, truncated, info = envs.step(np.ones(4, dtype=int))
     >>> rewards.shape, info["round"], bool(terminated.any()), bool(truncated.any())
     ((4,), array([1, 1, 1, 1]), False, False)
+
+    Mixed cells: the stored cells of two cost levels (``store`` holds both), the
+    sub-environments' episodes at either, each cell's costs in its observation (v2's
+    ``cost_ratio``):
+
+    >>> from ballad_env import Settings
+    >>> from ballad_env.observation import ALL_FEATURE_INDEX
+    >>> from ballad_env.replay.store import LatticeStore
+    >>> levels = [Settings(prior="knn"), Settings(prior="knn", c_fn=10.0)]
+    >>> cells = [(d, s, level) for level in levels
+    ...          for d, s in LatticeStore(store).cells(level)]
+    >>> envs = ReplayVectorEnv(4, store, cells=cells, observation="v2")
+    >>> obs, info = envs.reset(seed=0)
+    >>> envs.settings is None, sorted(set(obs[:, ALL_FEATURE_INDEX["cost_ratio"]].tolist()))
+    (True, [0.5, 0.75])
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -88,7 +113,9 @@ class ReplayVectorEnv(VectorEnv):
                  seeds: Sequence[int] | None = None, settings: Settings | None = None,
                  observation: str = "v0", autoreset_mode: AutoresetMode | str =
                  AutoresetMode.NEXT_STEP, info_keys: Sequence[str] | None = None,
-                 render_mode: str | None = None, **options: Any) -> None:
+                 render_mode: str | None = None,
+                 cells: Sequence[tuple[str, int, Settings]] | None = None,
+                 **options: Any) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) \
                 or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -98,23 +125,29 @@ class ReplayVectorEnv(VectorEnv):
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.info_keys = _info_keys(info_keys)
-        #: A single replay environment of these arguments: its cells, settings and spaces.
-        self.single = BudgetAllocationReplayEnv(store, datasets=datasets, seeds=seeds,
-                                                settings=settings, observation=observation,
-                                                **options)
+        store = store if isinstance(store, LatticeStore) else LatticeStore(store)
+        #: The cells played and each one's settings (one setting, or mixed ``cells``).
+        self.cell_set = VectorCells(store, datasets, seeds, settings, observation, cells,
+                                    options)
+        #: A single replay environment of these arguments (of the first setting if mixed):
+        #: its spaces, reward signal and, for one setting, its cells and settings.
+        self.single = self.cell_set.single
         if self.single.unavailable_action != "raise":
             raise ValueError("ReplayVectorEnv refuses exhausted pools' actions: leave "
                              "unavailable_action at 'raise' and mask them (action_masks()), "
                              "or use gymnasium's SyncVectorEnv over the single environment")
         self.num_envs = int(num_envs)
-        self.settings, self.store, self.cells = (self.single.settings, self.single.store,
-                                                 self.single.cells)
+        #: The settings every sub-environment plays (None for mixed cells).
+        self.settings: Settings | None = None if cells is not None else self.single.settings
+        self.store = self.single.store
+        #: The cells drawn: (data set, seed), or (data set, seed, setting name) if mixed.
+        self.cells = self.cell_set.keys
         self.single_observation_space = self.single.observation_space
         self.single_action_space = self.single.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.tables = ReplayTables(self.single.reward_signal,
-                                   shown_signal(self.settings), observation)
+                                   shown_signal(self.single.settings), observation)
         self._k1 = 0  # rounds + 1, set by the first load
         self._load(self.cells)
         self._cell_rows = np.array([self.tables.index[c] for c in self.cells])
@@ -129,11 +162,11 @@ class ReplayVectorEnv(VectorEnv):
         self._plan_info()
         self._lr_columns = _as_slice(SIDE_COLUMNS[LR])
 
-    def _load(self, cells: Sequence[tuple[str, int]]) -> None:
+    def _load(self, cells: Sequence[CellKey]) -> None:
         """Add the tables of these cells, those not loaded yet."""
         new = [c for c in dict.fromkeys(cells) if c not in self.tables.index]
         if new:
-            self.tables.add([self.store.load(d, s, self.settings) for d, s in new])
+            self.tables.add(self.cell_set.load(self.store, new), new)
             self._k1 = self.tables.n_rounds + 1
             self._now = None
 
@@ -143,14 +176,12 @@ class ReplayVectorEnv(VectorEnv):
         """Start an episode in every environment: environment e draws its cell with its
         generator, seeded with ``seed + e`` (or ``seed[e]``); ``options`` as the single
         environment's (``dataset``, ``seed``), for every environment."""
-        seeds = _seed_list(seed, self.num_envs)
+        seeds = seed_list(seed, self.num_envs)
         self._draws.seed(seeds)
         envs = np.arange(self.num_envs)
         options = check_reset_options(options)  # the single environment's keys and check
         if options:
-            chosen = BudgetAllocationReplayEnv(self.store, datasets=options.get("dataset"),
-                                               seeds=options.get("seed"),
-                                               settings=self.settings).cells
+            chosen = self.cell_set.chosen(self.store, options)
             self._load(chosen)
             drawn = [self.tables.index[chosen[self._draws.draw_among(e, len(chosen))]]
                      for e in envs.tolist()]
@@ -186,7 +217,7 @@ class ReplayVectorEnv(VectorEnv):
         obs, info = self._observe(rows), self._info(rows)
         if self.autoreset_mode is AutoresetMode.SAME_STEP and terminated.any():
             ended = np.flatnonzero(terminated)
-            info.update(_final(obs, info, ended, self.num_envs))
+            info.update(final_entries(obs, info, ended, self.num_envs))
             self._start(ended, self._cell_rows[self._draws.draw(ended)])
             rows = self._rows()
             obs, info = self._observe(rows), {**info, **self._info(rows)}
@@ -200,6 +231,11 @@ class ReplayVectorEnv(VectorEnv):
         if not self._started:
             return np.ones((self.num_envs, 2), dtype=bool)
         return self.tables.arrays["mask"].take(self._state_rows(), axis=0)
+
+    def playing(self) -> list[CellKey]:
+        """The cell each environment plays now, as ``cells`` names it."""
+        keys = list(self.tables.index)  # in the order of the tables' rows
+        return [keys[c] for c in self._cell.tolist()]
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release: the tables are arrays."""
@@ -357,34 +393,12 @@ class ReplayVectorEnv(VectorEnv):
         tables' rows into i = 0 and j = 0, read at the start, are all -1)."""
         k1 = self._k1
         rows = self._cell * (2 * k1) + np.where(self._prev == AL, self._i, self._j + k1)
-        width = self.single.queried_width  # the store's widest round, as a single env's
+        width = self.cell_set.queried_width  # the store's widest round, as a single env's
         held = min(width, int(self.tables.arrays["queried"].shape[1]))
         queried = self.tables.queried(held).take(rows, axis=0)
         if held < width:  # no cell loaded yet has the widest round
             queried = np.pad(queried, ((0, 0), (0, width - held)), constant_values=-1)
         return queried
-
-
-def _final(obs: np.ndarray, info: dict[str, Any], ended: np.ndarray,
-           n: int) -> dict[str, Any]:
-    """``final_obs`` and ``final_info`` for the environments in ``ended``, as gymnasium's
-    ``SyncVectorEnv`` adds them in same-step mode (None or 0 for the others)."""
-    final_obs = np.full(n, None, dtype=object)
-    for e in ended.tolist():
-        final_obs[e] = obs[e]
-    mask = np.zeros(n, dtype=bool)
-    mask[ended] = True
-    final_info: dict[str, Any] = {}
-    for key, value in info.items():
-        if key.startswith("_"):
-            final_info[key] = mask.copy()
-        elif value.dtype == object:
-            final_info[key] = np.where(mask, value, None)
-        else:
-            final_info[key] = np.where(mask.reshape(-1, *[1] * (value.ndim - 1)), value,
-                                       np.zeros((), value.dtype))
-    return {"final_obs": final_obs, "_final_obs": mask.copy(), "final_info": final_info,
-            "_final_info": mask.copy()}
 
 
 def _as_slice(positions: list[int]) -> slice | list[int]:
@@ -418,19 +432,6 @@ def _info_keys(keys: Sequence[str] | None) -> tuple[str, ...]:
         raise ValueError(f"unknown info key(s) {', '.join(unknown)}: use some of "
                          f"{', '.join(INFO_KEYS)}")
     return tuple(key for key in INFO_KEYS if key in wanted)
-
-
-def _seed_list(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
-    """Each environment's seed, as ``SyncVectorEnv.reset`` hands them out."""
-    if seed is None:
-        return [None] * n
-    if isinstance(seed, int | np.integer):
-        return [int(seed) + e for e in range(n)]
-    seeds = list(seed)
-    if len(seeds) != n:
-        raise ValueError(f"seed: give one int, or a list of num_envs={n} seeds; got "
-                         f"{len(seeds)}")
-    return seeds
 
 
 __all__ = ["AUTORESET_MODES", "INFO_KEYS", "ReplayVectorEnv"]

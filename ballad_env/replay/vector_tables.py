@@ -1,4 +1,5 @@
-"""The replay's tables for many cells at once, and the cells each of N environments draws.
+"""The replay's tables for many cells at once, the cells each of N environments draws, and
+the seeds and final entries of its resets (as gymnasium's vector environments hand them out).
 
 ``ReplayVectorEnv`` (``ballad_env.replay.vector``) steps N episodes with a few fancy-indexing
 operations per step. For that, every cell (data set, seed) it may play is turned into
@@ -13,6 +14,7 @@ cells from its own generator, in the stream of a single replay environment's res
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
@@ -67,7 +69,7 @@ class ReplayTables:
         self.cost = signal if isinstance(signal, CostSignal) else None
         self.n_rounds = -1
         self.lr_paths = self.lr_index = np.zeros(0, dtype=np.intp)
-        self.index: dict[tuple[str, int], int] = {}  # (data set, seed) -> row c
+        self.index: dict[tuple[Any, ...], int] = {}  # a cell's key -> row c
         self.names: list[str] = []
         self.arrays: dict[str, np.ndarray] = {}
         self.columns: dict[str, np.ndarray] = {}
@@ -76,10 +78,12 @@ class ReplayTables:
     def __len__(self) -> int:
         return len(self.names)
 
-    def add(self, lattices: list[Lattice]) -> None:
-        """Add these cells' tables (one concatenation per table, whatever their number)."""
+    def add(self, lattices: list[Lattice], keys: list[tuple[Any, ...]] | None = None) -> None:
+        """Add these cells' tables (one concatenation per table, whatever their number),
+        each under its key in ``index`` (default: its (data set, seed))."""
         parts: dict[str, list[np.ndarray]] = {}
-        for lattice in lattices:
+        keys = keys or [(lattice.dataset, lattice.seed) for lattice in lattices]
+        for lattice, key in zip(lattices, keys, strict=True):
             if self.n_rounds < 0:
                 self.n_rounds = lattice.n_rounds
                 self.lr_paths, self.lr_index = lr_paths(lattice.n_rounds)
@@ -87,7 +91,7 @@ class ReplayTables:
                 raise ValueError(f"cell {lattice.dataset} seed {lattice.seed} has "
                                  f"{lattice.n_rounds} rounds, the others {self.n_rounds}: "
                                  "a vector environment plays cells of one budget")
-            self.index[(lattice.dataset, lattice.seed)] = len(self.names)
+            self.index[key] = len(self.names)
             self.names.append(lattice.dataset)
             for name, part in self._cell_parts(lattice).items():
                 parts.setdefault(name, []).append(part)
@@ -258,5 +262,41 @@ class CellDraws:
         self._used[env] = DRAW_BLOCK
 
 
+def final_entries(obs: np.ndarray, info: dict[str, Any], ended: np.ndarray,
+           n: int) -> dict[str, Any]:
+    """``final_obs`` and ``final_info`` for the environments in ``ended``, as gymnasium's
+    ``SyncVectorEnv`` adds them in same-step mode (None or 0 for the others)."""
+    final_obs = np.full(n, None, dtype=object)
+    for e in ended.tolist():
+        final_obs[e] = obs[e]
+    mask = np.zeros(n, dtype=bool)
+    mask[ended] = True
+    final_info: dict[str, Any] = {}
+    for key, value in info.items():
+        if key.startswith("_"):
+            final_info[key] = mask.copy()
+        elif value.dtype == object:
+            final_info[key] = np.where(mask, value, None)
+        else:
+            final_info[key] = np.where(mask.reshape(-1, *[1] * (value.ndim - 1)), value,
+                                       np.zeros((), value.dtype))
+    return {"final_obs": final_obs, "_final_obs": mask.copy(), "final_info": final_info,
+            "_final_info": mask.copy()}
+
+
+def seed_list(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
+    """Each environment's seed, as ``SyncVectorEnv.reset`` hands them out."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, int | np.integer):
+        return [int(seed) + e for e in range(n)]
+    seeds = list(seed)
+    if len(seeds) != n:
+        raise ValueError(f"seed: give one int, or a list of num_envs={n} seeds; got "
+                         f"{len(seeds)}")
+    return seeds
+
+
 __all__ = ["DRAW_BLOCK", "FIGURE_DTYPES", "FIGURE_GROUPS", "PREVIOUS_COLUMNS", "PREVIOUS_VALUES",
-           "SIDE_COLUMNS", "STATE_RECORD_FIELDS", "CellDraws", "ReplayTables", "lr_paths", "typed"]
+           "SIDE_COLUMNS", "STATE_RECORD_FIELDS", "CellDraws", "ReplayTables", "final_entries",
+           "lr_paths", "seed_list", "typed"]
