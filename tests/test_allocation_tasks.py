@@ -99,6 +99,21 @@ def test_vectorised_choices_equal_the_agents() -> None:
         assert F.safe_choices(params, rows, F.design(rows)) == F.safe_choices(params, rows)
 
 
+def test_a_decision_rule_on_one_ensemble_equals_fitting_each_candidate() -> None:
+    rng = np.random.default_rng(2)
+    rows = _rows([(t, [0.4 * (t - 0.5), 0.1 * (0.5 - t), 0.02]) for t in rng.uniform(size=60)],
+                 groups=6)
+    arrays = F.design(rows)
+    base = F.fit_safe(rows, alpha=1.0, z=0.0, margin=0.0, ood=None, residual=True)
+    for rule in ({"z": 1.0, "margin": 0.01, "ood": 0.8, "residual": True},
+                 {"z": 0.5, "margin": 0.0, "ood": None, "residual": False}):
+        direct = F.fit_safe(rows, alpha=1.0, **rule)
+        assert F.with_decision(base, arrays["T"], **rule) == direct
+    with pytest.raises(ValueError, match="residual=True"):
+        F.with_decision(F.fit_safe(rows, alpha=1.0, z=0.0, margin=0.0, ood=None),
+                        arrays["T"], 1.0, 0.0, None)
+
+
 def test_the_residual_bound_counts_a_new_groups_scatter() -> None:
     """Every group's gain of the first split is 0.05 + its own offset (+-0.2, no trait
     explains it): the ensemble agrees on the mean (0.05; a small spread) and leaves All-in-LR
@@ -206,3 +221,17 @@ def test_the_shipped_allocator_is_safe_by_construction() -> None:
     assert agent.distance(far) > entry["ood"]["threshold"]
     eager = SafeSplit.from_entry({**entry, "z": 0.0, "margin": -1e9})  # would always leave LR
     assert eager.choose(far)[0] == ALL_IN_LR
+
+
+def test_coverage_counts_the_cells_whose_gain_clears_each_bound() -> None:
+    """Four cells of mean 0.1, spread 0.1 and residual 0.2: gains 0.5 and 0.05 clear
+    both bounds at z = 1 (0 and 0.1 - sqrt(0.05) = -0.12), -0.05 only the wide one, -0.5
+    neither."""
+    from scripts.studies.allocation.calibration import coverage
+
+    scored = pd.DataFrame({"level": ["default"] * 4, "mean": [0.1] * 4, "spread": [0.1] * 4,
+                           "residual": [0.2] * 4, "gain": [0.5, 0.05, -0.05, -0.5]})
+    table = coverage(scored, widths=(1.0,)).set_index("level")
+    assert table.loc["default", "spread"] == pytest.approx(0.5)
+    assert table.loc["default", "spread and residual"] == pytest.approx(0.75)
+    assert table.loc["all", "promised"] == pytest.approx(0.8413, abs=1e-4)

@@ -177,6 +177,23 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
                          "rows": int(len(groups)), "groups": int(names.size)}}
 
 
+def with_decision(params: Mapping[str, Any], T: np.ndarray, z: float, margin: float,
+                  ood: float | None, residual: bool = False) -> dict[str, Any]:
+    """``params`` (a :func:`fit_safe` fit with ``residual=True``) with another decision rule:
+    bound width, margin, the trait check's quantile of the training traits ``T``'s distances
+    and whether the bound counts the residual. The ensemble depends only on the penalty and
+    the task weight, so a grid over the rule needs one fit per pair (equal to fitting each
+    candidate, a test holds)."""
+    if params.get("residual") is None:
+        raise ValueError("fit with residual=True to vary the decision rule")
+    check = dict(params["ood"])
+    distances = mahalanobis(T, np.asarray(check["center"]), np.asarray(check["precision"]))
+    check |= {"threshold": None if ood is None else float(np.quantile(distances, ood)),
+              "quantile": ood}
+    return {**params, "z": float(z), "margin": float(margin), "ood": check,
+            "residual": params["residual"] if residual else None}
+
+
 def out_of_bag_residual(Z: np.ndarray, Y: np.ndarray, coefs: Sequence[np.ndarray],
                         intercepts: Sequence[np.ndarray], outside: Sequence[np.ndarray]
                         ) -> np.ndarray:
@@ -312,8 +329,18 @@ def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
         train = ~np.isin(arrays["groups"], list(held_groups))
         sub = {k: v[train] for k, v in arrays.items()}
         evaluate = {k: v[:len(real)][out] for k, v in arrays.items()}
+        ensembles: dict[tuple[float, float], dict[str, Any]] = {}
         for name, candidate in keys[1:]:
-            params = fit_safe(both[train], arrays=sub, **candidate)
+            rule: dict[str, Any] = {"z": candidate.get("z", 0.0),
+                                    "margin": candidate.get("margin", 0.0),
+                                    "ood": candidate.get("ood"),
+                                    "residual": bool(candidate.get("residual", False))}
+            pair = (candidate["alpha"], candidate.get("task_weight", 1.0))
+            if pair not in ensembles:
+                ensembles[pair] = fit_safe(both[train], arrays=sub, alpha=pair[0], z=0.0,
+                                           margin=0.0, ood=None, task_weight=pair[1],
+                                           residual=True)
+            params = with_decision(ensembles[pair], sub["T"], **rule)
             results[name][out] = costs_of(real[out], safe_choices(params, real[out], evaluate))
     results["all-in-lr"] = real["all-in-lr"].to_numpy()
     return pd.DataFrame([cv_row(name, candidate, real, results[name], fold_list)
@@ -366,4 +393,4 @@ __all__ = ["FEATURES", "GRID", "LEVEL_RATIO", "MEMBERS", "N_FOLDS", "TRAITS", "b
            "candidates", "choose_safely", "costs_of", "cross_validate", "cv_row", "design",
            "fit_fixed", "fit_safe", "fixed_choices", "fold_shares", "folds", "gain_matrix",
            "level_shares", "loss_shares", "mahalanobis", "out_of_bag_residual", "safe_choices",
-           "splits_of", "training_rows"]
+           "splits_of", "training_rows", "with_decision"]
