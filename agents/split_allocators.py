@@ -12,9 +12,11 @@ of the budget. :data:`ALL_IN_LR` is All-in-LR, the split the user already has.
   *groups*) predicts each candidate split's gain over All-in-LR, per unit of the largest
   unit cost, from the traits and the costs (the cost ratio and its products with the
   traits: one model for every cost). It takes the split of the largest mean gain only if
-  the gain's lower bound (mean - ``z`` standard deviations over the ensemble) exceeds
-  ``margin`` and the task's traits lie within ``threshold`` of the training tasks'
-  (Mahalanobis distance: an anomaly detector on the task's traits); else All-in-LR.
+  the gain's lower bound (mean - ``z`` standard deviations: over the ensemble, or with
+  ``residual`` also the fit's out-of-bag residual per split, so the bound is one for a
+  new task's gain and not only for the model's mean) exceeds ``margin`` and the task's
+  traits lie within ``threshold`` of the training tasks' (Mahalanobis distance: an anomaly
+  detector on the task's traits); else All-in-LR.
 
 Parameters are plain JSON (``allocation_params.json``), read without pickle or torch.
 """
@@ -108,14 +110,17 @@ class SafeSplit(_SplitFirst):
     All-in-LR (the module docstring). ``coef`` is [member, split, feature], ``intercept``
     [member, split], on features standardised by ``center`` and ``scale``; ``ood`` holds
     the traits' ``features``, ``center``, ``precision`` (inverse covariance) and the
-    ``threshold`` of the Mahalanobis distance (None: no check)."""
+    ``threshold`` of the Mahalanobis distance (None: no check); ``residual`` [split], the
+    standard deviation of a new task's gain about the model's (None: the ensemble's spread
+    alone bounds the gain)."""
 
     name = "safe-split"
 
     def __init__(self, features: Sequence[str], center: Sequence[float],
                  scale: Sequence[float], coef: Any, intercept: Any,
                  splits: Sequence[Sequence[int]],
-                 z: float, margin: float, ood: Mapping[str, Any]) -> None:
+                 z: float, margin: float, ood: Mapping[str, Any],
+                 residual: Sequence[float] | None = None) -> None:
         self.features = tuple(features)
         self.center, self.scale = np.asarray(center, float), np.asarray(scale, float)
         self.coef, self.intercept = np.asarray(coef, float), np.asarray(intercept, float)
@@ -130,6 +135,11 @@ class SafeSplit(_SplitFirst):
                              f"{self.intercept.shape}")
         self.z, self.margin = float(z), float(margin)
         self.ood = dict(ood)
+        self.residual = np.zeros(len(self.splits)) if residual is None else \
+            np.asarray(residual, float)
+        if self.residual.shape != (len(self.splits),) or np.any(self.residual < 0):
+            raise ValueError(f"residual must be {len(self.splits)} values >= 0 (one per split), "
+                             f"got shape {self.residual.shape}")
         super().__init__()
 
     def gains(self, observation: np.ndarray) -> np.ndarray:
@@ -146,7 +156,7 @@ class SafeSplit(_SplitFirst):
         """(split, lower bound of its gain, distance): the split is ``ALL_IN_LR`` unless the
         best split's lower bound exceeds the margin within the distance threshold."""
         gains = self.gains(observation)
-        mean, spread = gains.mean(axis=0), gains.std(axis=0)
+        mean, spread = gains.mean(axis=0), np.hypot(gains.std(axis=0), self.residual)
         best = int(np.argmax(mean))
         lower = float(mean[best] - self.z * spread[best])
         distance = self.distance(observation)
@@ -163,7 +173,7 @@ class SafeSplit(_SplitFirst):
         """The allocator of a fitted entry (``allocation_params.json``'s layout)."""
         keys = ("features", "center", "scale", "coef", "intercept", "splits", "z", "margin",
                 "ood")
-        return cls(**{k: entry[k] for k in keys})
+        return cls(**{k: entry[k] for k in keys}, residual=entry.get("residual"))
 
     def __repr__(self) -> str:
         return (f"SafeSplit(members={self.coef.shape[0]}, splits={self.splits}, z={self.z:g}, "

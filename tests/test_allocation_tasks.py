@@ -93,9 +93,55 @@ def test_vectorised_choices_equal_the_agents() -> None:
     rng = np.random.default_rng(1)
     rows = _rows([(t, [0.4 * (t - 0.5), 0.1 * (0.5 - t), 0.02]) for t in rng.uniform(size=60)],
                  groups=6)
-    for z, ood in ((0.0, None), (1.0, 0.8)):
-        params = F.fit_safe(rows, alpha=1.0, z=z, margin=0.01, ood=ood, members=5)
+    for z, ood, residual in ((0.0, None, False), (1.0, 0.8, False), (0.5, None, True)):
+        params = F.fit_safe(rows, alpha=1.0, z=z, margin=0.01, ood=ood, members=5,
+                            residual=residual)
         assert F.safe_choices(params, rows, F.design(rows)) == F.safe_choices(params, rows)
+
+
+def test_a_decision_rule_on_one_ensemble_equals_fitting_each_candidate() -> None:
+    rng = np.random.default_rng(2)
+    rows = _rows([(t, [0.4 * (t - 0.5), 0.1 * (0.5 - t), 0.02]) for t in rng.uniform(size=60)],
+                 groups=6)
+    arrays = F.design(rows)
+    base = F.fit_safe(rows, alpha=1.0, z=0.0, margin=0.0, ood=None, residual=True)
+    for rule in ({"z": 1.0, "margin": 0.01, "ood": 0.8, "residual": True},
+                 {"z": 0.5, "margin": 0.0, "ood": None, "residual": False}):
+        direct = F.fit_safe(rows, alpha=1.0, **rule)
+        assert F.with_decision(base, arrays["T"], **rule) == direct
+    with pytest.raises(ValueError, match="residual=True"):
+        F.with_decision(F.fit_safe(rows, alpha=1.0, z=0.0, margin=0.0, ood=None),
+                        arrays["T"], 1.0, 0.0, None)
+
+
+def test_the_residual_bound_counts_a_new_groups_scatter() -> None:
+    """Every group's gain of the first split is 0.05 + its own offset (+-0.2, no trait
+    explains it): the ensemble agrees on the mean (0.05; a small spread) and leaves All-in-LR
+    at z = 1, but the out-of-bag residual (about 0.2, and more where a bootstrap sample
+    drew more of one sign) holds that a new group's gain may be < 0."""
+    offsets = [0.2, -0.2, 0.2, -0.2, 0.2, -0.2, 0.2, -0.2]
+    rows = _rows([(0.5, [0.05 + offsets[k % 8], -0.5, -0.5]) for k in range(80)], groups=8)
+    spread_only = F.fit_safe(rows, alpha=1.0, z=1.0, margin=0.0, ood=None)
+    with_residual = F.fit_safe(rows, alpha=1.0, z=1.0, margin=0.0, ood=None, residual=True)
+    assert spread_only["residual"] is None
+    assert 0.15 < with_residual["residual"][0] < 0.35  # the offsets' 0.2, and the bootstrap's
+    obs = rows["obs"].iloc[0]
+    assert SafeSplit.from_entry(spread_only).choose(obs)[0] == (LR, 0)
+    assert SafeSplit.from_entry(with_residual).choose(obs)[0] == ALL_IN_LR
+    with pytest.raises(ValueError, match="residual must be 3 values"):
+        SafeSplit.from_entry({**with_residual, "residual": [0.1]})
+
+
+def test_loss_shares_count_only_the_data_sets_where_the_agent_loses() -> None:
+    """Room 1 on 'a' (gained 0.5) and 0 on 'b' (lost 0.25): the share is 0.25 / 1, the
+    room lost 0.25 / 1; an agent that gains everywhere loses nothing."""
+    rows = pd.DataFrame({"level": ["default"] * 2, "dataset": ["a", "b"],
+                         "all-in-lr": [1.0, 1.0], "optimal": [0.0, 1.0]})
+    assert F.loss_shares(rows, np.array([0.5, 1.25]))["default"] == pytest.approx(0.25)
+    assert F.level_shares(rows, np.array([0.5, 1.25]))["default"] == pytest.approx(0.25)
+    assert F.loss_shares(rows, np.array([0.5, 1.0]))["default"] == 0.0
+    row = F.cv_row("x", {}, rows, np.array([0.5, 1.25]), [["a"], ["b"]])
+    assert row["loss"] == pytest.approx(0.25) and row["loss default"] == pytest.approx(0.25)
 
 
 def _cv_table(rows: dict[str, tuple[list[float], list[float]]]) -> pd.DataFrame:
@@ -123,6 +169,22 @@ def test_the_safe_rule_takes_the_best_mean_among_candidates_safe_at_every_level(
     assert F.choose_safely(cv, ["bold", "all-in-lr"])["candidate"] == "all-in-lr"
     with pytest.raises(ValueError, match="add All-in-LR"):
         F.choose_safely(cv, ["bold"])
+
+
+def test_the_harmless_rule_takes_the_least_loss_within_one_standard_error() -> None:
+    """'bold' leads by 0.05 with a standard error of its mean of 0.1, so 'careful' (mean
+    0.05 lower, half the room lost) is as good by the folds and loses less: the harmless
+    rule takes it; 'timid' is more than one standard error below and is not considered."""
+    cv = _cv_table({"bold": ([0.5, 0.4, 0.3], [0.1, 0.1, 0.1]),
+                    "careful": ([0.45, 0.35, 0.25], [0.1, 0.1, 0.1]),
+                    "timid": ([0.2, 0.1, 0.05], [0.05, 0.05, 0.05]),
+                    "all-in-lr": ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])})
+    cv["se mean"] = [0.1, 0.1, 0.05, 0.0]
+    cv["loss"] = [0.2, 0.1, 0.0, 0.0]
+    assert F.choose_safely(cv)["candidate"] == "bold"
+    assert F.choose_safely(cv, harmless=True)["candidate"] == "careful"
+    with pytest.raises(ValueError, match="reads"):
+        F.choose_safely(cv.drop(columns="loss"), harmless=True)
 
 
 def test_fold_shares_are_the_mean_and_standard_error_over_folds() -> None:
@@ -159,3 +221,17 @@ def test_the_shipped_allocator_is_safe_by_construction() -> None:
     assert agent.distance(far) > entry["ood"]["threshold"]
     eager = SafeSplit.from_entry({**entry, "z": 0.0, "margin": -1e9})  # would always leave LR
     assert eager.choose(far)[0] == ALL_IN_LR
+
+
+def test_coverage_counts_the_cells_whose_gain_clears_each_bound() -> None:
+    """Four cells of mean 0.1, spread 0.1 and residual 0.2: gains 0.5 and 0.05 clear
+    both bounds at z = 1 (0 and 0.1 - sqrt(0.05) = -0.12), -0.05 only the wide one, -0.5
+    neither."""
+    from scripts.studies.allocation.calibration import coverage
+
+    scored = pd.DataFrame({"level": ["default"] * 4, "mean": [0.1] * 4, "spread": [0.1] * 4,
+                           "residual": [0.2] * 4, "gain": [0.5, 0.05, -0.05, -0.5]})
+    table = coverage(scored, widths=(1.0,)).set_index("level")
+    assert table.loc["default", "spread"] == pytest.approx(0.5)
+    assert table.loc["default", "spread and residual"] == pytest.approx(0.75)
+    assert table.loc["all", "promised"] == pytest.approx(0.8413, abs=1e-4)

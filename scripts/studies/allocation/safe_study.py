@@ -1,5 +1,6 @@
 """The allocator safe by construction, chosen by the safety rule over grouped cross
-validation and learned from real-anomaly tasks (docs/studies/ALLOCATION.md, "Fourth round").
+validation and learned from real-anomaly tasks (docs/studies/ALLOCATION.md, "Fourth round"
+and "Fifth round").
 
 ``--build`` builds the lattices (resumable, ``<out>/lattices``, in the stages of
 ``tasks_study.build``): the 15 training data sets of ``docs/allocation_split.json`` at the
@@ -10,21 +11,24 @@ three cost levels (``--train-seeds``), the held-out data sets (``--held-seeds``)
 candidate of :data:`GRID` over the training folds (``tasks_fit.cross_validate``: fold
 means, standard errors and lower bounds per level), and chooses the allocator by
 ``tasks_fit.choose_safely`` among the candidates safe by construction (a lower bound on the
-gain, z > 0, and the trait-distance check) and All-in-LR, over every point at once. The
-choice is refitted on every training row, replayed on the held-out cells (table costs
-must equal the agent's replay) and, with ``--update-docs``, packaged as ``safe-split-2``
-and named ``allocator`` in agents/allocation_params.json, its tables written as
-``docs/tables/allocation4_*``. No reserved data set is read; no task comes from a
+gain, z > 0, and the trait-distance check) and All-in-LR, over every point at once, by its
+harmless variant (``harmless=True``: within one standard error of the best fold mean, the
+least room lost where the candidate loses; the fourth round took the largest fold mean,
+shown beside it). The choice is refitted on every training row, replayed on the held-out
+cells (table costs must equal the agent's replay) and, with ``--update-docs``, packaged as
+``safe-split-3`` and named ``allocator`` in agents/allocation_params.json, its tables
+written as ``docs/tables/allocation5_*``. No reserved data set is read; no task comes from a
 held-out or reserved group.
 
     python -m scripts.studies.allocation.safe_study --build --build-only \\
-        --real-tasks-per-source 40 --n-jobs 1
-    python -m scripts.studies.allocation.safe_study --update-docs
+        --real-tasks-per-source 100 --n-jobs 2
+    python -m scripts.studies.allocation.safe_study --real-tasks-per-source 100 --update-docs
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -49,15 +53,17 @@ from scripts.studies.common.split import load_split, played_names
 CURVE = (0, 10, 20, 40, 70, 100, 150, 200)
 #: The candidates: every ``safe-split`` setting of the third round's kind, with and without
 #: the fallback's two parts (z = 0: no lower bound; ood None: no trait check), so the
-#: ablation can show what the fallback does. Only candidates with both parts may ship.
-GRID: dict[str, Sequence[Any]] = {"alpha": (1.0, 10.0, 100.0), "z": (0.0, 0.5, 1.0),
-                                  "margin": (0.0, 0.002), "ood": (None, 0.9, 0.95, 0.99),
-                                  "task_weight": (0.25, 1.0)}
+#: ablation can show what the fallback does; wider bounds and margins, and the bound with
+#: the out-of-bag residual (``residual``). Only candidates with both parts may ship.
+GRID: dict[str, Sequence[Any]] = {"alpha": (10.0, 100.0), "z": (0.0, 0.5, 1.0, 1.5),
+                                  "margin": (0.0, 0.002, 0.005),
+                                  "ood": (None, 0.9, 0.95, 0.99),
+                                  "task_weight": (0.25, 1.0), "residual": (False, True)}
 #: Registered agents replayed on every real cell beside the new fit.
 AGENTS = ("all-in-al", "ballad", "maskable-ppo", "imitation", "split-rule", "safe-split",
           "fixed-split-by-cost")
 #: The packaged entry of the chosen fit.
-ENTRY = "safe-split-2"
+ENTRY = "safe-split-3"
 #: Agents of the per-data-set table.
 PER_DATASET = ("allocator", "safe-split", "maskable-ppo")
 
@@ -88,36 +94,62 @@ def load_rows(out: Path, kind: str, count: int) -> pd.DataFrame:
 
 def _settings(row: pd.Series) -> dict[str, Any]:
     """A cross-validation row's candidate as ``fit_safe``'s keywords."""
-    return {k: (None if k == "ood" and pd.isna(row[k]) else row[k]) for k in F.GRID}
+    return {k: (None if k == "ood" and pd.isna(row[k]) else
+                bool(row[k]) if k == "residual" else row[k]) for k in GRID}
 
 
-def cross_validations(real: pd.DataFrame, tasks: pd.DataFrame) -> pd.DataFrame:
+def digest(*frames: pd.DataFrame) -> str:
+    """A short hash of what the cross validation reads of the rows (names, levels, seeds,
+    costs, observations) and of :data:`GRID`: a cached cross validation is read back only
+    for the very same inputs."""
+    h = hashlib.sha256(repr(sorted((k, tuple(map(str, v))) for k, v in GRID.items())).encode())
+    for frame in frames:
+        for _, row in frame.iterrows():
+            h.update(f"{row['dataset']}|{row['level']}|{row['seed']}|{row['all-in-lr']!r}|"
+                     f"{row['optimal']!r}".encode())
+            h.update(np.ascontiguousarray(row["split_costs"], float).tobytes())
+            h.update(np.ascontiguousarray(row["obs"], float).tobytes())
+    return h.hexdigest()[:16]
+
+
+def cross_validations(real: pd.DataFrame, tasks: pd.DataFrame, cache: Path | None = None
+                      ) -> pd.DataFrame:
     """Every curve point's cross validation in one table (``point``: tasks per source;
-    ``safe``: whether the candidate may ship), with the CPU seconds of each point."""
+    ``safe``: whether the candidate may ship), with the CPU seconds of each point; with
+    ``cache`` (a folder), each point's table is kept as ``cv5_<point>_<digest>.pkl`` and
+    read back for the same inputs (:func:`digest`)."""
     tables = []
     for n in CURVE:
         if n and not (tasks["k"] >= n - 1).any():
             continue
+        chosen = tasks[tasks["k"] < n]
+        path = None if cache is None else cache / f"cv5_{n}_{digest(real, chosen)}.pkl"
+        if path is not None and path.exists():
+            tables.append(pd.read_pickle(path))
+            continue
         start = time.process_time()
-        cv = F.cross_validate(real, tasks[tasks["k"] < n], GRID)
+        cv = F.cross_validate(real, chosen, GRID)
         cv["safe"] = [name == "all-in-lr" or (name.startswith("safe") and is_safe(row))
                       for name, (_, row) in zip(cv["candidate"], cv.iterrows(), strict=True)]
-        tables.append(cv.assign(point=n, tasks=int((tasks["k"] < n).sum()),
-                                cpu_s=time.process_time() - start))
+        cv = cv.assign(point=n, tasks=int(len(chosen)), cpu_s=time.process_time() - start)
+        if path is not None:
+            cv.to_pickle(path)
+        tables.append(cv)
     return pd.concat(tables, ignore_index=True)
 
 
-def pick(cv: pd.DataFrame, safe_only: bool = True, rule: str = "safe") -> pd.Series:
+def pick(cv: pd.DataFrame, safe_only: bool = True, rule: str = "harmless") -> pd.Series:
     """The chosen row over every point: the safety rule among the shippable candidates
-    (``safe_only``) or all, or (``rule="pooled"``) the third round's rule (largest pooled
-    mean among candidates pooled >= 0 at every level)."""
+    (``safe_only``) or all, in its harmless variant (``rule="harmless"``) or the fourth
+    round's (``"safe"``: the largest fold mean), or (``"pooled"``) the third round's rule
+    (largest pooled mean among candidates pooled >= 0 at every level)."""
     table = cv[cv["safe"]] if safe_only else cv
     table = table.assign(candidate=[f"{p}|{c}" for p, c in zip(table["point"],
                                                                 table["candidate"],
                                                                 strict=True)])
     if rule == "pooled":
         return F.best_candidate(table.assign(candidate="safe " + table["candidate"]))
-    return F.choose_safely(table)
+    return F.choose_safely(table, harmless=rule == "harmless")
 
 
 def fit_choice(real: pd.DataFrame, tasks: pd.DataFrame, row: pd.Series) -> dict[str, Any]:
@@ -137,7 +169,7 @@ def curve(cv: pd.DataFrame, real: pd.DataFrame, tasks: pd.DataFrame,
         record: dict[str, Any] = {"tasks per source": n,
                                   "real tasks": int(part["tasks"].iloc[0]),
                                   "choice": str(best["candidate"]).split("|", 1)[1]}
-        record |= {k: best.get(k) for k in ("alpha", "z", "margin", "ood", "task_weight")}
+        record |= {k: best.get(k) for k in GRID}
         record |= {f"cv {lv}": best[f"fold {lv}"] for lv in R.LEVELS}
         record |= {f"cv lower {lv}": best[f"lower {lv}"] for lv in R.LEVELS}
         costs = held["all-in-lr"].to_numpy()
@@ -203,12 +235,13 @@ def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
     meta-features' ablation at that many tasks per source."""
     real, held = load_rows(out, "train", train_seeds), load_rows(out, "held_out", held_seeds)
     tasks = load_rows(out, "real", real_per_source)
-    cv = cross_validations(real, tasks)
+    cv = cross_validations(real, tasks, cache=out)
     chosen = pick(cv)
     if str(chosen["candidate"]).endswith("|all-in-lr"):
         raise RuntimeError("the safety rule chose All-in-LR: no safe-split candidate clears "
                            "0 at every level; nothing new to ship")
-    ablations = {"safety rule, any candidate (fallback optional)": pick(cv, safe_only=False),
+    ablations = {"safety rule, largest fold mean (fourth round's rule)": pick(cv, rule="safe"),
+                 "harmless safety rule, any candidate (fallback optional)": pick(cv, False),
                  "third round's rule (pooled), any candidate": pick(cv, False, "pooled")}
     fitted = {"allocator": fit_choice(real, tasks, chosen)}
     fitted |= {name: fit_choice(real, tasks, row) for name, row in ablations.items()}
@@ -231,33 +264,36 @@ def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
                  "cv": {lv: float(chosen[f"fold {lv}"]) for lv in R.LEVELS},
                  "cv_lower": {lv: float(chosen[f"lower {lv}"]) for lv in R.LEVELS},
                  "real_tasks_per_source": int(chosen["point"]),
-                 "chosen_by": "the safety rule over grouped 5-fold cross validation on the 15 "
-                              "training data sets of docs/allocation_split.json (the largest "
-                              "mean share over the levels among candidates with a lower "
-                              "bound and the trait check whose every level's mean over folds "
-                              "- one standard error is >= 0), real-anomaly tasks from the "
-                              "training groups only; no held-out or reserved data set"}
+                 "chosen_by": "the harmless safety rule over grouped 5-fold cross validation "
+                              "on the 15 training data sets of docs/allocation_split.json "
+                              "(among candidates with a lower bound and the trait check whose "
+                              "every level's mean over folds - one standard error is >= 0 "
+                              "and whose mean share over the levels is within one standard "
+                              "error of the best, the least room lost where it loses), "
+                              "real-anomaly tasks from the training groups only; no held-out "
+                              "or reserved data set"}
         R.write_entries(params, {ENTRY: entry}, allocator=ENTRY)
     target = docs if docs is not None else out
     learning = curve(cv, real, tasks, held)
-    cv_columns = ["point", "candidate", "alpha", "z", "margin", "ood", "task_weight", "safe",
+    cv_columns = ["point", "candidate", *GRID, "safe",
                   *(f"{k} {lv}" for k in ("fold", "se", "lower") for lv in R.LEVELS),
-                  "fold mean"]
+                  "fold mean", "se mean", "loss"]
     ranked = cv.sort_values("fold mean", ascending=False)
     top = pd.concat([ranked[ranked["safe"]].head(8), ranked[~ranked["safe"]].head(4)])
     R.write_all({"shares": shares, "curve": learning, "cv": top[cv_columns],
-                 "choice": pd.DataFrame([{"rule": "safety rule, shippable (the allocator)",
+                 "choice": pd.DataFrame([{"rule": "harmless safety rule, shippable (the "
+                                                  "allocator)",
                                           "choice": chosen["candidate"]}] + [
                      {"rule": k, "choice": v["candidate"]} for k, v in ablations.items()]),
                  "per_dataset": R.per_dataset(held, {k: columns[k] for k in PER_DATASET})},
-                target / "tables", prefix="allocation4")
+                target / "tables", prefix="allocation5")
     if meta_point is not None:
         R.write_all({"meta": meta_ablation(out, real, tasks, held, meta_point)},
-                    target / "tables", prefix="allocation4")
+                    target / "tables", prefix="allocation5")
     fixed_held = R.shares_with_se(held, columns["safe-split"])
     R.curve_figure(learning, {lv: fixed_held[lv][0] for lv in R.LEVELS},
-                   target / "figures" / "allocation4_curve.png",
-                   labels=("safe-2", "safe-split (third round)",
+                   target / "figures" / "allocation5_curve.png",
+                   labels=("safe-3", "safe-split (third round)",
                            "real-anomaly training tasks (beside the 15 real training sets)"))
     return {"shares": shares, "curve": learning, "check": check, "chosen": chosen}
 

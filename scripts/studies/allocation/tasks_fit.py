@@ -131,13 +131,15 @@ def design(rows: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: float | None,
              task_weight: float = 1.0, seed: int = 0, members: int = MEMBERS,
-             arrays: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+             arrays: Mapping[str, np.ndarray] | None = None, residual: bool = False
+             ) -> dict[str, Any]:
     """``safe-split``'s parameters on ``rows`` (real cells and tasks; ``arrays`` their
     :func:`design` if computed already): ``members`` ridge fits (a task weighing
     ``task_weight``, a real cell 1), each on a bootstrap sample of the groups
     (``numpy.random.default_rng(seed)``); the distance check's center and precision from
     every row's traits, its threshold the ``ood`` quantile of the training rows'
-    distances."""
+    distances; ``residual``: the bound also counts the out-of-bag residual per split
+    (:func:`out_of_bag_residual`)."""
     d = arrays if arrays is not None else design(rows)
     X, T, groups = d["X"], d["T"], d["groups"]
     center, scale = X.mean(axis=0), X.std(axis=0)
@@ -146,7 +148,7 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
     names = np.unique(groups)
     rows_of = {g: np.flatnonzero(groups == g) for g in names}
     rng = np.random.default_rng(seed)
-    coefs, intercepts = [], []
+    coefs, intercepts, outside = [], [], []
     for _ in range(members):
         drawn = rng.choice(names, size=names.size, replace=True)
         take = np.concatenate([rows_of[g] for g in drawn])
@@ -154,6 +156,7 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
         coef, intercept = _ridge(Z[take], d["Y"][take], weights, alpha)
         coefs.append(coef)
         intercepts.append(intercept)
+        outside.append(~np.isin(groups, drawn))
     t_center = T.mean(axis=0)
     precision = np.linalg.inv(np.cov(T, rowvar=False) + 1e-6 * np.eye(T.shape[1]))
     distances = mahalanobis(T, t_center, precision)
@@ -162,6 +165,8 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
             "coef": np.stack(coefs).tolist(), "intercept": np.stack(intercepts).tolist(),
             "splits": [list(s) for s in splits_of(rows)], "z": float(z),
             "margin": float(margin),
+            "residual": out_of_bag_residual(Z, d["Y"], coefs, intercepts, outside).tolist()
+            if residual else None,
             "ood": {"features": [*TRAITS, *extra[:T.shape[1] - len(TRAITS)]],
                     "center": t_center.tolist(),
                     "precision": precision.tolist(),
@@ -170,6 +175,37 @@ def fit_safe(rows: pd.DataFrame, alpha: float, z: float, margin: float, ood: flo
             "settings": {"alpha": alpha, "task_weight": task_weight, "members": members,
                          "seed": seed,
                          "rows": int(len(groups)), "groups": int(names.size)}}
+
+
+def with_decision(params: Mapping[str, Any], T: np.ndarray, z: float, margin: float,
+                  ood: float | None, residual: bool = False) -> dict[str, Any]:
+    """``params`` (a :func:`fit_safe` fit with ``residual=True``) with another decision rule:
+    bound width, margin, the trait check's quantile of the training traits ``T``'s distances
+    and whether the bound counts the residual. The ensemble depends only on the penalty and
+    the task weight, so a grid over the rule needs one fit per pair (equal to fitting each
+    candidate, a test holds)."""
+    if params.get("residual") is None:
+        raise ValueError("fit with residual=True to vary the decision rule")
+    check = dict(params["ood"])
+    distances = mahalanobis(T, np.asarray(check["center"]), np.asarray(check["precision"]))
+    check |= {"threshold": None if ood is None else float(np.quantile(distances, ood)),
+              "quantile": ood}
+    return {**params, "z": float(z), "margin": float(margin), "ood": check,
+            "residual": params["residual"] if residual else None}
+
+
+def out_of_bag_residual(Z: np.ndarray, Y: np.ndarray, coefs: Sequence[np.ndarray],
+                        intercepts: Sequence[np.ndarray], outside: Sequence[np.ndarray]
+                        ) -> np.ndarray:
+    """Per split, the root mean square of each member's residual on the rows of the groups
+    its bootstrap sample left out: how far a new group's gain lies from a model that never
+    saw it (the ensemble's spread measures only how far the models lie from each other)."""
+    squares = [(Y[out] - (Z[out] @ coef.T + intercept)) ** 2
+               for coef, intercept, out in zip(coefs, intercepts, outside, strict=True)
+               if out.any()]
+    if not squares:
+        raise ValueError("no member left a group out: fit with more groups or members")
+    return np.asarray(np.sqrt(np.concatenate(squares).mean(axis=0)))
 
 
 def mahalanobis(T: np.ndarray, center: np.ndarray, precision: np.ndarray) -> np.ndarray:
@@ -190,6 +226,8 @@ def safe_choices(params: Mapping[str, Any], rows: pd.DataFrame,
     gains = np.asarray(params["intercept"])[:, None, :] + np.einsum(
         "msf,rf->mrs", np.asarray(params["coef"]), Z)
     mean, spread = gains.mean(axis=0), gains.std(axis=0)
+    if params.get("residual") is not None:
+        spread = np.hypot(spread, np.asarray(params["residual"]))
     best = np.argmax(mean, axis=1)
     lower = mean[np.arange(len(best)), best] - params["z"] * spread[np.arange(len(best)), best]
     ood = params["ood"]
@@ -230,11 +268,25 @@ def fold_shares(real: pd.DataFrame, costs: np.ndarray, fold_list: Sequence[Seque
     return out
 
 
+def loss_shares(rows: pd.DataFrame, costs: np.ndarray) -> dict[str, float]:
+    """Per level, the room lost where the agent loses: the sum over data sets of
+    max(0, agent - All-in-LR) (means of seed means) over the sum of the room (All-in-LR -
+    optimum). It counts only the harm, so a candidate that leaves All-in-LR on data sets
+    with no room shows it even where its gains elsewhere hide it in the share."""
+    frame = rows[["level", "dataset", "all-in-lr", "optimal"]].assign(agent=costs)
+    means = frame.groupby(["level", "dataset"]).mean(numeric_only=True)
+    lost = (means["agent"] - means["all-in-lr"]).clip(lower=0.0).groupby("level").sum()
+    room = (means["all-in-lr"] - means["optimal"]).groupby("level").sum()
+    return {str(k): float(v) for k, v in (lost / room).items()}
+
+
 def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: np.ndarray,
            fold_list: Sequence[Sequence[str]]) -> dict[str, Any]:
     """One candidate's cross-validated figures: the pooled share per level (``cv <level>``,
     their mean and smallest), and per level the mean over folds, its standard error and
-    the lower bound mean - se (``fold``, ``se``, ``lower``), with ``fold mean`` over levels."""
+    the lower bound mean - se (``fold``, ``se``, ``lower``), with ``fold mean`` over levels
+    and ``se mean``, the standard error over folds of each fold's mean over the levels;
+    ``loss <level>`` and ``loss`` (their mean): the pooled room lost (:func:`loss_shares`)."""
     shares = level_shares(real, costs)
     row: dict[str, Any] = {"candidate": name, **candidate,
                            **{f"cv {k}": v for k, v in shares.items()},
@@ -243,6 +295,14 @@ def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: n
     for level, (mean, se) in fold_shares(real, costs, fold_list).items():
         row |= {f"fold {level}": mean, f"se {level}": se, f"lower {level}": mean - se}
     row["fold mean"] = float(np.mean([row[f"fold {lv}"] for lv in shares]))
+    per_fold = []
+    for fold in fold_list:
+        mask = real["dataset"].isin(fold).to_numpy()
+        per_fold.append(np.mean(list(level_shares(real[mask], costs[mask]).values())))
+    row["se mean"] = float(np.std(per_fold, ddof=1) / np.sqrt(len(per_fold)))
+    losses = loss_shares(real, costs)
+    row |= {f"loss {k}": v for k, v in losses.items()}
+    row["loss"] = float(np.mean(list(losses.values())))
     return row
 
 
@@ -269,20 +329,37 @@ def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
         train = ~np.isin(arrays["groups"], list(held_groups))
         sub = {k: v[train] for k, v in arrays.items()}
         evaluate = {k: v[:len(real)][out] for k, v in arrays.items()}
+        ensembles: dict[tuple[float, float], dict[str, Any]] = {}
         for name, candidate in keys[1:]:
-            params = fit_safe(both[train], arrays=sub, **candidate)
+            rule: dict[str, Any] = {"z": candidate.get("z", 0.0),
+                                    "margin": candidate.get("margin", 0.0),
+                                    "ood": candidate.get("ood"),
+                                    "residual": bool(candidate.get("residual", False))}
+            pair = (candidate["alpha"], candidate.get("task_weight", 1.0))
+            if pair not in ensembles:
+                ensembles[pair] = fit_safe(both[train], arrays=sub, alpha=pair[0], z=0.0,
+                                           margin=0.0, ood=None, task_weight=pair[1],
+                                           residual=True)
+            params = with_decision(ensembles[pair], sub["T"], **rule)
             results[name][out] = costs_of(real[out], safe_choices(params, real[out], evaluate))
     results["all-in-lr"] = real["all-in-lr"].to_numpy()
     return pd.DataFrame([cv_row(name, candidate, real, results[name], fold_list)
                          for name, candidate in [*keys, ("all-in-lr", {})]])
 
 
-def choose_safely(cv: pd.DataFrame, eligible: Sequence[str] | None = None) -> pd.Series:
+def choose_safely(cv: pd.DataFrame, eligible: Sequence[str] | None = None,
+                  harmless: bool = False) -> pd.Series:
     """The rule that rewards safety: among the candidates (``eligible`` names, default all)
     whose every level's lower bound (mean over folds - one standard error) is >= 0, the
     largest mean over the levels of the fold means (ties: the larger smallest lower bound,
     then the table's order). All-in-LR qualifies by construction (0 in every fold), so a
-    table holding it always yields a choice; without any qualifying row, a ``ValueError``."""
+    table holding it always yields a choice; without any qualifying row, a ``ValueError``.
+
+    ``harmless``: the one-standard-error rule turned to safety: among the qualifying
+    candidates whose fold mean is within one standard error (``se mean`` of the best) of the
+    best's, the one that loses the least room where it loses (``loss``; ties: the larger
+    fold mean). The cross validation cannot tell such candidates apart by their share, so
+    the rule takes the one that costs least where there is no room to take."""
     pool = cv if eligible is None else cv[cv["candidate"].isin(list(eligible))]
     lowers = pool[[c for c in pool.columns if c.startswith("lower ")]]
     ranked = pool.assign(worst=lowers.min(axis=1))
@@ -290,7 +367,17 @@ def choose_safely(cv: pd.DataFrame, eligible: Sequence[str] | None = None) -> pd
     if ok.empty:
         raise ValueError("no candidate's lower bound is >= 0 at every level: add All-in-LR "
                          "(always safe) to the table")
-    return ok.sort_values(["fold mean", "worst"], ascending=False, kind="stable").iloc[0]
+    ordered = ok.sort_values(["fold mean", "worst"], ascending=False, kind="stable")
+    if not harmless:
+        return ordered.iloc[0]
+    missing = {"se mean", "loss"} - set(ordered.columns)
+    if missing:
+        raise ValueError(f"the harmless rule reads {sorted(missing)}: build the table with "
+                         "cv_row")
+    best = ordered.iloc[0]
+    near = ordered[ordered["fold mean"] >= best["fold mean"] - best["se mean"]]
+    return near.sort_values(["loss", "fold mean"], ascending=[True, False],
+                            kind="stable").iloc[0]
 
 
 def best_candidate(cv: pd.DataFrame) -> pd.Series:
@@ -305,4 +392,5 @@ def best_candidate(cv: pd.DataFrame) -> pd.Series:
 __all__ = ["FEATURES", "GRID", "LEVEL_RATIO", "MEMBERS", "N_FOLDS", "TRAITS", "best_candidate",
            "candidates", "choose_safely", "costs_of", "cross_validate", "cv_row", "design",
            "fit_fixed", "fit_safe", "fixed_choices", "fold_shares", "folds", "gain_matrix",
-           "level_shares", "mahalanobis", "safe_choices", "splits_of", "training_rows"]
+           "level_shares", "loss_shares", "mahalanobis", "out_of_bag_residual", "safe_choices",
+           "splits_of", "training_rows", "with_decision"]
