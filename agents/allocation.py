@@ -18,11 +18,11 @@ log10(c_fn / c_fp), scaled) is nearest the episode's, so one agent serves every 
 
 The fitted parameters ship as JSON (``allocation_params.json``), read without pickle, and
 the policies as SB3 zips loaded without unpickling; the fit is
-``scripts.studies.allocation``. ``allocator`` is ``safe-split-2``
+``scripts.studies.allocation``. ``allocator`` is ``safe-split-3``
 (``agents.split_allocators.SafeSplit``, fitted on the training sets and their real-anomaly
 tasks by ``scripts.studies.allocation.safe_study``): safe by construction (a lower bound
-on the gain and a trait-distance check, else All-in-LR), chosen by the safety rule over
-grouped cross validation on the training sets alone.
+on the gain, a margin and a trait-distance check, else All-in-LR), chosen by the harmless
+safety rule over grouped cross validation on the training sets alone.
 """
 
 from __future__ import annotations
@@ -264,6 +264,7 @@ ALLOCATION_AGENTS: dict[str, AgentFactory] = {
     "fixed-split-by-cost": lambda env: packaged_agent("fixed-split-by-cost"),
     "safe-split": lambda env: packaged_agent("safe-split"),
     "safe-split-2": lambda env: packaged_agent("safe-split-2"),
+    "safe-split-3": lambda env: packaged_agent("safe-split-3"),
     "allocator": lambda env: packaged_agent("allocator"),
 }
 

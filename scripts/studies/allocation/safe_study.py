@@ -40,6 +40,7 @@ import pandas as pd
 
 from agents.split_allocators import SafeSplit
 from ballad_env.replay.store import LatticeStore
+from scripts.studies.allocation import calibration as C
 from scripts.studies.allocation import meta_features as M
 from scripts.studies.allocation import tasks_fit as F
 from scripts.studies.allocation import tasks_report as R
@@ -48,9 +49,9 @@ from scripts.studies.allocation.tasks_study import build, replay_check, task_cel
 from scripts.studies.common.options import REPO
 from scripts.studies.common.split import load_split, played_names
 
-#: Learning-curve points: real-anomaly tasks per training source (points not built are
-#: skipped).
-CURVE = (0, 10, 20, 40, 70, 100, 150, 200)
+#: Learning-curve points: real-anomaly tasks per training source (a point is skipped
+#: unless every source's tasks up to it are built).
+CURVE = (0, 10, 20, 40, 50, 60, 70, 100, 150, 200)
 #: The candidates: every ``safe-split`` setting of the third round's kind, with and without
 #: the fallback's two parts (z = 0: no lower bound; ood None: no trait check), so the
 #: ablation can show what the fallback does; wider bounds and margins, and the bound with
@@ -64,8 +65,11 @@ AGENTS = ("all-in-al", "ballad", "maskable-ppo", "imitation", "split-rule", "saf
           "fixed-split-by-cost")
 #: The packaged entry of the chosen fit.
 ENTRY = "safe-split-3"
+#: The fourth round's rule (the largest fold mean among the safe candidates) on this grid:
+#: it chooses the fit packaged as ``safe-split-2``, the allocator this round replaces.
+SECOND = "safe-split-2 (safety rule, largest fold mean)"
 #: Agents of the per-data-set table.
-PER_DATASET = ("allocator", "safe-split", "maskable-ppo")
+PER_DATASET = ("allocator", SECOND, "maskable-ppo")
 
 
 def is_safe(candidate: Mapping[str, Any]) -> bool:
@@ -120,9 +124,10 @@ def cross_validations(real: pd.DataFrame, tasks: pd.DataFrame, cache: Path | Non
     read back for the same inputs (:func:`digest`)."""
     tables = []
     for n in CURVE:
-        if n and not (tasks["k"] >= n - 1).any():
-            continue
         chosen = tasks[tasks["k"] < n]
+        if n and (chosen.groupby("group")["k"].nunique().reindex(
+                sorted(set(real["group"])), fill_value=0) < n).any():
+            continue
         path = None if cache is None else cache / f"cv5_{n}_{digest(real, chosen)}.pkl"
         if path is not None and path.exists():
             tables.append(pd.read_pickle(path))
@@ -150,6 +155,24 @@ def pick(cv: pd.DataFrame, safe_only: bool = True, rule: str = "harmless") -> pd
     if rule == "pooled":
         return F.best_candidate(table.assign(candidate="safe " + table["candidate"]))
     return F.choose_safely(table, harmless=rule == "harmless")
+
+
+def paper_table(both: pd.DataFrame, costs: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Per paper data set at default costs: All-in-LR's mean cost, each agent's minus it,
+    and whether the set is a training set (in-sample for the fit)."""
+    frame = R.paper_means(both, both["all-in-lr"].to_numpy())[["all-in-lr"]]
+    for name, values in costs.items():
+        frame[f"{name} - lr"] = R.paper_means(both, values)["agent"] - frame["all-in-lr"]
+    train = set(played_names(load_split()["train"]))
+    return frame.reset_index().assign(training=lambda f: f["dataset"].isin(train))
+
+
+def calibration(real: pd.DataFrame, tasks: pd.DataFrame, row: pd.Series) -> pd.DataFrame:
+    """The lower bound's coverage over the training folds (``calibration.coverage``) for the
+    chosen row's penalty and task weight at its point (the bound's width varies)."""
+    chosen = tasks[tasks["k"] < int(row["point"])]
+    settings = _settings(row) | {"z": 0.0, "margin": 0.0, "ood": None}
+    return C.coverage(C.out_of_fold(real, chosen, settings))
 
 
 def fit_choice(real: pd.DataFrame, tasks: pd.DataFrame, row: pd.Series) -> dict[str, Any]:
@@ -240,7 +263,7 @@ def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
     if str(chosen["candidate"]).endswith("|all-in-lr"):
         raise RuntimeError("the safety rule chose All-in-LR: no safe-split candidate clears "
                            "0 at every level; nothing new to ship")
-    ablations = {"safety rule, largest fold mean (fourth round's rule)": pick(cv, rule="safe"),
+    ablations = {SECOND: pick(cv, rule="safe"),
                  "harmless safety rule, any candidate (fallback optional)": pick(cv, False),
                  "third round's rule (pooled), any candidate": pick(cv, False, "pooled")}
     fitted = {"allocator": fit_choice(real, tasks, chosen)}
@@ -253,6 +276,8 @@ def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
                                                        columns[name]]))
              for name, p in fitted.items()}
     paper |= {name: R.paper_check(both, both[name].to_numpy()) for name in AGENTS}
+    paper_costs = {name: np.concatenate([F.costs_of(real, F.safe_choices(fitted[name], real)),
+                                         columns[name]]) for name in ("allocator", SECOND)}
     shares = R.shares_frame(held, columns, paper)
     check = replay_check(LatticeStore(out / "lattices"), held,
                          {"allocator": lambda: SafeSplit.from_entry(fitted["allocator"])},
@@ -279,13 +304,17 @@ def run(out: Path, train_seeds: int, held_seeds: int, real_per_source: int,
                   *(f"{k} {lv}" for k in ("fold", "se", "lower") for lv in R.LEVELS),
                   "fold mean", "se mean", "loss"]
     ranked = cv.sort_values("fold mean", ascending=False)
-    top = pd.concat([ranked[ranked["safe"]].head(8), ranked[~ranked["safe"]].head(4)])
+    point, name = str(chosen["candidate"]).split("|", 1)
+    top = pd.concat([cv[(cv["point"] == int(point)) & (cv["candidate"] == name)],
+                     ranked[ranked["safe"]].head(8), ranked[~ranked["safe"]].head(4)])
     R.write_all({"shares": shares, "curve": learning, "cv": top[cv_columns],
                  "choice": pd.DataFrame([{"rule": "harmless safety rule, shippable (the "
                                                   "allocator)",
                                           "choice": chosen["candidate"]}] + [
                      {"rule": k, "choice": v["candidate"]} for k, v in ablations.items()]),
-                 "per_dataset": R.per_dataset(held, {k: columns[k] for k in PER_DATASET})},
+                 "per_dataset": R.per_dataset(held, {k: columns[k] for k in PER_DATASET}),
+                 "calibration": calibration(real, tasks, chosen),
+                 "paper": paper_table(both, paper_costs)},
                 target / "tables", prefix="allocation5")
     if meta_point is not None:
         R.write_all({"meta": meta_ablation(out, real, tasks, held, meta_point)},

@@ -253,19 +253,24 @@ def training_rows(real: pd.DataFrame, tasks: pd.DataFrame, groups: Sequence[str]
                      ignore_index=True)
 
 
-def fold_shares(real: pd.DataFrame, costs: np.ndarray, fold_list: Sequence[Sequence[str]]
-                ) -> dict[str, tuple[float, float]]:
-    """Per level: the mean over folds of the fold's share of the room (its data sets only)
-    and its standard error over the folds (sd / sqrt(folds))."""
+def _fold_table(real: pd.DataFrame, costs: np.ndarray, fold_list: Sequence[Sequence[str]]
+                ) -> pd.DataFrame:
+    """[fold, level]: each fold's share of the room (its data sets only)."""
     per_fold = []
     for fold in fold_list:
         mask = real["dataset"].isin(fold).to_numpy()
         per_fold.append(level_shares(real[mask], costs[mask]))
-    out = {}
-    for level in per_fold[0]:
-        values = np.array([shares[level] for shares in per_fold])
-        out[level] = (float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values))))
-    return out
+    return pd.DataFrame(per_fold)
+
+
+def fold_shares(real: pd.DataFrame, costs: np.ndarray, fold_list: Sequence[Sequence[str]]
+                ) -> dict[str, tuple[float, float]]:
+    """Per level: the mean over folds of the fold's share of the room (its data sets only)
+    and its standard error over the folds (sd / sqrt(folds))."""
+    table = _fold_table(real, costs, fold_list)
+    return {str(level): (float(values.mean()),
+                         float(values.std(ddof=1) / np.sqrt(len(values))))
+            for level, values in table.items()}
 
 
 def loss_shares(rows: pd.DataFrame, costs: np.ndarray) -> dict[str, float]:
@@ -292,14 +297,13 @@ def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: n
                            **{f"cv {k}": v for k, v in shares.items()},
                            "cv mean": float(np.mean(list(shares.values()))),
                            "cv min": min(shares.values())}
-    for level, (mean, se) in fold_shares(real, costs, fold_list).items():
+    per_fold = _fold_table(real, costs, fold_list)
+    for level, values in per_fold.items():
+        mean, se = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
         row |= {f"fold {level}": mean, f"se {level}": se, f"lower {level}": mean - se}
     row["fold mean"] = float(np.mean([row[f"fold {lv}"] for lv in shares]))
-    per_fold = []
-    for fold in fold_list:
-        mask = real["dataset"].isin(fold).to_numpy()
-        per_fold.append(np.mean(list(level_shares(real[mask], costs[mask]).values())))
-    row["se mean"] = float(np.std(per_fold, ddof=1) / np.sqrt(len(per_fold)))
+    means = per_fold.mean(axis=1)
+    row["se mean"] = float(means.std(ddof=1) / np.sqrt(len(means)))
     losses = loss_shares(real, costs)
     row |= {f"loss {k}": v for k, v in losses.items()}
     row["loss"] = float(np.mean(list(losses.values())))

@@ -34,13 +34,22 @@ def shares_with_se(rows: pd.DataFrame, costs: np.ndarray) -> dict[str, tuple[flo
     return out
 
 
+#: The paper's 18 data sets.
+PAPER_18 = frozenset({"ALOI", "Annthyroid", "Arrhythmia", "Cardiotocography", "Glass",
+                      "InternetAds", "KDDCup99", "PageBlocks", "PenDigits", "Pima", "Shuttle",
+                      "SpamBase", "Stamps", "WBC", "WDBC", "WPBC", "Waveform", "Wilt"})
+
+
+def paper_means(rows: pd.DataFrame, costs: np.ndarray) -> pd.DataFrame:
+    """Per paper data set at default costs: the agent's and All-in-LR's mean cost (seed
+    means)."""
+    mask = ((rows["level"] == "default") & rows["dataset"].isin(PAPER_18)).to_numpy()
+    return rows[mask].assign(agent=costs[mask]).groupby("dataset")[["agent", "all-in-lr"]].mean()
+
+
 def paper_check(rows: pd.DataFrame, costs: np.ndarray) -> float:
     """Mean cost over the paper's data sets at default costs, against All-in-LR's (%)."""
-    paper = {"ALOI", "Annthyroid", "Arrhythmia", "Cardiotocography", "Glass", "InternetAds",
-             "KDDCup99", "PageBlocks", "PenDigits", "Pima", "Shuttle", "SpamBase", "Stamps",
-             "WBC", "WDBC", "WPBC", "Waveform", "Wilt"}
-    mask = ((rows["level"] == "default") & rows["dataset"].isin(paper)).to_numpy()
-    part = rows[mask].assign(agent=costs[mask]).groupby("dataset")[["agent", "all-in-lr"]].mean()
+    part = paper_means(rows, costs)
     return float(100 * (part["agent"].mean() / part["all-in-lr"].mean() - 1))
 
 
@@ -176,5 +185,6 @@ def write_entries(path: Path, entries: Mapping[str, Mapping[str, Any]],
     path.write_text(text + "\n")
 
 
-__all__ = ["LEVELS", "curve_figure", "curve_frame", "paper_check", "per_dataset",
+__all__ = ["LEVELS", "PAPER_18", "curve_figure", "curve_frame", "paper_check", "paper_means",
+           "per_dataset",
            "shares_frame", "shares_with_se", "write_all", "write_entries"]
