@@ -229,8 +229,9 @@ def run(out: Path, train_seeds: int, held_seeds: int, steps: int = STEPS,
     cv_columns = ["candidate", "safe", *(f"{k} {lv}" for k in ("fold", "se", "lower")
                                          for lv in R.LEVELS), "fold mean"]
     ranked = joint.sort_values("fold mean", ascending=False)
-    top = pd.concat([ranked[ranked["candidate"].str.startswith("rl")],
-                     ranked[~ranked["candidate"].str.startswith("rl")].head(4)])
+    rl = ranked["candidate"].str.startswith("rl")
+    named = ranked["candidate"].isin(["fixed-split-by-cost", "all-in-lr"])
+    top = pd.concat([ranked[rl], ranked[~rl & ranked["safe"] & ~named].head(4), ranked[named]])
     tables = {"cv": top[cv_columns], "shares": shares,
               "per_dataset": R.per_dataset(held, {k: columns[k] for k in (
                   "split family's choice", "rl greedy", "rl gated 0.5")}),
