@@ -236,13 +236,20 @@ def run(out: Path, train_seeds: int, held_seeds: int, steps: int = STEPS,
               "per_dataset": R.per_dataset(held, {k: columns[k] for k in (
                   "split family's choice", "rl greedy", "rl gated 0.5")}),
               "choice": pd.DataFrame([{"rule": "safety rule, shippable, split and RL",
-                                       "choice": chosen["candidate"]},
+                                       "choice": _shown(chosen["candidate"])},
                                       {"rule": "RL family's best shippable",
-                                       "choice": best_rl},
+                                       "choice": _shown(best_rl)},
                                       {"rule": "split family's best shippable",
-                                       "choice": best_split["candidate"]}])}
+                                       "choice": _shown(best_split["candidate"])}])}
     R.write_all(tables, (docs if docs is not None else out) / "tables", prefix="allocation5")
     return {**tables, "cpu_s": seconds, "chosen": chosen["candidate"]}
+
+
+def _shown(choice: Any) -> str:
+    """A choice (``<tasks per source>|<candidate>``, ``safe_study.pick``'s) as a table shows
+    it (no ``|``, which would split a Markdown cell)."""
+    point, _, candidate = str(choice).partition("|")
+    return f"{candidate} ({point} tasks per source)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
