@@ -1,12 +1,12 @@
-"""The RL family on mixed tasks and costs, beside the split families (docs/studies/ALLOCATION.md,
-"Fifth round").
+"""The RL family on mixed tasks and costs, beside the split families
+(docs/studies/ALLOCATION_MIXED_RL.md).
 
 One MaskablePPO policy plays every task and cost: it trains on a ``ReplayVectorEnv`` of
 mixed cells (``cells=``, each sub-environment playing its drawn cell at that cell's own
 costs, its traits and costs in observation v2): the real-anomaly tasks of the training
 sources at their own drawn costs (``task/<source>/real-<k>``, k < :data:`TASKS_PER_SOURCE`;
-the real training sets at the three levels are what it is scored on). Its reward is ``round_cost``
-(the return is minus the mean cost the study scores). It ships only behind the split
+the real training sets at the three levels are what it is scored on). Its reward is
+``round_cost`` (the return is minus the mean cost the study scores). It ships only behind the split
 family's fallback (``agents.gated_policy.GatedPolicy``): the safe split's gain lower bound
 and trait-distance check (the shipped ``safe-split-2`` candidate, refitted on the same
 training rows) decide whether to leave All-in-LR, and the policy's AL needs at least a
@@ -18,11 +18,13 @@ the tasks of their groups only, and play the fold's real cells (lattice replay, 
 RL candidates join the split families' table (``safe_study.cross_validations``: every
 ``safe-split`` candidate, ``fixed-split-by-cost`` and All-in-LR) and
 ``tasks_fit.choose_safely`` picks among the shippable ones (a fallback by construction).
-The RL family's best shippable candidate is then trained on every training cell and
-replayed on the held-out cells beside the split family's choice, shares with standard
-errors per level. No reserved data set is read; no task comes from a held-out group.
+Every RL candidate of the policy trained on every training group's tasks (its gate
+refitted on every training row) is then replayed on the held-out cells beside the split
+family's choice, shares with standard errors per level: a measurement beside the choice,
+which the training folds alone make. No reserved data set is read; no task comes from a
+held-out group.
 
-    python -m scripts.studies.allocation.mixed_rl --out results/allocation_safe
+    python -m scripts.studies.allocation.mixed_rl --out results/allocation_safe --update-docs
 """
 
 from __future__ import annotations
