@@ -1,12 +1,12 @@
-"""The RL family on mixed tasks and costs, beside the split families (docs/studies/ALLOCATION.md,
-"Fifth round").
+"""The RL family on mixed tasks and costs, beside the split families
+(docs/studies/ALLOCATION_MIXED_RL.md).
 
 One MaskablePPO policy plays every task and cost: it trains on a ``ReplayVectorEnv`` of
 mixed cells (``cells=``, each sub-environment playing its drawn cell at that cell's own
 costs, its traits and costs in observation v2): the real-anomaly tasks of the training
 sources at their own drawn costs (``task/<source>/real-<k>``, k < :data:`TASKS_PER_SOURCE`;
-the real training sets at the three levels are what it is scored on). Its reward is ``round_cost``
-(the return is minus the mean cost the study scores). It ships only behind the split
+the real training sets at the three levels are what it is scored on). Its reward is
+``round_cost`` (the return is minus the mean cost the study scores). It ships only behind the split
 family's fallback (``agents.gated_policy.GatedPolicy``): the safe split's gain lower bound
 and trait-distance check (the shipped ``safe-split-2`` candidate, refitted on the same
 training rows) decide whether to leave All-in-LR, and the policy's AL needs at least a
@@ -18,11 +18,13 @@ the tasks of their groups only, and play the fold's real cells (lattice replay, 
 RL candidates join the split families' table (``safe_study.cross_validations``: every
 ``safe-split`` candidate, ``fixed-split-by-cost`` and All-in-LR) and
 ``tasks_fit.choose_safely`` picks among the shippable ones (a fallback by construction).
-The RL family's best shippable candidate is then trained on every training cell and
-replayed on the held-out cells beside the split family's choice, shares with standard
-errors per level. No reserved data set is read; no task comes from a held-out group.
+Every RL candidate of the policy trained on every training group's tasks (its gate
+refitted on every training row) is then replayed on the held-out cells beside the split
+family's choice, shares with standard errors per level: a measurement beside the choice,
+which the training folds alone make. No reserved data set is read; no task comes from a
+held-out group.
 
-    python -m scripts.studies.allocation.mixed_rl --out results/allocation_safe
+    python -m scripts.studies.allocation.mixed_rl --out results/allocation_safe --update-docs
 """
 
 from __future__ import annotations
@@ -229,19 +231,27 @@ def run(out: Path, train_seeds: int, held_seeds: int, steps: int = STEPS,
     cv_columns = ["candidate", "safe", *(f"{k} {lv}" for k in ("fold", "se", "lower")
                                          for lv in R.LEVELS), "fold mean"]
     ranked = joint.sort_values("fold mean", ascending=False)
-    top = pd.concat([ranked[ranked["candidate"].str.startswith("rl")],
-                     ranked[~ranked["candidate"].str.startswith("rl")].head(4)])
+    rl = ranked["candidate"].str.startswith("rl")
+    named = ranked["candidate"].isin(["fixed-split-by-cost", "all-in-lr"])
+    top = pd.concat([ranked[rl], ranked[~rl & ranked["safe"] & ~named].head(4), ranked[named]])
     tables = {"cv": top[cv_columns], "shares": shares,
               "per_dataset": R.per_dataset(held, {k: columns[k] for k in (
                   "split family's choice", "rl greedy", "rl gated 0.5")}),
               "choice": pd.DataFrame([{"rule": "safety rule, shippable, split and RL",
-                                       "choice": chosen["candidate"]},
+                                       "choice": _shown(chosen["candidate"])},
                                       {"rule": "RL family's best shippable",
-                                       "choice": best_rl},
+                                       "choice": _shown(best_rl)},
                                       {"rule": "split family's best shippable",
-                                       "choice": best_split["candidate"]}])}
-    R.write_all(tables, (docs if docs is not None else out) / "tables", prefix="allocation5")
+                                       "choice": _shown(best_split["candidate"])}])}
+    R.write_all(tables, (docs if docs is not None else out) / "tables", prefix="mixed_rl")
     return {**tables, "cpu_s": seconds, "chosen": chosen["candidate"]}
+
+
+def _shown(choice: Any) -> str:
+    """A choice (``<tasks per source>|<candidate>``, ``safe_study.pick``'s) as a table shows
+    it (no ``|``, which would split a Markdown cell)."""
+    point, _, candidate = str(choice).partition("|")
+    return f"{candidate} ({point} tasks per source)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--held-seeds", type=int, default=10, help="seeds per held-out cell")
     p.add_argument("--train-only", action="store_true", help="train the policies and stop")
     p.add_argument("--update-docs", action="store_true",
-                   help="write the tables into docs/tables (allocation5_*)")
+                   help="write the tables into docs/tables (mixed_rl_*)")
     args = p.parse_args(argv)
     if args.train_only:
         print(f"training CPU s per policy: {train_all(args.out, args.steps)}")
