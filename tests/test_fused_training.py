@@ -331,8 +331,9 @@ def test_a_worker_process_ends_when_told_or_when_its_pipe_closes() -> None:
 def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_path,
                                                                   monkeypatch) -> None:
     """``training.train`` starts the worker's process before importing the trainer; a
-    process started inside ``train_torch`` instead trains the same weights. A run that fails
-    before its worker gets work still ends the process."""
+    process started inside ``train_torch`` instead trains the same weights. The run's
+    record holds its setup's timeline in order. A run that fails before its worker gets
+    work still ends the process."""
     from agents.experiments.training import torch_trainer, worker_process
     from agents.experiments.training.config import TrainConfig
     from agents.experiments.training.run_folder import RunError
@@ -350,6 +351,11 @@ def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_pat
               "trainer": "compiled"}
     early = train_replay(store, run_name="early", **kwargs)
     assert len(started) == 1 and not started[0].process.is_alive()
+    times = json.loads((early / "early.json").read_text())["update"]["timeline"]
+    order = ["worker_started", "worker_imported", "worker_ready", "clock_started"]
+    assert [times[k] for k in order] == sorted(times[k] for k in order)
+    assert times["worker_started"] <= times["model_built"] <= times["step_loaded"] \
+        <= times["clock_started"]
     config = TrainConfig(**{**json.loads((early / "early.json").read_text())["config"],
                             "run_name": "late"})
     late = torch_trainer.train_torch(config).run_dir
