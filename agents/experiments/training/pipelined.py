@@ -54,8 +54,9 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
             seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
             threads: int, imported_at: float = 0.0) -> None:
     """The worker's loop: build the environments, say ``ready`` (with their observation
-    space, for the main process to check against its model's, and when the worker had
-    imported its code and built them, ``time.time``), then answer each request
+    space, for the main process to check against its model's, when the worker had
+    imported its code and built them, ``time.time``, and its CPU seconds so far), then
+    answer each request
     ``(slot, weights or None)`` with one rollout into ``bufs[slot]`` (and the values of the
     observations after it into ``lasts[slot]``); ``None`` ends it."""
     torch.set_num_threads(threads)
@@ -66,7 +67,8 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
         gen = torch.Generator().manual_seed(action_seed)
         returns = np.zeros(envs.num_envs)
         obs, _ = envs.reset(seed=seed)
-        times = {"worker_imported": imported_at, "worker_ready": time.time()}
+        times = {"worker_imported": imported_at, "worker_ready": time.time(),
+                 "worker_cpu_seconds": time.process_time()}
         conn.send(("ready", envs.single_observation_space, times))
         while (request := conn.recv()) is not None:
             slot, weights = request
@@ -131,7 +133,8 @@ class RolloutWorker:
     def ready(self, space: Any) -> dict[str, float]:
         """Wait until the worker has built its environments, and check that they observe
         ``space`` (the observation space of the policy it plays); when the worker's
-        process started, had imported its code and was ready (``time.time``)."""
+        process started, had imported its code and was ready (``time.time``), and its CPU
+        seconds by then."""
         answer = self._receive()
         if not (isinstance(answer, tuple) and answer[0] == "ready"):
             raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")

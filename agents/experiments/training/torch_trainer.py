@@ -150,7 +150,8 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
     ``envs``, or overlapped with the started ``worker``), the saved model and settings.
     The settings' ``update`` block holds the setup: its seconds, and its ``timeline``
     (``time.time`` when the worker's process started, had imported its code and was ready,
-    the model was built, the step loaded and the clock started)."""
+    the model was built, the step loaded and the clock started; and the CPU seconds each
+    process had spent by then, from its start)."""
     space = observation_space(config.observation)
     if envs is not None and envs.single_observation_space != space:
         raise ValueError(f"the replay environment's observations are "
@@ -166,7 +167,7 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
     if worker is None:
         _warm(updater, buf, setup, config.progress_bar)
         record = Recorder(config, run_dir, model, updater, eval_envs)
-        timeline["clock_started"] = time.time()
+        timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
         steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
     else:
         if updater.layout.shapes != worker.layout.shapes:
@@ -176,7 +177,7 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
         timeline.update(worker.ready(space))
         setup["setup_seconds"] = round(time.perf_counter() - worker.started, 2)
         record = Recorder(config, run_dir, model, updater, eval_envs)
-        timeline["clock_started"] = time.time()
+        timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
         rollouts = -(-config.total_timesteps // (hp.n_steps * config.n_envs))
         steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
                                                 stream_seeds(config.seed)[1], record)
