@@ -179,6 +179,20 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
     assert built[0].name == f"{key}.pt2"
 
 
+def test_a_package_is_keyed_by_the_cpu(monkeypatch) -> None:
+    """A package built on a CPU with other vector instructions or feature flags (a cache
+    folder shared between machines) is not loaded here: the CPU is part of its key, read
+    from the kernel's report, not probed by compiling."""
+    layout = updates.FlatLayout.mlp_pair(5, (8, 8))
+    function = functools.partial(updates.ppo_step, layout, HP, False)
+    example = (torch.zeros(3, layout.numel), torch.zeros(()), torch.zeros(16, 11))
+    here = step_cache.package_key(function, example)
+    assert step_cache.cpu_features() == step_cache.cpu_features()  # the same on each call
+    assert step_cache.cpu_features().startswith(torch.backends.cpu.get_cpu_capability())
+    monkeypatch.setattr(step_cache, "cpu_features", lambda: "AVX2-0123456789abcdef")
+    assert step_cache.package_key(function, example) != here
+
+
 def test_a_killed_build_leaves_no_package_and_the_next_build_clears_its_file(
         monkeypatch, tmp_path) -> None:
     """A build writes the package under the project's marked temporary name: a failed
