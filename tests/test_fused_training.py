@@ -203,6 +203,20 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
     assert built[0].name == f"{key}.pt2"
 
 
+def test_a_package_is_keyed_by_the_cpu(monkeypatch) -> None:
+    """A package built on a CPU with other vector instructions or feature flags (a cache
+    folder shared between machines) is not loaded here: the CPU is part of its key, read
+    from the kernel's report, not probed by compiling."""
+    layout = updates.FlatLayout.mlp_pair(5, (8, 8))
+    function = functools.partial(updates.ppo_step, layout, HP, False)
+    example = (torch.zeros(3, layout.numel), torch.zeros(()), torch.zeros(16, 11))
+    here = step_cache.package_key(function, example)
+    assert step_cache.cpu_features() == step_cache.cpu_features()  # the same on each call
+    assert step_cache.cpu_features().startswith(torch.backends.cpu.get_cpu_capability())
+    monkeypatch.setattr(step_cache, "cpu_features", lambda: "AVX2-0123456789abcdef")
+    assert step_cache.package_key(function, example) != here
+
+
 def test_a_killed_build_leaves_no_package_and_the_next_build_clears_its_file(
         monkeypatch, tmp_path) -> None:
     """A build writes the package under the project's marked temporary name: a failed
@@ -355,8 +369,9 @@ def test_a_worker_process_ends_when_told_or_when_its_pipe_closes() -> None:
 def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_path,
                                                                   monkeypatch) -> None:
     """``training.train`` starts the worker's process before importing the trainer; a
-    process started inside ``train_torch`` instead trains the same weights. A run that fails
-    before its worker gets work still ends the process."""
+    process started inside ``train_torch`` instead trains the same weights. The run's
+    record holds its setup's timeline in order. A run that fails before its worker gets
+    work still ends the process."""
     from agents.experiments.training import torch_trainer, worker_process
     from agents.experiments.training.config import TrainConfig
     from agents.experiments.training.run_folder import RunError
@@ -374,6 +389,11 @@ def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_pat
               "trainer": "compiled"}
     early = train_replay(store, run_name="early", **kwargs)
     assert len(started) == 1 and not started[0].process.is_alive()
+    times = json.loads((early / "early.json").read_text())["update"]["timeline"]
+    order = ["worker_started", "worker_imported", "worker_ready", "clock_started"]
+    assert [times[k] for k in order] == sorted(times[k] for k in order)
+    assert times["worker_started"] <= times["model_built"] <= times["step_loaded"] \
+        <= times["clock_started"]
     config = TrainConfig(**{**json.loads((early / "early.json").read_text())["config"],
                             "run_name": "late"})
     late = torch_trainer.train_torch(config).run_dir

@@ -52,9 +52,11 @@ def stream_seeds(seed: int) -> tuple[int, int]:
 
 def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, masked: bool, *,
             seed: int, action_seed: int, bufs: Sequence[Rollout], lasts: torch.Tensor,
-            threads: int) -> None:
+            threads: int, imported_at: float = 0.0) -> None:
     """The worker's loop: build the environments, say ``ready`` (with their observation
-    space, for the main process to check against its model's), then answer each request
+    space, for the main process to check against its model's, when the worker had
+    imported its code and built them, ``time.time``, and its CPU seconds so far), then
+    answer each request
     ``(slot, weights or None)`` with one rollout into ``bufs[slot]`` (and the values of the
     observations after it into ``lasts[slot]``); ``None`` ends it."""
     torch.set_num_threads(threads)
@@ -65,7 +67,9 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
         gen = torch.Generator().manual_seed(action_seed)
         returns = np.zeros(envs.num_envs)
         obs, _ = envs.reset(seed=seed)
-        conn.send(("ready", envs.single_observation_space))
+        times = {"worker_imported": imported_at, "worker_ready": time.time(),
+                 "worker_cpu_seconds": time.process_time()}
+        conn.send(("ready", envs.single_observation_space, times))
         while (request := conn.recv()) is not None:
             slot, weights = request
             if weights is not None:
@@ -85,12 +89,13 @@ def serve(conn: Any) -> None:
     """A started worker process's life (``worker_process``): wait for its work (the keyword
     arguments of :func:`_worker`), then do it; nothing (``None``, or the pipe closed) ends
     it."""
+    imported_at = time.time()  # this module and all it imports are loaded by now
     try:
         work = conn.recv()
     except EOFError:
         return
     if work is not None:
-        _worker(conn, **work)
+        _worker(conn, **work, imported_at=imported_at)
 
 
 class RolloutWorker:
@@ -125,15 +130,18 @@ class RolloutWorker:
                                f"code {self.process.exitcode})") from err
         return self
 
-    def ready(self, space: Any) -> None:
+    def ready(self, space: Any) -> dict[str, float]:
         """Wait until the worker has built its environments, and check that they observe
-        ``space`` (the observation space of the policy it plays)."""
+        ``space`` (the observation space of the policy it plays); when the worker's
+        process started, had imported its code and was ready (``time.time``), and its CPU
+        seconds by then."""
         answer = self._receive()
         if not (isinstance(answer, tuple) and answer[0] == "ready"):
             raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")
         if answer[1] != space:
             raise ValueError(f"the replay environment's observations are {answer[1]}, the "
                              f"policy's {space}")
+        return {"worker_started": self.worker_process.started_at, **answer[2]}
 
     def __exit__(self, *exc: object) -> None:
         self.worker_process.end()

@@ -48,7 +48,8 @@ def record_dict(config: TrainConfig, *, num_timesteps: int, seconds: float,
     the training's wall-clock seconds and this process's CPU seconds (a rollout worker's
     included; a loaded machine moves them less), ``seconds``: the time split of the torch
     trainers (environment steps, the rest of the rollouts, updates, waiting), ``update``:
-    whether their step ran compiled and the seconds its setup took before the clock."""
+    whether their step ran compiled, the seconds its setup took before the clock and the
+    setup's timeline."""
     return {"run_name": config.name, "algo": config.algo, "trainer": config.trainer,
             "config": config.to_dict(), "algorithm_kwargs": algorithm_kwargs(config),
             "observation_features": list(OBSERVATIONS[config.observation]),

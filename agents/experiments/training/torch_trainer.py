@@ -147,7 +147,11 @@ def _rollout_worker(config: TrainConfig, process: WorkerProcess | None
 def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
            worker: RolloutWorker | None) -> TrainResult:
     """The training of :func:`train_torch`: the model, the update, the loop (here, on
-    ``envs``, or overlapped with the started ``worker``), the saved model and settings."""
+    ``envs``, or overlapped with the started ``worker``), the saved model and settings.
+    The settings' ``update`` block holds the setup: its seconds, and its ``timeline``
+    (``time.time`` when the worker's process started, had imported its code and was ready,
+    the model was built, the step loaded and the clock started; and the CPU seconds each
+    process had spent by then, from its start)."""
     space = observation_space(config.observation)
     if envs is not None and envs.single_observation_space != space:
         raise ValueError(f"the replay environment's observations are "
@@ -155,22 +159,25 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
                          f"names {space}")
     hp = config.hp
     model = build_model(config.algo, space, config.n_envs, hp, config.seed, config.device)
+    timeline = {"model_built": time.time()}
     policy, masked = model.policy, config.algo == "maskable_ppo"
     buf = Rollout(hp.n_steps, config.n_envs, space.shape[0], hp.gamma, config.device)
     updater = make_update(config.trainer, policy, hp, masked)
-    setup: dict[str, Any] = {"overlapped": worker is not None}
+    setup: dict[str, Any] = {"overlapped": worker is not None, "timeline": timeline}
     if worker is None:
         _warm(updater, buf, setup, config.progress_bar)
         record = Recorder(config, run_dir, model, updater, eval_envs)
+        timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
         steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
     else:
         if updater.layout.shapes != worker.layout.shapes:
             raise ValueError(f"the policy's parameters have shapes {updater.layout.shapes}, "
                              f"the rollout worker's {worker.layout.shapes}")
         _warm(updater, buf, setup, config.progress_bar)
-        worker.ready(space)
+        timeline.update(worker.ready(space))
         setup["setup_seconds"] = round(time.perf_counter() - worker.started, 2)
         record = Recorder(config, run_dir, model, updater, eval_envs)
+        timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
         rollouts = -(-config.total_timesteps // (hp.n_steps * config.n_envs))
         steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
                                                 stream_seeds(config.seed)[1], record)
@@ -188,9 +195,10 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
 def _warm(updater: Any, buf: Rollout, setup: dict[str, Any], announce: bool) -> None:
     """Load the compiled update from the user's cache, or compile it there (the first run
     on a machine: said first on standard error when ``announce``), or fall back, before
-    the clock; its seconds and outcome."""
+    the clock; its seconds, outcome and end (``time.time``, in the setup's timeline)."""
     setup["compile_seconds"] = round(updater.warm(buf, announce_compile if announce else None),
                                      2)
+    setup["timeline"]["step_loaded"] = time.time()
     setup["compiled"] = updater.compiled  # False where compiling fell back
     setup["compile_built"] = getattr(updater, "built", False)  # False: loaded from the cache
 

@@ -31,8 +31,9 @@ class WorkerProcess:
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_serve, args=(child,), daemon=True)
-        #: When the process was started (``time.perf_counter``).
-        self.started = time.perf_counter()
+        #: When the process was started (``time.perf_counter``, and ``time.time`` for the
+        #: run's setup timeline, which the worker's own times join).
+        self.started, self.started_at = time.perf_counter(), time.time()
         self.process.start()
 
     def end(self) -> None:
