@@ -57,7 +57,8 @@ def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout"
     if best < baseline:
         return Target(baseline - fraction * (baseline - best), fraction, "all-in-lr",
                       baseline, best)
-    first = table.sort_values("steps").groupby(list(KEY), sort=False)[f"{measure}_cost"].first()
+    ordered = table.sort_values(["steps", "wall_s"])
+    first = ordered.groupby(list(KEY), sort=False)[f"{measure}_cost"].first()
     start = float(first.max())
     return Target(start - fraction * (start - best), fraction, "first checkpoint", start, best)
 
@@ -68,7 +69,7 @@ def times_to_target(table: pd.DataFrame, target: float, measure: str = "heldout"
     never reached),
     the steps there (0 where never), and the run's last checkpoint's steps and wall time."""
     rows = []
-    for key, run in table.sort_values("steps").groupby(list(KEY), sort=False):
+    for key, run in table.sort_values(["steps", "wall_s"]).groupby(list(KEY), sort=False):
         hit = run[run[f"{measure}_cost"] <= target]
         rows.append({**dict(zip(KEY, key, strict=True)),
                      "wall_s": float(hit["wall_s"].iloc[0]) if len(hit) else np.inf,

@@ -86,10 +86,12 @@ class Cells:
 
 
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
-    """A finished run's checkpoints and final model, by steps."""
+    """A finished run's checkpoints and final model, by steps, then by when each was saved
+    (a last checkpoint comes before the final model of the same steps)."""
     record = json.loads((run / f"{run.name}.json").read_text())
     saved = [(int(p.stem.split("_")[-2]), p) for p in (run / "checkpoints").glob("*_steps.zip")]
-    return sorted([*saved, (int(record["num_timesteps"]), run / f"{run.name}.zip")])
+    saved.append((int(record["num_timesteps"]), run / f"{run.name}.zip"))
+    return sorted(saved, key=lambda point: (point[0], point[1].stat().st_mtime))
 
 
 def train(argv: list[str], run: Path, env: dict[str, str]) -> float:
