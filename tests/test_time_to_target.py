@@ -88,6 +88,15 @@ def test_the_study_prints_its_help_and_refuses_bad_pairs(capsys: pytest.CaptureF
         main(["--out", "x", "--steps", "ppo=10"])
 
 
+def test_the_bench_points_its_old_held_out_option_at_the_study(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from agents.experiments.cli.bench import main as bench_main
+
+    assert bench_main(["--heldout-store", "h"]) == 2
+    assert "python -m scripts.studies.timings.time_to_target --heldout-store" in \
+        capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_a_real_runs_checkpoints_are_scored_with_their_wall_times(tmp_path: Path) -> None:
     """A batched run with a checkpoint every 60 steps: one row per checkpoint and one for the
