@@ -68,6 +68,9 @@ def test_median_interval_keeps_runs_that_never_reached_as_infinite() -> None:
     ratio, low, high = target_table.ratio_interval(np.array([1.0, 1.0, 1.0]),
                                                    np.array([4.0, 5.0, 6.0]), rng)
     assert ratio == pytest.approx(0.2) and 1 / 6 <= low <= ratio <= high <= 1 / 4
+    ratio, low, high = target_table.ratio_interval(np.array([1.0, np.inf, np.inf]),
+                                                   np.array([2.0, np.inf, np.inf]), rng)
+    assert ratio == np.inf and high == np.inf and 0 <= low <= 0.5  # never NaN
 
 
 def test_report_names_the_target_and_the_ratio() -> None:

@@ -105,10 +105,13 @@ def median_interval(values: np.ndarray, rng: np.random.Generator,
 def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, rng: np.random.Generator,
                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """The ratio of two groups' medians (e.g. the compiled trainer's time over SB3's) and its
-    percentile bootstrap interval, the two groups resampled independently."""
-    ratio = float(np.median(numerator) / np.median(denominator))
-    draws = median_draws(numerator, rng) / median_draws(denominator, rng)
-    return (ratio, *quantiles(draws, confidence))
+    percentile bootstrap interval, the two groups resampled independently; where both
+    medians are infinite (neither reached the target) the ratio counts as infinite."""
+    with np.errstate(invalid="ignore"):
+        ratio = float(np.median(numerator) / np.median(denominator))
+        draws = median_draws(numerator, rng) / median_draws(denominator, rng)
+    return (np.inf if np.isnan(ratio) else ratio,
+            *quantiles(np.where(np.isnan(draws), np.inf, draws), confidence))
 
 
 def summary(times: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
