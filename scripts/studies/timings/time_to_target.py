@@ -35,14 +35,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED, PROTOCOL_SB3
 from scripts.studies.timings import target_table
-from scripts.studies.training_speed.protocol import COMPILED, SB3
 
 ROOT = Path(__file__).resolve().parents[3]
-#: Each trainer's options: the speed protocol's (``training_speed.protocol``); a later
+#: Each trainer's options: the speed protocol's (``common.ppo_sizes``); a later
 #: ``--total-timesteps`` overrides the protocol's.
-TRAINERS = {"sb3": SB3, "compiled": COMPILED,
-            "batched": ["--trainer", "batched", *COMPILED[2:]]}
+TRAINERS = {"sb3": PROTOCOL_SB3, "compiled": PROTOCOL_COMPILED,
+            "batched": ["--trainer", "batched", *PROTOCOL_COMPILED[2:]]}
 #: Steps of a ``seeds`` run and between its checkpoints, per trainer.
 STEPS = {"sb3": 1_500_000, "compiled": 3_000_000, "batched": 3_000_000}
 EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720}
