@@ -22,7 +22,6 @@ from agents.experiments.training.pipelined import stream_seeds
 from agents.experiments.training.ppo import HUGE_NEG, _minibatch_step
 from agents.experiments.training.torch_trainer import build_model
 from agents.policy import load_policy
-from ballad_env.settings import Settings
 
 HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e-3,
                                           "ent_coef": 0.05})
@@ -325,30 +324,6 @@ def test_the_training_report_gives_ratios_and_the_share_of_the_peak() -> None:
     assert line.split()[6:11] == ["30.0", "15.0", "30,000", "7.8", "2.6%"]
     assert "goal: 10 x SB3 PPO at 256 environments (20,000 steps/s): met (best 15.0 x)" in \
         training_report(result)
-
-
-def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
-    """SB3's final costs 0.0190 and 0.0190: target 0.02; a run whose checkpoints cost 0.03,
-    0.02 and 0.01 at 1, 2, 3 s (plus 5 s of setup) reaches it at step 2, 5 + 2 s; one that
-    never does shows inf. A real run's curve: one cost per checkpoint and one for the final
-    model."""
-    from scripts.studies.timings.target import held_out_curve, time_to_target_report
-
-    def curve(costs: list[float], setup: float = 0.0) -> dict:
-        return {"steps": [1, 2, 3], "seconds": [1.0, 2.0, 3.0], "costs": costs,
-                "setup": setup, "steps_per_s": 1.0, "cells": 9}
-
-    report = time_to_target_report({"eval_store": "h", "curves": {
-        "sb3": [curve([0.03, 0.02, 0.019])] * 2,
-        "compiled": [curve([0.03, 0.02, 0.01], setup=5.0), curve([0.03, 0.03, 0.03])]}})
-    assert "held-out cost of 0.0200" in report
-    assert report.splitlines()[-1].split()[-5:] == ["2", "-", "5+2.0", "inf", "inf"]
-    run = train_replay(store, algo="ppo", n_envs=4, total_timesteps=180, output_dir=tmp_path,
-                       run_name="c-s0", trainer="compiled", overlap=False, checkpoint_freq=60)
-    got = held_out_curve(run, str(store), Settings(prior="knn", reward="cost"))
-    assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
-    assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(
-        json.loads((run / "c-s0.json").read_text())["train_seconds"])
 
 
 def test_a_worker_process_ends_when_told_or_when_its_pipe_closes() -> None:

@@ -1,7 +1,10 @@
-"""The time-to-target study's analysis on a hand-made table: the target, each run's time to
-it, and the medians' intervals (no training, no timing)."""
+"""The time-to-target study on a hand-made table (the target, each run's time to it, the
+medians' intervals) and on one tiny real run (its checkpoints scored); nothing timed."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -65,6 +68,9 @@ def test_median_interval_keeps_runs_that_never_reached_as_infinite() -> None:
     ratio, low, high = target_table.ratio_interval(np.array([1.0, 1.0, 1.0]),
                                                    np.array([4.0, 5.0, 6.0]), rng)
     assert ratio == pytest.approx(0.2) and 1 / 6 <= low <= ratio <= high <= 1 / 4
+    ratio, low, high = target_table.ratio_interval(np.array([1.0, np.inf, np.inf]),
+                                                   np.array([2.0, np.inf, np.inf]), rng)
+    assert ratio == np.inf and high == np.inf and 0 <= low <= 0.5  # never NaN
 
 
 def test_report_names_the_target_and_the_ratio() -> None:
@@ -83,3 +89,34 @@ def test_the_study_prints_its_help_and_refuses_bad_pairs(capsys: pytest.CaptureF
     assert pairs(["compiled=--batch-size 2048"]) == {"compiled": "--batch-size 2048"}
     with pytest.raises(SystemExit):
         main(["--out", "x", "--steps", "ppo=10"])
+
+
+def test_the_bench_points_its_old_held_out_option_at_the_study(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from agents.experiments.cli.bench import main as bench_main
+
+    assert bench_main(["--heldout-store", "h"]) == 2
+    assert "python -m scripts.studies.timings.time_to_target --heldout-store" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_real_runs_checkpoints_are_scored_with_their_wall_times(tmp_path: Path) -> None:
+    """A batched run with a checkpoint every 60 steps: one row per checkpoint and one for the
+    final model, in step order, each with its file's time since the start, a held-out cost
+    on every cell and All-in-LR's beside it."""
+    from conftest import small_store, train_replay
+
+    from scripts.studies.timings.time_to_target import Cells, evaluate
+
+    store = small_store(tmp_path / "data", tmp_path / "store")
+    started = time.time()
+    run = train_replay(store, algo="ppo", n_envs=4, total_timesteps=180,
+                       output_dir=tmp_path / "runs", run_name="b-s0", checkpoint_freq=60)
+    cells = Cells(str(store), str(store))
+    rows = evaluate(run, started, {"heldout": cells})
+    assert [r["steps"] for r in rows] == [60, 120, 180, 180] and len(cells.lattices) == 2
+    walls = [r["wall_s"] for r in rows]
+    assert 0 < walls[0] <= walls[1] <= walls[2] <= walls[3] <= time.time() - started
+    assert all(0 <= r["heldout_cost"] <= 1 and r["heldout_all_in_lr"] == cells.all_in_lr
+               for r in rows)

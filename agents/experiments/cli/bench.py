@@ -174,10 +174,11 @@ def run_episodes(args: argparse.Namespace, settings: Settings, names: list[str])
 
 #: The options of the studies' timings, moved to ``python -m scripts.studies.timings``
 #: (run from a clone); the old spelling gets a one-line pointer.
-STUDY_OPTIONS = {"--training": "--training", "--quality-runs": "--quality-runs",
-                 "--scaling": "--scaling", "--effects": "--effects", "--q1": "--q1",
-                 "--heldout-store": "--training --heldout-store", "--ppo-steps": "--ppo-paths",
-                 "--full-size": "--full-size", "--compare-backends": "--compare-backends"}
+STUDY_OPTIONS = {option: f"scripts.studies.timings {moved}" for option, moved in {
+    "--training": "--training", "--quality-runs": "--quality-runs", "--scaling": "--scaling",
+    "--effects": "--effects", "--q1": "--q1", "--ppo-steps": "--ppo-paths",
+    "--full-size": "--full-size", "--compare-backends": "--compare-backends"}.items()}
+STUDY_OPTIONS["--heldout-store"] = "scripts.studies.timings.time_to_target --heldout-store"
 
 
 def moved_option(argv: list[str]) -> str | None:
@@ -185,7 +186,7 @@ def moved_option(argv: list[str]) -> str | None:
     for arg in argv:
         option = arg.split("=", 1)[0]
         if option in STUDY_OPTIONS:
-            return (f"{option} is a study's timing now: run python -m scripts.studies.timings "
+            return (f"{option} is a study's timing now: run python -m "
                     f"{STUDY_OPTIONS[option]} ... from a clone of the project")
     return None
 

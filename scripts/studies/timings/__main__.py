@@ -5,9 +5,10 @@ report them, never in a timed test).
 2 threads for the 64-64 MLP at ``--train-sizes`` rows), then SB3 PPO against the batched
 and compiled trainers' PPO and MaskablePPO at N = ``--train-sizes`` (goal: 10 times SB3's
 steps a second), each run in a fresh process, with where each run's time went and the
-share of the machine's matrix-product peak each reaches (``timings.training``);
-``--heldout-store DIR`` instead times each trainer to 95% of SB3's held-out cost
-(``timings.target``); ``--quality-runs DIR --eval-store DIR`` replays trained runs' greedy
+share of the machine's matrix-product peak each reaches (``timings.training``; the wall
+time to a held-out target, setup included, is its own script:
+``python -m scripts.studies.timings.time_to_target``); ``--quality-runs DIR --eval-store
+DIR`` replays trained runs' greedy
 policies and draws their curves. ``--ppo-paths N --replay-store DIR`` trains SB3's PPO N
 steps at the policy study's sizes on today's path (``DummyVecEnv``) and on the vector
 environment, and prints where the time goes (``timings.sb3_ppo``).
@@ -109,11 +110,6 @@ def _add_training(training: argparse._ArgumentGroup) -> None:
                           help="steps of each SB3 run")
     training.add_argument("--train-repeats", type=bounded(1, 1000), default=1,
                           help="rounds of every run (the median is shown)")
-    training.add_argument("--heldout-store", default=None, metavar="DIR",
-                          help="with --training, instead: each trainer's seconds to 95%% of "
-                               "SB3's final cost on this store's cells (timings.target)")
-    training.add_argument("--target-seeds", type=bounded(1, 100), default=3,
-                          help="training seeds of each trainer (--heldout-store)")
     training.add_argument("--quality-runs", default=None, metavar="DIR",
                           help="instead: replay the greedy policies of the runs under DIR "
                                "(<group>-s<seed>) on --eval-store, beside All-in-LR and the "
@@ -177,15 +173,10 @@ def run_quality(args: argparse.Namespace) -> int:
 
 
 def run_training(args: argparse.Namespace) -> int:
-    """SB3 PPO against the torch trainers on the store, or their seconds to a target."""
-    from scripts.studies.timings.target import measure_time_to_target, time_to_target_report
+    """SB3 PPO against the torch trainers on the store."""
     from scripts.studies.timings.training import measure_training, training_report
 
     settings = store_settings(args.replay_store, None, "cost")
-    if args.heldout_store is not None:  # the trainers' seconds to a held-out cost
-        print(time_to_target_report(measure_time_to_target(
-            args.replay_store, args.heldout_store, settings, range(args.target_seeds))))
-        return 0
     sizes = STUDY_PPO_SIZES
     study = (sizes.n_envs, sizes.n_steps, sizes.batch_size, sizes.learning_rate)
     print(training_report(measure_training(args.replay_store, settings, study,

@@ -57,7 +57,8 @@ def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout"
     if best < baseline:
         return Target(baseline - fraction * (baseline - best), fraction, "all-in-lr",
                       baseline, best)
-    first = table.sort_values("steps").groupby(list(KEY), sort=False)[f"{measure}_cost"].first()
+    ordered = table.sort_values(["steps", "wall_s"])
+    first = ordered.groupby(list(KEY), sort=False)[f"{measure}_cost"].first()
     start = float(first.max())
     return Target(start - fraction * (start - best), fraction, "first checkpoint", start, best)
 
@@ -68,7 +69,7 @@ def times_to_target(table: pd.DataFrame, target: float, measure: str = "heldout"
     never reached),
     the steps there (0 where never), and the run's last checkpoint's steps and wall time."""
     rows = []
-    for key, run in table.sort_values("steps").groupby(list(KEY), sort=False):
+    for key, run in table.sort_values(["steps", "wall_s"]).groupby(list(KEY), sort=False):
         hit = run[run[f"{measure}_cost"] <= target]
         rows.append({**dict(zip(KEY, key, strict=True)),
                      "wall_s": float(hit["wall_s"].iloc[0]) if len(hit) else np.inf,
@@ -104,10 +105,13 @@ def median_interval(values: np.ndarray, rng: np.random.Generator,
 def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, rng: np.random.Generator,
                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """The ratio of two groups' medians (e.g. the compiled trainer's time over SB3's) and its
-    percentile bootstrap interval, the two groups resampled independently."""
-    ratio = float(np.median(numerator) / np.median(denominator))
-    draws = median_draws(numerator, rng) / median_draws(denominator, rng)
-    return (ratio, *quantiles(draws, confidence))
+    percentile bootstrap interval, the two groups resampled independently; where both
+    medians are infinite (neither reached the target) the ratio counts as infinite."""
+    with np.errstate(invalid="ignore"):
+        ratio = float(np.median(numerator) / np.median(denominator))
+        draws = median_draws(numerator, rng) / median_draws(denominator, rng)
+    return (np.inf if np.isnan(ratio) else ratio,
+            *quantiles(np.where(np.isnan(draws), np.inf, draws), confidence))
 
 
 def summary(times: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:

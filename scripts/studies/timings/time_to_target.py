@@ -35,14 +35,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED, PROTOCOL_SB3
 from scripts.studies.timings import target_table
-from scripts.studies.training_speed.protocol import COMPILED, SB3
 
 ROOT = Path(__file__).resolve().parents[3]
-#: Each trainer's options: the speed protocol's (``training_speed.protocol``); a later
+#: Each trainer's options: the speed protocol's (``common.ppo_sizes``); a later
 #: ``--total-timesteps`` overrides the protocol's.
-TRAINERS = {"sb3": SB3, "compiled": COMPILED,
-            "batched": ["--trainer", "batched", *COMPILED[2:]]}
+TRAINERS = {"sb3": PROTOCOL_SB3, "compiled": PROTOCOL_COMPILED,
+            "batched": ["--trainer", "batched", *PROTOCOL_COMPILED[2:]]}
 #: Steps of a ``seeds`` run and between its checkpoints, per trainer.
 STEPS = {"sb3": 1_500_000, "compiled": 3_000_000, "batched": 3_000_000}
 EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720}
@@ -86,10 +86,12 @@ class Cells:
 
 
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
-    """A finished run's checkpoints and final model, by steps."""
+    """A finished run's checkpoints and final model, by steps, then by when each was saved
+    (a last checkpoint comes before the final model of the same steps)."""
     record = json.loads((run / f"{run.name}.json").read_text())
     saved = [(int(p.stem.split("_")[-2]), p) for p in (run / "checkpoints").glob("*_steps.zip")]
-    return sorted([*saved, (int(record["num_timesteps"]), run / f"{run.name}.zip")])
+    saved.append((int(record["num_timesteps"]), run / f"{run.name}.zip"))
+    return sorted(saved, key=lambda point: (point[0], point[1].stat().st_mtime))
 
 
 def train(argv: list[str], run: Path, env: dict[str, str]) -> float:

@@ -26,12 +26,9 @@ from agents.experiments.bench.timing import in_fresh_process
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.training.updates import FlatLayout
 from scripts.studies.common.matmul import matmul_peak
+from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED, PROTOCOL_SB3
 
-SB3 = ["--trainer", "sb3", "--algo", "ppo", "--vec-env", "vector", "--n-envs", "256",
-       "--n-steps", "64", "--batch-size", "256", "--n-epochs", "4",
-       "--total-timesteps", "200000"]
-COMPILED = ["--trainer", "compiled", "--algo", "ppo", "--n-envs", "1024",
-            "--total-timesteps", "2000000"]
+SB3, COMPILED = PROTOCOL_SB3, PROTOCOL_COMPILED
 
 
 def one_run(argv: list[str], out: str) -> dict[str, Any]:
