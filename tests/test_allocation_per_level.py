@@ -1,0 +1,54 @@
+"""The per-level decision rule of the allocation study's sixth round, on hand-made tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scripts.studies.allocation import per_level as P
+
+LEVELS = ("default", "cfn10", "cfp10")
+
+
+def _cv_table(rows: dict[str, tuple[list[float], list[float], list[float]]]) -> pd.DataFrame:
+    """name -> (fold shares, standard errors, room lost) per level."""
+    table = []
+    for name, (means, ses, losses) in rows.items():
+        row: dict[str, object] = {"candidate": name}
+        for level, mean, se, loss in zip(LEVELS, means, ses, losses, strict=True):
+            row |= {f"fold {level}": mean, f"se {level}": se, f"lower {level}": mean - se,
+                    f"loss {level}": loss}
+        row |= {"fold mean": float(np.mean(means)), "se mean": 0.01,
+                "loss": float(np.mean(losses))}
+        table.append(row)
+    return pd.DataFrame(table)
+
+
+def test_each_level_takes_the_harmless_rules_choice_from_its_own_figures() -> None:
+    """default: only 'bold' is within one standard error (0.1) of the best, so 'bold';
+    c_fn = 10: 'careful' is within 0.1 of 'bold' and loses less, so 'careful'; c_fp = 10:
+    'bold''s bound is below 0 there, and 'meek' (0.15) leads All-in-LR by more than its
+    standard error, so 'meek'. One rule for every level cannot take 'bold' at all (its
+    c_fp = 10 bound), whatever it gains at the other two."""
+    cv = _cv_table({"bold": ([0.5, 0.4, -0.1], [0.1, 0.1, 0.05], [0.1, 0.2, 0.3]),
+                    "careful": ([0.3, 0.35, 0.0], [0.1, 0.1, 0.0], [0.0, 0.05, 0.0]),
+                    "meek": ([0.2, 0.1, 0.15], [0.05, 0.05, 0.05], [0.0, 0.0, 0.0]),
+                    "all-in-lr": ([0.0] * 3, [0.0] * 3, [0.0] * 3)})
+    choices = {lv: row["candidate"] for lv, row in P.choose_per_level(cv).items()}
+    assert choices == {"default": "bold", "cfn10": "careful", "cfp10": "meek"}
+    # eligibility applies per level too: without 'meek', c_fp = 10 falls back to the
+    # candidates that clear 0 there: 'careful' and All-in-LR tie at 0 with no loss, and
+    # the table's order decides
+    without = P.choose_per_level(cv, ["bold", "careful", "all-in-lr"])
+    assert without["cfp10"]["candidate"] == "careful"
+    assert P.level_table(cv, "cfp10").set_index("candidate").loc["bold", "loss"] == 0.3
+
+
+def test_the_composite_plays_each_levels_choice_on_its_cells() -> None:
+    real = pd.DataFrame({"level": ["default", "cfn10", "cfp10", "default"]})
+    results = {"a": np.array([1.0, 2.0, 3.0, 4.0]), "b": np.array([10.0, 20.0, 30.0, 40.0])}
+    costs = P.composite_costs(real, results, {"default": "a", "cfn10": "b", "cfp10": "a"})
+    assert costs.tolist() == [1.0, 20.0, 3.0, 4.0]
+    with pytest.raises(ValueError, match="no choice for levels"):
+        P.composite_costs(real, results, {"default": "a"})
