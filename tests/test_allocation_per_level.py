@@ -52,3 +52,21 @@ def test_the_composite_plays_each_levels_choice_on_its_cells() -> None:
     assert costs.tolist() == [1.0, 20.0, 3.0, 4.0]
     with pytest.raises(ValueError, match="no choice for levels"):
         P.composite_costs(real, results, {"default": "a"})
+
+
+def test_the_composite_is_preferred_only_by_more_than_one_paired_standard_error() -> None:
+    """Two outer folds: the per-level rule gains 0.1 and 0.3 at default costs (mean 0.2,
+    standard error 0.1: preferred), 0.0 and 0.0 at c_fn = 10 (not), and -0.2 and +0.2 at
+    c_fp = 10 (mean 0, standard error 0.2: not); over the levels, fold means -0.1/3 and
+    0.5/3 (mean 0.2/3, standard error 0.1: not, the default gain is undone by c_fp = 10's
+    noise)."""
+    gains = {"default": (0.1, 0.3), "cfn10": (0.0, 0.0), "cfp10": (-0.2, 0.2)}
+    outer = pd.DataFrame([{"outer fold": k, "level": lv, "single": 0.5,
+                           "per level": 0.5 + gains[lv][k]} for k in (0, 1) for lv in LEVELS])
+    table = P.paired(outer).set_index("level")
+    assert table.loc["default", "per level - single"] == pytest.approx(0.2)
+    assert table.loc["default", "se"] == pytest.approx(0.1)
+    assert table["preferred"].to_dict() == {"default": True, "cfn10": False, "cfp10": False,
+                                            "mean": False}
+    assert table.loc["mean", "per level - single"] == pytest.approx(0.2 / 3)
+    assert table.loc["mean", "se"] == pytest.approx(0.1)

@@ -38,6 +38,9 @@ from scripts.studies.common.options import REPO
 
 #: The curve point (real-anomaly tasks per source) of the shipped allocator.
 POINT = 10
+#: The composite is preferred where its paired nested gain over the single rule exceeds
+#: this many standard errors (the one-standard-error discipline of the harmless rule).
+PREFER = 1.0
 
 
 def level_table(cv: pd.DataFrame, level: str) -> pd.DataFrame:
@@ -135,9 +138,26 @@ def summary(real: pd.DataFrame, results: Mapping[str, np.ndarray],
     return pd.DataFrame(rows)
 
 
+def paired(outer: pd.DataFrame) -> pd.DataFrame:
+    """Per level and their mean: the per-level rule's nested share minus the single rule's,
+    its mean over the outer folds and standard error (the same folds score both, so the
+    difference is paired), and whether it clears one standard error: the composite is
+    preferred only where it gains by more than the folds' noise (:data:`PREFER`)."""
+    diff = outer.assign(gain=outer["per level"] - outer["single"])
+    parts = [(level, diff[diff["level"] == level]["gain"]) for level in R.LEVELS]
+    parts.append(("mean", diff.groupby("outer fold")["gain"].mean()))
+    rows = []
+    for level, values in parts:
+        mean, se = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
+        rows.append({"level": level, "per level - single": mean, "se": se,
+                     "preferred": bool(mean - PREFER * se > 0)})
+    return pd.DataFrame(rows)
+
+
 def study(out: Path, point: int = POINT) -> dict[str, pd.DataFrame]:
     """The comparison on the cached rows of ``safe_study`` in ``out`` at ``point`` real
-    tasks per source: the in-sample choices, the per-fold nested table and the summary."""
+    tasks per source: the summary, the paired difference, the per-fold nested table and the
+    per-level choices on every fold."""
     real, tasks = load_rows(out, "train", 5), load_rows(out, "real", max(point, 1))
     tasks = tasks[tasks["k"] < point]
     keys, results, fold_list = F.out_of_fold_costs(real, tasks, GRID)
@@ -151,7 +171,7 @@ def study(out: Path, point: int = POINT) -> dict[str, pd.DataFrame]:
                              "lower": row[f"lower {lv}"], "loss": row["loss"]}
                             for lv, row in per.items()])
     return {"nested": summary(real, results, fold_list, table, outer, eligible),
-            "outer": outer, "choices": choices}
+            "paired": paired(outer), "outer": outer, "choices": choices}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
