@@ -70,3 +70,27 @@ def test_the_composite_is_preferred_only_by_more_than_one_paired_standard_error(
                                             "mean": False}
     assert table.loc["mean", "per level - single"] == pytest.approx(0.2 / 3)
     assert table.loc["mean", "se"] == pytest.approx(0.1)
+
+
+def test_the_nested_choice_never_sees_the_fold_it_is_scored_on() -> None:
+    """Five data sets, one per fold, All-in-LR 1 and optimum 0 at every level. 'lucky'
+    takes the whole room on d0 and 0.01 elsewhere (fold mean 0.208, standard error 0.198);
+    'steady' takes 0.1 everywhere. On all folds both rules take 'lucky' (the larger fold
+    mean, no loss); scoring fold 0 on the other four, 'lucky' takes only 0.01 there, so both
+    take 'steady' and fold 0 scores 0.1, not the 1.0 the in-sample choice would show."""
+    names = [f"d{k}" for k in range(5)]
+    real = pd.DataFrame([{"level": lv, "dataset": d, "all-in-lr": 1.0, "optimal": 0.0}
+                         for d in names for lv in LEVELS])
+    on_d0 = (real["dataset"] == "d0").to_numpy()
+    results = {"lucky": np.where(on_d0, 0.0, 0.99), "steady": np.full(len(real), 0.9),
+               "all-in-lr": np.ones(len(real))}
+    keys = [(name, {}) for name in results]
+    fold_list = [[d] for d in names]
+    table = P.fold_table(real, keys, results, fold_list)
+    assert {row["candidate"] for row in P.choose_per_level(table).values()} == {"lucky"}
+    outer = P.nested(real, keys, results, fold_list, list(results))
+    first = outer[outer["outer fold"] == 0]
+    assert set(first["single choice"]) == {"steady"} == set(first["per-level choice"])
+    assert first["single"].tolist() == pytest.approx([0.1] * 3)
+    assert first["per level"].tolist() == pytest.approx([0.1] * 3)
+    assert set(outer[outer["outer fold"] == 1]["single choice"]) == {"lucky"}
