@@ -84,7 +84,7 @@ def test_the_nested_choice_never_sees_the_fold_it_is_scored_on() -> None:
     on_d0 = (real["dataset"] == "d0").to_numpy()
     results = {"lucky": np.where(on_d0, 0.0, 0.99), "steady": np.full(len(real), 0.9),
                "all-in-lr": np.ones(len(real))}
-    keys = [(name, {}) for name in results]
+    keys: list[tuple[str, dict[str, float]]] = [(name, {}) for name in results]
     fold_list = [[d] for d in names]
     table = P.fold_table(real, keys, results, fold_list)
     assert {row["candidate"] for row in P.choose_per_level(table).values()} == {"lucky"}
