@@ -310,12 +310,14 @@ def cv_row(name: str, candidate: Mapping[str, Any], real: pd.DataFrame, costs: n
     return row
 
 
-def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
-                   grid: Mapping[str, Sequence[Any]] = GRID,
-                   extra: Callable[[dict[str, np.ndarray], pd.DataFrame],
-                                   dict[str, np.ndarray]] | None = None) -> pd.DataFrame:
-    """Every safe-split candidate's, the fixed split's and All-in-LR's cross-validated
-    shares per level on the real training cells (:func:`cv_row`); ``extra`` (an
+def out_of_fold_costs(real: pd.DataFrame, tasks: pd.DataFrame,
+                      grid: Mapping[str, Sequence[Any]] = GRID,
+                      extra: Callable[[dict[str, np.ndarray], pd.DataFrame],
+                                      dict[str, np.ndarray]] | None = None
+                      ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, np.ndarray],
+                                 list[list[str]]]:
+    """(candidates as (name, settings), each one's cost on every real cell scored by the fit
+    on the other folds, the folds): what :func:`cross_validate` summarises; ``extra`` (an
     ablation) maps the rows' :func:`design` to one with more columns."""
     fold_list = folds(list(real["dataset"]))  # the allocation study's folds, by data set
     both = pd.concat([real, tasks], ignore_index=True)
@@ -347,8 +349,19 @@ def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
             params = with_decision(ensembles[pair], sub["T"], **rule)
             results[name][out] = costs_of(real[out], safe_choices(params, real[out], evaluate))
     results["all-in-lr"] = real["all-in-lr"].to_numpy()
+    return [*keys, ("all-in-lr", {})], results, fold_list
+
+
+def cross_validate(real: pd.DataFrame, tasks: pd.DataFrame,
+                   grid: Mapping[str, Sequence[Any]] = GRID,
+                   extra: Callable[[dict[str, np.ndarray], pd.DataFrame],
+                                   dict[str, np.ndarray]] | None = None) -> pd.DataFrame:
+    """Every safe-split candidate's, the fixed split's and All-in-LR's cross-validated
+    shares per level on the real training cells (:func:`cv_row` of
+    :func:`out_of_fold_costs`)."""
+    keys, results, fold_list = out_of_fold_costs(real, tasks, grid, extra)
     return pd.DataFrame([cv_row(name, candidate, real, results[name], fold_list)
-                         for name, candidate in [*keys, ("all-in-lr", {})]])
+                         for name, candidate in keys])
 
 
 def choose_safely(cv: pd.DataFrame, eligible: Sequence[str] | None = None,
@@ -396,5 +409,6 @@ def best_candidate(cv: pd.DataFrame) -> pd.Series:
 __all__ = ["FEATURES", "GRID", "LEVEL_RATIO", "MEMBERS", "N_FOLDS", "TRAITS", "best_candidate",
            "candidates", "choose_safely", "costs_of", "cross_validate", "cv_row", "design",
            "fit_fixed", "fit_safe", "fixed_choices", "fold_shares", "folds", "gain_matrix",
-           "level_shares", "loss_shares", "mahalanobis", "out_of_bag_residual", "safe_choices",
+           "level_shares", "loss_shares", "mahalanobis", "out_of_bag_residual", "out_of_fold_costs",
+           "safe_choices",
            "splits_of", "training_rows", "with_decision"]
