@@ -7,7 +7,6 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 #: How a detector with a reject option is scored (``docs/method.md``, Cost metric).
 COST_METRICS = ("per_example", "class_conditional")
@@ -129,6 +128,8 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
     """
     positive = np.asarray(y) == 1
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    from scipy.stats import rankdata  # slow to import; only this ranking needs it
+
     ranks = rankdata(score)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 

@@ -10,7 +10,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from ballad_env.data import DataWarning
 
@@ -204,6 +203,8 @@ def split_and_scale(X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
             return np.ascontiguousarray(X[idx], dtype=np.float64)
 
         return Split(raw(train), y[train], raw(val), y[val], raw(test), y[test])
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler  # slow to import
+
     standard = StandardScaler().fit(X[train])
     minmax = MinMaxScaler().fit(standard.transform(X[train]))
 

@@ -17,10 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from agents.experiments.executor import execute, progress_bar, worker_limits
 from agents.experiments.run import load_data
@@ -39,6 +38,9 @@ from ballad_env.replay.store import (
     setting_key,
 )
 from ballad_env.settings import Settings
+
+if TYPE_CHECKING:  # pandas is imported where a table is built: training needs none
+    import pandas as pd
 
 #: The columns of :func:`store_table`: one row per stored cell.
 CELL_COLUMNS = ("setting", "dataset", "seed", "n_rounds", "build_seconds", "bytes")
@@ -276,6 +278,8 @@ def store_table(store: LatticeStore, settings: Sequence[Settings],
                          "n_rounds": header["n_rounds"],
                          "build_seconds": header.get("build_seconds", np.nan),
                          "bytes": path.stat().st_size})
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 

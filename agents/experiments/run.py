@@ -22,10 +22,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.executor import execute, progress_bar, worker_limits
@@ -48,6 +47,9 @@ from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
 from ballad_env.plugins import ENTRY_POINT_GROUP, load_plugins, plugin_modules
 from ballad_env.settings import Settings
+
+if TYPE_CHECKING:  # pandas is imported where a table is built: training needs none
+    import pandas as pd
 
 
 @functools.lru_cache(maxsize=8)
@@ -100,6 +102,13 @@ class _ResetDone:
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         return self.unwrapped.step(action)
+
+
+def _now() -> str:
+    """The time now, UTC, to the second (ISO 8601), as the manifest records it."""
+    import pandas as pd
+
+    return pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")
 
 
 def _run_task(task: _Task, single_thread: bool) -> list[tuple[Cell, pd.DataFrame]]:
@@ -163,6 +172,8 @@ def _frame(cell: Cell, records: list[dict[str, Any]], env: BudgetAllocationEnv) 
     }
     rows = [{**constants, **record,
              "spent_fraction": record["round"] * setting.round_fraction} for record in records]
+    import pandas as pd
+
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     return normalise_dtypes(frame)
 
@@ -260,7 +271,7 @@ def prepare_run(grid: Grid, data_dir: str | os.PathLike | None = None, *,
                            for spec in grid.agent_specs if not spec.is_policy},
                 "plugins": list(plugin_modules()),
                 "versions": package_versions(),
-                "created": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
+                "created": _now()}
     return manifest, loaded
 
 

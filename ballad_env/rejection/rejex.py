@@ -43,8 +43,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.stats import binom
 
 from ballad_env.cost import Costs
 from ballad_env.rejection.confidence import labeled_cost, rejection_probability
@@ -97,6 +95,8 @@ def _tails(n: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     """(P(Y_hat = 1 | s), 1 - P(Y_hat = 1 | s)) for every count k = 0..n, each tail from
     its own function (``binom.sf`` and ``binom.cdf``), read-only."""
     p = (1.0 + np.arange(n + 1)) / (2.0 + n)
+    from scipy.stats import binom  # slow to import; only RejEx needs it
+
     cut = n - flag_count(n, gamma)
     upper, lower = binom.sf(cut, n, p), binom.cdf(cut, n, p)
     upper.setflags(write=False)
@@ -118,6 +118,9 @@ def rejected_counts(n: int, gamma: float, t: float) -> tuple[int, int]:
 
 def _tail_root(k: int, n: int, level: float) -> float:
     """The t in [0, 1] with binomial CDF F(k; n, t) = ``level`` (F falls from 1 to 0 in t)."""
+    from scipy.optimize import brentq  # slow to import; only RejEx needs it
+    from scipy.stats import binom
+
     return float(brentq(lambda t: binom.cdf(k, n, t) - level, 0.0, 1.0, xtol=1e-14))
 
 

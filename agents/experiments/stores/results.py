@@ -22,10 +22,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from agents.experiments.grid import Cell, Grid, agent_label
 from agents.experiments.stores.provenance import SOURCE_KEY
@@ -41,6 +40,9 @@ from ballad_env.files import (
     write_failure,
 )
 from ballad_env.settings import Settings
+
+if TYPE_CHECKING:  # pandas is imported where a table is read or built: training needs none
+    import pandas as pd
 
 RUN_FILE = "run.json"
 
@@ -195,6 +197,8 @@ class ResultStore:
 
     def read(self, cell: Cell | TableCell) -> pd.DataFrame:
         """A finished cell's rows, validated against the cell; ``RunError`` names a bad file."""
+        import pandas as pd
+
         path = self.path(cell)
         try:  # page checksums: a changed byte in the data is an error, not other numbers
             with open_regular(path, "result file") as handle:
@@ -349,6 +353,8 @@ def normalise_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
 
 def concat_cells(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Cells in the grid's order (so tables list agents as the grid does), rounds within."""
+    import pandas as pd
+
     return pd.concat(list(frames), ignore_index=True)
 
 
@@ -368,6 +374,8 @@ def load_results(output: str | os.PathLike, allow_partial: bool = False) -> pd.D
                        f"of the grid in {store.run_file} are missing; run the same command "
                        "again to finish it")
     if not frames:
+        import pandas as pd
+
         return pd.DataFrame(columns=list(COLUMNS))
     return concat_cells(frames[cell] for cell in cells if cell in frames)
 

@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
 from ballad_env.compute import episode_threads, thread_limit
 from ballad_env.data import DataWarning
@@ -76,6 +75,8 @@ def kernel_width(X: np.ndarray, k: int = 30, sample: int = 0,
                 "far off (on KDDCup99: 2.3 times the exact value). Use eta_sample=0 for the "
                 "exact eta.", DataWarning, stacklevel=2)
     else:
+        from sklearn.neighbors import NearestNeighbors  # slow to import; replay never needs it
+
         dist, _ = NearestNeighbors(n_neighbors=k + 1).fit(X).kneighbors(X)
         # Column 0 is the point itself (or a duplicate at distance 0, which is the same
         # distance): the k-th neighbour other than itself is column k.
@@ -108,6 +109,8 @@ def _sampled_kth_distances(X: np.ndarray, k: int, sample: int, rng: np.random.Ge
 
         idx = nearest_candidates(X, queries, k + 1, on_device)
     else:
+        from sklearn.neighbors import NearestNeighbors  # slow to import; replay never needs it
+
         _, idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(X).kneighbors(
             queries)
     kth = np.empty(sample)

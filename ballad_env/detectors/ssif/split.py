@@ -32,7 +32,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import kl_div
 
 #: The published code's margin of the candidate points inside [0, 1].
 EPS = 1e-4
@@ -208,6 +207,8 @@ class SplitDistributions:
         # last edge equal to the point.
         at = (self.edges[:, None, :] <= self.axis[:, :, None]).sum(axis=-1) - 1
         at_axis = np.take_along_axis(self.cdf_at_edges, np.maximum(at, 0)[:, None, :], axis=-1)
+        from scipy.special import kl_div  # slow to import; replay never needs it
+
         gaps = kl_div(np.diff(at_axis, axis=-1), np.diff(self.axis, axis=-1)[:, None, :])
         return np.where(self.uniform, 0.0, _row_sums(gaps, self.m - 1))
 
