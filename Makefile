@@ -23,11 +23,16 @@ run: $(VENV)/.installed-experiments
 	$(VENV)/bin/ballad-env compare --datasets wdbc --seeds 10 \
 		--agents ballad all-in-al all-in-lr --per-round --output results/run
 
+# The suite on two worker processes (pytest-xdist; CI has two cores), a test file's tests on
+# one worker (--dist loadfile) so that a module's fixtures are built once;
+# PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 test: $(VENV)/.installed-all
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 test-fast: $(VENV)/.installed-all
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(XDIST) -m "not slow"
 
 # The fidelity tests: recorded published episodes and fixtures compared to 1e-12, whose last
 # bits can depend on the BLAS kernel (tests/arithmetic.py). .ci/run runs them again under
