@@ -8,6 +8,7 @@ import copy
 import functools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,30 @@ def test_time_to_target_by_hand_and_held_out_curve(store, tmp_path) -> None:
     assert got["steps"] == [60, 120, 180, 180] and len(got["costs"]) == 4
     assert got["cells"] == 2 and got["seconds"][-1] == pytest.approx(
         json.loads((run / "c-s0.json").read_text())["train_seconds"])
+
+
+def test_the_learning_report_gives_each_trainers_iqm_and_interval() -> None:
+    """Hand-made held-out costs (3 seeds x 4 cells): each trainer's row at each step count
+    all its seeds reached, the IQM over seeds x cells with an interval around it, the mean,
+    each seed's mean; All-in-LR's row from key 0."""
+    import numpy as np
+
+    from agents.experiments.reports.policy_stats import iqm
+    from scripts.studies.training_speed.learning import report
+
+    lr = [0.03, 0.02, 0.04, 0.03]
+    sb3 = [{0: lr, 200: [0.03, 0.02, 0.04, 0.03]}, {0: lr, 200: [0.05, 0.02, 0.04, 0.05]},
+           {0: lr, 200: [0.03, 0.03, 0.04, 0.02], 400: [0.1] * 4}]
+    fast = [{0: lr, 100: [0.01 * (s + 1)] * 4,
+             200: [0.02 + 0.01 * s, 0.02 + 0.005 * s, 0.01, 0.02 - 0.005 * s]}
+            for s in range(3)]
+    lines = report({"SB3 PPO": sb3, "fast": fast}).splitlines()
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines[2:]}
+    assert set(rows) == {("All-in-LR", ""), ("SB3 PPO", "200"), ("fast", "100"),
+                         ("fast", "200")}  # 400 only in one seed's run: no row
+    matrix = np.array([s[200] for s in fast])
+    value, low, high = (float(x) for x in re.findall(
+        r"([\d.]+) \[([\d.]+), ([\d.]+)\]", rows[("fast", "200")])[0])
+    assert value == pytest.approx(iqm(matrix), abs=5e-5) and low <= value <= high
+    assert low < high  # the seeds differ: the bootstrap interval has width
+    assert rows[("fast", "100")].endswith("| 0.0100 0.0200 0.0300 |")
