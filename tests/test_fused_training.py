@@ -107,6 +107,23 @@ def test_the_hand_gradient_is_autograds_through_sb3s_policy(net_arch, masked) ->
     assert torch.allclose(got, want, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize(("net_arch", "masked"), [((16, 12), True), ((7,), False)])
+def test_the_first_layers_as_one_product_give_the_same_gradient(net_arch, masked) -> None:
+    """The update-step study's variant with the actor's and the critic's first layers as one
+    product (``fused_layers``) gives ``updates.gradient``'s gradient and statistics."""
+    from scripts.studies.training_speed.fused_layers import fused_gradient
+
+    hp = Hyperparameters.of("batched", "ppo", {**HP.__dict__, "net_arch": net_arch})
+    policy = _model(hp=hp).policy
+    layout = updates.FlatLayout.of(policy)
+    flat = torch.nn.utils.parameters_to_vector(policy.parameters()).detach()
+    batch = updates.pack(*_batch(20, masked, seed=2))
+    (want, want_stats), (got, got_stats) = (f(layout, hp, masked, flat, batch) for f in
+                                            (updates.gradient, fused_gradient))
+    assert want.abs().max() > 1e-2
+    assert torch.allclose(got, want, atol=1e-6) and torch.allclose(got_stats, want_stats)
+
+
 def test_the_forward_pass_is_the_policys() -> None:
     """``updates.outputs`` on the flat vector gives the SB3 policy's action distribution and
     values (SB3 keeps the logits normalised), masked logits at ``HUGE_NEG``."""
