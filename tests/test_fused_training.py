@@ -31,7 +31,7 @@ HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e
 COMPILE_TEST_ENV = "BALLAD_TEST_COMPILE"
 
 
-def _model(algo: str = "maskable_ppo", hp: Hyperparameters = HP, **kwargs) -> object:
+def _model(algo: str = "maskable_ppo", hp: Hyperparameters = HP, **kwargs: Any) -> Any:
     return build_model(algo, gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu", **kwargs)
 
 
