@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -100,6 +101,7 @@ def test_hyperparameters_refuse_unknown_names_and_bad_values() -> None:
     """The torch trainers' defaults under the given values; bad ones refused by name."""
     hp = Hyperparameters.of("batched", "ppo", {"n_epochs": 3})
     assert (hp.n_epochs, hp.n_steps, hp.batch_size) == (3, 15, 1024)
+    assert Hyperparameters.of("compiled", "ppo", {}).batch_size == 2048  # half the calls
     assert Hyperparameters.of("sb3", "ppo", {}) == Hyperparameters()
     with pytest.raises(ValueError, match=r"unknown hyperparameters \['epochs'\]"):
         TrainConfig(hyperparameters={"epochs": 3})
@@ -139,13 +141,14 @@ def test_the_saved_policy_loads_safely_and_acts_as_trained(trainer, request, sto
     run = request.getfixturevalue("run" if trainer == "batched" else "compiled_run")
     agent = load_policy(run / f"{run.name}.zip")
     env = gym.make(ballad_env.REPLAY_ENV_ID, store=store, settings=SETTINGS)
+    replay: Any = env.unwrapped  # the replay env, whose action_masks Env does not declare
     rows, masks = [], []
     for seed in range(3):
         obs, _ = env.reset(seed=seed)
         for action in [0, 1] * 7 + [0]:
             rows.append(obs)
-            masks.append(env.unwrapped.action_masks())
-            mask = env.unwrapped.action_masks()
+            masks.append(replay.action_masks())
+            mask = replay.action_masks()
             obs, *_ = env.step(action if mask[action] else 1 - action)
     obs, mask = np.array(rows), np.array(masks)
     logits, _ = policy_outputs(agent.model.policy, torch.as_tensor(obs), torch.as_tensor(mask))

@@ -8,6 +8,7 @@ import copy
 import functools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e
 COMPILE_TEST_ENV = "BALLAD_TEST_COMPILE"
 
 
-def _model(algo: str = "maskable_ppo", hp: Hyperparameters = HP, **kwargs) -> object:
+def _model(algo: str = "maskable_ppo", hp: Hyperparameters = HP, **kwargs: Any) -> Any:
     return build_model(algo, gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu", **kwargs)
 
 
@@ -103,6 +104,23 @@ def test_the_hand_gradient_is_autograds_through_sb3s_policy(net_arch, masked) ->
                               updates.pack(obs, masks, actions, old_logp, adv, targets))
     assert want.abs().max() > 1e-2  # a gradient worth comparing
     assert torch.allclose(got, want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("net_arch", "masked"), [((16, 12), True), ((7,), False)])
+def test_the_first_layers_as_one_product_give_the_same_gradient(net_arch, masked) -> None:
+    """The update-step study's variant with the actor's and the critic's first layers as one
+    product (``fused_layers``) gives ``updates.gradient``'s gradient and statistics."""
+    from scripts.studies.training_speed.fused_layers import fused_gradient
+
+    hp = Hyperparameters.of("batched", "ppo", {**HP.__dict__, "net_arch": net_arch})
+    policy = _model(hp=hp).policy
+    layout = updates.FlatLayout.of(policy)
+    flat = torch.nn.utils.parameters_to_vector(policy.parameters()).detach()
+    batch = updates.pack(*_batch(20, masked, seed=2))
+    (want, want_stats), (got, got_stats) = (f(layout, hp, masked, flat, batch) for f in
+                                            (updates.gradient, fused_gradient))
+    assert want.abs().max() > 1e-2
+    assert torch.allclose(got, want, atol=1e-6) and torch.allclose(got_stats, want_stats)
 
 
 def test_the_forward_pass_is_the_policys() -> None:
@@ -378,3 +396,30 @@ def test_the_worker_started_before_the_trainer_plays_the_same_run(store, tmp_pat
     with pytest.raises(RunError, match="finished run of this name"):
         train_replay(store, run_name="early", **kwargs)  # not overwritten
     assert len(started) == 3 and not started[2].process.is_alive()
+
+
+def test_the_learning_report_gives_each_trainers_iqm_and_interval() -> None:
+    """Hand-made held-out costs (3 seeds x 4 cells): each trainer's row at each step count
+    all its seeds reached, the IQM over seeds x cells with an interval around it, the mean,
+    each seed's mean; All-in-LR's row from key 0."""
+    import numpy as np
+
+    from agents.experiments.reports.policy_stats import iqm
+    from scripts.studies.training_speed.learning import report
+
+    lr = [0.03, 0.02, 0.04, 0.03]
+    sb3 = [{0: lr, 200: [0.03, 0.02, 0.04, 0.03]}, {0: lr, 200: [0.05, 0.02, 0.04, 0.05]},
+           {0: lr, 200: [0.03, 0.03, 0.04, 0.02], 400: [0.1] * 4}]
+    fast = [{0: lr, 100: [0.01 * (s + 1)] * 4,
+             200: [0.02 + 0.01 * s, 0.02 + 0.005 * s, 0.01, 0.02 - 0.005 * s]}
+            for s in range(3)]
+    lines = report({"SB3 PPO": sb3, "fast": fast}).splitlines()
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines[2:]}
+    assert set(rows) == {("All-in-LR", ""), ("SB3 PPO", "200"), ("fast", "100"),
+                         ("fast", "200")}  # 400 only in one seed's run: no row
+    matrix = np.array([s[200] for s in fast])
+    value, low, high = (float(x) for x in re.findall(
+        r"([\d.]+) \[([\d.]+), ([\d.]+)\]", rows[("fast", "200")])[0])
+    assert value == pytest.approx(iqm(matrix), abs=5e-5) and low <= value <= high
+    assert low < high  # the seeds differ: the bootstrap interval has width
+    assert rows[("fast", "100")].endswith("| 0.0100 0.0200 0.0300 |")

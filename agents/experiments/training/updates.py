@@ -186,7 +186,7 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
     and Adam's step count (a 0-d tensor) are updated in place; the step's (policy loss,
     value loss, entropy, approximate KL, clipped fraction: ``STATS``) returned."""
     grad, stats = gradient(layout, hp, masked, state[0], batch)
-    _clip_and_adam(grad, state, step, hp)
+    clip_and_adam(grad, state, step, hp)
     return stats
 
 
@@ -195,10 +195,24 @@ def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.
     """The gradient of SB3's PPO loss on a minibatch with respect to the flat parameters
     ``flat``, by hand (what ``loss.backward()`` would give, without autograd), and the
     minibatch's ``STATS``."""
-    obs, masks, actions, old_logp, advantages, targets = unpack(batch, layout.shapes[0][1])
-    rows = obs.shape[0]
+    obs, *columns = unpack(batch, layout.shapes[0][1])
     actor, critic, (wa, _), (wv, _) = layers = layout.split(flat)
-    hidden_pi, hidden_vf, logits, values = network(*layers, obs, masks if masked else None)
+    hidden_pi, hidden_vf, logits, values = network(*layers, obs, columns[0] if masked else None)
+    d_logits, d_values, stats = loss_gradient(hp, masked, logits, values, columns)
+    grads = [*_backward(actor, hidden_pi, d_logits, wa),
+             *_backward(critic, hidden_vf, d_values[:, None], wv),
+             d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
+             d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
+    return torch.cat([g.reshape(-1) for g in grads]), stats
+
+
+def loss_gradient(hp: Hyperparameters, masked: bool, logits: torch.Tensor,
+                  values: torch.Tensor, columns: Sequence[torch.Tensor]
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """SB3's PPO loss's gradient with respect to the logits and the values of a minibatch
+    (``columns``: :func:`unpack`'s after the observations), and its ``STATS``."""
+    masks, actions, old_logp, advantages, targets = columns
+    rows = logits.shape[0]
     log_probs = torch.log_softmax(logits, dim=1)
     probs = log_probs.exp()
     chosen = torch.nn.functional.one_hot(actions, logits.shape[1]).to(logits.dtype)
@@ -221,17 +235,13 @@ def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.
     if masked:
         d_logits = torch.where(masks, d_logits, 0.0)
     d_values = (2 * hp.vf_coef / rows) * (values - targets)
-    grads = [*_backward(actor, hidden_pi, d_logits, wa),
-             *_backward(critic, hidden_vf, d_values[:, None], wv),
-             d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
-             d_values[None, :] @ hidden_vf[-1], d_values.sum(0, keepdim=True)]
     approx_kl = ((ratio - 1) - log_ratio).mean()
     clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).mean()
-    return (torch.cat([g.reshape(-1) for g in grads]),
-            torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction]))
+    return d_logits, d_values, torch.stack([policy_loss, value_loss, entropy.mean(),
+                                            approx_kl, clip_fraction])
 
 
-def _clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
+def clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
                    hp: Hyperparameters) -> None:
     """``clip_grad_norm_`` then ``torch.optim.Adam``'s update of ``state`` (parameters,
     first and second moments) in place."""
@@ -393,5 +403,5 @@ def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: t
 
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
-           "FlatUpdate", "compile_wanted", "gradient", "outputs", "pack", "ppo_step", "unpack",
-           "update_on"]
+           "FlatUpdate", "clip_and_adam", "compile_wanted", "gradient", "loss_gradient",
+           "outputs", "pack", "ppo_step", "unpack", "update_on"]

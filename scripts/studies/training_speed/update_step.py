@@ -3,7 +3,8 @@
 * ``hand``: ``updates.ppo_step`` (the forward pass, the loss's gradient written out, Adam by
   hand on one flat vector), compiled by ``torch.compile``, and as ``--trainer compiled``
   runs it: exported and compiled ahead of time, loaded from the user's cache
-  (``step_cache``);
+  (``step_cache``); and with the actor's and the critic's first layers as one product
+  (``fused_layers``), compiled;
 * ``autograd``: LeanRL's way (its compiled PPO): the forward pass and SB3's loss under
   autograd, ``loss.backward()``, ``clip_grad_norm_`` and torch's ``Adam`` (``fused=True``
   or ``foreach=True``), the whole step handed to ``torch.compile``; the parameters are one
@@ -37,6 +38,7 @@ from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.step_cache import load_step
 from scripts.studies.common.matmul import matmul_peak
+from scripts.studies.training_speed.fused_layers import fused_step
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
@@ -65,19 +67,20 @@ def initial_weights(layout: updates.FlatLayout, seed: int) -> torch.Tensor:
 
 
 def hand_step(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.Tensor,
-              how: str) -> tuple[Step, torch.Tensor]:
-    """The hand-written step on its own copy of ``weights`` (``how``: ``eager``,
+              how: str, step: Callable[..., torch.Tensor] = updates.ppo_step
+              ) -> tuple[Step, torch.Tensor]:
+    """The hand-written ``step`` on its own copy of ``weights`` (``how``: ``eager``,
     ``compile``: torch.compile, ``package``: the ahead-of-time package the trainer loads
     from the user's cache); the step and its state."""
     state = torch.stack([weights.clone(), torch.zeros_like(weights), torch.zeros_like(weights)])
     count = torch.zeros(())
-    body: Callable[..., torch.Tensor] = functools.partial(updates.ppo_step, layout, hp, False)
+    body: Callable[..., torch.Tensor] = functools.partial(step, layout, hp, False)
     if how == "compile":
         body = torch.compile(body, dynamic=False, fullgraph=True)
     elif how == "package":
         batch = torch.zeros(hp.batch_size, layout.shapes[0][1] + 6)
         example = (state.clone(), count.clone(), batch)
-        body = load_step(functools.partial(updates.ppo_step, layout, hp, False), example,
+        body = load_step(functools.partial(step, layout, hp, False), example,
                          announce_compile)[0]
     return functools.partial(body, state, count), state[0]
 
@@ -129,6 +132,8 @@ def variants(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.Ten
              ) -> dict[str, tuple[Step, torch.Tensor]]:
     """Every variant by name, each on its own copy of ``weights``."""
     return {"hand, compiled": hand_step(layout, hp, weights, "compile"),
+            "hand, first layers as one product, compiled": hand_step(
+                layout, hp, weights, "compile", fused_step),
             "hand, AOT package (the trainer's)": hand_step(layout, hp, weights, "package"),
             "autograd + fused Adam, compiled": autograd_step(layout, hp, weights, True, "fused"),
             "autograd + foreach Adam, compiled": autograd_step(layout, hp, weights, True,
