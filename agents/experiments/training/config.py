@@ -44,9 +44,8 @@ class Hyperparameters:
     The defaults are the SB3 trainer's, sized for 15-step episodes and a few thousand steps
     (``n_steps`` 60: four episodes per worker per update). :data:`TRAINER_DEFAULTS` changes
     a few by trainer and algorithm: the torch trainers take a rollout of 15 vector steps
-    (one whole episode per environment) of N = 1,024, minibatches of 1,024 rows (the
-    compiled trainer 2,048: half the step calls, at the same held-out cost in the speed
-    protocol), ``n_epochs`` 4 and a learning rate of 1e-3 (a sixth of the SB3 trainer's
+    (one whole episode per environment) of N = 1,024, minibatches of 1,024 rows,
+    ``n_epochs`` 4 and a learning rate of 1e-3 (a sixth of the SB3 trainer's
     gradient steps per sample, so each one larger; ``docs/training.md`` shows they learn
     what SB3's PPO learns on the same store and budget).
     """
@@ -102,7 +101,7 @@ _TORCH = {"n_steps": 15, "batch_size": 1024, "n_epochs": 4, "learning_rate": 1e-
 #: any algorithm.
 TRAINER_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("sb3", "a2c"): {"n_steps": 15}, ("sb3", "dqn"): {"batch_size": 32},
-    ("batched", "*"): _TORCH, ("compiled", "*"): {**_TORCH, "batch_size": 2048},
+    ("batched", "*"): _TORCH, ("compiled", "*"): _TORCH,
 }
 
 
