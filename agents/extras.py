@@ -9,6 +9,8 @@ statsmodels).
 
 from __future__ import annotations
 
+import importlib.util
+
 #: The extra that installs each optional top-level module.
 EXTRA_OF = {"pandas": "experiments", "pyarrow": "experiments", "joblib": "experiments",
             "dask": "experiments", "distributed": "experiments", "torch": "rl",
@@ -29,4 +31,13 @@ def missing_extra(err: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
         name=module)
 
 
-__all__ = ["EXTRA_OF", "missing_extra"]
+def require(*modules: str) -> None:
+    """A ``ModuleNotFoundError`` for the first of ``modules`` not installed, found without
+    importing it: a module that imports a slow optional dependency where it is used (pandas,
+    on the training path) still fails at its own import, where the caller names the extra."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
+__all__ = ["EXTRA_OF", "missing_extra", "require"]

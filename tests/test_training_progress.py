@@ -77,10 +77,13 @@ def test_a_compile_is_announced_before_it_starts(capsys) -> None:
             said.append(capsys.readouterr().err)  # what was said before compiling
             return 12.0
 
-    setup: dict = {}
+    setup: dict = {"timeline": {}}
     _warm(Compiling(), None, setup, announce=True)
     assert said[-1].startswith("compiling the update, about 90 s the first time; cached")
-    assert setup == {"compile_seconds": 12.0, "compiled": True, "compile_built": True}
+    loaded_at = setup["timeline"].pop("step_loaded")  # when the step was ready (time.time)
+    assert isinstance(loaded_at, float)
+    assert setup == {"compile_seconds": 12.0, "compiled": True, "compile_built": True,
+                     "timeline": {}}
     _warm(Compiling(), None, setup, announce=False)  # progress off: nothing said
     Compiling.built = False  # loaded from the cache: nothing said
     _warm(Compiling(), None, setup, announce=True)

@@ -25,6 +25,7 @@ from agents.experiments.executor import execute, progress_bar, worker_limits
 from agents.experiments.run import load_data
 from agents.experiments.stores.provenance import fingerprint, package_versions
 from agents.experiments.stores.results import RunError, writable_folder
+from agents.extras import require
 from ballad_env.data import Dataset, dataset_name
 from ballad_env.env import named_arrays
 from ballad_env.files import colliding, remove_stale_temporaries
@@ -38,6 +39,8 @@ from ballad_env.replay.store import (
     setting_key,
 )
 from ballad_env.settings import Settings
+
+require("pandas")  # installed or named now; imported where a table is read or built
 
 if TYPE_CHECKING:  # pandas is imported where a table is built: training needs none
     import pandas as pd

@@ -38,6 +38,7 @@ from agents.experiments.stores.results import (
     concat_cells,
     normalise_dtypes,
 )
+from agents.extras import require
 from agents.policy_files import policy_fingerprint
 from agents.registry import agent_source, make_agent
 from agents.spec import AgentSpec
@@ -47,6 +48,8 @@ from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import encode
 from ballad_env.plugins import ENTRY_POINT_GROUP, load_plugins, plugin_modules
 from ballad_env.settings import Settings
+
+require("pandas")  # installed or named now; imported where a table is read or built
 
 if TYPE_CHECKING:  # pandas is imported where a table is built: training needs none
     import pandas as pd

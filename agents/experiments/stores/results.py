@@ -28,6 +28,7 @@ import numpy as np
 
 from agents.experiments.grid import Cell, Grid, agent_label
 from agents.experiments.stores.provenance import SOURCE_KEY
+from agents.extras import require
 from ballad_env.episode import RECORD_FIELDS
 from ballad_env.files import (
     atomic_write,
@@ -40,6 +41,8 @@ from ballad_env.files import (
     write_failure,
 )
 from ballad_env.settings import Settings
+
+require("pandas")  # installed or named now; imported where a table is read or built
 
 if TYPE_CHECKING:  # pandas is imported where a table is read or built: training needs none
     import pandas as pd
