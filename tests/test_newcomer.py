@@ -268,7 +268,7 @@ def test_install_is_from_a_clone_not_the_index() -> None:
         assert not re.search(r"pip install ballad-env\b", text), page
         assert "from a clone" in text or "from the clone" in text, page
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "takes 10 to 12 minutes on two cores" in readme  # make test's duration
+    assert "takes about 6 minutes on two cores" in readme  # make test's duration
 
 
 def test_the_compare_plot_says_what_it_averages() -> None:
