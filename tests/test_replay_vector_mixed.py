@@ -92,6 +92,13 @@ def test_resets_with_options_choose_among_the_mixed_cells(store) -> None:
         envs.reset(options={"seed": 7})
 
 
+def test_cells_given_as_an_iterator_are_read_once(store) -> None:
+    """The cells are checked, then looked up: an iterator gave the lookup nothing."""
+    listed = ReplayVectorEnv(2, store, cells=two_cells())
+    once = ReplayVectorEnv(2, store, cells=iter(two_cells()))  # type: ignore[arg-type]
+    assert once.cells == listed.cells and len(once.cells) == len(two_cells())
+
+
 def test_bad_mixed_cells_are_refused_naming_the_problem(store) -> None:
     with pytest.raises(ValueError, match="leave datasets, seeds and settings out"):
         ReplayVectorEnv(2, store, cells=two_cells(), datasets=["large"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -179,9 +180,7 @@ MAX_CELLS = 10**6
 def check_cell_count(*axes: int) -> None:
     """A ``ValueError`` if the grid of these axes' lengths (data sets, seeds, agents,
     settings; a store has no agents) holds more than :data:`MAX_CELLS` cells."""
-    cells = 1
-    for length in axes:
-        cells *= length
+    cells = math.prod(axes)
     if cells > MAX_CELLS:
         raise ValueError(f"the grid holds {cells:,} cells ({' x '.join(f'{n:,}' for n in axes)}),"
                          f" more than {MAX_CELLS:,}: split it into several runs (fewer "

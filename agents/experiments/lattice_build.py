@@ -241,19 +241,18 @@ def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, in
     by_key = {setting_key(s): s for s in unique}
     pending = {(n, seed, setting_key(s)) for n, seed, s in pending_cells_of(
         store, [(n, seed, by_key[k]) for n, seed, k in todo])}
-    groups: dict[tuple[str, int], list[Settings]] = {}
+    groups: dict[tuple[str, int], list[str]] = {}  # the setting keys of each data set and seed
     for name, seed, key in todo:
         if (name, seed, key) in pending:
-            groups.setdefault((name, seed), []).append(by_key[key])
+            groups.setdefault((name, seed), []).append(key)
     # Seed after seed (a store stopped early holds whole seeds), the largest data first.
     order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
     ordered: dict[tuple[str, ...], tuple[Settings, ...]] = {}  # one order per group of keys
-    for group in groups.values():
-        keys = tuple(map(setting_key, group))
+    for keys in map(tuple, groups.values()):
         if keys not in ordered:
-            ordered[keys] = tuple(sharing_order(group))
-    tasks = [_BuildTask(name, sources[name], directory, seed,
-                        ordered[tuple(map(setting_key, groups[name, seed]))], str(store.root))
+            ordered[keys] = tuple(sharing_order([by_key[k] for k in keys]))
+    tasks = [_BuildTask(name, sources[name], directory, seed, ordered[tuple(groups[name, seed])],
+                        str(store.root))
              for name, seed in order]
     bar = progress_bar(len(todo), len(todo) - len(pending), progress)
     try:

@@ -49,10 +49,11 @@ class VectorCells:
         if datasets is not None or seeds is not None or settings is not None:
             raise ValueError("cells names each cell's data set, seed and settings: leave "
                              "datasets, seeds and settings out")
-        singles = self._singles(store, _checked_cells(cells), observation, options)
+        checked = _checked_cells(cells)  # a list: read twice below, so never a spent iterator
+        singles = self._singles(store, checked, observation, options)
         self.single = next(iter(singles.values()))
         self._settings: dict[CellKey, Settings] = {}
-        for name, seed, cell_settings in cells:
+        for name, seed, cell_settings in checked:
             single = singles[setting_key(cell_settings)]
             if (name, int(seed)) not in single.cells:
                 raise StoreError(f"the store {store.root} has no lattice for data set "

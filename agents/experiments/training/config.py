@@ -220,6 +220,12 @@ class TrainConfig:
         return Hyperparameters.of(self.trainer, self.algo, self.hyperparameters)
 
     @property
+    def episode_seed_range(self) -> range | None:
+        """The seeds training episodes draw from (``episode_seeds`` of them), or ``None`` for
+        a fresh seed per episode."""
+        return range(self.episode_seeds) if self.episode_seeds > 0 else None
+
+    @property
     def run_overlapped(self) -> bool:
         """Whether a worker process plays the rollouts (:attr:`overlap`, resolved)."""
         if self.overlap is None:

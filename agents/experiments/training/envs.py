@@ -27,18 +27,12 @@ from ballad_env.replay.env import BudgetAllocationReplayEnv
 from ballad_env.wrappers import MONITOR_KEYWORDS, KeepInfo, SeedPool, ValidActionWrapper
 
 
-def episode_seed_range(config: TrainConfig) -> range | None:
-    """The seeds training episodes draw from (``config.episode_seeds`` of them), or ``None``
-    for a fresh seed per episode."""
-    return range(config.episode_seeds) if config.episode_seeds > 0 else None
-
-
 def build_env(config: TrainConfig, monitor_file: str | None = None) -> gym.Env:
     """One monitored training environment of ``config``, drawing its data set per episode
-    from ``config.datasets`` (and its seed from :func:`episode_seed_range`, ``SeedPool``);
+    from ``config.datasets`` (and its seed from ``TrainConfig.episode_seed_range``, ``SeedPool``);
     with a replay store, the replay environment drawing among the store's cells of them."""
     env: gym.Env
-    seeds = episode_seed_range(config)
+    seeds = config.episode_seed_range
     if config.replay_store is not None:
         env = BudgetAllocationReplayEnv(config.replay_store, datasets=list(config.datasets),
                                         seeds=seeds, settings=config.settings,
@@ -62,7 +56,7 @@ def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
     if config.vec_env == "vector" and config.replay_store is not None:
         return make_replay_vec_env(
             n, config.replay_store, datasets=list(config.datasets),
-            seeds=episode_seed_range(config), settings=config.settings,
+            seeds=config.episode_seed_range, settings=config.settings,
             observation=config.observation,
             monitor_file=None if monitor_dir is None else str(monitor_dir / "vector"))
     files = [None if monitor_dir is None else str(monitor_dir / str(rank)) for rank in range(n)]
@@ -73,4 +67,4 @@ def make_vec_env(config: TrainConfig, monitor_dir: Path | None,
     return DummyVecEnv(fns)
 
 
-__all__ = ["build_env", "episode_seed_range", "make_vec_env"]
+__all__ = ["build_env", "make_vec_env"]

@@ -30,7 +30,6 @@ class Curves:
     ``curves.read_monitor`` counts the steps) and SB3-style ``logs/progress.csv``."""
 
     run_dir: Path
-    returns: np.ndarray
     start: float
 
     def open(self) -> None:
@@ -107,7 +106,7 @@ class Recorder:
         self.policy, self.updater = model.policy, updater
         self.eval_envs, self.next_eval, self.steps = eval_envs, config.eval_freq, 0
         self.next_checkpoint = config.checkpoint_freq
-        self.curves = Curves(run_dir, np.zeros(config.n_envs), time.time())
+        self.curves = Curves(run_dir, time.time())
         self.curves.open()
         rollout = config.hp.n_steps * config.n_envs  # a run takes whole rollouts
         self.bar = progress_bar(-(-config.total_timesteps // rollout) * rollout,

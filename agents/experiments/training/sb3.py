@@ -215,5 +215,5 @@ def _train_locked(config: TrainConfig) -> TrainResult:
 
 
 __all__ = ["RUN_FOLDERS", "CostEvalCallback", "MaskableCostEvalCallback", "TqdmProgress",
-           "algorithm_kwargs", "check_data", "eval_callback", "fresh_run_dir",
+           "check_data", "eval_callback", "fresh_run_dir",
            "make_callbacks", "train"]

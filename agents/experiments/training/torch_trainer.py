@@ -49,6 +49,7 @@ from agents.experiments.training.rollouts import collect, make_envs
 from agents.experiments.training.run_folder import run_lock
 from agents.experiments.training.sb3 import fresh_run_dir
 from agents.experiments.training.updates import (
+    ADAM_EPS,
     AutogradUpdate,
     FlatLayout,
     FlatUpdate,
@@ -76,16 +77,15 @@ def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
     # SB3's Adam (eps 1e-5), fused: one kernel per step instead of about ten per parameter;
     # its state loads into SB3's own Adam.
     policy = model.policy
-    policy.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5,
+    policy.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=ADAM_EPS,
                                         fused=True)
     return model
 
 
 def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
     """``rollouts.make_envs``' arguments for ``n_envs`` of the config's replay episodes."""
-    seeds = range(config.episode_seeds) if config.episode_seeds else None
-    return (config.replay_store, n_envs, config.settings, config.datasets, seeds,
-            config.observation)
+    return (config.replay_store, n_envs, config.settings, config.datasets,
+            config.episode_seed_range, config.observation)
 
 
 def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) -> TrainResult:

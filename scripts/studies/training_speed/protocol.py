@@ -26,9 +26,8 @@ from agents.experiments.bench.timing import in_fresh_process
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.training.updates import FlatLayout
 from scripts.studies.common.matmul import matmul_peak
-from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED, PROTOCOL_SB3
-
-SB3, COMPILED = PROTOCOL_SB3, PROTOCOL_COMPILED
+from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED as COMPILED
+from scripts.studies.common.ppo_sizes import PROTOCOL_SB3 as SB3
 
 
 def one_run(argv: list[str], out: str) -> dict[str, Any]:
