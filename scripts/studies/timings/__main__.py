@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 from agents.experiments.bench.timing import bench_dataset, bench_names, in_fresh_process
-from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value
+from agents.experiments.cli import HelpFormatter, bounded, n_jobs_value, run_job
 from agents.experiments.grid import DATASETS_HELP
 from agents.experiments.lattice_build import store_datasets, store_settings
 from ballad_env.detectors.ssdo.kernel import EXACT_MAX_TRAIN
@@ -289,4 +289,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))
