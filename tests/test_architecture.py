@@ -1,7 +1,8 @@
 """The floors of docs/architecture.md, checked on the imports of every module.
 
 ballad_env (the environment) imports no other floor; agents (the allocators) import only
-ballad_env; agents.experiments (the harness) imports both; the command line
+ballad_env; agents.reports (tables, figures and statistics of results) imports both;
+agents.experiments (the harness) imports those three; the command line
 (agents.experiments.cli, and ``python -m ballad_env``) sits on top of the library. The
 research lives in scripts/, never installed: the studies (scripts.studies.<study>) import the
 library and what they share (scripts.studies.common), never one another; the tools
@@ -33,6 +34,8 @@ def layer(module: str) -> str:
         return "commands"
     if module.startswith("agents.experiments"):
         return "harness"
+    if module.startswith("agents.reports"):
+        return "reports"
     if module.startswith("agents"):
         return "agents"
     if module.startswith("ballad_env"):
@@ -46,9 +49,10 @@ def layer(module: str) -> str:
     return ""
 
 
-LIBRARY = {"environment", "agents", "harness", "commands"}
+LIBRARY = {"environment", "agents", "reports", "harness", "commands"}
 ALLOWED = {"environment": {"environment"}, "agents": {"environment", "agents"},
-           "harness": {"environment", "agents", "harness"},
+           "reports": {"environment", "agents", "reports"},
+           "harness": {"environment", "agents", "reports", "harness"},
            "commands": LIBRARY,
            "common": LIBRARY | {"common"},
            "studies": LIBRARY | {"common"},
@@ -268,6 +272,10 @@ def test_a_forbidden_import_would_be_caught(tmp_path: Path) -> None:
     bad.write_text("import numpy\nfrom agents.experiments import run_grid\n")
     assert imports(bad) == {"agents.experiments"}
     assert layer("agents.experiments") not in ALLOWED["environment"]
+    # The reports sit below the harness: they read tables, never the harness's stores.
+    assert not allowed("agents.reports.plots", "agents.experiments.stores.results")
+    assert allowed("agents.experiments.training.curves", "agents.reports.plots")
+    assert not allowed("agents.rules", "agents.reports.tables")
 
 
 def test_study_to_study_and_private_imports_would_be_caught(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """``ballad-env compare``'s spread: a standard error per agent in the summary, and ``--plot``'s
-cost-by-round figure with error bands (agents.experiments.reports.tables and .plots)."""
+cost-by-round figure with error bands (agents.reports.tables and .plots)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from agents.experiments.cli.compare import main
-from agents.experiments.reports.plots import cost_by_round_with_errors
-from agents.experiments.reports.tables import (
+from agents.reports.plots import cost_by_round_with_errors
+from agents.reports.tables import (
     standard_errors,
     summary_table,
     with_standard_errors,
@@ -59,6 +59,13 @@ def test_cost_by_round_with_errors_draws_a_figure(tmp_path: Path) -> None:
     assert path.is_file() and path.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="no results for agent"):
         cost_by_round_with_errors(table, tmp_path / "g.png", agents=["oracle"])
+
+
+def test_a_figure_given_a_folder_names_the_reader_to_use(tmp_path: Path) -> None:
+    """The reports sit below the harness and read no results folder: a folder given in place
+    of the table is one line naming the harness's reader."""
+    with pytest.raises(TypeError, match=r"tidy results table.*load_results\(folder\)"):
+        cost_by_round_with_errors(tmp_path, tmp_path / "f.png")
 
 
 @pytest.mark.slow

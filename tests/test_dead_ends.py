@@ -19,7 +19,7 @@ import pytest
 from agents.experiments.cli import COMMANDS
 from agents.experiments.cli import main as cli
 from agents.experiments.cli.parsing import suggestion
-from agents.experiments.reports.tables import setting_label
+from agents.reports.tables import setting_label
 from ballad_env.__main__ import BROKEN_PIPE_STATUS
 from scripts.tools.cli_reference import job_parser
 
@@ -144,7 +144,7 @@ def test_figures_title_a_setting_by_its_label(tmp_path: Path,
     """The comparison's figure titles each panel with the label; the results keep the key."""
     import pandas as pd
 
-    from agents.experiments.reports import plots
+    from agents.reports import plots
 
     titles: list[str] = []
 

@@ -178,10 +178,10 @@ def load_hook():
 def test_api_reference_covers_every_package_and_module() -> None:
     hook = load_hook()
     packages = hook.api_packages()
-    assert {"ballad_env", "ballad_env.replay", "agents", "agents.experiments.reports"} <= set(
+    assert {"ballad_env", "ballad_env.replay", "agents", "agents.reports"} <= set(
         packages)
     assert not any(p.startswith(("scripts", "agents.experiments.cli")) for p in packages)
-    assert "agents.experiments.reports.plots" in packages["agents.experiments.reports"]
+    assert "agents.reports.plots" in packages["agents.reports"]
     assert "agents.experiments.bench.vector" in packages["agents.experiments.bench"]
     assert "ballad_env.__main__" not in packages["ballad_env"]
     page = hook.api_page("ballad_env.replay", packages["ballad_env.replay"])

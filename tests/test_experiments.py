@@ -29,7 +29,7 @@ from agents.experiments import (
     summary_table,
     win_counts,
 )
-from agents.experiments.reports.tables import common_episodes
+from agents.reports.tables import common_episodes
 from ballad_env.data import Dataset
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.settings import Settings

@@ -190,7 +190,7 @@ _STUDY = ("import runpy, sys; sys.argv = ['{0}', '--help']; "
     (("torch",), _JOB.format("train").replace(
         "'--help'", "'--total-timesteps', '10', '--output-dir', '/nonexistent/ballad-runs'"),
      "rl"),
-    (("scikit_posthocs",), "from agents.experiments.reports.stats import require_stats_extra; "
+    (("scikit_posthocs",), "from agents.reports.stats import require_stats_extra; "
                            "require_stats_extra()", "stats"),
 ])
 def test_a_missing_extra_is_named(blocked: tuple[str, ...], code: str, extra: str) -> None:

@@ -404,7 +404,7 @@ def test_the_learning_report_gives_each_trainers_iqm_and_interval() -> None:
     each seed's mean; All-in-LR's row from key 0."""
     import numpy as np
 
-    from agents.experiments.reports.policy_stats import iqm
+    from agents.reports.policy_stats import iqm
     from scripts.studies.training_speed.learning import report
 
     lr = [0.03, 0.02, 0.04, 0.03]

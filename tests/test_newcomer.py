@@ -250,7 +250,7 @@ def test_the_answer_figures_labels_read_at_eleven_pixels_or_more() -> None:
 
     png = ROOT / "docs" / "figures" / "crossed_winners.png"
     width_px = image.imread(png).shape[1]
-    dpi = 130  # agents.experiments.reports.plots.save_figure's
+    dpi = 130  # agents.reports.plots.save_figure's
     assert LABEL_POINTS / 72 * dpi * 700 / width_px >= 11.5
 
 
@@ -275,7 +275,7 @@ def test_the_compare_plot_says_what_it_averages() -> None:
     """Its title said neither the data sets nor the number of seeds."""
     import pandas as pd
 
-    from agents.experiments.reports.plots import averaged_over
+    from agents.reports.plots import averaged_over
 
     table = pd.DataFrame({"dataset": ["wdbc", "WBC", "wdbc"], "seed": [0, 1, 2]})
     assert averaged_over(table) == "WBC, wdbc; 3 seeds"

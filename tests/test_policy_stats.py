@@ -1,4 +1,4 @@
-"""Learned policies the RL way (agents.experiments.reports.policy_stats): the IQM, its
+"""Learned policies the RL way (agents.reports.policy_stats): the IQM, its
 stratified bootstrap and performance profiles, on arrays small enough to check by hand."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.experiments.reports import policy_stats as ps
-from agents.experiments.reports.stats import stream
+from agents.reports import policy_stats as ps
+from agents.reports.stats import stream
 
 
 def test_iqm_of_a_known_array() -> None:

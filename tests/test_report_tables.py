@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.experiments.reports.tables import write_table
+from agents.reports.tables import write_table
 from scripts.tools.reports.__main__ import main
 from scripts.tools.reports.generated import (
     blocks,

@@ -11,10 +11,10 @@ import torch
 from conftest import small_store
 
 from agents.experiments.cli.train import main as train_main
-from agents.experiments.reports.policy_stats import iqm
 from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.seed_sweep import seed_configs, summarise
 from agents.policy import load_policy
+from agents.reports.policy_stats import iqm
 
 
 @pytest.fixture(scope="module")

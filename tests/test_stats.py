@@ -1,4 +1,4 @@
-"""The statistics of ``compare --stats`` (agents.experiments.reports.stats) on small tables
+"""The statistics of ``compare --stats`` (agents.reports.stats) on small tables
 computed by hand: ranks, the Friedman statistic, Nemenyi's critical difference, the Holm-
 corrected Wilcoxon post hoc, paired tests by seed, seeded bootstrap intervals."""
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from agents.experiments.cli.compare import check_stats_args, main, parse_args
-from agents.experiments.reports import stats
-from agents.experiments.reports.stats_report import (
+from agents.reports import stats
+from agents.reports.stats_report import (
     StatsOptions,
     _pvalue_text,
     summary_lines,

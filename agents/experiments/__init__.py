@@ -22,7 +22,7 @@ _SOURCES = {
     **dict.fromkeys(("Cell", "Grid", "agent_label", "check_agent", "dataset_names",
                      "seed_range"), "agents.experiments.grid"),
     **dict.fromkeys(("action_shares", "markdown_table", "per_round_table", "summary_table",
-                     "win_counts"), "agents.experiments.reports.tables"),
+                     "win_counts"), "agents.reports.tables"),
     **dict.fromkeys(("prepare_run", "run_grid"), "agents.experiments.run"),
     **dict.fromkeys(("COLUMNS", "KEY_COLUMNS", "ResultStore", "RunError", "load_results"),
                     "agents.experiments.stores.results"),
@@ -37,13 +37,6 @@ if TYPE_CHECKING:
         dataset_names,
         seed_range,
     )
-    from agents.experiments.reports.tables import (
-        action_shares,
-        markdown_table,
-        per_round_table,
-        summary_table,
-        win_counts,
-    )
     from agents.experiments.run import prepare_run, run_grid
     from agents.experiments.stores.results import (
         COLUMNS,
@@ -51,6 +44,13 @@ if TYPE_CHECKING:
         ResultStore,
         RunError,
         load_results,
+    )
+    from agents.reports.tables import (
+        action_shares,
+        markdown_table,
+        per_round_table,
+        summary_table,
+        win_counts,
     )
 
 

@@ -35,8 +35,8 @@ from agents.experiments.cli import (
 )
 from agents.experiments.cli.parsing import JobParser
 from agents.experiments.grid import DATASETS_HELP, agent_label
-from agents.experiments.reports.tables import standard_errors, with_standard_errors
 from agents.policy_files import add_trust_pickle_argument
+from agents.reports.tables import standard_errors, with_standard_errors
 from ballad_env.files import atomic_write
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
     """``--stats`` and its options (the ``stats`` extra)."""
-    from agents.experiments.reports.stats import ALPHA, POSTHOC_TESTS
+    from agents.reports.stats import ALPHA, POSTHOC_TESTS
 
     stats = parser.add_argument_group("statistics (the stats extra: pip install -e '.[stats]')")
     stats.add_argument("--stats", action="store_true",
@@ -113,7 +113,7 @@ def check_stats_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--stats-seed must be a whole number >= 0, got {args.stats_seed}")
     if not args.stats:
         return
-    from agents.experiments.reports.stats import require_stats_extra
+    from agents.reports.stats import require_stats_extra
 
     require_stats_extra()
     if not 0 < args.significance < 1:
@@ -128,10 +128,10 @@ def check_stats_args(args: argparse.Namespace) -> None:
 
 
 def report_stats(results: Any, output: Path, args: argparse.Namespace) -> None:
-    """Write ``<output>/stats/`` (:func:`agents.experiments.reports.stats_report.write_stats`)
+    """Write ``<output>/stats/`` (:func:`agents.reports.stats_report.write_stats`)
     and print its summary."""
-    from agents.experiments.reports.stats import seed_scores
-    from agents.experiments.reports.stats_report import StatsOptions, summary_lines, write_stats
+    from agents.reports.stats import seed_scores
+    from agents.reports.stats_report import StatsOptions, summary_lines, write_stats
 
     options = StatsOptions(baseline=args.baseline, posthoc=args.posthoc,
                            alpha=args.significance, seed=args.stats_seed)
@@ -162,7 +162,7 @@ def report(results: Any, output: Path, per_round: bool, plot: str | None = None)
             print("\nMean test cost per round (data sets weigh equally)")
             print(rounds.to_string())
     if plot is not None:
-        from agents.experiments.reports.plots import cost_by_round_with_errors
+        from agents.reports.plots import cost_by_round_with_errors
 
         figure = cost_by_round_with_errors(results, plot or output / "cost_by_round.png")
         print(f"\nCost by round (mean ± standard error over seeds): {figure}")

@@ -36,8 +36,8 @@ from agents.experiments.cli import (
 from agents.experiments.cli.parsing import JobParser
 from agents.experiments.grid import MAX_SEEDS, check_cell_count
 from agents.experiments.lattice_build import build_cells, build_summary
-from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
+from agents.reports.tables import write_table
 from ballad_env.data.lookup import task_costs
 from ballad_env.data.tasks import is_task_name, task_name
 from ballad_env.replay.store import StoreError

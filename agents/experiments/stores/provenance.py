@@ -49,7 +49,7 @@ def package_versions() -> dict[str, str]:
 #: Modules that only present results (tables, figures, reports): editing them never
 #: invalidates stored results.
 PRESENTATION_MODULES = frozenset({
-    "agents/experiments/reports/plots.py", "agents/experiments/reports/tables.py",
+    "agents/reports/plots.py", "agents/reports/tables.py",
     "scripts/studies/paper/__main__.py", "agents/experiments/cli/bench.py",
     "agents/experiments/bench/episodes.py",
     "scripts/studies/crossed/label_free.py"})

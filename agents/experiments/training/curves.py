@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.experiments.reports.plots import save_figure
+from agents.reports.plots import save_figure
 
 
 def read_monitor(run_dir: str | Path):

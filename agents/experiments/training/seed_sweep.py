@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.experiments.reports.policy_stats import interval
 from agents.experiments.training.config import TrainConfig, TrainResult
+from agents.reports.policy_stats import interval
 from ballad_env.files import atomic_write
 
 #: The largest sweep one command runs (each seed is a whole run).

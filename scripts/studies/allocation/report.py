@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from agents.allocation import SplitRule
-from agents.experiments.reports.plots import save_figure
-from agents.experiments.reports.tables import write_table
+from agents.reports.plots import save_figure
+from agents.reports.tables import write_table
 from scripts.studies.allocation import analysis as A
 from scripts.studies.allocation import fit as F
 from scripts.studies.allocation.cells import (

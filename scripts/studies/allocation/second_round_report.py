@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from agents.allocation import ConfidentPolicy, ImitationPolicy, SplitRule, packaged_agent
-from agents.experiments.reports.tables import write_table
+from agents.reports.tables import write_table
 from scripts.studies.allocation import rl_cv
 from scripts.studies.allocation import second_round as R
 from scripts.studies.allocation.analysis import (

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.tables import write_table
+from agents.reports.tables import write_table
 
 LEVELS = ("default", "cfn10", "cfp10")
 _NUMBERS = re.compile(r"\[\s*([-+0-9.eE]+(?:,\s*[-+0-9.eE]+)*)\s*\]")

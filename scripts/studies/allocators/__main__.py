@@ -26,8 +26,8 @@ from agents.experiments.cli import (
     add_execution_arguments,
     run_job,
 )
-from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RunError
+from agents.reports.tables import write_table
 from ballad_env.data.bundled import BUNDLED_DIR
 from scripts.studies.allocators import (
     COST_SETTINGS,

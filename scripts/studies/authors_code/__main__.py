@@ -32,8 +32,8 @@ from agents.experiments.cli import (
     run_job,
 )
 from agents.experiments.grid import DATASETS_HELP, dataset_names
-from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import RUN_FILE
+from agents.reports.tables import write_table
 from ballad_env.settings import Settings
 from ballad_env.settings.cli import query_seed_value
 from scripts.studies.authors_code.ablation import (

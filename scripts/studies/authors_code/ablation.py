@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from agents.experiments.grid import Grid
-from agents.experiments.reports.tables import common_episodes, summary_table
+from agents.reports.tables import common_episodes, summary_table
 from ballad_env.settings import AUTHORS_ARITHMETIC, AUTHORS_CODE, AUTHORS_QUERY_SEED, Settings
 
 AGENTS = ("ballad", "all-in-al", "all-in-lr")

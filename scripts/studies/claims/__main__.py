@@ -5,7 +5,7 @@
   cost level (``q1_mean_cost_<prior>``, ``q4_<prior>_<costs>_per_dataset``: means over 10
   seeds): average ranks, the Friedman test, Wilcoxon-Holm post hoc p-values, a
   critical-difference diagram per setting and each agent's mean cost over All-in-LR's with
-  an interval over data sets (:func:`~agents.experiments.reports.stats_report.write_stats`,
+  an interval over data sets (:func:`~agents.reports.stats_report.write_stats`,
   tables ``claims_paper18_*``);
 - ``rejex``: All-in-AL with RejEx (which rejects without labels) against All-in-LR and
   BALLAD with BALLAD's rejector, per cost level, on the crossed study's 29 sets
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents.experiments.reports.stats import ALPHA, RESAMPLES, ratio_interval, stream
-from agents.experiments.reports.stats_report import StatsOptions, write_stats
-from agents.experiments.reports.tables import write_table
+from agents.reports.stats import ALPHA, RESAMPLES, ratio_interval, stream
+from agents.reports.stats_report import StatsOptions, write_stats
+from agents.reports.tables import write_table
 from scripts.studies.claims.stale import read_scores, stale_stats
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents.experiments.reports.stats_report import (
+from agents.reports.stats_report import (
     OPTIONS,
     SCORES,
     TABLES,

@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from agents.experiments.executor import execute, worker_limits
-from agents.experiments.reports.plots import save_figure
 from agents.experiments.stores.results import (
     FORMAT_VERSION,
     ResultStore,
@@ -37,6 +36,7 @@ from agents.experiments.stores.results import (
     normalise_dtypes,
 )
 from agents.experiments.training import train_and_plot
+from agents.reports.plots import save_figure
 from ballad_env.settings import Settings
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.plots import save_figure
-from agents.experiments.reports.tables import write_table
+from agents.reports.plots import save_figure
+from agents.reports.tables import write_table
 from scripts.studies.common.lattice_paths import BEST_FIXED, best_fixed_per_cell
 from scripts.studies.crossed.cells import CELL, StudyOptions, stored_paths
 from scripts.studies.crossed.factors import (

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.plots import save_figure
-from agents.experiments.reports.tables import write_table
+from agents.reports.plots import save_figure
+from agents.reports.tables import write_table
 from ballad_env.data import load_dataset
 from scripts.studies.crossed.factors import POSED, dataset_group
 

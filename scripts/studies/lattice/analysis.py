@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import ResultStore, RunError
+from agents.reports.tables import write_table
 from scripts.studies.common.lattice_paths import best_fixed_per_cell
 from scripts.studies.lattice.cells import (
     CELL_KEYS,

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.plots import (
+from agents.reports.plots import (
     Results,
     agent_color,
     finish_panels,
@@ -21,7 +21,7 @@ from agents.experiments.reports.plots import (
     save_figure,
     select,
 )
-from agents.experiments.reports.tables import setting_label
+from agents.reports.tables import setting_label
 
 LINESTYLES = ("-", "--", ":", "-.")
 

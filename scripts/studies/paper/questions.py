@@ -12,14 +12,14 @@ from typing import Any
 
 import pandas as pd
 
-from agents.experiments.reports.tables import (
+from agents.experiments.stores.results import writable_folder
+from agents.reports.tables import (
     action_shares,
     per_round_table,
     summary_table,
     win_counts,
     write_table,
 )
-from agents.experiments.stores.results import writable_folder
 from scripts.studies.paper import figures
 from scripts.studies.paper.figures import (
     fresh_rewards,

@@ -38,9 +38,9 @@ from agents.experiments.cli import (
     add_execution_arguments,
     run_job,
 )
-from agents.experiments.reports.tables import markdown_table
 from agents.experiments.stores.results import RunError, writable_folder
 from agents.policy_files import add_trust_pickle_argument
+from agents.reports.tables import markdown_table
 from ballad_env.data.bundled import BUNDLED_DIR
 from ballad_env.settings.cli import add_settings_arguments, settings_from_args
 from scripts.studies.common.policy_runs import STUDY_OPTIONS, StudyError, trained_policies

@@ -29,12 +29,12 @@ import pandas as pd
 
 from agents.evaluation import run_episode
 from agents.experiments.executor import execute, progress_bar
-from agents.experiments.reports.tables import write_table
 from agents.experiments.run import play_agents
 from agents.experiments.stores.results import writable_folder
 from agents.experiments.training.curves import plot_training_curves
 from agents.policy_files import policy_fingerprint
 from agents.registry import make_agent
+from agents.reports.tables import write_table
 from agents.spec import AgentSpec
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.episode import RECORD_FIELDS

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.tables import write_table
 from agents.experiments.stores.results import writable_folder
 from agents.experiments.training.curves import plot_training_curves
 from agents.registry import make_agent
+from agents.reports.tables import write_table
 from ballad_env.episode import ACTION_NAMES
 from ballad_env.replay.lattice import Lattice
 from ballad_env.replay.store import LatticeStore

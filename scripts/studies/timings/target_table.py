@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.policy_stats import CONFIDENCE, RESAMPLES, stratified_bootstrap
+from agents.reports.policy_stats import CONFIDENCE, RESAMPLES, stratified_bootstrap
 
 #: The columns that name a run (``time_to_target.ROW_COLUMNS`` lists all of a row's).
 KEY = ("phase", "trainer", "seed")

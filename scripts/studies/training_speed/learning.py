@@ -104,7 +104,7 @@ def measure(store: str, eval_store: str, seeds: Sequence[int], runs: dict[str, l
 def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0) -> str:
     """One row per trainer and step count present in every seed's run: the IQM over seeds x
     cells with its 95% stratified-bootstrap interval, the mean, each seed's mean."""
-    from agents.experiments.reports.policy_stats import interval
+    from agents.reports.policy_stats import interval
 
     rng = np.random.default_rng(seed)
     lines = ["| trainer | steps | IQM held-out cost [95% interval] | mean | per seed |",

@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
-from agents.experiments.reports.plots import AGENT_COLORS, save_figure  # noqa: E402
-from agents.experiments.reports.stats import ALPHA, holm, paired_test  # noqa: E402
+from agents.reports.plots import AGENT_COLORS, save_figure  # noqa: E402
+from agents.reports.stats import ALPHA, holm, paired_test  # noqa: E402
 from ballad_env.data.adbench import dataset_group  # noqa: E402
 
 #: The deployable rules compared: neither reads a test label nor looks ahead.
@@ -169,7 +169,7 @@ def answer_table(root: str | os.PathLike) -> pd.DataFrame:
 def write_answer(root: str | os.PathLike) -> list[Path]:
     """Redraw the landing page's figure into ``root``/docs/figures and write its table into
     ``root``/docs/tables from the crossed study's committed table; the paths written."""
-    from agents.experiments.reports.tables import write_table
+    from agents.reports.tables import write_table
 
     docs = Path(root) / "docs"
     source = pd.read_csv(docs / "tables" / f"{SOURCE}.csv")

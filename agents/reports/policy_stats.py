@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from agents.experiments.reports.stats import stream
+from agents.reports.stats import stream
 
 #: Interval coverage, and resamples per interval.
 CONFIDENCE = 0.95

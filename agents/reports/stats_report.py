@@ -1,5 +1,5 @@
 """The tables, figures and printout of ``ballad-env compare --stats``
-(:mod:`agents.experiments.reports.stats` computes; this module writes and reads back).
+(:mod:`agents.reports.stats` computes; this module writes and reads back).
 
 :func:`write_stats` writes, into one folder and under one prefix: ``scores.csv`` (one score
 per episode: setting, data set, seed, one column per agent, the input of every statistic),
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.experiments.reports.stats import (
+from agents.reports.stats import (
     ALPHA,
     POWER,
     RESAMPLES,
@@ -37,7 +37,7 @@ from agents.experiments.reports.stats import (
     seed_intervals,
     wilcoxon_floor,
 )
-from agents.experiments.reports.tables import write_table
+from agents.reports.tables import write_table
 from ballad_env.files import safe_name
 
 #: The stored tables (Markdown and CSV each); ``paired`` only with a baseline.
@@ -106,7 +106,7 @@ def pairs_table(comparisons: list[RankComparison]) -> pd.DataFrame:
 def write_stats(scores: pd.DataFrame, folder: str | os.PathLike, *,
                 options: StatsOptions = StatsOptions(), prefix: str = "",
                 figures: str | os.PathLike | None = None, draw: bool = True) -> StatsReport:
-    """Compute the statistics of ``scores`` (:func:`~agents.experiments.reports.stats.
+    """Compute the statistics of ``scores`` (:func:`~agents.reports.stats.
     seed_scores`) and write them to ``folder`` as ``<prefix><table>.csv/.md`` with the
     scores and options; the diagrams go to ``figures`` (default: ``folder``) as
     ``<prefix>cd-<setting>.png``, one per setting with at least two data sets (none

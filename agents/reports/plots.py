@@ -1,8 +1,9 @@
 """Figures of tidy harness results; they read stored tables and never rerun an experiment.
 
-Every function takes the tidy table (``agents.experiments.load_results``) or the output
-folder it lives in, and writes one image with matplotlib's Agg backend (no display needed).
-The x axis of the per-round figures is ``spent_fraction``: labels bought as a share of |D|.
+Every function takes the tidy table (``run_grid``'s result, or a results folder read with
+``agents.experiments.load_results``), and writes one image with matplotlib's Agg backend
+(no display needed). The x axis of the per-round figures is ``spent_fraction``: labels
+bought as a share of |D|.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from agents.experiments.reports.tables import setting_label  # noqa: E402
-from agents.experiments.stores.results import load_results  # noqa: E402
+from agents.reports.tables import setting_label  # noqa: E402
 from ballad_env.files import atomic_write  # noqa: E402
 
-Results: TypeAlias = pd.DataFrame | str | os.PathLike
+Results: TypeAlias = pd.DataFrame
 
 #: Fixed colours so an agent looks the same in every figure.
 AGENT_COLORS = {"ballad": "tab:blue", "ballad-cosine": "tab:purple", "all-in-al": "tab:orange",
@@ -32,8 +32,12 @@ AGENT_COLORS = {"ballad": "tab:blue", "ballad-cosine": "tab:purple", "all-in-al"
 
 
 def results_table(results: Results) -> pd.DataFrame:
-    """The tidy table itself, or the one stored in an output folder."""
-    return results if isinstance(results, pd.DataFrame) else load_results(results)
+    """The tidy table, checked: the reports sit below the harness and read no results folder
+    themselves (the harness's store does)."""
+    if not isinstance(results, pd.DataFrame):
+        raise TypeError(f"a figure takes the tidy results table, not {type(results).__name__}: "
+                        "read a results folder with agents.experiments.load_results(folder)")
+    return results
 
 
 def select(table: pd.DataFrame, column: str, values: Sequence[str] | None) -> list[str]:

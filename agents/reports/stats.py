@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from agents.experiments.reports.tables import common_episodes, setting_label
 from agents.extras import missing_extra
+from agents.reports.tables import common_episodes, setting_label
 
 #: The significance level of every test and the coverage of every interval (1 - ALPHA).
 ALPHA = 0.05
@@ -183,7 +183,7 @@ def cd_diagram(comparison: RankComparison, path: str | os.PathLike) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MultipleLocator
 
-    from agents.experiments.reports.plots import agent_color, save_figure  # the Agg backend
+    from agents.reports.plots import agent_color, save_figure  # the Agg backend
 
     posthocs = _library("scikit_posthocs")
     ranks = comparison.ranks
