@@ -2,7 +2,8 @@
 
 ballad_env (the environment) imports no other floor; agents (the allocators) import only
 ballad_env; agents.reports (tables, figures and statistics of results) imports both;
-agents.experiments (the harness) imports those three; the command line
+agents.experiments (the harness) imports those three; agents.interop (rl-zoo3 and Minari)
+sits on the harness; the command line
 (agents.experiments.cli, and ``python -m ballad_env``) sits on top of the library. The
 research lives in scripts/, never installed: the studies (scripts.studies.<study>) import the
 library and what they share (scripts.studies.common), never one another; the tools
@@ -36,6 +37,8 @@ def layer(module: str) -> str:
         return "harness"
     if module.startswith("agents.reports"):
         return "reports"
+    if module.startswith("agents.interop"):
+        return "interop"
     if module.startswith("agents"):
         return "agents"
     if module.startswith("ballad_env"):
@@ -49,10 +52,11 @@ def layer(module: str) -> str:
     return ""
 
 
-LIBRARY = {"environment", "agents", "reports", "harness", "commands"}
+LIBRARY = {"environment", "agents", "reports", "harness", "interop", "commands"}
 ALLOWED = {"environment": {"environment"}, "agents": {"environment", "agents"},
            "reports": {"environment", "agents", "reports"},
            "harness": {"environment", "agents", "reports", "harness"},
+           "interop": {"environment", "agents", "reports", "harness", "interop"},
            "commands": LIBRARY,
            "common": LIBRARY | {"common"},
            "studies": LIBRARY | {"common"},
@@ -276,6 +280,10 @@ def test_a_forbidden_import_would_be_caught(tmp_path: Path) -> None:
     assert not allowed("agents.reports.plots", "agents.experiments.stores.results")
     assert allowed("agents.experiments.training.curves", "agents.reports.plots")
     assert not allowed("agents.rules", "agents.reports.tables")
+    # The interop with other libraries sits on the harness, which never imports it.
+    assert allowed("agents.interop.minari_datasets", "agents.experiments.lattice_build")
+    assert not allowed("agents.experiments.training.sb3", "agents.interop.zoo")
+    assert allowed("agents.experiments.cli.minari_data", "agents.interop.minari_datasets")
 
 
 def test_study_to_study_and_private_imports_would_be_caught(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_datasets_from_of_the_wrong_shape_is_named(tmp_path: Path, content: str,
 def test_a_malformed_minari_id_is_refused_before_any_episode(tmp_path: Path,
                                                             monkeypatch) -> None:
     pytest.importorskip("minari")
-    from agents.experiments.stores import minari_datasets
+    from agents.interop import minari_datasets
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     played: list[str] = []

@@ -1,4 +1,4 @@
-"""Replay episodes as Minari datasets (agents.experiments.stores.minari_datasets and
+"""Replay episodes as Minari datasets (agents.interop.minari_datasets and
 ballad-env minari): recorded, loaded back equal to the episodes played, the environment
 recovered."""
 
@@ -15,7 +15,7 @@ from conftest import small_store
 
 import ballad_env
 from agents.experiments.cli.minari_data import main as minari_main
-from agents.experiments.stores.minari_datasets import INFO_KEYS, record_dataset
+from agents.interop.minari_datasets import INFO_KEYS, record_dataset
 from ballad_env.replay.store import LatticeStore
 from ballad_env.settings import Settings
 
@@ -133,7 +133,7 @@ def _record_until_signal(store: Path, minari_folder: Path, signal_name: str,
     root = Path(__file__).resolve().parents[1]
     script = ("import os, signal\n"
               "from minari import DataCollector\n"
-              "from agents.experiments.stores import minari_datasets as m\n"
+              "from agents.interop import minari_datasets as m\n"
               "def interrupted(self, *args, **kwargs):\n"
               f"    os.kill(os.getpid(), signal.{signal_name})\n"
               "DataCollector.create_dataset = interrupted\n"
@@ -195,7 +195,7 @@ def test_a_dataset_whose_spec_names_other_code_is_refused(
         store, minari_folder, tmp_path, key, change, problem) -> None:
     """``load_recorded(id).recover_environment()``, as docs/training.md showed, ran the
     entry point a dataset's metadata.json names; the spec is checked first now."""
-    from agents.experiments.stores.minari_datasets import (
+    from agents.interop.minari_datasets import (
         RecordedDatasetError,
         load_recorded,
         recover_recorded,
@@ -216,7 +216,7 @@ def test_a_dataset_whose_spec_names_other_code_is_refused(
 
 
 def test_the_safe_recovery_is_the_recorded_environment(store) -> None:
-    from agents.experiments.stores.minari_datasets import load_recorded, recover_recorded
+    from agents.interop.minari_datasets import load_recorded, recover_recorded
 
     record_dataset(store, "all-in-lr", "ballad/safe-v0", episodes=1, seed=3)
     first = next(load_recorded("ballad/safe-v0").iterate_episodes())

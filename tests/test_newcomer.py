@@ -157,7 +157,7 @@ def test_the_documented_run_folder_is_the_real_one() -> None:
 def test_a_minari_dataset_names_its_store_by_absolute_path(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A relative store path reloaded only from the folder the dataset was recorded in."""
-    from agents.experiments.stores.minari_datasets import env_kwargs
+    from agents.interop.minari_datasets import env_kwargs
 
     monkeypatch.chdir(tmp_path)
     kwargs = env_kwargs("results/lattices", Settings())

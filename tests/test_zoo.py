@@ -1,4 +1,4 @@
-"""rl-zoo3 on the BALLAD environments (agents/experiments/training/zoo): the shipped hyperparameter
+"""rl-zoo3 on the BALLAD environments (agents/interop/zoo): the shipped hyperparameter
 files, and tiny trainings run by rl-zoo3 in a subprocess, offline."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from conftest import small_store
 
 import ballad_env
-from agents.experiments.training.zoo import ZOO_ALGOS, conf_file, zoo_argv
+from agents.interop.zoo import ZOO_ALGOS, conf_file, zoo_argv
 
 pytest.importorskip("rl_zoo3")
 #: The smallest run rl-zoo3 makes: 2 environments x 32 steps, one update.
@@ -56,8 +56,8 @@ def test_rl_zoo3_trains_ppo_on_the_replay_env_by_name(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_maskable_ppo_trains_on_the_live_env(tmp_path) -> None:
-    """``python -m agents.experiments.training.zoo``: rl-zoo3 with ppo_mask, the live environment on
+    """``python -m agents.interop.zoo``: rl-zoo3 with ppo_mask, the live environment on
     the built-in toy data set, the project's hyperparameter file filled in."""
     model = zoo(["--algo", "ppo_mask", "--env", ballad_env.ENV_ID, *TINY], tmp_path / "logs",
-                module="agents.experiments.training.zoo")
+                module="agents.interop.zoo")
     assert model.parent.parent.name == "ppo_mask"

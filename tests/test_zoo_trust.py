@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 import ballad_env
-from agents.experiments.training.zoo import ZOO_ALGOS, conf_file, main
-from agents.experiments.training.zoo.trust import config_problem, hyperparameter_problems
+from agents.interop.zoo import ZOO_ALGOS, conf_file, main
+from agents.interop.zoo.trust import config_problem, hyperparameter_problems
 
 pytest.importorskip("rl_zoo3")
 TINY = ["-n", "64", "--seed", "0", "--eval-freq", "-1", "-params", "n_envs:2", "n_steps:32",
@@ -192,7 +192,7 @@ def test_a_yaml_past_its_bounds_is_refused_before_rl_zoo3_reads_it(
 def test_the_shipped_and_rl_zoo3_files_pass_the_yaml_bounds() -> None:
     import rl_zoo3
 
-    from agents.experiments.training.zoo.conf_yaml import check_conf_yaml
+    from agents.interop.zoo.conf_yaml import check_conf_yaml
 
     shipped = [conf_file(a) for a in ZOO_ALGOS]
     for path in [*shipped, *Path(rl_zoo3.__file__).parent.joinpath("hyperparams").glob("*.yml")]:

@@ -5,7 +5,7 @@ Every stored cell once (or ``--episodes N`` drawn by the environment), played by
 (``oracle``, ``ballad``, ``all-in-lr``, ...) or a saved policy ``<run>.zip``. The dataset
 holds observations, actions, rewards, terminations, truncations and the numeric ``info``
 (the test cost among them), and the environment's spec, so
-``agents.experiments.stores.minari_datasets.recover_recorded(ID)`` rebuilds the replay
+``agents.interop.minari_datasets.recover_recorded(ID)`` rebuilds the replay
 environment (its spec checked first: Minari's own ``recover_environment`` runs whatever
 entry point a dataset's metadata names).
 Datasets go to ``$MINARI_DATASETS_PATH`` (``--minari-path``), else ``~/.minari/datasets``.
@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.minari_path is not None:  # absolute: the folder it names from here
         os.environ["MINARI_DATASETS_PATH"] = os.path.abspath(os.path.expanduser(args.minari_path))
-    from agents.experiments.stores.minari_datasets import minari_folder, record_dataset
     from agents.experiments.stores.results import RunError
+    from agents.interop.minari_datasets import minari_folder, record_dataset
 
     settings = settings_from_args(args)[0]
     chosen = None if settings == settings_from_args(parse_args(

@@ -229,7 +229,7 @@ def name_cases(folder: Path) -> list[Case]:
     cases.append(("the 40-bit collision 'a )!;^b' / 'a$[[#;b'",
                   functools.partial(_distinct, safe_name("a )!;^b"), safe_name("a$[[#;b")), None))
     try:
-        from agents.experiments.stores.minari_datasets import check_dataset_id
+        from agents.interop.minari_datasets import check_dataset_id
     except ModuleNotFoundError:  # the minari extra
         return cases
     os.environ.setdefault("MINARI_DATASETS_PATH", str(folder / "minari"))

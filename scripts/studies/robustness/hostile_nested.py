@@ -13,7 +13,7 @@ from headers alone, before torch reads a byte of it.
 **YAML before any library parses it.** An rl-zoo3 hyperparameter file is read by our
 launcher before rl-zoo3 loads (and prints) it: :func:`yaml_outcome` plays alias bombs,
 ``!!python`` tags, recursive aliases, deep nesting, a huge file and broken YAML through
-``python -m agents.experiments.training.zoo`` with rl-zoo3's own reading replaced by a
+``python -m agents.interop.zoo`` with rl-zoo3's own reading replaced by a
 tripwire, so a case it reaches is a failure, never a gigabyte.
 """
 
@@ -171,7 +171,7 @@ def yaml_outcome(folder: Path) -> Outcome:
     line naming the file, exit 2, before rl-zoo3 reads it."""
     from rl_zoo3.exp_manager import ExperimentManager
 
-    from agents.experiments.training.zoo import main
+    from agents.interop.zoo import main
 
     counts: collections.Counter[str] = collections.Counter()
     failures: list[str] = []

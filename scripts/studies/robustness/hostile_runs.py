@@ -84,9 +84,9 @@ def environment_cases(folder: Path) -> list[Case]:
         "BALLAD_DATA_HOME": ("ballad_env.data.adbench", "data_home"),
         "BALLAD_DATA_DIR": ("ballad_env.data.folder", "resolve_data_dir", None)}
     with contextlib.suppress(ModuleNotFoundError):  # the minari extra
-        import agents.experiments.stores.minari_datasets  # noqa: F401
+        import agents.interop.minari_datasets  # noqa: F401
 
-        folders["MINARI_DATASETS_PATH"] = ("agents.experiments.stores.minari_datasets",
+        folders["MINARI_DATASETS_PATH"] = ("agents.interop.minari_datasets",
                                            "minari_folder")
     cases += [(f"${name} a file", functools.partial(_first_use, name, str(a_file), *where),
                (f"${name}", "not a folder")) for name, where in folders.items()]
@@ -147,9 +147,9 @@ def _jobs(folder: Path) -> dict[str, tuple[str, list[str]]]:
         jobs["train"] = ("agents.experiments.cli.train.train_and_plot",
                          ["--datasets", "toy", "--output-dir", str(folder / "policies")])
     with contextlib.suppress(ModuleNotFoundError):  # the minari extra
-        import agents.experiments.stores.minari_datasets  # noqa: F401
+        import agents.interop.minari_datasets  # noqa: F401
 
-        jobs["minari"] = ("agents.experiments.stores.minari_datasets.record_dataset",
+        jobs["minari"] = ("agents.interop.minari_datasets.record_dataset",
                           ["--store", str(folder), "--policy", "optimal", "--dataset-id",
                            "ballad/interrupted-v0", "--minari-path", str(folder / "minari")])
     return jobs

@@ -6,7 +6,7 @@ rl-zoo3 reads its hyperparameters as data only in part: it ``eval()``s the strin
 imports and calls the objects that ``env_wrapper``, ``vec_env_wrapper`` and ``callback``
 name, and ``--trained-agent`` loads a zip (and its ``vecnormalize.pkl``, ``replay_buffer.pkl``)
 by unpickling. So a hyperparameter file is code to rl-zoo3. The launcher
-(``python -m agents.experiments.training.zoo``) checks, inside rl-zoo3's own run
+(``python -m agents.interop.zoo``) checks, inside rl-zoo3's own run
 (:func:`guarded`), the hyperparameters it is about to use, wherever they came from (the file,
 an Optuna study, the command line), and refuses with a ``ValueError`` naming what would run
 as code, unless it is given :data:`TRUST_OPTION` (for a file the user wrote or checked). The
@@ -16,7 +16,7 @@ A name rl-zoo3 imports and calls is run without the opt-in only if it is one of 
 callables the project ships (:data:`ALLOWED_CALLABLES`, by full dotted name): a trusted
 package is not enough (``gymnasium.register`` with an entry point ``os:system``, then
 ``gymnasium.make``, runs a command). A YAML file is first read within bounds
-(:mod:`agents.experiments.training.zoo.conf_yaml`), trusted or not.
+(:mod:`agents.interop.zoo.conf_yaml`), trusted or not.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from agents.experiments.training.zoo.conf_yaml import check_conf_yaml
+from agents.interop.zoo.conf_yaml import check_conf_yaml
 
 #: Keys whose string values rl-zoo3 evaluates as Python (``ExperimentManager``).
 EVALUATED_KEYS = ("policy_kwargs", "replay_buffer_class", "replay_buffer_kwargs",

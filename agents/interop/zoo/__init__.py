@@ -5,10 +5,10 @@ rl-zoo3 hyperparameters for both environment ids, ``ballad_env/BudgetAllocationR
 and ``ballad_env/BudgetAllocation-v0``::
 
     python -m rl_zoo3.train --algo ppo --env ballad_env/BudgetAllocationReplay-v0 \\
-        --gym-packages ballad_env --conf-file agents/experiments/training/zoo/ppo.yml \\
+        --gym-packages ballad_env --conf-file agents/interop/zoo/ppo.yml \\
         --env-kwargs store:"'results/lattices'" reward:"'cost'"
 
-rl-zoo3 2.9.2 has no MaskablePPO among its algorithms; ``python -m agents.experiments.training.zoo``
+rl-zoo3 2.9.2 has no MaskablePPO among its algorithms; ``python -m agents.interop.zoo``
 takes rl-zoo3's ``train`` arguments, adds sb3-contrib's ``MaskablePPO`` as ``ppo_mask`` to
 rl-zoo3's table of algorithms, fills in ``--gym-packages ballad_env`` and this folder's
 ``--conf-file`` for the algorithm when they are not given, and runs rl-zoo3's ``train``.
@@ -16,7 +16,7 @@ rl-zoo3's table of algorithms, fills in ``--gym-packages ballad_env`` and this f
 rl-zoo3 runs parts of a hyperparameter file as Python (``eval`` of ``policy_kwargs`` strings
 and others, a ``.py`` file executed): the launcher refuses hyperparameters holding code, and
 a ``--trained-agent`` (unpickled), unless ``--trust-conf-file`` is given
-(:mod:`agents.experiments.training.zoo.trust`; ``docs/trust.md``). This folder's files hold
+(:mod:`agents.interop.zoo.trust`; ``docs/trust.md``). This folder's files hold
 data only.
 """
 
@@ -26,8 +26,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents.experiments.training.zoo.conf_yaml import ConfYamlError
-from agents.experiments.training.zoo.trust import TRUST_OPTION, CodeInConfig, guarded
+from agents.interop.zoo.conf_yaml import ConfYamlError
+from agents.interop.zoo.trust import TRUST_OPTION, CodeInConfig, guarded
 
 #: The algorithms this folder holds hyperparameters for (rl-zoo3's names).
 ZOO_ALGOS = ("ppo", "ppo_mask", "dqn")
