@@ -21,6 +21,7 @@ from ballad_env.settings import Settings
 pytest.importorskip("stable_baselines3")
 from agents.experiments.cli.train import main as train_main  # noqa: E402
 from agents.experiments.training.config import TrainConfig  # noqa: E402
+from agents.experiments.training.record import append_row, write_eval  # noqa: E402
 from agents.experiments.training.run_folder import check_run_name, run_lock  # noqa: E402
 from agents.experiments.training.sb3 import train  # noqa: E402
 
@@ -142,3 +143,19 @@ def test_a_link_in_a_run_folder_is_never_written_through(tmp_path: Path,
     assert (outside / "keep.txt").read_text() == "mine"
     monitor = run / "monitor"
     assert monitor.is_dir() and not monitor.is_symlink() and list(monitor.glob("*.monitor.csv"))
+
+
+def test_a_runs_tables_take_their_header_once_then_rows(tmp_path: Path) -> None:
+    """``record.append_row``, the one appender of a run's CSV tables: the folder made, the
+    header written only into a new file, and rows appended after what is there."""
+    table = tmp_path / "logs" / "progress.csv"
+    append_row(table, ["timesteps", "loss"], ["8", "0.5"])
+    append_row(table, ["timesteps", "loss"], ["16", "0.25"])
+    assert table.read_text().splitlines() == ["timesteps,loss", "8,0.5", "16,0.25"]
+    monitor = tmp_path / "monitor.csv"
+    monitor.write_text('#{"t_start": 0}\nr,l\n')  # a header written when the run opened
+    append_row(monitor, ["r", "l"], ["1.0", "64"])
+    assert monitor.read_text().splitlines() == ['#{"t_start": 0}', "r,l", "1.0,64"]
+    write_eval(tmp_path, 128, -0.25, 0.125)
+    assert (tmp_path / "eval" / "evaluations.csv").read_text().splitlines() == [
+        "timesteps,mean_return,mean_test_cost", "128,-0.250000,0.125000"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,17 +87,24 @@ def algorithm_kwargs(config: TrainConfig) -> dict[str, Any]:
             "exploration_fraction": 0.3, "exploration_final_eps": 0.05}
 
 
-def write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float) -> None:
-    """Append a row to ``<run>/eval/evaluations.csv`` (:data:`EVAL_COLUMNS`: the steps, the
-    greedy episodes' mean return and mean final test cost)."""
-    table = run_dir / "eval" / "evaluations.csv"
+def append_row(table: Path, columns: Sequence[str], values: Sequence[str]) -> None:
+    """Append one CSV row to ``table`` (its folder made if missing), its ``columns`` written
+    first when the file is new: the one appender of a run's tables (evaluations, progress,
+    monitor rows)."""
     table.parent.mkdir(parents=True, exist_ok=True)
     new = not table.exists()
     with table.open("a") as out:
         if new:
-            out.write(",".join(EVAL_COLUMNS) + "\n")
-        out.write(f"{steps},{mean_return:.6f},{mean_cost:.6f}\n")
+            out.write(",".join(columns) + "\n")
+        out.write(",".join(values) + "\n")
 
 
-__all__ = ["EVAL_COLUMNS", "algorithm_kwargs", "record_dict", "versions", "write_eval",
-           "write_record"]
+def write_eval(run_dir: Path, steps: int, mean_return: float, mean_cost: float) -> None:
+    """Append a row to ``<run>/eval/evaluations.csv`` (:data:`EVAL_COLUMNS`: the steps, the
+    greedy episodes' mean return and mean final test cost)."""
+    append_row(run_dir / "eval" / "evaluations.csv", EVAL_COLUMNS,
+               [str(steps), f"{mean_return:.6f}", f"{mean_cost:.6f}"])
+
+
+__all__ = ["EVAL_COLUMNS", "algorithm_kwargs", "append_row", "record_dict", "versions",
+           "write_eval", "write_record"]

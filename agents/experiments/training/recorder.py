@@ -19,7 +19,7 @@ import ballad_env
 from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.ppo import policy_outputs
 from agents.experiments.training.progress import progress_bar, show_costs
-from agents.experiments.training.record import write_eval
+from agents.experiments.training.record import append_row, write_eval
 from agents.experiments.training.vec_adapter import valid
 
 
@@ -48,17 +48,14 @@ class Curves:
                "t": round(time.time() - self.start, 6),
                "test_cost": float(costs.mean()) if costs.size else float("nan"),
                "episodes": int(returns.size)}
-        with (self.run_dir / "monitor" / "batched.monitor.csv").open("a") as out:
-            out.write(",".join(str(v) for v in row.values()) + "\n")
+        append_row(self.run_dir / "monitor" / "batched.monitor.csv", list(row),
+                   [str(v) for v in row.values()])  # its header written by :meth:`open`
         return row
 
     def progress(self, row: Mapping[str, float]) -> None:
-        path = self.run_dir / "logs" / "progress.csv"
-        new = not path.exists()
-        with path.open("a") as out:
-            if new:
-                out.write(",".join(row) + "\n")
-            out.write(",".join(f"{v:.6g}" for v in row.values()) + "\n")
+        """Append SB3's ``logs/progress.csv`` row (its header from the first row's keys)."""
+        append_row(self.run_dir / "logs" / "progress.csv", list(row),
+                   [f"{v:.6g}" for v in row.values()])
 
 
 def greedy_costs(policy: Any, envs: Any, masked: bool, seed: int
