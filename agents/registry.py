@@ -81,11 +81,8 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
     loads it with stable-baselines3's full loader, which runs any code stored in the file
     (``agents.policy.load_policy``); by default no code from the file runs."""
     if is_policy_path(name):
-        try:
-            from agents.policy import load_policy  # needs the 'rl' extra (torch)
-        except ModuleNotFoundError as err:
-            raise missing_extra(err, f"loading the saved policy {name}") from err
-        return load_policy(name, env, trust_pickle=trust_pickle)
+        return policy_loader(f"loading the saved policy {name}")(name, env,
+                                                                 trust_pickle=trust_pickle)
     if name in AGENTS:
         return AGENTS[name](env)
     for pattern, _, factory in _PATTERNS:
@@ -95,6 +92,17 @@ def make_agent(name: str, env: Any = None, *, trust_pickle: bool = False) -> Age
     families = [example for _, example, _ in _PATTERNS]
     raise ValueError(f"unknown agent {name!r}: use one of {', '.join(agent_names())}"
                      + (f" or a name like {', '.join(families)}" if families else ""))
+
+
+def policy_loader(what: str) -> Callable[..., Agent]:
+    """``agents.policy.load_policy``, imported now: the one way to a saved policy's loader.
+    It needs the ``rl`` extra (stable-baselines3, torch); without it, an error naming the
+    extra and ``what`` needed it."""
+    try:
+        from agents.policy import load_policy
+    except ModuleNotFoundError as err:
+        raise missing_extra(err, what) from err
+    return load_policy
 
 
 def agent_source(name: str) -> str:
@@ -147,5 +155,5 @@ def _register_built_in() -> None:
 _register_built_in()
 
 __all__ = ["AGENTS", "agent_factory", "agent_names", "agent_source", "defined_in",
-           "is_agent_name", "is_policy_path", "make_agent", "register_agent",
+           "is_agent_name", "is_policy_path", "make_agent", "policy_loader", "register_agent",
            "register_agent_pattern", "registration_hash"]

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.policy_files import is_policy_path, policy_name, settings_file
-from agents.registry import agent_names, defined_in, is_agent_name, make_agent
+from agents.registry import (
+    agent_names,
+    defined_in,
+    is_agent_name,
+    make_agent,
+    policy_loader,
+)
 
 #: What an agent string names: a registered agent (of this package, or of other code: a
 #: plugin, a script, a notebook; ``AgentSpec.origin`` tells which), or a saved policy file.
@@ -85,7 +91,8 @@ class AgentSpec:
         if not os.path.isfile(self.text):
             raise FileNotFoundError(f"saved policy {self.text!r} does not exist")
         settings_file(self.text)
-        _policy_loader()(self.text, trust_pickle=trust_pickle)
+        policy_loader(f"checking the saved policy {self.text}")(self.text,
+                                                                trust_pickle=trust_pickle)
 
     def build(self, env: Any = None, *, trust_pickle: bool = False) -> Any:
         """The agent (``agents.registry.make_agent``); ``env`` as there."""
@@ -93,17 +100,6 @@ class AgentSpec:
 
     def __str__(self) -> str:
         return self.text
-
-
-def _policy_loader() -> Any:
-    """``agents.policy.load_policy``; it needs the ``rl`` extra (stable-baselines3, torch)."""
-    try:
-        from agents.policy import load_policy
-    except ImportError as err:
-        raise NotImplementedError(
-            "running a saved policy (.zip) needs stable-baselines3 and torch: install the "
-            "project's 'rl' extra (pip install -e '.[rl]')") from err
-    return load_policy
 
 
 __all__ = ["AGENT_KINDS", "AgentSpec"]

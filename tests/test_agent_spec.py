@@ -3,6 +3,7 @@ what the grid, the runner and the policy study ask instead of testing the string
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +44,20 @@ def test_check_names_the_problem(tmp_path: Path) -> None:
         AgentSpec.of("balad").check()
     with pytest.raises(FileNotFoundError, match="saved policy .* does not exist"):
         AgentSpec.of(tmp_path / "gone.zip").check()
+
+
+def test_checking_a_saved_policy_without_the_rl_extra_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check loads a policy through the registry's one loader, so a missing extra is
+    the same one-line error as ``make_agent``'s (the command prints it, status 2)."""
+    model = tmp_path / "run.zip"
+    model.write_bytes(b"")
+    model.with_suffix(".json").write_text('{"algo": "ppo"}')
+    monkeypatch.delitem(sys.modules, "agents.policy", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ModuleNotFoundError,
+                       match=r"checking the saved policy .*run.zip needs torch.*'\.\[rl\]'"):
+        AgentSpec.of(model).check()
 
 
 def test_the_grid_reads_its_agents_once(tmp_path: Path) -> None:

@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_grid(grid, args.output, data_dir=args.data_dir, n_jobs=args.n_jobs,
                            scheduler=args.scheduler, progress=not args.no_progress,
                            trust_pickle=args.trust_pickle)
-    except (RunError, ValueError, FileNotFoundError, NotImplementedError) as err:
+    except (RunError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
