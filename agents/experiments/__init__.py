@@ -1,9 +1,10 @@
-"""The experiment harness: grids of episodes, the result stores, provenance, the one executor,
-summary tables, figures and policy training.
+"""The experiment harness: grids of episodes, the result stores, provenance, the one executor
+and policy training; the summary tables of ``agents.reports`` are re-exported here.
 
-It sits on top of ``ballad_env`` (the environment) and ``agents`` (the allocators); nothing
-below imports it. The command line (``agents.experiments.cli``, ``ballad-env``) sits on top
-of it, and the studies (``scripts.studies``, run from a clone) are its clients.
+It sits on top of ``ballad_env`` (the environment), ``agents`` (the allocators) and
+``agents.reports`` (what analyses results); nothing below imports it. The command line
+(``agents.experiments.cli``, ``ballad-env``) and ``agents.interop`` sit on top of it, and the
+studies (``scripts.studies``, run from a clone) are its clients.
 
 The names below are imported when first used (PEP 562), so the package itself, and with it
 the ``ballad-env`` command's ``--help`` and ``data`` job, works on a base install; using one
