@@ -1,2 +1,2 @@
-"""Results on disk: the results store, episodes of published codes, provenance, and damaged
-copies of files for the robustness sweep."""
+"""Results on disk: the results store (a grid's cells, a study's tables) and the provenance
+it records (data, package versions, source)."""
