@@ -97,3 +97,28 @@ def test_the_nested_choice_scores_each_fold_with_a_choice_made_without_it() -> N
     assert first["switch"].tolist() == pytest.approx(first["base"].tolist())
     assert set(outer[outer["outer fold"] == 1]["choice"]) == {"switch"}
     assert outer["switch"].tolist() == pytest.approx(outer["base"].tolist())
+
+
+def test_per_dataset_keeps_the_data_sets_where_either_leaves_all_in_lr() -> None:
+    real = pd.DataFrame({"level": ["default"] * 4, "dataset": ["a", "a", "b", "b"],
+                         "all-in-lr": [1.0, 1.0, 0.5, 0.5]})
+    results = {S.BASE: np.array([0.8, 1.0, 0.5, 0.5]), "x": np.array([0.8, 0.9, 0.5, 0.5])}
+    fired = {"x": np.array([False, True, False, False])}
+    table = S.per_dataset(real, results, fired, "x")
+    assert table["dataset"].tolist() == ["a"]
+    assert table.iloc[0][["base - lr", "switch - lr", "switch fired"]].tolist() == \
+        pytest.approx([-0.1, -0.15, 0.5])
+
+
+def test_the_task_summary_pools_the_room_and_counts_the_losses() -> None:
+    """Four tasks in two folds, All-in-LR 1 and optimum 0 on each: the candidate costs 0.5,
+    1.0, 1.2 and 0.7, so it takes (0.5 + 0 - 0.2 + 0.3) / 4 = 0.15 of the room, loses 0.2 of
+    4 (0.05) on one task in four; by fold 0.25 and 0.05 (standard error 0.1)."""
+    tasks = pd.DataFrame({"level": ["task"] * 4, "dataset": ["t0", "t1", "t2", "t3"],
+                          "all-in-lr": [1.0] * 4, "optimal": [0.0] * 4})
+    costs = {"x": np.array([0.5, 1.0, 1.2, 0.7])}
+    fired = {"x": np.array([False, True, True, False])}
+    row = S.task_summary(tasks, costs, fired, np.array([0, 0, 1, 1])).iloc[0]
+    assert row["share"] == pytest.approx(0.15) and row["se"] == pytest.approx(0.1)
+    assert row["loss"] == pytest.approx(0.05) and row["loses on"] == 0.25
+    assert row["switch fired"] == 0.5 and row["tasks"] == 4

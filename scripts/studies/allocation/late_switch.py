@@ -38,11 +38,13 @@ from agents.allocation import packaged_params
 from agents.split_allocators import ALL_IN_LR, ALL_ROUNDS, SafeSplit
 from ballad_env.episode import LR
 from ballad_env.replay.store import LatticeStore
+from ballad_env.settings import Settings
 from scripts.studies.allocation import per_level as P
 from scripts.studies.allocation import tasks_fit as F
 from scripts.studies.allocation import tasks_report as R
 from scripts.studies.allocation.safe_study import load_rows
 from scripts.studies.allocation.tasks_cells import LEVELS
+from scripts.studies.allocation.tasks_study import task_cells
 from scripts.studies.common.options import REPO
 
 #: The shipped allocator this round would extend.
@@ -53,6 +55,8 @@ SWITCHES = [{"after": a, "threshold": t} for a in (1, 2, 3) for t in (-1.0, -0.5
 #: The fits a switch may sit on: ``safe-split-3``'s candidate at these margins and task
 #: weights (the rest as shipped).
 BASES = [{"margin": m, "task_weight": w} for w in (0.25, 1.0) for m in (0.005, 0.002, 0.0)]
+#: Real-anomaly tasks per source that :func:`task_check` scores (those the store holds).
+TASKS = 10
 #: Rows of the cross-validation table in the docs (beside the choice and the base).
 TOP = 10
 #: Cell flags beside the switches': the base left All-in-LR; its split's AL phase follows LR.
@@ -93,16 +97,19 @@ def fold_fit(both: pd.DataFrame, arrays: Mapping[str, np.ndarray], train: np.nda
 
 def replay_costs(store: LatticeStore, rows: pd.DataFrame,
                  fits: Mapping[str, Mapping[str, Any]],
-                 switches: Sequence[Mapping[str, Any] | None]
+                 switches: Sequence[Mapping[str, Any] | None],
+                 settings: Sequence[Settings] | None = None
                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(name -> each row's mean cost, name -> whether the switch cut the AL phase): each fit
     of ``fits`` (its name -> its parameters) with each switch, replayed on each row's
-    lattice."""
+    lattice (stored under ``settings``, one per row; default: its level's)."""
     names = [(base, s, switch_name(s, base)) for base in fits for s in switches]
     costs = {name: np.empty(len(rows)) for *_, name in names}
     fired = {name: np.zeros(len(rows), dtype=bool) for *_, name in names}
+    if settings is None:
+        settings = [LEVELS[level] for level in rows["level"]]
     for n, (_, row) in enumerate(rows.iterrows()):
-        lattice = store.load(row["dataset"], int(row["seed"]), LEVELS[row["level"]])
+        lattice = store.load(row["dataset"], int(row["seed"]), settings[n])
         for base, switch, name in names:
             agent = SafeSplit.from_entry({**fits[base], "switch": switch})
             costs[name][n] = lattice.mean_cost(lattice.replay(agent))
@@ -153,6 +160,57 @@ def out_of_fold(store: LatticeStore, real: pd.DataFrame, tasks: pd.DataFrame,
     return [*keys, ("all-in-lr", {})], results, fired, fold_list
 
 
+def task_check(store: LatticeStore, real: pd.DataFrame, tasks: pd.DataFrame, point: int,
+               shipped: Mapping[str, Any], switches: Sequence[Mapping[str, Any]],
+               bases: Sequence[Mapping[str, Any]] = BASES) -> pd.DataFrame:
+    """A look beyond the choice (it chooses nothing): every base alone and with each of
+    ``switches``, scored out of fold on the real-anomaly task cells of the fold's groups
+    (every task in ``tasks``, the fit reading the other groups' real cells and first
+    ``point`` tasks). Per candidate: the share of the tasks' room (pooled), its standard
+    error over the folds, the room lost where it loses, the share of tasks it loses on
+    and where its switch fired."""
+    fold_list = F.folds(list(real["dataset"]))
+    both = pd.concat([real, tasks[tasks["k"] < point]], ignore_index=True)
+    arrays = F.design(both)
+    lookup = dict(task_cells(int(tasks["k"].max()) + 1, real=True))
+    every: list[Mapping[str, Any] | None] = [None, *switches]
+    fits_of = {base_name(shipped, c): c for c in ({**shipped, **b} for b in bases)}
+    names = [switch_name(s, b) for b in fits_of for s in every]
+    costs = {name: np.full(len(tasks), np.nan) for name in names}
+    fired = {name: np.zeros(len(tasks), dtype=bool) for name in names}
+    fold_of = np.full(len(tasks), -1)
+    for k, fold in enumerate(fold_list):
+        groups = list(set(real["group"][real["dataset"].isin(fold)]))
+        train = ~np.isin(arrays["groups"], groups)
+        fits = {name: fold_fit(both, arrays, train, c) for name, c in fits_of.items()}
+        scored = tasks["group"].isin(groups).to_numpy()
+        part = tasks[scored]
+        cost, cut = replay_costs(store, part, fits, every,
+                                 [lookup[name] for name in part["dataset"]])
+        for name in names:
+            costs[name][scored], fired[name][scored] = cost[name], cut[name]
+        fold_of[scored] = k
+    return task_summary(tasks, costs, fired, fold_of)
+
+
+def task_summary(tasks: pd.DataFrame, costs: Mapping[str, np.ndarray],
+                 fired: Mapping[str, np.ndarray], fold_of: np.ndarray) -> pd.DataFrame:
+    """:func:`task_check`'s table from each candidate's cost and switch on every task and
+    each task's fold: the pooled share of the room (each task its own data set), its
+    standard error over the folds, the room lost where it loses, the share of tasks it is
+    dearer than All-in-LR on, and where its switch fired."""
+    rows = []
+    for name, cost in costs.items():
+        per_fold = [F.level_shares(tasks[fold_of == k], cost[fold_of == k])["task"]
+                    for k in np.unique(fold_of)]
+        rows.append({"candidate": name, "share": F.level_shares(tasks, cost)["task"],
+                     "se": float(np.std(per_fold, ddof=1) / np.sqrt(len(per_fold))),
+                     "loss": F.loss_shares(tasks, cost)["task"],
+                     "loses on": float(np.mean(cost > tasks["all-in-lr"].to_numpy() + 1e-12)),
+                     "switch fired": float(fired[name].mean()), "tasks": len(tasks)})
+    return pd.DataFrame(rows)
+
+
 def nested(real: pd.DataFrame, keys: Sequence[tuple[str, Mapping[str, Any]]],
            results: Mapping[str, np.ndarray], fold_list: Sequence[Sequence[str]]
            ) -> pd.DataFrame:
@@ -187,40 +245,51 @@ def reach(real: pd.DataFrame, fired: Mapping[str, np.ndarray], name: str) -> pd.
 def per_dataset(real: pd.DataFrame, results: Mapping[str, np.ndarray],
                 fired: Mapping[str, np.ndarray], name: str) -> pd.DataFrame:
     """Per level and training data set (out of fold, seed means): All-in-LR's cost, the
-    base's and ``name``'s minus it, and the share of seeds where ``name``'s switch fired."""
+    base's and ``name``'s minus it, and the share of seeds where ``name``'s switch fired;
+    only the rows where either leaves All-in-LR (elsewhere all three columns are 0)."""
     frame = real[["level", "dataset", "all-in-lr"]].assign(
         base=results[BASE], chosen=results[name], fired=fired[name].astype(float))
     means = frame.groupby(["level", "dataset"], sort=False).mean()
-    return pd.DataFrame({"all-in-lr": means["all-in-lr"],
-                         "base - lr": means["base"] - means["all-in-lr"],
-                         "switch - lr": means["chosen"] - means["all-in-lr"],
-                         "switch fired": means["fired"]}).reset_index()
+    table = pd.DataFrame({"all-in-lr": means["all-in-lr"],
+                          "base - lr": means["base"] - means["all-in-lr"],
+                          "switch - lr": means["chosen"] - means["all-in-lr"],
+                          "switch fired": means["fired"]}).reset_index()
+    moved = table[["base - lr", "switch - lr", "switch fired"]].ne(0.0).any(axis=1)
+    return table[moved].reset_index(drop=True)
 
 
-def study(out: Path, point: int = P.POINT) -> dict[str, pd.DataFrame]:
+def study(out: Path, point: int = P.POINT, task_count: int = TASKS
+          ) -> dict[str, pd.DataFrame]:
     """The comparison on ``safe_study``'s cached rows in ``out`` and its lattice store:
-    the cross-validated figures of every candidate, the nested and paired comparison, and
-    the chosen switch's per-data-set figures (training sets, out of fold)."""
+    the cross-validated figures of every candidate, the nested and paired comparison, the
+    chosen switch's per-data-set figures (training sets, out of fold) and, beside, the
+    chosen switch and the best in cross validation on ``task_count`` real-anomaly tasks
+    per source (:func:`task_check`)."""
     real, tasks = load_rows(out, "train", 5), load_rows(out, "real", max(point, 1))
     tasks = tasks[tasks["k"] < point]
     candidate = base_candidate(packaged_params()["families"][BASE])
-    keys, results, fired, fold_list = out_of_fold(LatticeStore(out / "lattices"), real, tasks,
-                                                  candidate)
+    store = LatticeStore(out / "lattices")
+    keys, results, fired, fold_list = out_of_fold(store, real, tasks, candidate)
     table = P.fold_table(real, keys, results, fold_list)
     table["fired"] = [float(fired[n].mean()) if n in fired else 0.0 for n, _ in keys]
+    ranked = table.sort_values("fold mean", ascending=False, kind="stable")
     chosen = str(F.choose_safely(table, harmless=True)["candidate"])
     outer = nested(real, keys, results, fold_list)
     shown = chosen if "switch" in chosen else switch_name(SWITCHES[0])  # a switch's figures
+    keys_of: dict[str, dict[str, Any]] = {
+        name: {k: c[k] for k in ("after", "threshold") if k in c} for name, c in keys}
+    best = str(ranked[ranked["candidate"].str.contains("switch")].iloc[0]["candidate"])
     columns = ["candidate", "margin", "task_weight", "after", "threshold", "fired",
                *(f"{k} {lv}" for k in ("fold", "lower") for lv in R.LEVELS),
                "fold mean", "se mean", "loss"]
-    ranked = table.sort_values("fold mean", ascending=False, kind="stable")
     summary = pd.concat([table[table["candidate"].isin([chosen, BASE])], ranked.head(TOP)]
                         ).drop_duplicates("candidate")[columns]
     return {"cv": summary, "choice": pd.DataFrame([{"rule": "harmless safety rule",
                                                      "choice": chosen}]),
             "outer": outer, "paired": P.paired(outer, new="switch", old="base"),
             "reach": reach(real, fired, shown),
+            "tasks": task_check(store, real, load_rows(out, "real", task_count), point,
+                                candidate, [keys_of[shown], keys_of[best]]),
             "per_dataset": per_dataset(real, results, fired, shown)}
 
 
