@@ -84,6 +84,15 @@ def base_name(shipped: Mapping[str, Any], candidate: Mapping[str, Any]) -> str:
         f"margin {candidate['margin']:g}, task weight {candidate['task_weight']:g}"
 
 
+def _grid(shipped: Mapping[str, Any], bases: Sequence[Mapping[str, Any]],
+          switches: Sequence[Mapping[str, Any]]
+          ) -> tuple[list[Mapping[str, Any] | None], dict[str, dict[str, Any]]]:
+    """(no switch and every switch, base name -> the shipped candidate varied by each
+    base)."""
+    return [None, *switches], {base_name(shipped, c): c
+                               for c in ({**shipped, **b} for b in bases)}
+
+
 def fold_fit(both: pd.DataFrame, arrays: Mapping[str, np.ndarray], train: np.ndarray,
              candidate: Mapping[str, Any]) -> dict[str, Any]:
     """``candidate``'s safe-split fitted on the rows of ``train``, as the fifth round's cross
@@ -132,8 +141,7 @@ def out_of_fold(store: LatticeStore, real: pd.DataFrame, tasks: pd.DataFrame,
     fold_list = F.folds(list(real["dataset"]))
     both = pd.concat([real, tasks], ignore_index=True)
     arrays = F.design(both)
-    every: list[Mapping[str, Any] | None] = [None, *switches]
-    fits_of = {base_name(shipped, c): c for c in ({**shipped, **b} for b in bases)}
+    every, fits_of = _grid(shipped, bases, switches)
     keys = [(switch_name(s, name), {"margin": c["margin"], "task_weight": c["task_weight"],
                                     **(s or {})})
             for name, c in fits_of.items() for s in every]
@@ -173,8 +181,7 @@ def task_check(store: LatticeStore, real: pd.DataFrame, tasks: pd.DataFrame, poi
     both = pd.concat([real, tasks[tasks["k"] < point]], ignore_index=True)
     arrays = F.design(both)
     lookup = dict(task_cells(int(tasks["k"].max()) + 1, real=True))
-    every: list[Mapping[str, Any] | None] = [None, *switches]
-    fits_of = {base_name(shipped, c): c for c in ({**shipped, **b} for b in bases)}
+    every, fits_of = _grid(shipped, bases, switches)
     names = [switch_name(s, b) for b in fits_of for s in every]
     costs = {name: np.full(len(tasks), np.nan) for name in names}
     fired = {name: np.zeros(len(tasks), dtype=bool) for name in names}
