@@ -18,6 +18,11 @@ of the budget. :data:`ALL_IN_LR` is All-in-LR, the split the user already has.
   traits lie within ``threshold`` of the training tasks' (Mahalanobis distance: an anomaly
   detector on the task's traits); else All-in-LR.
 
+Either may carry a :class:`LateSwitch` (``switch``): once the split's AL phase has begun
+after LR rounds, it goes back to LR for the rest of the episode when the in-episode
+evidence says AL is not paying (docs/studies/ALLOCATION.md, "Seventh round"). The split
+stays the main signal: the switch only cuts an AL phase short.
+
 Parameters are plain JSON (``allocation_params.json``), read without pickle or torch.
 """
 
@@ -62,18 +67,88 @@ def feature_vector(observation: np.ndarray, names: Sequence[str]) -> np.ndarray:
     return np.array(values)
 
 
+class LateSwitch:
+    """Back to LR when the AL phase does not pay: the AL phase's start (its first AL round
+    with labels in V, ``val_sample_se`` > 0) fixes a reference, the cost on the labeled
+    validation sample and its standard error; at each AL round after the first ``after``,
+    the rule stops AL if that cost has fallen by less than ``threshold`` reference standard
+    errors since (a negative threshold: stops only if it rose by more). AL rounds add no V
+    labels, so the change is measured on the same examples: a paired measurement, the
+    signal ``docs/studies/ALLOCATORS.md`` found the least noisy an agent can read. An AL
+    phase that starts with no V labels (an AL-first split) has no reference and is never
+    cut."""
+
+    def __init__(self, after: int, threshold: float) -> None:
+        if int(after) != after or after < 1 or not np.isfinite(threshold):
+            raise ValueError(f"a late switch needs after >= 1 whole AL rounds and a finite "
+                             f"threshold (in standard errors), got after={after!r}, "
+                             f"threshold={threshold!r}")
+        self.after, self.threshold = int(after), float(threshold)
+
+    @staticmethod
+    def reference(observation: np.ndarray) -> tuple[float, float] | None:
+        """(validation-sample cost, its standard error) at the AL phase's start, or None
+        where V holds too few labels to measure anything."""
+        se = feature(observation, "val_sample_se")
+        return (feature(observation, "val_sample_cost"), se) if se > 0 else None
+
+    def stops(self, reference: tuple[float, float], observation: np.ndarray) -> bool:
+        """Whether the cost fell by less than ``threshold`` standard errors since
+        ``reference``."""
+        drop = reference[0] - feature(observation, "val_sample_cost")
+        return drop < self.threshold * reference[1]
+
+    def to_entry(self) -> dict[str, Any]:
+        """The JSON form ``from_entry`` reads."""
+        return {"after": self.after, "threshold": self.threshold}
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any] | None) -> LateSwitch | None:
+        """The switch of an entry's ``switch`` (None: no switch)."""
+        return None if entry is None else cls(entry["after"], entry["threshold"])
+
+    def __repr__(self) -> str:
+        return f"LateSwitch(after={self.after}, threshold={self.threshold:g})"
+
+
 class _SplitFirst(ProbeThenDecide):
-    """No probe; the split ``(first, rounds)`` from :meth:`decide`, then played."""
+    """No probe; the split ``(first, rounds)`` from :meth:`decide`, then played, its AL phase
+    cut short by ``switch`` where one is set."""
 
     observation_version = "v2"
     probe: tuple[int, ...] = ()
+    switch: LateSwitch | None = None
 
     def __init__(self) -> None:
         self.reset()
 
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode: the split and the switch's reference."""
+        super().reset(seed)
+        self.al_rounds = 0
+        self.reference: tuple[float, float] | None = None
+        self.switched = False
+
     def after_probe(self, k: int, decision: Any) -> int:
         first, rounds = decision
         return int(first) if k <= rounds else 1 - int(first)
+
+    def act(self, observation: np.ndarray) -> int:
+        action = super().act(observation)
+        if self.switch is None:
+            return action
+        if self.switched:
+            return LR
+        if action != AL:
+            return action
+        if self.al_rounds == 0:
+            self.reference = self.switch.reference(observation)
+        elif self.reference is not None and self.al_rounds >= self.switch.after and \
+                self.switch.stops(self.reference, observation):
+            self.switched = True
+            return LR
+        self.al_rounds += 1
+        return AL
 
     @property
     def split(self) -> tuple[int, int] | None:
@@ -83,14 +158,16 @@ class _SplitFirst(ProbeThenDecide):
 
 class FixedSplitByCost(_SplitFirst):
     """``levels``: cost ratio (the ``cost_ratio`` feature) -> split; the level nearest the
-    episode's ratio decides."""
+    episode's ratio decides; ``switch`` as :class:`SafeSplit`'s."""
 
     name = "fixed-split-by-cost"
 
-    def __init__(self, levels: Mapping[float, Sequence[int]]) -> None:
+    def __init__(self, levels: Mapping[float, Sequence[int]],
+                 switch: LateSwitch | None = None) -> None:
         if not levels:
             raise ValueError("give at least one cost level's split")
         self.levels = {float(r): as_split(split) for r, split in levels.items()}
+        self.switch = switch
         super().__init__()
 
     def decide(self, observation: np.ndarray) -> tuple[int, int]:
@@ -99,10 +176,11 @@ class FixedSplitByCost(_SplitFirst):
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> FixedSplitByCost:
         """The rule of a fitted entry: ``levels``, a list of {cost_ratio, split}."""
-        return cls({level["cost_ratio"]: level["split"] for level in entry["levels"]})
+        return cls({level["cost_ratio"]: level["split"] for level in entry["levels"]},
+                   LateSwitch.from_entry(entry.get("switch")))
 
     def __repr__(self) -> str:
-        return f"FixedSplitByCost(levels={self.levels})"
+        return f"FixedSplitByCost(levels={self.levels}, switch={self.switch})"
 
 
 class SafeSplit(_SplitFirst):
@@ -112,7 +190,8 @@ class SafeSplit(_SplitFirst):
     the traits' ``features``, ``center``, ``precision`` (inverse covariance) and the
     ``threshold`` of the Mahalanobis distance (None: no check); ``residual`` [split], the
     standard deviation of a new task's gain about the model's (None: the ensemble's spread
-    alone bounds the gain)."""
+    alone bounds the gain); ``switch`` (None: none), the :class:`LateSwitch` that may cut
+    the chosen split's AL phase short."""
 
     name = "safe-split"
 
@@ -120,7 +199,8 @@ class SafeSplit(_SplitFirst):
                  scale: Sequence[float], coef: Any, intercept: Any,
                  splits: Sequence[Sequence[int]],
                  z: float, margin: float, ood: Mapping[str, Any],
-                 residual: Sequence[float] | None = None) -> None:
+                 residual: Sequence[float] | None = None,
+                 switch: LateSwitch | None = None) -> None:
         self.features = tuple(features)
         self.center, self.scale = np.asarray(center, float), np.asarray(scale, float)
         self.coef, self.intercept = np.asarray(coef, float), np.asarray(intercept, float)
@@ -140,6 +220,7 @@ class SafeSplit(_SplitFirst):
         if self.residual.shape != (len(self.splits),) or np.any(self.residual < 0):
             raise ValueError(f"residual must be {len(self.splits)} values >= 0 (one per split), "
                              f"got shape {self.residual.shape}")
+        self.switch = switch
         super().__init__()
 
     def gains(self, observation: np.ndarray) -> np.ndarray:
@@ -173,12 +254,14 @@ class SafeSplit(_SplitFirst):
         """The allocator of a fitted entry (``allocation_params.json``'s layout)."""
         keys = ("features", "center", "scale", "coef", "intercept", "splits", "z", "margin",
                 "ood")
-        return cls(**{k: entry[k] for k in keys}, residual=entry.get("residual"))
+        return cls(**{k: entry[k] for k in keys}, residual=entry.get("residual"),
+                   switch=LateSwitch.from_entry(entry.get("switch")))
 
     def __repr__(self) -> str:
         return (f"SafeSplit(members={self.coef.shape[0]}, splits={self.splits}, z={self.z:g}, "
-                f"margin={self.margin:g}, threshold={self.ood.get('threshold')})")
+                f"margin={self.margin:g}, threshold={self.ood.get('threshold')}, "
+                f"switch={self.switch})")
 
 
-__all__ = ["ALL_IN_LR", "ALL_ROUNDS", "FixedSplitByCost", "SafeSplit", "as_split",
+__all__ = ["ALL_IN_LR", "ALL_ROUNDS", "FixedSplitByCost", "LateSwitch", "SafeSplit", "as_split",
            "feature_vector", "nearest_level"]

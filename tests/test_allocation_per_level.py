@@ -94,3 +94,16 @@ def test_the_nested_choice_never_sees_the_fold_it_is_scored_on() -> None:
     assert first["single"].tolist() == pytest.approx([0.1] * 3)
     assert first["per level"].tolist() == pytest.approx([0.1] * 3)
     assert set(outer[outer["outer fold"] == 1]["single choice"]) == {"lucky"}
+
+
+def test_a_gain_on_one_outer_fold_is_never_beyond_its_standard_error() -> None:
+    """A gain g on one fold of five: mean g / 5, standard error exactly g / 5 (here one bit
+    above it in floating point), so not preferred; the columns take the rules' names."""
+    outer = pd.DataFrame([{"outer fold": k, "level": lv, "base": 0.418,
+                           "switch": 0.4412 if k == 3 and lv == "cfp10" else 0.418}
+                          for k in range(5) for lv in LEVELS])
+    table = P.paired(outer, new="switch", old="base").set_index("level")
+    gain, se = table.loc["cfp10", "switch - base"], table.loc["cfp10", "se"]
+    assert gain == pytest.approx(0.0232 / 5) and gain - se > 0  # the last bit says beyond
+    assert se == pytest.approx(0.0232 / 5)
+    assert not table["preferred"].any()

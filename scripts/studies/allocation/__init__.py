@@ -6,5 +6,7 @@ chooses their settings by cross validation on the training data sets and scores 
 ``report`` runs the study and writes its tables and figure. The third round (issue 40:
 generated tasks, ``fixed-split-by-cost`` and ``safe-split``) is ``tasks_cells``,
 ``tasks_fit``, ``tasks_report`` and ``tasks_study`` (``python -m
-scripts.studies.allocation.tasks_study``).
+scripts.studies.allocation.tasks_study``). Issue 44's rounds: ``safe_study`` (the fourth and
+fifth), ``per_level`` (the sixth), ``late_switch`` (the seventh: a late switch back to LR)
+and ``store_check`` (whether an older store holds today's lattices).
 """

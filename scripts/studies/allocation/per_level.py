@@ -41,6 +41,10 @@ POINT = 10
 #: The composite is preferred where its paired nested gain over the single rule exceeds
 #: this many standard errors (the one-standard-error discipline of the harmless rule).
 PREFER = 1.0
+#: Rounding slack of that comparison: a gain on one outer fold of n is exactly one standard
+#: error of the mean (sd of (g, 0, ..., 0) over sqrt(n) is g / n), never beyond it, whatever
+#: the last bit of the arithmetic says.
+TOLERANCE = 1e-12
 
 
 def level_table(cv: pd.DataFrame, level: str) -> pd.DataFrame:
@@ -138,19 +142,20 @@ def summary(real: pd.DataFrame, results: Mapping[str, np.ndarray],
     return pd.DataFrame(rows)
 
 
-def paired(outer: pd.DataFrame) -> pd.DataFrame:
-    """Per level and their mean: the per-level rule's nested share minus the single rule's,
-    its mean over the outer folds and standard error (the same folds score both, so the
-    difference is paired), and whether it clears one standard error: the composite is
-    preferred only where it gains by more than the folds' noise (:data:`PREFER`)."""
-    diff = outer.assign(gain=outer["per level"] - outer["single"])
+def paired(outer: pd.DataFrame, new: str = "per level", old: str = "single") -> pd.DataFrame:
+    """Per level and their mean: the ``new`` rule's nested share minus the ``old`` one's
+    (columns of ``outer``; by default the per-level rule against the single rule), its mean
+    over the outer folds and standard error (the same folds score both, so the difference
+    is paired), and whether it clears one standard error: the new rule is preferred only
+    where it gains by more than the folds' noise (:data:`PREFER`, :data:`TOLERANCE`)."""
+    diff = outer.assign(gain=outer[new] - outer[old])
     parts = [(level, diff[diff["level"] == level]["gain"]) for level in R.LEVELS]
     parts.append(("mean", diff.groupby("outer fold")["gain"].mean()))
     rows = []
     for level, values in parts:
         mean, se = float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
-        rows.append({"level": level, "per level - single": mean, "se": se,
-                     "preferred": bool(mean - PREFER * se > 0)})
+        rows.append({"level": level, f"{new} - {old}": mean, "se": se,
+                     "preferred": bool(mean - PREFER * se > TOLERANCE)})
     return pd.DataFrame(rows)
 
 
