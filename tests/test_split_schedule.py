@@ -4,14 +4,33 @@ and the two-process run against the same schedule in one process."""
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Any
+
 import gymnasium as gym
 import pytest
 import torch
+from conftest import small_store, train_replay
 
+from agents.experiments.training import exchange as exchange_module
 from agents.experiments.training import updates
-from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.config import Hyperparameters, TrainConfig
+from agents.experiments.training.exchange import Endpoint, Exchange
+from agents.experiments.training.rollouts import make_envs
+from agents.experiments.training.split_schedule import (
+    Half,
+    Plan,
+    SplitUpdate,
+    one_process_update,
+    split_seeds,
+)
 from agents.experiments.training.split_step import apply_halves, half_gradient, halves
-from agents.experiments.training.torch_trainer import build_model
+from agents.experiments.training.torch_trainer import build_model, envs_arguments
+from agents.policy import load_policy
+from ballad_env.observation import observation_space
 
 HP = Hyperparameters.of("compiled", "ppo", {"batch_size": 24, "learning_rate": 3e-3,
                                            "ent_coef": 0.05})
@@ -113,3 +132,136 @@ def test_a_package_is_keyed_by_the_code_its_step_calls(monkeypatch, tmp_path) ->
             handle.write("# changed\n")
         keys.append(step_cache.package_key(function, example))
     assert len(set(keys)) == 1 + len(step_cache.STEP_SOURCES) == 3
+
+
+def test_a_layout_is_its_shapes_so_both_processes_load_one_package() -> None:
+    """SB3's policy's layout (named parameters) and the one built from the sizes alone (the
+    helper's, started before the model exists) are equal and key the same package: the
+    helper loads what this process built instead of building it again."""
+    import functools
+
+    from agents.experiments.training import split_step, step_cache
+
+    model = build_model("ppo", gym.spaces.Box(0, 1, (5,)), 4, HP, seed=3, device="cpu")
+    of_policy = updates.FlatLayout.of(model.policy)
+    of_sizes = updates.FlatLayout.mlp_pair(5, (64, 64))
+    assert of_policy == of_sizes and of_policy.names != of_sizes.names
+    example = (torch.zeros(of_sizes.numel), torch.zeros(16, 11), torch.zeros(3))
+    keys = {step_cache.package_key(functools.partial(split_step.half_gradient, layout, HP,
+                                                     False), example)
+            for layout in (of_policy, of_sizes)}
+    assert len(keys) == 1
+
+
+def _swap_many(exchange: Exchange, side: int, n: int, width: int) -> list[bool]:
+    """``n`` exchanges of side ``side``'s vectors (its side and the exchange's number in
+    every entry); whether each slot held both sides' vectors of that exchange."""
+    endpoint = Endpoint(exchange, side, lambda: True)
+    seen = []
+    for k in range(1, n + 1):
+        slot = endpoint.swap(torch.full((width,), float(side * 1_000_000 + k)))
+        seen.append(bool((slot[0] == k).all() and (slot[1] == 1_000_000 + k).all()))
+    return seen
+
+
+def _child(exchange: Exchange, n: int, width: int) -> None:
+    os._exit(0 if all(_swap_many(exchange, 1, n, width)) else 1)
+
+
+def test_two_processes_swap_vectors_in_step() -> None:
+    """Two processes (one forked here) meet 2,000 times: every exchange's slot holds both
+    sides' vectors of that exchange, never a vector of the one before or after (the slots
+    alternate, so the side ahead never overwrites what the other still reads)."""
+    exchange = Exchange(64)
+    child = multiprocessing.get_context("fork").Process(target=_child,
+                                                        args=(exchange, 2000, 64))
+    child.start()
+    try:
+        assert all(_swap_many(exchange, 0, 2000, 64))
+    finally:
+        child.join(timeout=60)
+    assert child.exitcode == 0
+
+
+def test_a_wait_ends_when_the_other_side_fails_or_dies(monkeypatch) -> None:
+    """A side waiting for the other raises where the other marked the run failed, or
+    where the other process is gone, instead of waiting for ever."""
+    monkeypatch.setattr(exchange_module, "ALIVE_EVERY", 0.01)
+    failed = Exchange(4)
+    Endpoint(failed, 1, lambda: True).fail()
+    with pytest.raises(RuntimeError, match="other process of the split schedule failed"):
+        Endpoint(failed, 0, lambda: True).swap(torch.ones(4))
+    with pytest.raises(RuntimeError, match="ended without finishing"):
+        Endpoint(Exchange(4), 0, lambda: False).swap()
+    with pytest.raises(ValueError, match="sides 0 and 1, not 2"):
+        Endpoint(failed, 2, lambda: True)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return small_store(tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("store"))
+
+
+def _one_process_weights(config: TrainConfig, n_rollouts: int) -> torch.Tensor:
+    """The split schedule of ``config`` computed in this process: side 0's and side 1's
+    rollouts one after the other, then every minibatch's two halves one after the other
+    (``one_process_update``); the weights after ``n_rollouts`` updates."""
+    hp, masked = config.hp, config.algo == "maskable_ppo"
+    space = observation_space(config.observation)
+    model = build_model(config.algo, space, config.n_envs, hp, config.seed, "cpu")
+    update = SplitUpdate(model.policy, hp, masked)
+    plan = Plan.of(update.layout, hp, masked, config.n_envs, config.seed)
+    sides = [Half(plan, side, make_envs(*envs_arguments(config, len(plan.envs_of(side)))),
+                  update.halves, (update.state, update.step)) for side in (0, 1)]
+    gen = torch.Generator().manual_seed(split_seeds(config.seed)[2])
+    timer = {"env": 0.0, "rollout": 0.0}
+    for _ in range(n_rollouts):
+        for side in sides:
+            side.rollout(timer)
+        one_process_update(sides[0], gen)
+    return update.weights().clone()
+
+
+def test_the_two_process_run_is_the_one_process_schedule_bit_for_bit(store, tmp_path) -> None:
+    """Two rollouts of MaskablePPO on 5 environments (3 and 2: an odd split, and 75-row
+    rollouts cut into minibatches of 32, 32 and 11 rows: odd halves) in two processes give
+    the weights of the same schedule computed in one process, bit for bit: the two copies
+    never drifted (the run checks their checksums every rollout) and timing changed
+    nothing."""
+    run = train_replay(store, trainer="compiled", schedule="split", algo="maskable_ppo",
+                       n_envs=5, total_timesteps=150, output_dir=tmp_path)
+    record = json.loads((run / f"{run.name}.json").read_text())
+    assert record["num_timesteps"] == 150 and record["update"]["schedule"] == "split"
+    saved = load_policy(run / f"{run.name}.zip").model.policy
+    got = torch.nn.utils.parameters_to_vector(saved.parameters()).detach()
+    config = TrainConfig(**record["config"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.torch_threads)  # the run's: threads change the rounding
+    try:
+        want = _one_process_weights(config, 2)
+    finally:
+        torch.set_num_threads(threads)
+    assert (got - want).abs().max() == 0
+    first = build_model(config.algo, observation_space(config.observation), 5, config.hp, 0,
+                        "cpu")
+    assert not torch.equal(got, torch.nn.utils.parameters_to_vector(
+        first.policy.parameters()).detach())
+
+
+def test_the_schedule_is_resolved_and_checked(store) -> None:
+    """Compiled runs pipelined unless told; --no-overlap is sequential; split is refused
+    for the autograd trainer, against --no-overlap, off the CPU and for one environment."""
+    base: dict[str, Any] = {"replay_store": str(store), "datasets": ("large",)}
+    assert TrainConfig(trainer="compiled", **base).run_schedule == "pipelined"
+    assert TrainConfig(trainer="batched", **base).run_schedule == "sequential"
+    assert TrainConfig(trainer="compiled", overlap=False, **base).run_schedule == "sequential"
+    split = TrainConfig(trainer="compiled", schedule="split", **base)
+    assert split.run_schedule == "split" and split.second_process and not split.run_overlapped
+    for options, message in (({"trainer": "batched"}, "use --trainer compiled"),
+                             ({"overlap": False}, "give one of --no-overlap and --schedule"),
+                             ({"device": "cuda"}, "use --schedule sequential"),
+                             ({"n_envs": 1}, "--n-envs 2 or more")):
+        with pytest.raises(ValueError, match=message):
+            TrainConfig(**{"trainer": "compiled", "schedule": "split", **base, **options})
+    with pytest.raises(ValueError, match="unknown schedule 'halves'"):
+        TrainConfig(trainer="compiled", schedule="halves", **base)

@@ -32,7 +32,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -62,7 +62,9 @@ class FlatLayout:
     layers, a linear action head and value head) lies in one flat vector, in the order of
     ``policy.parameters()`` (so the flat vector is ``parameters_to_vector`` of them)."""
 
-    names: tuple[str, ...]
+    #: The parameters' names (not part of the layout's identity: a compiled step's key and
+    #: a comparison see the shapes only, so SB3's policy and :meth:`mlp_pair` agree).
+    names: tuple[str, ...] = field(compare=False, repr=False)
     shapes: tuple[tuple[int, ...], ...]
     depth: int
 
