@@ -34,7 +34,7 @@ import torch
 SPINS = 2000
 #: Seconds of yielding the core before napping; the nap's length; seconds between checks
 #: that the other process is alive.
-YIELD_SECONDS, NAP_SECONDS, ALIVE_EVERY = 0.005, 50e-6, 1.0
+YIELD_SECONDS, NAP_SECONDS, ALIVE_EVERY = 0.002, 50e-6, 1.0
 #: The counters' index of the failure flag (after the two sides' sequence numbers).
 FAILED = 2
 
