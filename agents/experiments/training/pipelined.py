@@ -102,9 +102,9 @@ def serve(conn: Any) -> None:
 class Helper:
     """A second process of the run given its ``work`` (the keyword arguments of its target:
     :func:`_worker` unless ``work["target"]`` names another), in its started ``process``
-    (``worker_process``); a context manager that sends the work on entering and ends the
-    process on leaving. :class:`RolloutWorker` and ``split_schedule.SplitHelper`` are
-    two."""
+    (``worker_process``); a context manager that sends the work on entering. The process
+    is ended by whoever started it. :class:`RolloutWorker` and
+    ``split_schedule.SplitHelper`` are two."""
 
     #: How the messages name the process.
     role = "the rollout worker"
@@ -140,7 +140,7 @@ class Helper:
         return {"worker_started": self.worker_process.started_at, **answer[2]}
 
     def __exit__(self, *exc: object) -> None:
-        self.worker_process.end()
+        """Nothing to undo here: the process's starter ends it."""
 
     def _receive(self) -> Any:
         try:

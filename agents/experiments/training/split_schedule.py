@@ -235,9 +235,9 @@ class SplitHelper(Helper):
         self.endpoint = Endpoint(self.exchange, 0, process.process.is_alive)
 
     def __exit__(self, *exc: object) -> None:
-        if exc[0] is not None:  # let the other side stop waiting for this one
+        """After a failure here, let the other side stop waiting for this one."""
+        if exc[0] is not None:
             self.endpoint.fail()
-        super().__exit__(*exc)
 
     def start(self, state: torch.Tensor, count: torch.Tensor, compiled: bool) -> None:
         """Give the helper the initial weights and Adam state (copies), and whether to load

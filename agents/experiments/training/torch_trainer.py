@@ -24,7 +24,6 @@ trainer is written here rather than on skrl or TorchRL.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,13 +40,12 @@ from agents.experiments.training.config import (
     TrainResult,
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo import Rollout, policy_outputs
+from agents.experiments.training.ppo import Rollout, policy_forward
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
-from agents.experiments.training.run_folder import run_lock
-from agents.experiments.training.sb3 import fresh_run_dir
+from agents.experiments.training.run_folder import fresh_run_dir, run_lock
 from agents.experiments.training.split_schedule import (
     Half,
     Plan,
@@ -105,8 +103,9 @@ def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) ->
     with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
     ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
     rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
-    with ``overwrite``. An overlapped run's worker plays in ``process`` where one was started
-    earlier (``worker_process``), else in one started here.
+    with ``overwrite``. A pipelined or split run's second process runs in ``process`` where
+    one was started earlier (``worker_process``; its starter ends it), else in one started
+    (and ended) here.
     """
     if config.trainer not in TORCH_TRAINERS:
         raise ValueError(f"train_torch runs {TORCH_TRAINERS}, not {config.trainer!r}: train "
@@ -145,7 +144,7 @@ def _second_process(config: TrainConfig, process: WorkerProcess | None
     hp, n_features = config.hp, len(OBSERVATIONS[config.observation])
     layout = FlatLayout.mlp_pair(n_features, hp.net_arch)
     masked = config.algo == "maskable_ppo"
-    started = process or WorkerProcess()
+    started = process or WorkerProcess()  # ended here only where started here
     helper: RolloutWorker | SplitHelper
     if config.run_schedule == "split":
         plan = Plan.of(layout, hp, masked, config.n_envs, config.seed)
@@ -159,7 +158,8 @@ def _second_process(config: TrainConfig, process: WorkerProcess | None
         with helper:
             yield helper
     finally:
-        started.end()
+        if process is None:
+            started.end()
 
 
 def _rollouts(config: TrainConfig) -> int:
@@ -235,7 +235,7 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
     actions and the minibatches); the steps, seconds and time split."""
     masked = config.algo == "maskable_ppo"
     gen = torch.Generator(device=config.device).manual_seed(config.seed)
-    forward = functools.partial(policy_outputs, policy)
+    forward = policy_forward(policy)
     returns = np.zeros(config.n_envs)
     timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
     obs, _ = envs.reset(seed=config.seed)
