@@ -27,7 +27,7 @@ from agents.experiments.training.split_schedule import (
     one_process_update,
     split_seeds,
 )
-from agents.experiments.training.split_step import apply_halves, half_gradient, halves
+from agents.experiments.training.split_step import HalfSteps, apply_halves, half_gradient, halves
 from agents.experiments.training.torch_trainer import build_model, envs_arguments
 from agents.policy import load_policy
 from ballad_env.observation import observation_space
@@ -265,3 +265,27 @@ def test_the_schedule_is_resolved_and_checked(store) -> None:
             TrainConfig(**{"trainer": "compiled", "schedule": "split", **base, **options})
     with pytest.raises(ValueError, match="unknown schedule 'halves'"):
         TrainConfig(trainer="compiled", schedule="halves", **base)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("BALLAD_TEST_COMPILE") != "1",
+                    reason="compiling takes a minute or more: BALLAD_TEST_COMPILE=1 runs it")
+def test_the_compiled_half_steps_are_the_eager_ones(monkeypatch, tmp_path) -> None:
+    """The half and apply steps built by AOTInductor (12-row halves) give the eager steps'
+    vectors, weights and statistics to float32 rounding; a second warm loads them."""
+    monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
+    monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
+    layout, flat, table = _flat_and_table(24, True)
+    whole = updates.whole_minibatch(HP, table[:, -2])
+    results: list[tuple[torch.Tensor, ...]] = []
+    for compiled in (False, True, True):
+        steps = HalfSteps(layout, HP, True, compile=compiled)
+        steps.warm({12}, 5)
+        assert steps.compiled == compiled and steps.built == (compiled and not results[1:])
+        state = torch.stack([flat, torch.zeros_like(flat), torch.zeros_like(flat)])
+        parts = torch.stack([steps.half(state[0], table[:12], whole),
+                             steps.half(state[0], table[12:], whole)])
+        results.append((parts, steps.apply(state, torch.zeros(()), parts), state))
+    for got in results[1:]:
+        for mine, eager in zip(got, results[0], strict=True):
+            assert torch.allclose(mine, eager, rtol=1e-5, atol=1e-7)

@@ -273,8 +273,13 @@ def clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     correction1 = 1 - torch.pow(beta1, step)
     correction2 = 1 - torch.pow(beta2, step)
-    denom = exp_avg_sq.sqrt() / correction2.sqrt() + ADAM_EPS
-    flat.sub_(hp.learning_rate / correction1 * exp_avg / denom)
+    # The step size and the second correction's root as one tensor: compiled, inductor
+    # then computes them once; as two loose scalars it inlined both powers into the loop
+    # over every parameter, ten times the loop's cost (docs/training.md, "The second core
+    # on the update"). The arithmetic is the same.
+    scale = torch.stack([hp.learning_rate / correction1, correction2.sqrt()])
+    denom = exp_avg_sq.sqrt() / scale[1] + ADAM_EPS
+    flat.sub_(scale[0] * exp_avg / denom)
 
 
 def compile_wanted() -> bool:
