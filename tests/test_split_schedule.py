@@ -289,3 +289,25 @@ def test_the_compiled_half_steps_are_the_eager_ones(monkeypatch, tmp_path) -> No
     for got in results[1:]:
         for mine, eager in zip(got, results[0], strict=True):
             assert torch.allclose(mine, eager, rtol=1e-5, atol=1e-7)
+
+
+def test_a_failure_in_the_helper_is_raised_with_its_traceback() -> None:
+    """Where the helper failed first (this side then fails waiting for it), the error
+    raised is the helper's, with the traceback it sent; else this side's own."""
+    from types import SimpleNamespace
+
+    from agents.experiments.training.split_schedule import SplitHelper
+
+    ours, theirs = multiprocessing.Pipe()
+    process = SimpleNamespace(conn=ours, process=SimpleNamespace(is_alive=lambda: True,
+                                                                 exitcode=None),
+                              started=0.0, started_at=0.0)
+    plan = Plan.of(updates.FlatLayout.mlp_pair(5, (8, 8)), HP, False, 4, 0)
+    helper = SplitHelper(plan, (), 1, 1, process=process)
+    own = RuntimeError("the other process of the split schedule failed")
+    assert helper.why(own, seconds=0.01) is own
+    theirs.send(([], 0, {}, 0.0))  # a rollout's message, then the failure
+    theirs.send(("error", "Traceback: ValueError: boom"))
+    raised = helper.why(own, seconds=0.01)
+    assert isinstance(raised, RuntimeError) and "boom" in str(raised)
+    assert "second process failed" in str(raised)

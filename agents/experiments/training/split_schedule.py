@@ -248,6 +248,19 @@ class SplitHelper(Helper):
         """The helper's next message (after a rollout, or ``done`` at the end)."""
         return self._receive()
 
+    def why(self, err: Exception, seconds: float = 5.0) -> Exception:
+        """What to raise for ``err`` (this side's failure in the loop): the helper's own
+        error with its traceback where it sent one within ``seconds`` (it failed first),
+        else ``err``."""
+        while self.conn.poll(seconds):
+            try:
+                self._receive()  # raises the helper's error; its other messages are spent
+            except RuntimeError as theirs:
+                return theirs
+            except EOFError:
+                break
+        return err
+
 
 def split_loop(helper: SplitHelper, half: Half, n_rollouts: int, record: Record
                ) -> tuple[int, float, dict[str, float]]:
@@ -261,17 +274,20 @@ def split_loop(helper: SplitHelper, half: Half, n_rollouts: int, record: Record
     timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
     steps_each = plan.table.shape[0]
     start, cpu_start = time.perf_counter(), time.process_time()
-    for k in range(n_rollouts):
-        played = checksum(half.state)
-        ended = half.rollout(timer)
-        endpoint.swap()  # both sides' rows are in the table
-        their_ended, their_played, _, _ = helper.receive()
-        _same(played, their_played, f"before rollout {k}")
-        tick = time.perf_counter()
-        stats = half.update(endpoint, gen)
-        timer["update"] += time.perf_counter() - tick
-        record((k + 1) * steps_each, ended + their_ended, stats)
-    answer = helper.receive()
+    try:
+        for k in range(n_rollouts):
+            played = checksum(half.state)
+            ended = half.rollout(timer)
+            endpoint.swap()  # both sides' rows are in the table
+            their_ended, their_played, _, _ = helper.receive()
+            _same(played, their_played, f"before rollout {k}")
+            tick = time.perf_counter()
+            stats = half.update(endpoint, gen)
+            timer["update"] += time.perf_counter() - tick
+            record((k + 1) * steps_each, ended + their_ended, stats)
+        answer = helper.receive()
+    except RuntimeError as err:  # the helper's traceback, where it failed first
+        raise helper.why(err) from err
     _same(checksum(half.state), answer[1], "at the end")
     timer["rollout"] -= timer["env"]
     timer["wait"] = endpoint.waited
