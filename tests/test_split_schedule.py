@@ -66,11 +66,11 @@ def test_two_halves_give_the_whole_minibatchs_gradient_and_statistics(masked, ro
     (normalised by itself) gives another gradient."""
     layout, flat, table = _flat_and_table(rows, masked)
     grad, stats = updates.gradient(layout, HP, masked, flat, table)
-    whole = updates.whole_minibatch(HP, table[:, 5 + 4])
+    advantages = table[:, 5 + 4]
     first, second = halves(rows)
     assert (first, second) == ((rows + 1) // 2, rows // 2)
-    parts = torch.stack([half_gradient(layout, HP, masked, flat, table[:first], whole),
-                         half_gradient(layout, HP, masked, flat, table[first:], whole)])
+    parts = torch.stack([half_gradient(layout, HP, masked, flat, table[:first], advantages),
+                         half_gradient(layout, HP, masked, flat, table[first:], advantages)])
     total = parts[0] + parts[1]
     assert torch.allclose(total[:layout.numel], grad, rtol=1e-5, atol=1e-7)
     assert torch.allclose(total[layout.numel:], stats, rtol=1e-5, atol=1e-7)
@@ -99,9 +99,10 @@ def test_applying_two_halves_is_the_whole_step(masked) -> None:
     mine, mine_step = state.clone(), torch.zeros(())
     theirs, theirs_step = state.clone(), torch.zeros(())
     for batch in (table[:24], table.flip(0)):
-        whole = updates.whole_minibatch(HP, batch[:, 5 + 4])
-        parts = torch.stack([half_gradient(layout, HP, masked, mine[0], batch[:12], whole),
-                             half_gradient(layout, HP, masked, mine[0], batch[12:], whole)])
+        advantages = batch[:, 5 + 4]
+        parts = torch.stack([half_gradient(layout, HP, masked, mine[0], batch[:12], advantages),
+                             half_gradient(layout, HP, masked, mine[0], batch[12:],
+                                           advantages)])
         got = apply_halves(HP, mine, mine_step, parts)
         want = updates.ppo_step(layout, HP, masked, theirs, theirs_step, batch)
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-7)
@@ -125,7 +126,7 @@ def test_a_package_is_keyed_by_the_code_its_step_calls(monkeypatch, tmp_path) ->
     monkeypatch.setattr(step_cache, "__file__", str(tmp_path / "step_cache.py"))
     layout = updates.FlatLayout.mlp_pair(5, (8, 8))
     function = functools.partial(split_step.half_gradient, layout, HP, False)
-    example = (torch.zeros(layout.numel), torch.zeros(16, 11), torch.zeros(3))
+    example = (torch.zeros(layout.numel), torch.zeros(16, 11), torch.zeros(32))
     keys = [step_cache.package_key(function, example)]
     for name in step_cache.STEP_SOURCES:
         with open(tmp_path / name, "a") as handle:
@@ -146,7 +147,7 @@ def test_a_layout_is_its_shapes_so_both_processes_load_one_package() -> None:
     of_policy = updates.FlatLayout.of(model.policy)
     of_sizes = updates.FlatLayout.mlp_pair(5, (64, 64))
     assert of_policy == of_sizes and of_policy.names != of_sizes.names
-    example = (torch.zeros(of_sizes.numel), torch.zeros(16, 11), torch.zeros(3))
+    example = (torch.zeros(of_sizes.numel), torch.zeros(16, 11), torch.zeros(32))
     keys = {step_cache.package_key(functools.partial(split_step.half_gradient, layout, HP,
                                                      False), example)
             for layout in (of_policy, of_sizes)}
@@ -276,15 +277,15 @@ def test_the_compiled_half_steps_are_the_eager_ones(monkeypatch, tmp_path) -> No
     monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
     monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
     layout, flat, table = _flat_and_table(24, True)
-    whole = updates.whole_minibatch(HP, table[:, -2])
+    advantages = table[:, -2]
     results: list[tuple[torch.Tensor, ...]] = []
     for compiled in (False, True, True):
         steps = HalfSteps(layout, HP, True, compile=compiled)
-        steps.warm({12}, 5)
+        steps.warm({(12, 24)}, 5)
         assert steps.compiled == compiled and steps.built == (compiled and not results[1:])
         state = torch.stack([flat, torch.zeros_like(flat), torch.zeros_like(flat)])
-        parts = torch.stack([steps.half(state[0], table[:12], whole),
-                             steps.half(state[0], table[12:], whole)])
+        parts = torch.stack([steps.half(state[0], table[:12], advantages),
+                             steps.half(state[0], table[12:], advantages)])
         results.append((parts, steps.apply(state, torch.zeros(()), parts), state))
     for got in results[1:]:
         for mine, eager in zip(got, results[0], strict=True):

@@ -51,7 +51,6 @@ from agents.experiments.training.updates import (
     FlatUpdate,
     outputs,
     pack,
-    whole_minibatch,
 )
 
 Ended = list[tuple[np.ndarray, np.ndarray]]
@@ -96,11 +95,12 @@ class Plan:
         first = halves(self.n_envs)[0]
         return range(0, first) if side == 0 else range(first, self.n_envs)
 
-    def half_rows(self) -> set[int]:
-        """The rows of every minibatch half of a rollout (for compiling the half step)."""
+    def half_rows(self) -> set[tuple[int, int]]:
+        """The (rows, minibatch's rows) of every minibatch half of a rollout (the shapes
+        the half step is compiled for)."""
         rows = self.table.shape[0]
         sizes = {min(self.hp.batch_size, rows), rows % self.hp.batch_size} - {0}
-        return {part for size in sizes for part in halves(size)}
+        return {(part, size) for size in sizes for part in halves(size)}
 
 
 class Half:
@@ -140,10 +140,9 @@ class Half:
         (rows of the table) in its gradient and statistics."""
         side = self.side if side is None else side
         table = self.plan.table
-        whole = whole_minibatch(self.plan.hp, table[idx, -2])
         first = halves(len(idx))[0]
         mine = idx[:first] if side == 0 else idx[first:]
-        return self.steps.half(self.state[0], table[mine], whole)
+        return self.steps.half(self.state[0], table[mine], table[idx, -2])
 
     def apply(self, parts: torch.Tensor) -> torch.Tensor:
         """The Adam step on this side's copy from both halves' vectors; the statistics."""

@@ -2,10 +2,11 @@
 of the minibatch's rows, and both apply the sum.
 
 The loss of a minibatch is a mean over its rows, with the advantages normalised by their
-mean and standard deviation over the minibatch. Given the whole minibatch's row count and
-those two (:func:`updates.whole_minibatch`, which each process computes alike from the
-shared rollout), a half's gradient with every row's term divided by the whole's row count
-is that half's share of the whole's gradient: the two halves' gradients (and statistics)
+mean and standard deviation over the minibatch. Given the whole minibatch's advantages
+(each process reads them alike from the shared rollout; :func:`updates.whole_minibatch`
+takes their row count, mean and standard deviation inside the compiled step), a half's
+gradient with every row's term divided by the whole's row count is that half's share of
+the whole's gradient: the two halves' gradients (and statistics)
 add up to the whole minibatch's, to float32 rounding (``updates.gradient`` with
 ``whole``). :func:`half_gradient` returns a half's share as one vector (the gradient, then
 the ``STATS``), and :func:`apply_halves` adds the two vectors, always in the same order
@@ -33,6 +34,7 @@ from agents.experiments.training.updates import (
     clip_and_adam,
     compile_wanted,
     gradient,
+    whole_minibatch,
 )
 
 Step = Callable[..., torch.Tensor]
@@ -45,10 +47,11 @@ def halves(rows: int) -> tuple[int, int]:
 
 
 def half_gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.Tensor,
-                  batch: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
-    """The share of ``batch`` (``updates.pack``'s rows, part of a minibatch described by
-    ``whole``) in that minibatch's loss gradient with respect to ``flat``, then its share
-    of the ``STATS``, as one vector."""
+                  batch: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """The share of ``batch`` (``updates.pack``'s rows, part of a minibatch whose
+    advantages are ``advantages``) in that minibatch's loss gradient with respect to
+    ``flat``, then its share of the ``STATS``, as one vector."""
+    whole = whole_minibatch(hp, advantages)
     grad, stats = gradient(layout, hp, masked, flat, batch, whole)
     return torch.cat([grad, stats])
 
@@ -73,27 +76,31 @@ class HalfSteps:
         self.layout, self.hp = layout, hp
         self.half_eager = functools.partial(half_gradient, layout, hp, masked)
         self.apply_eager = functools.partial(apply_halves, hp)
-        #: The compiled half step by rows, and the compiled apply step (:meth:`warm`).
-        self.half_compiled: dict[int, Step] = {}
+        #: The compiled half step by (its rows, the whole minibatch's rows), and the
+        #: compiled apply step (:meth:`warm`).
+        self.half_compiled: dict[tuple[int, int], Step] = {}
         self.apply_compiled: Step | None = None
         self.compile = compile and compile_wanted()
         self.compiled = self.built = False
 
-    def half(self, flat: torch.Tensor, batch: torch.Tensor, whole: torch.Tensor
+    def half(self, flat: torch.Tensor, batch: torch.Tensor, advantages: torch.Tensor
              ) -> torch.Tensor:
-        """:func:`half_gradient` on ``batch``: compiled for its rows where loaded."""
-        return self.half_compiled.get(batch.shape[0], self.half_eager)(flat, batch, whole)
+        """:func:`half_gradient` on ``batch``: compiled for its shapes where loaded (a
+        package reads its inputs as laid out when it was built, so a strided view, such as
+        a table's column, is copied first; a contiguous tensor is passed as it is)."""
+        step = self.half_compiled.get((batch.shape[0], advantages.shape[0]), self.half_eager)
+        return step(flat, batch.contiguous(), advantages.contiguous())
 
     def apply(self, state: torch.Tensor, step: torch.Tensor, parts: torch.Tensor
               ) -> torch.Tensor:
         """:func:`apply_halves`: compiled where loaded."""
         return (self.apply_compiled or self.apply_eager)(state, step, parts)
 
-    def warm(self, half_rows: Iterable[int], n_features: int,
+    def warm(self, half_rows: Iterable[tuple[int, int]], n_features: int,
              announce: Announce | None = None) -> float:
         """Load (or build, after ``announce()``) the half step for each of ``half_rows``
-        (minibatch halves; an empty half runs eagerly) and the apply step; its seconds.
-        Where that fails both run eagerly, with a warning."""
+        ((a half's rows, its minibatch's rows); an empty half runs eagerly) and the apply
+        step; its seconds. Where that fails both run eagerly, with a warning."""
         if not self.compile:
             return 0.0
         start = time.perf_counter()
@@ -105,11 +112,11 @@ class HalfSteps:
                 announce()
 
         state = torch.zeros(3, self.layout.numel)
-        whole = torch.tensor([2.0, 0.0, 1.0])
         try:
-            for rows in sorted(set(half_rows) - {0}):
-                example = (state[0].clone(), torch.zeros(rows, n_features + 6), whole)
-                self.half_compiled[rows], built = load_step(self.half_eager, example,
+            for rows, whole in sorted(shape for shape in set(half_rows) if shape[0]):
+                example = (state[0].clone(), torch.zeros(rows, n_features + 6),
+                           torch.zeros(whole))
+                self.half_compiled[rows, whole], built = load_step(self.half_eager, example,
                                                                     announce_once)
                 self.built = self.built or built
             parts = torch.zeros(2, self.layout.numel + 5)

@@ -41,12 +41,12 @@ def split_step(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.T
     count = torch.zeros(())
     steps = HalfSteps(layout, hp, False)
     first, second = halves(hp.batch_size)
-    steps.warm({first, second}, layout.shapes[0][1], announce_compile)
+    steps.warm({(first, hp.batch_size), (second, hp.batch_size)}, layout.shapes[0][1],
+               announce_compile)
 
     def step(batch: torch.Tensor) -> torch.Tensor:
-        whole = updates.whole_minibatch(hp, batch[:, -2])
-        mine = steps.half(state[0], batch[:first], whole)
-        other = steps.half(state[0], batch[first:], whole) if both else mine
+        mine = steps.half(state[0], batch[:first], batch[:, -2])
+        other = steps.half(state[0], batch[first:], batch[:, -2]) if both else mine
         return steps.apply(state, count, torch.stack([mine, other]))
 
     return step, state[0]
