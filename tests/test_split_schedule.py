@@ -312,3 +312,26 @@ def test_a_failure_in_the_helper_is_raised_with_its_traceback() -> None:
     raised = helper.why(own, seconds=0.01)
     assert isinstance(raised, RuntimeError) and "boom" in str(raised)
     assert "second process failed" in str(raised)
+
+
+def test_a_package_refuses_a_strided_view(monkeypatch) -> None:
+    """A loaded package reads its inputs as laid out when it was built: a strided view (a
+    table's column) is refused by name instead of read as other memory; contiguous
+    tensors go through."""
+    from types import SimpleNamespace
+
+    from agents.experiments.training import step_cache
+
+    calls: list[int] = []
+
+    def boxed_run(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        calls.append(len(tensors))
+        return tensors
+
+    fake = SimpleNamespace(get_call_spec=lambda: ["", '[1, {"type": null}]'], boxed_run=boxed_run)
+    monkeypatch.setattr(torch._C._aoti, "AOTIModelPackageLoader", lambda *args: fake)
+    step = step_cache.load_package(Path("step.pt2"))
+    table = torch.zeros(8, 4)
+    assert step(table[:, 0].contiguous(), table[2:4]) is not None and calls == [2]
+    with pytest.raises(ValueError, match="step.pt2 takes contiguous tensors"):
+        step(table[:, 0])

@@ -139,6 +139,11 @@ def load_package(path: Path) -> Callable[..., torch.Tensor]:
                          "build it again")
 
     def step(*tensors: torch.Tensor) -> torch.Tensor:
+        # The package reads each input as laid out when it was built (contiguous): a
+        # strided view would be read as other memory, silently.
+        if not all(tensor.is_contiguous() for tensor in tensors):
+            raise ValueError(f"the compiled step {path.name} takes contiguous tensors: give "
+                             "a strided view as .contiguous() (and copy back what it updates)")
         output: torch.Tensor = loader.boxed_run(list(tensors))[0]
         return output
 
