@@ -23,6 +23,7 @@ from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
+from agents.experiments.training import ppo
 from agents.experiments.training.config import Hyperparameters, TrainConfig
 from agents.experiments.training.curves import read_monitor
 from agents.experiments.training.ppo import Rollout, gae, policy_outputs
@@ -79,6 +80,32 @@ def test_gae_by_hand() -> None:
     expected = torch.tensor([[0.75, 1.375], [-1.0, 1.5], [1.0, 2.0]])
     assert torch.allclose(advantages, expected)
     assert torch.allclose(targets, expected + buf.values)
+
+
+def test_the_rollouts_forward_pass_finds_the_layers_once(monkeypatch) -> None:
+    """``policy_forward`` walks the policy's modules once, not every step, and still reads
+    the weights as they are at each call (updated in place, as an update does)."""
+    from agents.experiments.training.torch_trainer import build_model
+
+    hp = Hyperparameters.of("batched", "ppo", {})
+    model = build_model("ppo", gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu")
+    walks: list[Any] = []
+    real = ppo.policy_layers
+
+    def counted(policy: Any) -> Any:
+        walks.append(policy)
+        return real(policy)
+
+    monkeypatch.setattr(ppo, "policy_layers", counted)
+    forward = ppo.policy_forward(model.policy)
+    obs = torch.rand(6, 5, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = forward(obs, None)[0].clone()
+        model.policy.action_net.bias.add_(1.0)
+        after = forward(obs, None)[0]
+    assert len(walks) == 1
+    assert torch.allclose(after, before + 1.0)
+    assert torch.equal(after, policy_outputs(model.policy, obs, None)[0])
 
 
 def test_masked_log_probabilities_and_entropy_are_sb3_contribs() -> None:

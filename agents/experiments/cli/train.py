@@ -41,6 +41,7 @@ from agents.experiments.lattice_build import store_datasets
 from agents.experiments.stores.results import RunError
 from agents.experiments.training import train_and_plot
 from agents.experiments.training.config import (
+    SCHEDULES,
     TRAINER_SIZES,
     TRAINERS,
     VEC_ENVS,
@@ -74,6 +75,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="compiled (or batched) trainer: play each rollout after the update "
                         "before it in this process, instead of a worker process playing the "
                         "next rollout during the update (the default of compiled)")
+    p.add_argument("--schedule", choices=SCHEDULES, default=None,
+                   help="torch trainers: how the second core works: sequential (not at all, "
+                        "as --no-overlap), pipelined (a worker plays the next rollout during "
+                        "the update; compiled's default) or split (two processes each play "
+                        "half of the environments and compute half of every minibatch's "
+                        "gradient; compiled only)")
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
     p.add_argument("--datasets", nargs="+", default=None,
                    help="data sets (names or paths); one is drawn per episode (default: every "

@@ -24,9 +24,10 @@ def train(config: TrainConfig) -> TrainResult:
         return train_sb3(config)
     from agents.experiments.training.worker_process import WorkerProcess
 
-    # The rollout worker's process starts before torch and the trainer are imported here,
-    # so its own imports overlap them (``worker_process``).
-    process = WorkerProcess() if config.run_overlapped else None
+    # The second process (the rollout worker, or the split schedule's helper) starts before
+    # torch and the trainer are imported here, so its own imports overlap them
+    # (``worker_process``).
+    process = WorkerProcess() if config.second_process else None
     try:
         from agents.experiments.training.torch_trainer import train_torch
 

@@ -26,6 +26,12 @@ VEC_ENVS = ("subproc", "dummy", "vector")
 #: (``batched``) or the flat, compiled one (``compiled``; ``docs/training.md``).
 TRAINERS = ("sb3", "batched", "compiled")
 TORCH_TRAINERS = ("batched", "compiled")
+#: How a torch trainer uses the second core: not at all (``sequential``: rollouts and
+#: updates one after the other in one process), a worker process playing the next rollout
+#: during each update (``pipelined``, ``training.pipelined``), or two processes each playing
+#: half of the environments and computing half of every minibatch's gradient (``split``,
+#: ``training.split_schedule``; the compiled trainer's step only).
+SCHEDULES = ("sequential", "pipelined", "split")
 #: The algorithms the torch trainers run.
 TORCH_ALGORITHMS = ("ppo", "maskable_ppo")
 #: The run's sizes by trainer where :class:`TrainConfig`'s own defaults (SB3's) do not fit:
@@ -152,6 +158,9 @@ class TrainConfig:
     #: The torch trainers: a worker process plays the next rollout while this one updates
     #: (``training.pipelined``); None: for ``compiled`` on a CPU.
     overlap: bool | None = None
+    #: The torch trainers' :data:`SCHEDULES` entry; None: what :attr:`overlap` says
+    #: (``run_schedule``).
+    schedule: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):  # read back from a settings JSON
@@ -201,6 +210,28 @@ class TrainConfig:
         if self.overlap and self.device != "cpu":
             raise ValueError(f"the rollout worker runs on the CPU: on device {self.device!r} "
                              "train with overlap=False (--no-overlap)")
+        self._check_schedule()
+
+    def _check_schedule(self) -> None:
+        """A known schedule, that :attr:`overlap` does not contradict and the run can take."""
+        if self.schedule is None:
+            return
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}: use one of {SCHEDULES}")
+        implied = self.schedule if self.overlap is None else (
+            "pipelined" if self.overlap else "sequential")
+        if implied != self.schedule:
+            raise ValueError(f"overlap={self.overlap} plays the {implied} schedule, not "
+                             f"{self.schedule!r}: give one of --no-overlap and --schedule")
+        if self.schedule == "split" and self.trainer != "compiled":
+            raise ValueError("the split schedule runs the compiled trainer's flat step in two "
+                             f"halves: use --trainer compiled, not {self.trainer}")
+        if self.schedule != "sequential" and self.device != "cpu":
+            raise ValueError(f"the {self.schedule} schedule's second process runs on the CPU: "
+                             f"on device {self.device!r} use --schedule sequential")
+        if self.schedule == "split" and self.n_envs < 2:
+            raise ValueError("the split schedule gives each process half of the environments: "
+                             f"give --n-envs 2 or more, not {self.n_envs}")
 
     def _check_batches(self, hp: Hyperparameters) -> None:
         """Rollout and minibatch sizes SB3 would refuse with a bare ``AssertionError``."""
@@ -226,11 +257,26 @@ class TrainConfig:
         return range(self.episode_seeds) if self.episode_seeds > 0 else None
 
     @property
+    def run_schedule(self) -> str:
+        """The torch trainer's schedule (:data:`SCHEDULES`): :attr:`schedule` where given,
+        else ``pipelined`` where :attr:`overlap` says so (None: for ``compiled`` on a CPU),
+        else ``sequential``."""
+        if self.schedule is not None:
+            return self.schedule
+        overlap = self.overlap
+        if overlap is None:
+            overlap = self.trainer == "compiled" and self.device == "cpu"
+        return "pipelined" if overlap else "sequential"
+
+    @property
     def run_overlapped(self) -> bool:
-        """Whether a worker process plays the rollouts (:attr:`overlap`, resolved)."""
-        if self.overlap is None:
-            return self.trainer == "compiled" and self.device == "cpu"
-        return self.overlap
+        """Whether a worker process plays the rollouts (the ``pipelined`` schedule)."""
+        return self.run_schedule == "pipelined"
+
+    @property
+    def second_process(self) -> bool:
+        """Whether the run starts a second process (pipelined or split)."""
+        return self.trainer in TORCH_TRAINERS and self.run_schedule != "sequential"
 
     @property
     def name(self) -> str:
@@ -273,5 +319,6 @@ class TrainResult:
     seconds: float
 
 
-__all__ = ["PPO_ARGUMENTS", "TORCH_ALGORITHMS", "TORCH_TRAINERS", "TRAINERS", "TRAINER_DEFAULTS",
-           "TRAINER_SIZES", "VEC_ENVS", "Hyperparameters", "TrainConfig", "TrainResult"]
+__all__ = ["PPO_ARGUMENTS", "SCHEDULES", "TORCH_ALGORITHMS", "TORCH_TRAINERS", "TRAINERS",
+           "TRAINER_DEFAULTS", "TRAINER_SIZES", "VEC_ENVS", "Hyperparameters", "TrainConfig",
+           "TrainResult"]

@@ -87,21 +87,75 @@ def _worker(conn: Any, make_envs_args: tuple[Any, ...], layout: FlatLayout, mask
 
 def serve(conn: Any) -> None:
     """A started worker process's life (``worker_process``): wait for its work (the keyword
-    arguments of :func:`_worker`), then do it; nothing (``None``, or the pipe closed) ends
-    it."""
+    arguments of :func:`_worker`, or of the function its ``target`` names), then do it;
+    nothing (``None``, or the pipe closed) ends it."""
     imported_at = time.time()  # this module and all it imports are loaded by now
     try:
         work = conn.recv()
     except EOFError:
         return
     if work is not None:
-        _worker(conn, **work, imported_at=imported_at)
+        target = work.pop("target", _worker)
+        target(conn, **work, imported_at=imported_at)
 
 
-class RolloutWorker:
-    """The worker's two shared rollout buffers and its started ``process``
-    (``worker_process``); a context manager that gives the process its work on entering
-    and ends it on leaving."""
+class Helper:
+    """A second process of the run given its ``work`` (the keyword arguments of its target:
+    :func:`_worker` unless ``work["target"]`` names another), in its started ``process``
+    (``worker_process``); a context manager that sends the work on entering. The process
+    is ended by whoever started it. :class:`RolloutWorker` and
+    ``split_schedule.SplitHelper`` are two."""
+
+    #: How the messages name the process.
+    role = "the rollout worker"
+
+    def __init__(self, work: dict[str, Any], layout: FlatLayout, *,
+                 process: WorkerProcess) -> None:
+        self.work, self.layout = work, layout
+        self.worker_process = process
+        self.conn, self.process = process.conn, process.process
+        #: When the worker's process was started (``time.perf_counter``).
+        self.started = process.started
+
+    def __enter__(self) -> Helper:
+        """Send the work (the process then builds its environments on its own)."""
+        try:
+            self.conn.send(self.work)
+        except (BrokenPipeError, OSError) as err:
+            raise RuntimeError(f"{self.role} died before its work reached it (exit "
+                               f"code {self.process.exitcode})") from err
+        return self
+
+    def ready(self, space: Any) -> dict[str, float]:
+        """Wait until the process has built its environments, and check that they observe
+        ``space`` (the observation space of the policy it plays); when the worker's
+        process started, had imported its code and was ready (``time.time``), and its CPU
+        seconds by then."""
+        answer = self._receive()
+        if not (isinstance(answer, tuple) and answer[0] == "ready"):
+            raise RuntimeError(f"{self.role} answered {answer!r} instead of 'ready'")
+        if answer[1] != space:
+            raise ValueError(f"the replay environment's observations are {answer[1]}, the "
+                             f"policy's {space}")
+        return {"worker_started": self.worker_process.started_at, **answer[2]}
+
+    def __exit__(self, *exc: object) -> None:
+        """Nothing to undo here: the process's starter ends it."""
+
+    def _receive(self) -> Any:
+        try:
+            answer = self.conn.recv()
+        except EOFError as err:
+            raise RuntimeError(f"{self.role} died (exit code {self.process.exitcode})"
+                               ) from err
+        if isinstance(answer, tuple) and answer[0] == "error":
+            raise RuntimeError(f"{self.role} failed:\n{answer[1]}")
+        return answer
+
+
+class RolloutWorker(Helper):
+    """The worker's two shared rollout buffers and its started ``process``; it plays
+    rollouts on request (:meth:`request`, :meth:`receive`)."""
 
     def __init__(self, make_envs_args: tuple[Any, ...], layout: FlatLayout, hp: Hyperparameters,
                  n_envs: int, n_features: int, masked: bool, seed: int, threads: int, *,
@@ -112,53 +166,14 @@ class RolloutWorker:
                 if isinstance(tensor, torch.Tensor):
                     tensor.share_memory_()
         self.lasts = torch.zeros(2, n_envs).share_memory_()
-        self.layout = layout
-        self.work = {"make_envs_args": make_envs_args, "layout": layout, "masked": masked,
-                     "seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
-                     "lasts": self.lasts, "threads": threads}
-        self.worker_process = process
-        self.conn, self.process = process.conn, process.process
-        #: When the worker's process was started (``time.perf_counter``).
-        self.started = process.started
-
-    def __enter__(self) -> RolloutWorker:
-        """Give the worker its work (it then builds its environments on its own)."""
-        try:
-            self.conn.send(self.work)
-        except (BrokenPipeError, OSError) as err:
-            raise RuntimeError("the rollout worker died before its work reached it (exit "
-                               f"code {self.process.exitcode})") from err
-        return self
-
-    def ready(self, space: Any) -> dict[str, float]:
-        """Wait until the worker has built its environments, and check that they observe
-        ``space`` (the observation space of the policy it plays); when the worker's
-        process started, had imported its code and was ready (``time.time``), and its CPU
-        seconds by then."""
-        answer = self._receive()
-        if not (isinstance(answer, tuple) and answer[0] == "ready"):
-            raise RuntimeError(f"the rollout worker answered {answer!r} instead of 'ready'")
-        if answer[1] != space:
-            raise ValueError(f"the replay environment's observations are {answer[1]}, the "
-                             f"policy's {space}")
-        return {"worker_started": self.worker_process.started_at, **answer[2]}
-
-    def __exit__(self, *exc: object) -> None:
-        self.worker_process.end()
+        work = {"make_envs_args": make_envs_args, "layout": layout, "masked": masked,
+                "seed": seed, "action_seed": stream_seeds(seed)[0], "bufs": self.bufs,
+                "lasts": self.lasts, "threads": threads}
+        super().__init__(work, layout, process=process)
 
     def request(self, slot: int, weights: torch.Tensor | None) -> None:
         """Ask for a rollout into ``slot``, played with ``weights`` (None: the last ones)."""
         self.conn.send((slot, None if weights is None else weights.detach().cpu().numpy().copy()))
-
-    def _receive(self) -> Any:
-        try:
-            answer = self.conn.recv()
-        except EOFError as err:
-            raise RuntimeError(f"the rollout worker died (exit code {self.process.exitcode})"
-                               ) from err
-        if isinstance(answer, tuple) and answer[0] == "error":
-            raise RuntimeError(f"the rollout worker failed:\n{answer[1]}")
-        return answer
 
     def receive(self) -> Answer:
         """The next finished rollout: (slot, ended episodes, the worker's seconds)."""
@@ -200,4 +215,4 @@ def overlapped_loop(worker: RolloutWorker, updater: Any, hp: Hyperparameters,
     return steps, time.perf_counter() - start, timer
 
 
-__all__ = ["RolloutWorker", "overlapped_loop", "stream_seeds"]
+__all__ = ["Helper", "RolloutWorker", "overlapped_loop", "stream_seeds"]

@@ -126,6 +126,21 @@ def policy_outputs(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None
     return network(*policy_layers(policy), obs, masks)[2:]
 
 
+def policy_forward(policy: Any) -> Callable[[torch.Tensor, torch.Tensor | None],
+                                            tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`policy_outputs` with the policy's layers found once, for a loop that calls
+    it every step: the parameter tensors are held, not copied, so updates to them (in
+    place, or as the flat update's views) are what the next call reads."""
+    layers = policy_layers(policy)
+
+    def forward(obs: torch.Tensor, masks: torch.Tensor | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, values = network(*layers, obs, masks)[2:]
+        return logits, values
+
+    return forward
+
+
 def gae(buf: Rollout, last_values: torch.Tensor, gae_lambda: float
         ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimates and value targets (advantage + value) of a rollout,
@@ -206,4 +221,4 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
 
 
 __all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "over_minibatches",
-           "policy_layers", "policy_outputs", "ppo_update", "tanh"]
+           "policy_forward", "policy_layers", "policy_outputs", "ppo_update", "tanh"]

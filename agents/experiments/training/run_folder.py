@@ -21,9 +21,16 @@ import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agents.experiments.stores.results import RunError, writable_folder
 from ballad_env.files import LockError, manifest_lock
+
+if TYPE_CHECKING:  # config imports this module
+    from agents.experiments.training.config import TrainConfig
+
+#: The sub-folders a run writes; training again under the same run name replaces them.
+RUN_FOLDERS = ("monitor", "logs", "eval", "checkpoints")
 
 #: Characters a run name may not hold: path separators (either system's), a drive's colon,
 #: NUL and other control characters.
@@ -105,4 +112,17 @@ def _refusal(run_dir: Path, name: str, entries: list[Path]) -> str:
             f"delete it. Pass --overwrite (overwrite=True) to replace it, {_APART}")
 
 
-__all__ = ["check_run_name", "clear_earlier_run", "earlier_entries", "run_lock"]
+def fresh_run_dir(config: TrainConfig) -> Path:
+    """The run's folder, cleared of what an earlier run under the same name wrote (model,
+    settings, curve, monitor files, logs, evaluations, checkpoints) only with
+    ``config.overwrite``: nothing of it may mix with this run's, and nothing is lost
+    unasked. Otherwise an earlier run, finished or interrupted, or a link among those
+    entries is a ``RunError`` naming ``--overwrite`` (:func:`clear_earlier_run`). Every
+    trainer starts its run here."""
+    run_dir = writable_folder(config.run_dir, "--output-dir")
+    clear_earlier_run(run_dir, config.name, RUN_FOLDERS, config.overwrite)
+    return run_dir
+
+
+__all__ = ["RUN_FOLDERS", "check_run_name", "clear_earlier_run", "earlier_entries",
+           "fresh_run_dir", "run_lock"]

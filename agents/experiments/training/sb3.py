@@ -31,17 +31,13 @@ except ModuleNotFoundError as err:  # torch & co. come with the 'rl' extra
 
     raise missing_extra(err, "policy training") from err
 
-from agents.experiments.stores.results import writable_folder
 from agents.experiments.training.config import TrainConfig, TrainResult
 from agents.experiments.training.envs import build_env, make_vec_env
 from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import algorithm_kwargs, write_eval, write_record
-from agents.experiments.training.run_folder import clear_earlier_run, run_lock
+from agents.experiments.training.run_folder import fresh_run_dir, run_lock
 from agents.policy import ALGORITHM_CLASSES  # TrainConfig checks the name
 from ballad_env.env import BudgetAllocationEnv
-
-#: The sub-folders a run writes; training again under the same run name replaces them.
-RUN_FOLDERS = ("monitor", "logs", "eval", "checkpoints")
 
 
 # --------------------------------------------------------------------------- callbacks
@@ -156,22 +152,11 @@ def check_data(config: TrainConfig) -> None:
                         settings=config.settings, observation=config.observation)
 
 
-def fresh_run_dir(config: TrainConfig) -> Path:
-    """The run's folder, cleared of what an earlier run under the same name wrote (model,
-    settings, curve, monitor files, logs, evaluations, checkpoints) only with
-    ``config.overwrite``: nothing of it may mix with this run's, and nothing is lost
-    unasked. Otherwise an earlier run, finished or interrupted, or a link among those
-    entries is a ``RunError`` naming ``--overwrite`` (``run_folder.clear_earlier_run``)."""
-    run_dir = writable_folder(config.run_dir, "--output-dir")
-    clear_earlier_run(run_dir, config.name, RUN_FOLDERS, config.overwrite)
-    return run_dir
-
-
 def train(config: TrainConfig) -> TrainResult:
     """Train one policy and write ``<run>.zip``, ``<run>.json`` and monitor CSVs to its folder.
 
     An earlier run under the same name, finished or not, is refused unless
-    ``config.overwrite``, which replaces it (:func:`fresh_run_dir`). The settings
+    ``config.overwrite``, which replaces it (``run_folder.fresh_run_dir``). The settings
     JSON is written when training starts too, so the checkpoints of an interrupted run load
     as agents; it is completed at the end.
     """
@@ -214,6 +199,5 @@ def _train_locked(config: TrainConfig) -> TrainResult:
     return TrainResult(model_path, record, run_dir, seconds)
 
 
-__all__ = ["RUN_FOLDERS", "CostEvalCallback", "MaskableCostEvalCallback", "TqdmProgress",
-           "check_data", "eval_callback", "fresh_run_dir",
-           "make_callbacks", "train"]
+__all__ = ["CostEvalCallback", "MaskableCostEvalCallback", "TqdmProgress", "check_data",
+           "eval_callback", "make_callbacks", "train"]

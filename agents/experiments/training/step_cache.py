@@ -7,9 +7,10 @@ minibatch shape) is exported (``torch.export``) and compiled ahead of time by AO
 into one package file, ``<cache>/ballad-env/compiled/<key>.pt2``; every later run loads
 that file (a shared library and its constants) without tracing or compiling. The key covers
 everything the package bakes in: the torch and Python versions, the machine's
-architecture and CPU (its vector instruction set and feature flags), the source file of
-the step, the shapes of its inputs and the fixed arguments (the network's shapes, the
-hyperparameters, masking), so a change to any of them builds a new package. Inductor's own
+architecture and CPU (its vector instruction set and feature flags), the source files of
+the step and of the modules it calls (``STEP_SOURCES``), the shapes of its inputs and the
+fixed arguments (the network's shapes, the hyperparameters, masking), so a change to any
+of them builds a new package. Inductor's own
 cache, which the first build fills, is pointed at ``<cache>/ballad-env/inductor`` unless
 ``TORCHINDUCTOR_CACHE_DIR`` is set.
 
@@ -41,6 +42,9 @@ from ballad_env.files import atomic_write, remove_stale_temporaries
 #: inductor's cache folder variable (set here only where the user has not set it).
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
+#: The modules beside this one whose code every step runs (the forward pass, the loss's
+#: gradient, Adam): their source is in every package's key with the step's own module.
+STEP_SOURCES = ("ppo.py", "updates.py")
 #: What is called (with no arguments) just before a build: say that compiling starts.
 Announce = Callable[[], None]
 
@@ -59,9 +63,11 @@ def use_inductor_cache() -> str:
 def package_key(function: functools.partial[torch.Tensor], example: tuple[torch.Tensor, ...]
                 ) -> str:
     """A name for the package of ``function`` at the example's shapes: a hash of all the
-    package bakes in (the torch version, the function's source file and its fixed
-    arguments, by their ``repr``, among them)."""
-    source = Path(inspect.getsourcefile(function.func) or "").read_bytes()
+    package bakes in (the torch version, the source files of the function and of
+    :data:`STEP_SOURCES`, and its fixed arguments, by their ``repr``, among them)."""
+    files = {Path(inspect.getsourcefile(function.func) or ""),
+             *(Path(__file__).with_name(name) for name in STEP_SOURCES)}
+    source = b"".join(path.read_bytes() for path in sorted(files))
     parts = {"torch": torch.__version__, "python": sys.version_info[:2],
              "machine": platform.machine(), "cpu": cpu_features(),
              "name": function.func.__qualname__,
@@ -133,6 +139,11 @@ def load_package(path: Path) -> Callable[..., torch.Tensor]:
                          "build it again")
 
     def step(*tensors: torch.Tensor) -> torch.Tensor:
+        # The package reads each input as laid out when it was built (contiguous): a
+        # strided view would be read as other memory, silently.
+        if not all(tensor.is_contiguous() for tensor in tensors):
+            raise ValueError(f"the compiled step {path.name} takes contiguous tensors: give "
+                             "a strided view as .contiguous() (and copy back what it updates)")
         output: torch.Tensor = loader.boxed_run(list(tensors))[0]
         return output
 
@@ -155,5 +166,5 @@ def load_step(function: functools.partial[torch.Tensor], example: tuple[torch.Te
     return load_package(path), built
 
 
-__all__ = ["INDUCTOR_CACHE_ENV", "build", "cache_dir", "cpu_features", "load_package",
-           "load_step", "package_key", "use_inductor_cache"]
+__all__ = ["INDUCTOR_CACHE_ENV", "STEP_SOURCES", "build", "cache_dir", "cpu_features",
+           "load_package", "load_step", "package_key", "use_inductor_cache"]

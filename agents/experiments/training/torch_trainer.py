@@ -24,7 +24,6 @@ trainer is written here rather than on skrl or TorchRL.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,13 +40,20 @@ from agents.experiments.training.config import (
     TrainResult,
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo import Rollout, policy_outputs
+from agents.experiments.training.ppo import Rollout, policy_forward
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
 from agents.experiments.training.rollouts import collect, make_envs
-from agents.experiments.training.run_folder import run_lock
-from agents.experiments.training.sb3 import fresh_run_dir
+from agents.experiments.training.run_folder import fresh_run_dir, run_lock
+from agents.experiments.training.split_schedule import (
+    Half,
+    Plan,
+    SplitHelper,
+    SplitUpdate,
+    split_loop,
+)
+from agents.experiments.training.split_step import halves
 from agents.experiments.training.updates import (
     ADAM_EPS,
     AutogradUpdate,
@@ -97,26 +103,28 @@ def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) ->
     with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
     ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
     rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
-    with ``overwrite``. An overlapped run's worker plays in ``process`` where one was started
-    earlier (``worker_process``), else in one started here.
+    with ``overwrite``. A pipelined or split run's second process runs in ``process`` where
+    one was started earlier (``worker_process``; its starter ends it), else in one started
+    (and ended) here.
     """
     if config.trainer not in TORCH_TRAINERS:
         raise ValueError(f"train_torch runs {TORCH_TRAINERS}, not {config.trainer!r}: train "
                          "with agents.experiments.training.train")
     threads_before = torch.get_num_threads()
-    # The rollout worker starts first: it imports and builds its environments while this
-    # process builds the model and loads (or compiles) the step. Overlapped, this process
-    # steps no environment of its own (only the evaluation's).
-    with _rollout_worker(config, process) as worker:
-        envs = None if worker is not None else make_envs(*envs_arguments(config,
-                                                                         config.n_envs))
+    # The second process starts first: it imports and builds its environments while this
+    # process builds the model and loads (or compiles) the step. Pipelined, this process
+    # steps no environment of its own (only the evaluation's); split, half of them.
+    with _second_process(config, process) as helper:
+        own = {"pipelined": 0, "split": halves(config.n_envs)[0]}.get(config.run_schedule,
+                                                                       config.n_envs)
+        envs = make_envs(*envs_arguments(config, own)) if own else None
         eval_envs = None
         try:
             if config.eval_freq > 0:
                 eval_envs = make_envs(*envs_arguments(config, config.eval_episodes))
             torch.set_num_threads(config.torch_threads)
             with run_lock(config.run_dir):  # one run writes a folder at a time
-                return _train(config, envs, eval_envs, fresh_run_dir(config), worker)
+                return _train(config, envs, eval_envs, fresh_run_dir(config), helper)
         finally:
             torch.set_num_threads(threads_before)
             for opened in (envs, eval_envs):
@@ -125,33 +133,49 @@ def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) ->
 
 
 @contextlib.contextmanager
-def _rollout_worker(config: TrainConfig, process: WorkerProcess | None
-                    ) -> Iterator[RolloutWorker | None]:
-    """The run's rollout worker, given its work (in ``process``, or a process started now;
-    None where the run is not overlapped); ended on leaving."""
-    if not config.run_overlapped:
+def _second_process(config: TrainConfig, process: WorkerProcess | None
+                    ) -> Iterator[RolloutWorker | SplitHelper | None]:
+    """The run's second process (``config.run_schedule``'s: a rollout worker or the split
+    schedule's helper), given its work (in ``process``, or a process started now; None
+    where the run is sequential); ended on leaving."""
+    if not config.second_process:
         yield None
         return
     hp, n_features = config.hp, len(OBSERVATIONS[config.observation])
     layout = FlatLayout.mlp_pair(n_features, hp.net_arch)
-    started = process or WorkerProcess()
+    masked = config.algo == "maskable_ppo"
+    started = process or WorkerProcess()  # ended here only where started here
+    helper: RolloutWorker | SplitHelper
+    if config.run_schedule == "split":
+        plan = Plan.of(layout, hp, masked, config.n_envs, config.seed)
+        helper = SplitHelper(plan, envs_arguments(config, len(plan.envs_of(1))),
+                             _rollouts(config), config.torch_threads, process=started)
+    else:
+        helper = RolloutWorker(envs_arguments(config, config.n_envs), layout, hp,
+                               config.n_envs, n_features, masked, config.seed,
+                               config.torch_threads, process=started)
     try:
-        with RolloutWorker(envs_arguments(config, config.n_envs), layout, hp, config.n_envs,
-                           n_features, config.algo == "maskable_ppo", config.seed,
-                           config.torch_threads, process=started) as worker:
-            yield worker
+        with helper:
+            yield helper
     finally:
-        started.end()
+        if process is None:
+            started.end()
+
+
+def _rollouts(config: TrainConfig) -> int:
+    """The run's rollouts: ``total_timesteps`` rounded up to whole rollouts."""
+    return -(-config.total_timesteps // (config.hp.n_steps * config.n_envs))
 
 
 def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
-           worker: RolloutWorker | None) -> TrainResult:
+           helper: RolloutWorker | SplitHelper | None) -> TrainResult:
     """The training of :func:`train_torch`: the model, the update, the loop (here, on
-    ``envs``, or overlapped with the started ``worker``), the saved model and settings.
-    The settings' ``update`` block holds the setup: its seconds, and its ``timeline``
-    (``time.time`` when the worker's process started, had imported its code and was ready,
-    the model was built, the step loaded and the clock started; and the CPU seconds each
-    process had spent by then, from its start)."""
+    ``envs``, overlapped with the started rollout worker, or split with the started
+    helper), the saved model and settings. The settings' ``update`` block holds the
+    schedule and the setup: its seconds, and its ``timeline`` (``time.time`` when the
+    second process started, had imported its code and was ready, the model was built, the
+    step loaded and the clock started; and the CPU seconds each process had spent by then,
+    from its start)."""
     space = observation_space(config.observation)
     if envs is not None and envs.single_observation_space != space:
         raise ValueError(f"the replay environment's observations are "
@@ -162,25 +186,27 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
     timeline = {"model_built": time.time()}
     policy, masked = model.policy, config.algo == "maskable_ppo"
     buf = Rollout(hp.n_steps, config.n_envs, space.shape[0], hp.gamma, config.device)
-    updater = make_update(config.trainer, policy, hp, masked)
-    setup: dict[str, Any] = {"overlapped": worker is not None, "timeline": timeline}
-    if worker is None:
-        _warm(updater, buf, setup, config.progress_bar)
-        record = Recorder(config, run_dir, model, updater, eval_envs)
-        timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
-        steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
-    else:
-        if updater.layout.shapes != worker.layout.shapes:
-            raise ValueError(f"the policy's parameters have shapes {updater.layout.shapes}, "
-                             f"the rollout worker's {worker.layout.shapes}")
-        _warm(updater, buf, setup, config.progress_bar)
-        timeline.update(worker.ready(space))
-        setup["setup_seconds"] = round(time.perf_counter() - worker.started, 2)
-        record = Recorder(config, run_dir, model, updater, eval_envs)
-        timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
-        rollouts = -(-config.total_timesteps // (hp.n_steps * config.n_envs))
-        steps, seconds, timer = overlapped_loop(worker, updater, hp, rollouts,
+    updater = make_update(config, policy, hp, masked)
+    setup: dict[str, Any] = {"overlapped": isinstance(helper, RolloutWorker),
+                             "schedule": config.run_schedule, "timeline": timeline}
+    if helper is not None and updater.layout.shapes != helper.layout.shapes:
+        raise ValueError(f"the policy's parameters have shapes {updater.layout.shapes}, "
+                         f"the second process's {helper.layout.shapes}")
+    _warm(updater, buf, setup, config.progress_bar)
+    if helper is not None:
+        timeline.update(helper.ready(space))
+        setup["setup_seconds"] = round(time.perf_counter() - helper.started, 2)
+    record = Recorder(config, run_dir, model, updater, eval_envs)
+    timeline.update(clock_started=time.time(), main_cpu_seconds=time.process_time())
+    if isinstance(helper, SplitHelper):
+        helper.start(updater.state, updater.step, updater.compiled)
+        half = Half(helper.plan, 0, envs, updater.halves, (updater.state, updater.step))
+        steps, seconds, timer = split_loop(helper, half, _rollouts(config), record)
+    elif isinstance(helper, RolloutWorker):
+        steps, seconds, timer = overlapped_loop(helper, updater, hp, _rollouts(config),
                                                 stream_seeds(config.seed)[1], record)
+    else:
+        steps, seconds, timer = _loop(config, envs, policy, buf, updater, record)
     record.close()
     updater.finish()
     model.num_timesteps = steps
@@ -209,7 +235,7 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
     actions and the minibatches); the steps, seconds and time split."""
     masked = config.algo == "maskable_ppo"
     gen = torch.Generator(device=config.device).manual_seed(config.seed)
-    forward = functools.partial(policy_outputs, policy)
+    forward = policy_forward(policy)
     returns = np.zeros(config.n_envs)
     timer = {"env": 0.0, "rollout": 0.0, "update": 0.0}
     obs, _ = envs.reset(seed=config.seed)
@@ -226,9 +252,12 @@ def _loop(config: TrainConfig, envs: Any, policy: Any, buf: Rollout, updater: An
     return steps, time.perf_counter() - start, timer
 
 
-def make_update(trainer: str, policy: Any, hp: Hyperparameters, masked: bool) -> Any:
-    """The update ``trainer`` runs: autograd's (``batched``) or the flat step's (``compiled``)."""
-    if trainer == "compiled":
+def make_update(config: TrainConfig, policy: Any, hp: Hyperparameters, masked: bool) -> Any:
+    """The update the run's trainer and schedule run: autograd's (``batched``), the flat
+    step's (``compiled``), or the flat step in two halves (the ``split`` schedule)."""
+    if config.run_schedule == "split":
+        return SplitUpdate(policy, hp, masked)
+    if config.trainer == "compiled":
         return FlatUpdate(policy, hp, masked)
     return AutogradUpdate(policy, hp, masked)
 

@@ -32,7 +32,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -62,7 +62,9 @@ class FlatLayout:
     layers, a linear action head and value head) lies in one flat vector, in the order of
     ``policy.parameters()`` (so the flat vector is ``parameters_to_vector`` of them)."""
 
-    names: tuple[str, ...]
+    #: The parameters' names (not part of the layout's identity: a compiled step's key and
+    #: a comparison see the shapes only, so SB3's policy and :meth:`mlp_pair` agree).
+    names: tuple[str, ...] = field(compare=False, repr=False)
     shapes: tuple[tuple[int, ...], ...]
     depth: int
 
@@ -191,14 +193,17 @@ def ppo_step(layout: FlatLayout, hp: Hyperparameters, masked: bool, state: torch
 
 
 def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.Tensor,
-             batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+             batch: torch.Tensor, whole: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
     """The gradient of SB3's PPO loss on a minibatch with respect to the flat parameters
     ``flat``, by hand (what ``loss.backward()`` would give, without autograd), and the
-    minibatch's ``STATS``."""
+    minibatch's ``STATS``. With ``whole`` (:func:`whole_minibatch` of a larger minibatch
+    that ``batch`` is part of) both are this part's share of that minibatch's: the parts'
+    sums are the whole's gradient and statistics."""
     obs, *columns = unpack(batch, layout.shapes[0][1])
     actor, critic, (wa, _), (wv, _) = layers = layout.split(flat)
     hidden_pi, hidden_vf, logits, values = network(*layers, obs, columns[0] if masked else None)
-    d_logits, d_values, stats = loss_gradient(hp, masked, logits, values, columns)
+    d_logits, d_values, stats = loss_gradient(hp, masked, logits, values, columns, whole)
     grads = [*_backward(actor, hidden_pi, d_logits, wa),
              *_backward(critic, hidden_vf, d_values[:, None], wv),
              d_logits.t() @ hidden_pi[-1], d_logits.sum(0),
@@ -206,26 +211,40 @@ def gradient(layout: FlatLayout, hp: Hyperparameters, masked: bool, flat: torch.
     return torch.cat([g.reshape(-1) for g in grads]), stats
 
 
+def whole_minibatch(hp: Hyperparameters, advantages: torch.Tensor) -> torch.Tensor:
+    """What a part of a minibatch needs of the whole for its share of the loss's gradient:
+    (the whole's rows, the mean and the standard deviation + 1e-8 its advantages are
+    normalised by; 0 and 1 where they are not: ``normalize_advantage`` off, or one row)."""
+    rows = advantages.shape[0]
+    if hp.normalize_advantage and rows > 1:
+        return torch.stack([advantages.new_tensor(float(rows)), advantages.mean(),
+                            advantages.std() + 1e-8])
+    return advantages.new_tensor([float(rows), 0.0, 1.0])
+
+
 def loss_gradient(hp: Hyperparameters, masked: bool, logits: torch.Tensor,
-                  values: torch.Tensor, columns: Sequence[torch.Tensor]
+                  values: torch.Tensor, columns: Sequence[torch.Tensor],
+                  whole: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """SB3's PPO loss's gradient with respect to the logits and the values of a minibatch
-    (``columns``: :func:`unpack`'s after the observations), and its ``STATS``."""
+    (``columns``: :func:`unpack`'s after the observations), and its ``STATS``; with
+    ``whole`` (:func:`whole_minibatch`), this part's share of a larger minibatch's."""
     masks, actions, old_logp, advantages, targets = columns
-    rows = logits.shape[0]
+    if whole is None:
+        whole = whole_minibatch(hp, advantages)
+    rows = whole[0]
     log_probs = torch.log_softmax(logits, dim=1)
     probs = log_probs.exp()
     chosen = torch.nn.functional.one_hot(actions, logits.shape[1]).to(logits.dtype)
     logp = (log_probs * chosen).sum(1)
     entropy = -(probs * log_probs).sum(1)
-    if hp.normalize_advantage and rows > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    advantages = (advantages - whole[1]) / whole[2]
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     surrogate = advantages * ratio
     clipped = advantages * torch.clamp(ratio, 1 - hp.clip_range, 1 + hp.clip_range)
-    policy_loss = -torch.minimum(surrogate, clipped).mean()
-    value_loss = (targets - values).pow(2).mean()
+    policy_loss = -torch.minimum(surrogate, clipped).sum() / rows
+    value_loss = (targets - values).pow(2).sum() / rows
     # d loss / d logits: the surrogate's through log p(a) (where the unclipped term is the
     # smaller: torch.min's gradient, split evenly on ties, sums to the same), then the
     # entropy bonus's, d(-H)/dz_j = p_j (log p_j + H); masked logits get none.
@@ -235,9 +254,9 @@ def loss_gradient(hp: Hyperparameters, masked: bool, logits: torch.Tensor,
     if masked:
         d_logits = torch.where(masks, d_logits, 0.0)
     d_values = (2 * hp.vf_coef / rows) * (values - targets)
-    approx_kl = ((ratio - 1) - log_ratio).mean()
-    clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).mean()
-    return d_logits, d_values, torch.stack([policy_loss, value_loss, entropy.mean(),
+    approx_kl = ((ratio - 1) - log_ratio).sum() / rows
+    clip_fraction = ((ratio - 1).abs() > hp.clip_range).to(ratio.dtype).sum() / rows
+    return d_logits, d_values, torch.stack([policy_loss, value_loss, entropy.sum() / rows,
                                             approx_kl, clip_fraction])
 
 
@@ -254,8 +273,13 @@ def clip_and_adam(grad: torch.Tensor, state: torch.Tensor, step: torch.Tensor,
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     correction1 = 1 - torch.pow(beta1, step)
     correction2 = 1 - torch.pow(beta2, step)
-    denom = exp_avg_sq.sqrt() / correction2.sqrt() + ADAM_EPS
-    flat.sub_(hp.learning_rate / correction1 * exp_avg / denom)
+    # The step size and the second correction's root as one tensor: compiled, inductor
+    # then computes them once; as two loose scalars it inlined both powers into the loop
+    # over every parameter, ten times the loop's cost (docs/training.md, "The second core
+    # on the update"). The arithmetic is the same.
+    scale = torch.stack([hp.learning_rate / correction1, correction2.sqrt()])
+    denom = exp_avg_sq.sqrt() / scale[1] + ADAM_EPS
+    flat.sub_(scale[0] * exp_avg / denom)
 
 
 def compile_wanted() -> bool:
@@ -404,4 +428,4 @@ def update_on(updater: FlatUpdate | AutogradUpdate, buf: Rollout, last_values: t
 
 __all__ = ["ADAM_EPS", "BETAS", "NO_COMPILE_ENV", "AutogradUpdate", "FlatLayout",
            "FlatUpdate", "clip_and_adam", "compile_wanted", "gradient", "loss_gradient",
-           "outputs", "pack", "ppo_step", "unpack", "update_on"]
+           "outputs", "pack", "ppo_step", "unpack", "update_on", "whole_minibatch"]

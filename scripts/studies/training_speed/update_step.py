@@ -4,7 +4,7 @@
   hand on one flat vector), compiled by ``torch.compile``, and as ``--trainer compiled``
   runs it: exported and compiled ahead of time, loaded from the user's cache
   (``step_cache``); and with the actor's and the critic's first layers as one product
-  (``fused_layers``), compiled;
+  (``fused_layers``), compiled; and as the split schedule runs it (``split_halves``);
 * ``autograd``: LeanRL's way (its compiled PPO): the forward pass and SB3's loss under
   autograd, ``loss.backward()``, ``clip_grad_norm_`` and torch's ``Adam`` (``fused=True``
   or ``foreach=True``), the whole step handed to ``torch.compile``; the parameters are one
@@ -39,6 +39,7 @@ from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.step_cache import load_step
 from scripts.studies.common.matmul import matmul_peak
 from scripts.studies.training_speed.fused_layers import fused_step
+from scripts.studies.training_speed.split_halves import split_variants
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
@@ -135,6 +136,7 @@ def variants(layout: updates.FlatLayout, hp: Hyperparameters, weights: torch.Ten
             "hand, first layers as one product, compiled": hand_step(
                 layout, hp, weights, "compile", fused_step),
             "hand, AOT package (the trainer's)": hand_step(layout, hp, weights, "package"),
+            **split_variants(layout, hp, weights),
             "autograd + fused Adam, compiled": autograd_step(layout, hp, weights, True, "fused"),
             "autograd + foreach Adam, compiled": autograd_step(layout, hp, weights, True,
                                                                "foreach"),
