@@ -73,32 +73,66 @@ def held_out_costs(run: str, eval_store: str) -> dict[int, list[float]]:
     return out
 
 
-def plan(batch_sizes: Sequence[int], steps: int, sb3_steps: int, every: int
-         ) -> dict[str, list[str]]:
-    """The ``ballad-env train`` options of each trainer the study runs, by label."""
+def plan(batch_sizes: Sequence[int], steps: int, sb3_steps: int, every: int,
+         extra: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """The ``ballad-env train`` options of each trainer the study runs, by label: SB3, the
+    compiled trainer at each minibatch size, and each of ``extra`` (options added to the
+    compiled trainer's at its default minibatch)."""
     runs = {"SB3 PPO": [*SB3[:-1], str(sb3_steps), "--checkpoint-freq", str(every)]}
+    compiled = ["--trainer", "compiled", "--algo", "ppo", "--n-envs", "1024",
+                "--total-timesteps", str(steps), "--checkpoint-freq", str(every)]
     for size in batch_sizes:
-        runs[f"compiled, minibatch {size}"] = [
-            "--trainer", "compiled", "--algo", "ppo", "--n-envs", "1024",
-            "--batch-size", str(size), "--total-timesteps", str(steps),
-            "--checkpoint-freq", str(every)]
+        runs[f"compiled, minibatch {size}"] = [*compiled, "--batch-size", str(size)]
+    for label, options in (extra or {}).items():
+        runs[label] = [*compiled, *options]
     return runs
 
 
-def measure(store: str, eval_store: str, seeds: Sequence[int], runs: dict[str, list[str]]
-            ) -> dict[str, list[dict[int, list[float]]]]:
+def measure(store: str, eval_store: str, seeds: Sequence[int], runs: dict[str, list[str]],
+            save: str | None = None) -> dict[str, dict[int, dict[int, list[float]]]]:
     """Every (trainer, seed) run in a fresh process, one after another, then its policies'
-    held-out costs: per trainer, one {steps: per-cell costs} per seed."""
-    costs: dict[str, list[dict[int, list[float]]]] = {label: [] for label in runs}
+    held-out costs: per trainer, per seed, {steps: per-cell costs}. With ``save`` the costs
+    are written there after every run and a rerun skips the runs the file holds, so a long
+    study can stop and go on, and a trainer can be added later."""
+    costs = load_costs(save) if save and Path(save).exists() else {}
     with tempfile.TemporaryDirectory() as out:
         for seed in seeds:
             for k, (label, argv) in enumerate(runs.items()):
+                if seed in costs.get(label, {}):
+                    continue
                 run = in_fresh_process(train_run, [*argv, "--replay-store", store,
                                                    "--seed", str(seed)], out, f"r{k}-s{seed}")
-                costs[label].append(held_out_costs(run, eval_store))
+                costs.setdefault(label, {})[seed] = held_out_costs(run, eval_store)
+                if save:
+                    Path(save).write_text(json.dumps(costs))
                 print(f"seed {seed} {label}: " + ", ".join(
-                    f"{n:,} {np.mean(c):.4f}" for n, c in costs[label][-1].items()), flush=True)
+                    f"{n:,} {np.mean(c):.4f}" for n, c in costs[label][seed].items()), flush=True)
     return costs
+
+
+def load_costs(path: str) -> dict[str, dict[int, dict[int, list[float]]]]:
+    """The costs ``measure`` saved (JSON turns its integer keys into strings: back to
+    integers)."""
+    raw = json.loads(Path(path).read_text())
+    if not all(isinstance(v, dict) for v in raw.values()):
+        raise ValueError(f"{path} is not a learning study's costs (label -> seed -> steps): "
+                         "give --save a new file")
+    return {label: {int(seed): {int(n): c for n, c in points.items()}
+                    for seed, points in by_seed.items()}
+            for label, by_seed in raw.items()}
+
+
+def variants(specs: Sequence[str]) -> dict[str, list[str]]:
+    """``LABEL=OPTIONS`` pairs (e.g. ``split=--schedule split``): each a compiled run at its
+    defaults with ``OPTIONS`` added, under ``compiled, LABEL``."""
+    out = {}
+    for spec in specs:
+        label, sep, options = spec.partition("=")
+        if not sep or not label:
+            raise ValueError(f"--variant {spec!r}: write LABEL=OPTIONS, e.g. "
+                             "'split=--schedule split'")
+        out[f"compiled, {label}"] = options.split()
+    return out
 
 
 def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0) -> str:
@@ -129,8 +163,8 @@ def _iqm_cell(matrix: np.ndarray, rng: np.random.Generator, interval: Any) -> st
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replay-store", required=True, help="the protocol's training store")
-    parser.add_argument("--eval-store", required=True,
+    parser.add_argument("--replay-store", help="the protocol's training store")
+    parser.add_argument("--eval-store",
                         help="held-out cells (the same sets at other seeds, same settings)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, nargs="+", default=[1024, 2048])
@@ -138,10 +172,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sb3-steps", type=int, default=200_000)
     parser.add_argument("--every", type=int, default=13 * ROLLOUT,
                         help="compiled runs' checkpoint interval (default 13 rollouts)")
-    parser.add_argument("--save", help="also write the per-cell costs to this JSON file")
+    parser.add_argument("--variant", nargs="*", default=[], metavar="LABEL=OPTIONS",
+                        help="compiled runs with options added, e.g. 'split=--schedule split'")
+    parser.add_argument("--save", help="write the per-cell costs to this JSON file after "
+                        "every run; a rerun skips the runs it holds")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only print the table of the costs in --save")
     args = parser.parse_args(argv)
-    runs = plan(args.batch_size, args.steps, args.sb3_steps, args.every)
-    costs = measure(args.replay_store, args.eval_store, range(args.seeds), runs)
-    if args.save:
-        Path(args.save).write_text(json.dumps(costs))
-    print(report(costs))
+    if args.report_only:
+        if not args.save:
+            parser.error("--report-only reads --save: name the file")
+        costs = load_costs(args.save)
+    else:
+        if not (args.replay_store and args.eval_store):
+            parser.error("name the training store (--replay-store) and the held-out one "
+                         "(--eval-store)")
+        runs = plan(args.batch_size, args.steps, args.sb3_steps, args.every,
+                    variants(args.variant))
+        costs = measure(args.replay_store, args.eval_store, range(args.seeds), runs, args.save)
+    print(report({label: [by_seed[s] for s in sorted(by_seed)]
+                  for label, by_seed in costs.items()}))

@@ -1,0 +1,62 @@
+"""The minibatch-size learning study (scripts/studies/training_speed/learning.py): its runs'
+options, and a study that saves after every run and resumes from the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts.studies.training_speed import learning
+
+
+def test_variants_are_compiled_runs_with_the_options_added() -> None:
+    """``LABEL=OPTIONS`` adds a compiled run at its defaults with the options after its own;
+    a spec without ``=`` is a one-line error naming the form."""
+    runs = learning.plan([1024], 400, 200, 100, learning.variants(["split=--schedule split"]))
+    assert list(runs) == ["SB3 PPO", "compiled, minibatch 1024", "compiled, split"]
+    assert runs["compiled, split"][-2:] == ["--schedule", "split"]
+    assert "--batch-size" not in runs["compiled, split"]
+    assert runs["compiled, split"][:-2] == runs["compiled, minibatch 1024"][:-2]
+    assert runs["SB3 PPO"][runs["SB3 PPO"].index("--total-timesteps") + 1] == "200"
+    with pytest.raises(ValueError, match="LABEL=OPTIONS"):
+        learning.variants(["split"])
+
+
+def test_the_study_saves_after_each_run_and_a_rerun_skips_those_saved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study stopped after its first run keeps that run's costs in ``--save``; the rerun
+    trains only the runs missing from the file, and the file then holds every run with its
+    integer seeds and steps."""
+    trained: list[str] = []
+
+    def fake_run(_: object, argv: list[str], out: str, name: str) -> str:
+        if len(trained) == 1 and name == "r1-s0" and not (tmp_path / "stop").exists():
+            (tmp_path / "stop").touch()
+            raise KeyboardInterrupt  # the first study stops after one run
+        trained.append(name)
+        return name
+
+    def fake_costs(run: str, eval_store: str) -> dict[int, list[float]]:
+        return {0: [0.5, 0.5], 100: [float(len(run)), float(run[-1])]}
+
+    monkeypatch.setattr(learning, "in_fresh_process", fake_run)
+    monkeypatch.setattr(learning, "held_out_costs", fake_costs)
+    runs = {"a": ["--x"], "b": ["--y"]}
+    save = str(tmp_path / "costs.json")
+    with pytest.raises(KeyboardInterrupt):
+        learning.measure("S", "E", range(2), runs, save)
+    assert list(json.loads(Path(save).read_text())) == ["a"]
+    costs = learning.measure("S", "E", range(2), runs, save)
+    assert trained == ["r0-s0", "r1-s0", "r0-s1", "r1-s1"]  # r0-s0 not trained twice
+    assert learning.load_costs(save) == costs
+    assert costs["b"][1] == {0: [0.5, 0.5], 100: [5.0, 1.0]}
+
+
+def test_load_costs_names_a_file_of_another_layout(tmp_path: Path) -> None:
+    """The earlier layout (a list of seeds per trainer) is refused with the fix named."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"SB3 PPO": [{"0": [0.1]}]}))
+    with pytest.raises(ValueError, match="give --save a new file"):
+        learning.load_costs(str(old))
