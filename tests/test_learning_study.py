@@ -4,6 +4,7 @@ options, and a study that saves after every run and resumes from the file."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,25 @@ def test_load_costs_names_a_file_of_another_layout(tmp_path: Path) -> None:
     old.write_text(json.dumps({"SB3 PPO": [{"0": [0.1]}]}))
     with pytest.raises(ValueError, match="give --save a new file"):
         learning.load_costs(str(old))
+
+
+def test_the_report_gives_each_trainers_iqm_less_sb3s_at_the_same_steps() -> None:
+    """A trainer worse than SB3 by 0.01 in every seed and cell: the difference column says
+    +0.0100 with an interval around it above 0; SB3's own rows and a step count SB3 lacks
+    leave the column empty."""
+    import numpy as np
+
+    from agents.experiments.reports.policy_stats import iqm
+
+    rng = np.random.default_rng(5)
+    sb3 = [{0: [0.03] * 4, 200: list(0.03 + 0.01 * rng.random(4))} for _ in range(5)]
+    fast = [{0: [0.03] * 4, 100: [0.05] * 4, 200: [c + 0.01 for c in s[200]]} for s in sb3]
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line.split("|")
+            for line in learning.report({"SB3 PPO": sb3, "fast": fast}).splitlines()[2:]}
+    difference = rows[("fast", "200")][5].strip()
+    value, low, high = (float(x) for x in re.findall(
+        r"([+-][\d.]+) \[([+-][\d.]+), ([+-][\d.]+)\]", difference)[0])
+    expected = iqm(np.array([s[200] for s in fast])) - iqm(np.array([s[200] for s in sb3]))
+    assert value == pytest.approx(expected, abs=5e-5) == pytest.approx(0.01, abs=5e-5)
+    assert 0 < low <= value <= high
+    assert rows[("SB3 PPO", "200")][5].strip() == rows[("fast", "100")][5].strip() == ""

@@ -11,7 +11,8 @@ SB3's budget). Every checkpoint's and every final greedy policy is replayed on e
 held-out store (``Lattice.replay``: the final test cost at the end of the episode); the
 table gives, per trainer and step count, the IQM over seeds x cells of that cost with its
 95% stratified-bootstrap interval (``reports.policy_stats.interval``: seeds resampled
-within each cell), the mean, and each seed's mean, beside All-in-LR's on the same cells.
+within each cell), the mean, the IQM less SB3's at the same steps with the interval of that
+difference, and each seed's mean, beside All-in-LR's on the same cells.
 
 ``python -m scripts.studies.training_speed learning --replay-store S --eval-store E``
 """
@@ -135,23 +136,31 @@ def variants(specs: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0) -> str:
+def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0,
+           reference: str = "SB3 PPO") -> str:
     """One row per trainer and step count present in every seed's run: the IQM over seeds x
-    cells with its 95% stratified-bootstrap interval, the mean, each seed's mean."""
+    cells with its 95% stratified-bootstrap interval, the mean, the IQM less
+    ``reference``'s at the same steps (where it has them) with the interval of that
+    difference, each seed's mean. The difference is what "no worse than SB3 after as many
+    steps" asks: an interval whose upper end is below or near 0."""
     from agents.experiments.reports.policy_stats import interval
 
     rng = np.random.default_rng(seed)
-    lines = ["| trainer | steps | IQM held-out cost [95% interval] | mean | per seed |",
-             "|---|---|---|---|---|"]
+    lines = ["| trainer | steps | IQM held-out cost [95% interval] | mean | "
+             f"IQM less {reference}'s [95%] | per seed |", "|---|---|---|---|---|---|"]
     lr = np.array(next(iter(costs.values()))[0][0])
     lines.append(f"| All-in-LR | | {_iqm_cell(np.array([lr]), rng, interval)} | "
-                 f"{lr.mean():.4f} | |")
-    for label, seeds in costs.items():
-        common = sorted(set.intersection(*(set(s) for s in seeds)) - {0})
-        for steps in common:
-            matrix = np.array([s[steps] for s in seeds])  # seeds x cells
+                 f"{lr.mean():.4f} | | |")
+    matrices = {label: {steps: np.array([s[steps] for s in seeds])  # seeds x cells
+                        for steps in sorted(set.intersection(*(set(s) for s in seeds)) - {0})}
+                for label, seeds in costs.items()}
+    for label, by_steps in matrices.items():
+        for steps, matrix in by_steps.items():
+            other = matrices.get(reference, {}).get(steps)
+            versus = ("" if other is None or label == reference
+                      else _difference_cell(matrix, other, rng))
             lines.append(f"| {label} | {steps:,} | {_iqm_cell(matrix, rng, interval)} | "
-                         f"{matrix.mean():.4f} | "
+                         f"{matrix.mean():.4f} | {versus} | "
                          f"{' '.join(f'{m:.4f}' for m in matrix.mean(axis=1))} |")
     return "\n".join(lines)
 
@@ -159,6 +168,17 @@ def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0) -> str
 def _iqm_cell(matrix: np.ndarray, rng: np.random.Generator, interval: Any) -> str:
     value, low, high = interval(matrix, rng)
     return f"{value:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def _difference_cell(matrix: np.ndarray, other: np.ndarray, rng: np.random.Generator) -> str:
+    """IQM(matrix) - IQM(other) and its 95% interval: each side's seeds resampled within
+    every cell on their own (the runs are independent), the difference taken draw by draw."""
+    from agents.experiments.reports.policy_stats import CONFIDENCE, iqm, stratified_bootstrap
+
+    draws = stratified_bootstrap(matrix, rng) - stratified_bootstrap(other, rng)
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail])
+    return f"{float(iqm(matrix)) - float(iqm(other)):+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def main(argv: list[str] | None = None) -> None:
