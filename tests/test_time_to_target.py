@@ -132,3 +132,15 @@ def test_a_given_target_cost_is_kept_and_its_share_of_the_best_improvement_named
     text = report(_table(CURVES), 0.95, target_cost=0.045)
     assert "target 0.0450 (given): all-in-lr (0.0500) less 0.5 x" in text
     assert "| seeds | sb3 | 2 | 1 | inf [60.0, inf]" in text
+
+
+def test_the_split_schedule_has_its_own_row_and_ratio_to_sb3() -> None:
+    """Runs of the ``split`` trainer (the compiled trainer with ``--schedule split``) are
+    summarised on their own, with their median time over SB3's: 8 s against 80 s."""
+    from scripts.studies.timings.time_to_target import TRAINERS
+
+    assert TRAINERS["split"][-2:] == ["--schedule", "split"]
+    curves = {**CURVES, ("split", 0): [(10, 3.0, 0.07), (20, 8.0, 0.045)]}
+    text = report(_table(curves), 0.05)
+    assert "| seeds | split | 1 | 1 | 8.0 [8.0, 8.0]" in text
+    assert "seeds split / SB3 seeds: 0.100" in text

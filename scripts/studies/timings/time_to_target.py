@@ -40,12 +40,14 @@ from scripts.studies.timings import target_table
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Each trainer's options: the speed protocol's (``common.ppo_sizes``); a later
-#: ``--total-timesteps`` overrides the protocol's.
+#: ``--total-timesteps`` overrides the protocol's. ``split`` is the compiled trainer on its
+#: two-process schedule (the sequential PPO, each process half of every minibatch).
 TRAINERS = {"sb3": PROTOCOL_SB3, "compiled": PROTOCOL_COMPILED,
-            "batched": ["--trainer", "batched", *PROTOCOL_COMPILED[2:]]}
+            "batched": ["--trainer", "batched", *PROTOCOL_COMPILED[2:]],
+            "split": [*PROTOCOL_COMPILED, "--schedule", "split"]}
 #: Steps of a ``seeds`` run and between its checkpoints, per trainer.
-STEPS = {"sb3": 1_500_000, "compiled": 3_000_000, "batched": 3_000_000}
-EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720}
+STEPS = {"sb3": 1_500_000, "compiled": 3_000_000, "batched": 3_000_000, "split": 3_000_000}
+EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720, "split": 30_720}
 #: The table's columns: the run's, then the checkpoint's.
 ROW_COLUMNS = ("phase", "trainer", "seed", "commit", "options", "compile", "load_start",
                "load_end", "setup_s", "train_s", "steps_per_s", "steps", "wall_s",
@@ -237,7 +239,8 @@ def _ratios(times: pd.DataFrame, rng: np.random.Generator) -> list[str]:
     if not len(sb3) or not np.isfinite(np.median(sb3)):
         return ["SB3's median run never reached the target: no ratio"] if len(sb3) else []
     lines = []
-    for phase, trainer in [("seeds", "compiled"), ("seeds", "batched"), ("cold", "compiled")]:
+    for phase, trainer in [("seeds", "compiled"), ("seeds", "split"), ("seeds", "batched"),
+                           ("cold", "compiled")]:
         if len(mine := wall(phase, trainer)):
             ratio, low, high = target_table.ratio_interval(mine, sb3, rng)
             lines.append(f"{phase} {trainer} / SB3 seeds: {ratio:.3f} [{low:.3f}, {high:.3f}] "
