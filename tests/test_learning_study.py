@@ -83,3 +83,5 @@ def test_the_report_gives_each_trainers_iqm_less_sb3s_at_the_same_steps() -> Non
     assert value == pytest.approx(expected, abs=5e-5) == pytest.approx(0.01, abs=5e-5)
     assert 0 < low <= value <= high
     assert rows[("SB3 PPO", "200")][5].strip() == rows[("fast", "100")][5].strip() == ""
+    kept = learning.report({"SB3 PPO": sb3, "fast": fast}, shown=[100]).splitlines()[3:]
+    assert [line.split("|")[1:3] for line in kept] == [[" fast ", " 100 "]]

@@ -137,12 +137,13 @@ def variants(specs: Sequence[str]) -> dict[str, list[str]]:
 
 
 def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0,
-           reference: str = "SB3 PPO") -> str:
+           reference: str = "SB3 PPO", shown: Sequence[int] = ()) -> str:
     """One row per trainer and step count present in every seed's run: the IQM over seeds x
     cells with its 95% stratified-bootstrap interval, the mean, the IQM less
     ``reference``'s at the same steps (where it has them) with the interval of that
     difference, each seed's mean. The difference is what "no worse than SB3 after as many
-    steps" asks: an interval whose upper end is below or near 0."""
+    steps" asks: an interval whose upper end is below or near 0. ``shown``, when given,
+    keeps only the rows of those step counts."""
     from agents.experiments.reports.policy_stats import interval
 
     rng = np.random.default_rng(seed)
@@ -156,6 +157,8 @@ def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0,
                 for label, seeds in costs.items()}
     for label, by_steps in matrices.items():
         for steps, matrix in by_steps.items():
+            if shown and steps not in shown:
+                continue
             other = matrices.get(reference, {}).get(steps)
             versus = ("" if other is None or label == reference
                       else _difference_cell(matrix, other, rng))
@@ -196,6 +199,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="compiled runs with options added, e.g. 'split=--schedule split'")
     parser.add_argument("--save", help="write the per-cell costs to this JSON file after "
                         "every run; a rerun skips the runs it holds")
+    parser.add_argument("--rows", type=int, nargs="*", default=[], metavar="STEPS",
+                        help="show only the rows of these step counts (default: every one)")
     parser.add_argument("--report-only", action="store_true",
                         help="only print the table of the costs in --save")
     args = parser.parse_args(argv)
@@ -211,4 +216,4 @@ def main(argv: list[str] | None = None) -> None:
                     variants(args.variant))
         costs = measure(args.replay_store, args.eval_store, range(args.seeds), runs, args.save)
     print(report({label: [by_seed[s] for s in sorted(by_seed)]
-                  for label, by_seed in costs.items()}))
+                  for label, by_seed in costs.items()}, shown=args.rows))
