@@ -23,6 +23,18 @@ def test_variants_are_compiled_runs_with_the_options_added() -> None:
     assert runs["SB3 PPO"][runs["SB3 PPO"].index("--total-timesteps") + 1] == "200"
     with pytest.raises(ValueError, match="LABEL=OPTIONS"):
         learning.variants(["split"])
+    assert list(learning.plan([], 400, 0, 100, learning.variants(["s="]))) == ["compiled, s"]
+
+
+def test_report_only_merges_the_trainers_of_other_saved_studies(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--merge`` adds another file's trainers to the table, beside the first file's SB3."""
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"SB3 PPO": {"0": {"0": [0.1], "5": [0.2]}}}))
+    second.write_text(json.dumps({"compiled, s": {"0": {"0": [0.1], "5": [0.3]}}}))
+    learning.main(["--save", str(first), "--merge", str(second), "--report-only"])
+    rows = [line.split("|")[1:3] for line in capsys.readouterr().out.splitlines()[3:]]
+    assert rows == [[" SB3 PPO ", " 5 "], [" compiled, s ", " 5 "]]
 
 
 def test_the_study_saves_after_each_run_and_a_rerun_skips_those_saved(

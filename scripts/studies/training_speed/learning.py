@@ -78,8 +78,10 @@ def plan(batch_sizes: Sequence[int], steps: int, sb3_steps: int, every: int,
          extra: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
     """The ``ballad-env train`` options of each trainer the study runs, by label: SB3, the
     compiled trainer at each minibatch size, and each of ``extra`` (options added to the
-    compiled trainer's at its default minibatch)."""
-    runs = {"SB3 PPO": [*SB3[:-1], str(sb3_steps), "--checkpoint-freq", str(every)]}
+    compiled trainer's at its default minibatch). ``sb3_steps`` 0 leaves SB3 out (a study
+    of more trainers beside an earlier one's SB3 runs, its file merged at the report)."""
+    runs = {"SB3 PPO": [*SB3[:-1], str(sb3_steps), "--checkpoint-freq", str(every)]
+            } if sb3_steps else {}
     compiled = ["--trainer", "compiled", "--algo", "ppo", "--n-envs", "1024",
                 "--total-timesteps", str(steps), "--checkpoint-freq", str(every)]
     for size in batch_sizes:
@@ -190,9 +192,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-store",
                         help="held-out cells (the same sets at other seeds, same settings)")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, nargs="+", default=[1024, 2048])
+    parser.add_argument("--batch-size", type=int, nargs="*", default=[1024, 2048],
+                        help="the compiled trainer's minibatch sizes (none: no such runs)")
     parser.add_argument("--steps", type=int, default=2_000_000)
-    parser.add_argument("--sb3-steps", type=int, default=200_000)
+    parser.add_argument("--sb3-steps", type=int, default=200_000, help="0: no SB3 runs")
     parser.add_argument("--every", type=int, default=13 * ROLLOUT,
                         help="compiled runs' checkpoint interval (default 13 rollouts)")
     parser.add_argument("--variant", nargs="*", default=[], metavar="LABEL=OPTIONS",
@@ -201,6 +204,9 @@ def main(argv: list[str] | None = None) -> None:
                         "every run; a rerun skips the runs it holds")
     parser.add_argument("--rows", type=int, nargs="*", default=[], metavar="STEPS",
                         help="show only the rows of these step counts (default: every one)")
+    parser.add_argument("--merge", nargs="*", default=[], metavar="FILE",
+                        help="with --report-only: other studies' --save files, their trainers "
+                             "added to the table")
     parser.add_argument("--report-only", action="store_true",
                         help="only print the table of the costs in --save")
     args = parser.parse_args(argv)
@@ -208,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.save:
             parser.error("--report-only reads --save: name the file")
         costs = load_costs(args.save)
+        for other in args.merge:
+            costs.update(load_costs(other))
     else:
         if not (args.replay_store and args.eval_store):
             parser.error("name the training store (--replay-store) and the held-out one "
