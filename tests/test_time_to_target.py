@@ -120,3 +120,27 @@ def test_a_real_runs_checkpoints_are_scored_with_their_wall_times(tmp_path: Path
     assert 0 < walls[0] <= walls[1] <= walls[2] <= walls[3] <= time.time() - started
     assert all(0 <= r["heldout_cost"] <= 1 and r["heldout_all_in_lr"] == cells.all_in_lr
                for r in rows)
+
+
+def test_a_given_target_cost_is_kept_and_its_share_of_the_best_improvement_named() -> None:
+    """``--target-cost`` fixes the target whatever the table's best: 0.045 is half of the
+    best 0.010 improvement on All-in-LR's 0.05, and the report says so; SB3 seed 0 reaches
+    it at 60 s and seed 1 never (median infinite)."""
+    target = target_table.choose_target(_table(CURVES), 0.95, cost=0.045)
+    assert (target.cost, target.given, target.reference) == (0.045, True, "all-in-lr")
+    assert target.fraction == pytest.approx(0.5)
+    text = report(_table(CURVES), 0.95, target_cost=0.045)
+    assert "target 0.0450 (given): all-in-lr (0.0500) less 0.5 x" in text
+    assert "| seeds | sb3 | 2 | 1 | inf [60.0, inf]" in text
+
+
+def test_the_split_schedule_has_its_own_row_and_ratio_to_sb3() -> None:
+    """Runs of the ``split`` trainer (the compiled trainer with ``--schedule split``) are
+    summarised on their own, with their median time over SB3's: 8 s against 80 s."""
+    from scripts.studies.timings.time_to_target import TRAINERS
+
+    assert TRAINERS["split"][-2:] == ["--schedule", "split"]
+    curves = {**CURVES, ("split", 0): [(10, 3.0, 0.07), (20, 8.0, 0.045)]}
+    text = report(_table(curves), 0.05)
+    assert "| seeds | split | 1 | 1 | 8.0 [8.0, 8.0]" in text
+    assert "seeds split / SB3 seeds: 0.100" in text

@@ -9,8 +9,10 @@ All-in-LR's cost itself). Where no
 checkpoint improves on All-in-LR, the reference is instead the worst held-out cost any
 run's first checkpoint has (where training starts from, as near as the table shows), and
 the target is that cost less ``fraction`` of the best reduction from it; the report says
-which reference it used. A run's time to the target is the wall time, from its process's
-start, of its first checkpoint at or below the target (infinite where none is).
+which reference it used. A target can also be a cost given outright (``cost``: fixed from
+a pilot before the study, so the study's own runs do not move it). A run's time to the
+target is the wall time, from its process's start, of its first checkpoint at or below the
+target (infinite where none is).
 """
 
 from __future__ import annotations
@@ -34,17 +36,22 @@ REFERENCES = ("all-in-lr", "first checkpoint")
 @dataclass(frozen=True)
 class Target:
     """A held-out cost to reach, and what it was measured from: ``reference`` (a name in
-    ``REFERENCES``) at ``reference_cost``, and the best cost any checkpoint reached."""
+    ``REFERENCES``) at ``reference_cost``, the best cost any checkpoint reached, and whether
+    the cost was given outright rather than chosen from the table."""
 
     cost: float
     fraction: float
     reference: str
     reference_cost: float
     best_cost: float
+    given: bool = False
 
 
-def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout") -> Target:
-    """The target of the module's note on ``measure`` (one of ``MEASURES``)."""
+def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout",
+                  cost: float | None = None) -> Target:
+    """The target of the module's note on ``measure`` (one of ``MEASURES``); ``cost``, when
+    given, is the target itself (measured from All-in-LR's cost, ``fraction`` then the
+    share of the best improvement it asks)."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}: use one of {', '.join(MEASURES)}")
     if not 0 <= fraction <= 1:
@@ -54,6 +61,9 @@ def choose_target(table: pd.DataFrame, fraction: float, measure: str = "heldout"
         raise ValueError("the table has no checkpoints: run the study first")
     best = float(table[f"{measure}_cost"].min())
     baseline = float(table[f"{measure}_all_in_lr"].iloc[0])
+    if cost is not None:
+        share = (baseline - cost) / (baseline - best) if best < baseline else float("nan")
+        return Target(cost, share, "all-in-lr", baseline, best, given=True)
     if best < baseline:
         return Target(baseline - fraction * (baseline - best), fraction, "all-in-lr",
                       baseline, best)

@@ -40,12 +40,14 @@ from scripts.studies.timings import target_table
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Each trainer's options: the speed protocol's (``common.ppo_sizes``); a later
-#: ``--total-timesteps`` overrides the protocol's.
+#: ``--total-timesteps`` overrides the protocol's. ``split`` is the compiled trainer on its
+#: two-process schedule (the sequential PPO, each process half of every minibatch).
 TRAINERS = {"sb3": PROTOCOL_SB3, "compiled": PROTOCOL_COMPILED,
-            "batched": ["--trainer", "batched", *PROTOCOL_COMPILED[2:]]}
+            "batched": ["--trainer", "batched", *PROTOCOL_COMPILED[2:]],
+            "split": [*PROTOCOL_COMPILED, "--schedule", "split"]}
 #: Steps of a ``seeds`` run and between its checkpoints, per trainer.
-STEPS = {"sb3": 1_500_000, "compiled": 3_000_000, "batched": 3_000_000}
-EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720}
+STEPS = {"sb3": 1_500_000, "compiled": 3_000_000, "batched": 3_000_000, "split": 3_000_000}
+EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720, "split": 30_720}
 #: The table's columns: the run's, then the checkpoint's.
 ROW_COLUMNS = ("phase", "trainer", "seed", "commit", "options", "compile", "load_start",
                "load_end", "setup_s", "train_s", "steps_per_s", "steps", "wall_s",
@@ -189,13 +191,14 @@ def run_study(args: argparse.Namespace) -> Path:
     return table
 
 
-def report(table: pd.DataFrame, fraction: float, measure: str = "heldout", seed: int = 0
-           ) -> str:
-    """The target, each phase and trainer's wall time to it (median over seeds with a 95%
-    bootstrap interval; training seconds are wall less the run's setup), and the ratio of
-    the compiled trainer's times to SB3's."""
+def report(table: pd.DataFrame, fraction: float, measure: str = "heldout", seed: int = 0,
+           target_cost: float | None = None) -> str:
+    """The target (``target_cost``, or ``fraction`` of the best improvement), each phase
+    and trainer's wall time to it (median over seeds with a 95% bootstrap interval; training
+    seconds are wall less the run's setup), and the ratio of the compiled trainer's times
+    to SB3's."""
     rng = np.random.default_rng(seed)
-    target = target_table.choose_target(table, fraction, measure)
+    target = target_table.choose_target(table, fraction, measure, target_cost)
     times = target_table.times_to_target(table, target.cost, measure)
     runs = table.groupby(list(target_table.KEY), sort=False).agg(
         setup_s=("setup_s", "first"), steps_per_s=("steps_per_s", "first"),
@@ -205,8 +208,10 @@ def report(table: pd.DataFrame, fraction: float, measure: str = "heldout", seed:
     times["train_to_target_s"] = times["wall_s"] - times["setup_s"]
     lines = [f"commit(s) {', '.join(table['commit'].unique())}; measure: {measure} cost; "
              f"All-in-LR's {table[f'{measure}_all_in_lr'].iloc[0]:.4f}",
-             f"target {target.cost:.4f}: {target.reference} ({target.reference_cost:.4f}) less "
-             f"{fraction:g} x the best reduction from it (best checkpoint {target.best_cost:.4f})",
+             f"target {target.cost:.4f}{' (given)' if target.given else ''}: "
+             f"{target.reference} ({target.reference_cost:.4f}) less "
+             f"{target.fraction:.3g} x the best reduction from it (best checkpoint "
+             f"{target.best_cost:.4f})",
              "| phase | trainer | seeds | reached | wall s to target, median [95%] | "
              "training s to it (median) | setup s (median) | steps to it (median) | "
              "steps/s (median) | final cost (median) | load |", "|---|" * 1 + "---|" * 10]
@@ -234,7 +239,8 @@ def _ratios(times: pd.DataFrame, rng: np.random.Generator) -> list[str]:
     if not len(sb3) or not np.isfinite(np.median(sb3)):
         return ["SB3's median run never reached the target: no ratio"] if len(sb3) else []
     lines = []
-    for phase, trainer in [("seeds", "compiled"), ("seeds", "batched"), ("cold", "compiled")]:
+    for phase, trainer in [("seeds", "compiled"), ("seeds", "split"), ("seeds", "batched"),
+                           ("cold", "compiled")]:
         if len(mine := wall(phase, trainer)):
             ratio, low, high = target_table.ratio_interval(mine, sb3, rng)
             lines.append(f"{phase} {trainer} / SB3 seeds: {ratio:.3f} [{low:.3f}, {high:.3f}] "
@@ -291,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fraction", type=float, default=0.95,
                         help="share of the best improvement the target asks (0: "
                              "All-in-LR's cost)")
+    parser.add_argument("--target-cost", type=float, default=None,
+                        help="the target cost itself (fixed from a pilot), instead of "
+                             "--fraction of the best improvement")
     parser.add_argument("--measure", choices=target_table.MEASURES, default="heldout",
                         help="the cost the target is set on: the held-out or the training cells'")
     parser.add_argument("--report-only", action="store_true",
@@ -316,7 +325,8 @@ def main(argv: list[str] | None = None) -> None:
         run_study(args)
     if not table.exists():
         parser.error(f"{table} does not exist: run the study first")
-    print(report(pd.read_csv(table), args.fraction, args.measure))
+    print(report(pd.read_csv(table), args.fraction, args.measure,
+                 target_cost=args.target_cost))
 
 
 if __name__ == "__main__":
