@@ -317,7 +317,7 @@ def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     """The worker's schedule is fixed, not timed: the same seed gives the same weights; the
     worker and the minibatches draw from two streams of the seed."""
     kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
-              "trainer": "compiled"}
+              "trainer": "compiled", "overlap": True}
     runs = [train_replay(store, run_name=name, **kwargs) for name in ("a", "b")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.equal(a[k], b[k]) for k in a)

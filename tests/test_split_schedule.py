@@ -250,12 +250,16 @@ def test_the_two_process_run_is_the_one_process_schedule_bit_for_bit(store, tmp_
 
 
 def test_the_schedule_is_resolved_and_checked(store) -> None:
-    """Compiled runs pipelined unless told; --no-overlap is sequential; split is refused
-    for the autograd trainer, against --no-overlap, off the CPU and for one environment."""
+    """Compiled runs split unless told (sequential with one environment or off the CPU);
+    --no-overlap is sequential and overlap pipelined; split is refused for the autograd
+    trainer, against --no-overlap, off the CPU and for one environment."""
     base: dict[str, Any] = {"replay_store": str(store), "datasets": ("large",)}
-    assert TrainConfig(trainer="compiled", **base).run_schedule == "pipelined"
+    assert TrainConfig(trainer="compiled", **base).run_schedule == "split"
+    assert TrainConfig(trainer="compiled", n_envs=1, **base).run_schedule == "sequential"
+    assert TrainConfig(trainer="compiled", device="cuda", **base).run_schedule == "sequential"
     assert TrainConfig(trainer="batched", **base).run_schedule == "sequential"
     assert TrainConfig(trainer="compiled", overlap=False, **base).run_schedule == "sequential"
+    assert TrainConfig(trainer="compiled", overlap=True, **base).run_schedule == "pipelined"
     split = TrainConfig(trainer="compiled", schedule="split", **base)
     assert split.run_schedule == "split" and split.second_process and not split.run_overlapped
     for options, message in (({"trainer": "batched"}, "use --trainer compiled"),

@@ -72,15 +72,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "on the vector replay environment, batched in torch (--replay-store); "
                         "compiled: the same with one compiled minibatch step")
     p.add_argument("--no-overlap", action="store_true",
-                   help="compiled (or batched) trainer: play each rollout after the update "
-                        "before it in this process, instead of a worker process playing the "
-                        "next rollout during the update (the default of compiled)")
+                   help="compiled (or batched) trainer: one process, each rollout played "
+                        "after the update before it (as --schedule sequential)")
     p.add_argument("--schedule", choices=SCHEDULES, default=None,
                    help="torch trainers: how the second core works: sequential (not at all, "
                         "as --no-overlap), pipelined (a worker plays the next rollout during "
-                        "the update; compiled's default) or split (two processes each play "
-                        "half of the environments and compute half of every minibatch's "
-                        "gradient; compiled only)")
+                        "the update; faster than split on a busy machine) or split (two "
+                        "processes each play half of the environments and compute half of "
+                        "every minibatch's gradient; compiled only, and its default on a "
+                        "CPU)")
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
     p.add_argument("--datasets", nargs="+", default=None,
                    help="data sets (names or paths); one is drawn per episode (default: every "

@@ -156,7 +156,8 @@ class TrainConfig:
     #: The torch trainers' device ("cpu", "cuda", ...).
     device: str = "cpu"
     #: The torch trainers: a worker process plays the next rollout while this one updates
-    #: (``training.pipelined``); None: for ``compiled`` on a CPU.
+    #: (``training.pipelined``: True) or not (``sequential``: False); None: see
+    #: :attr:`run_schedule`.
     overlap: bool | None = None
     #: The torch trainers' :data:`SCHEDULES` entry; None: what :attr:`overlap` says
     #: (``run_schedule``).
@@ -259,14 +260,16 @@ class TrainConfig:
     @property
     def run_schedule(self) -> str:
         """The torch trainer's schedule (:data:`SCHEDULES`): :attr:`schedule` where given,
-        else ``pipelined`` where :attr:`overlap` says so (None: for ``compiled`` on a CPU),
-        else ``sequential``."""
+        else ``pipelined`` or ``sequential`` as :attr:`overlap` says, else (neither given)
+        ``split`` for ``compiled`` on a CPU with two environments or more (the fastest on an
+        otherwise idle machine, and PPO with no policy lag: ``docs/training.md``) and
+        ``sequential`` for the rest."""
         if self.schedule is not None:
             return self.schedule
-        overlap = self.overlap
-        if overlap is None:
-            overlap = self.trainer == "compiled" and self.device == "cpu"
-        return "pipelined" if overlap else "sequential"
+        if self.overlap is not None:
+            return "pipelined" if self.overlap else "sequential"
+        split = self.trainer == "compiled" and self.device == "cpu" and self.n_envs >= 2
+        return "split" if split else "sequential"
 
     @property
     def run_overlapped(self) -> bool:
