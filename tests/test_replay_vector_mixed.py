@@ -73,6 +73,15 @@ def test_two_sub_envs_play_different_costs_with_each_cells_own_rewards(store) ->
     assert terminated.all() and returns[0] != returns[1]
 
 
+def test_mixed_cells_take_data_set_names_in_any_case(store) -> None:
+    """A cell's data set named in another case than the store's is the store's cell (as a
+    single replay environment matches names), not a missing lattice."""
+    envs = ReplayVectorEnv(2, store, cells=[("LARGE", 0, EVEN), ("Large", 0, DEAR_FN)])
+    assert envs.cells == (("large", 0, setting_key(EVEN)), ("large", 0, setting_key(DEAR_FN)))
+    with pytest.raises(StoreError, match="no lattice for data set 'large', seed 1"):
+        ReplayVectorEnv(2, store, cells=[("large", 1, EVEN)])
+
+
 def test_mixed_cells_of_one_setting_play_as_the_default(store) -> None:
     cells = [(name, seed, EVEN) for name, seed in LatticeStore(store).cells(EVEN)]
     default = ReplayVectorEnv(3, store, settings=EVEN, observation="v2")

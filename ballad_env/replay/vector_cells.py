@@ -55,11 +55,12 @@ class VectorCells:
         self._settings: dict[CellKey, Settings] = {}
         for name, seed, cell_settings in checked:
             single = singles[setting_key(cell_settings)]
-            if (name, int(seed)) not in single.cells:
+            stored = _stored_name(single, name, int(seed))
+            if stored is None:
                 raise StoreError(f"the store {store.root} has no lattice for data set "
                                  f"{name!r}, seed {seed}, setting {setting_key(cell_settings)}:"
                                  " build it with ballad-env lattices")
-            self._settings[(name, int(seed), setting_key(cell_settings))] = single.settings
+            self._settings[(stored, int(seed), setting_key(cell_settings))] = single.settings
         self.keys = tuple(self._settings)
         rewards = {s.reward for s in self._settings.values()}
         if len(rewards) > 1:
@@ -111,6 +112,13 @@ class VectorCells:
             raise StoreError(f"no mixed cell of data set {options.get('dataset')!r} and seed "
                              f"{options.get('seed')!r}: choose among the cells given")
         return chosen
+
+
+def _stored_name(single: BudgetAllocationReplayEnv, name: str, seed: int) -> str | None:
+    """The store's spelling of data set ``name`` where it holds ``seed`` (names in any case,
+    as a single replay environment takes them), or None."""
+    return next((held for held, held_seed in single.cells
+                 if held_seed == seed and held.lower() == name.lower()), None)
 
 
 def _checked_cells(cells: Sequence[tuple[str, int, Settings]]
