@@ -12,7 +12,7 @@ from conftest import small_store
 
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.seed_sweep import seed_configs, summarise
+from agents.experiments.training.seed_sweep import evaluation_costs, seed_configs, summarise
 from agents.policy import load_policy
 from agents.reports.policy_stats import iqm
 
@@ -45,6 +45,11 @@ def test_two_seeds_write_two_policies_and_their_iqm(store, tmp_path, capsys) -> 
     assert min(summary["mean_cost_by_seed"]) - 1e-9 <= summary["iqm_cost"] \
         <= max(summary["mean_cost_by_seed"]) + 1e-9
     assert "IQM of the evaluation cost over 2 seeds" in capsys.readouterr().out
+    config = TrainConfig(replay_store=str(store), datasets=("large",), eval_episodes=6,
+                         algo="ppo", settings=TrainConfig().settings.replace(prior="knn"))
+    both, apart = evaluation_costs(config, runs), [evaluation_costs(config, [r]) for r in runs]
+    assert both.shape == (2, 6) and np.array_equal(both, np.concatenate(apart))  # shared envs
+    assert summary["mean_cost_by_seed"] == pytest.approx(both.mean(axis=1).tolist())
     alone = [*argv[:-1], "alone", "--seed", "1", "--output-dir", str(tmp_path / "b")]
     assert train_main(alone) == 0
     single = _weights(tmp_path / "b" / "alone" / "alone.zip")

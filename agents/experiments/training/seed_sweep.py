@@ -40,9 +40,11 @@ def seed_configs(config: TrainConfig, n_seeds: int) -> list[TrainConfig]:
             for seed in range(config.seed, config.seed + n_seeds)]
 
 
-def evaluation_costs(config: TrainConfig, model_path: Path) -> np.ndarray:
-    """The final test cost of one greedy episode of the saved policy in each of
-    ``config.eval_episodes`` replay environments reset with ``config.eval_seed``."""
+def evaluation_costs(config: TrainConfig, model_paths: list[Path]) -> np.ndarray:
+    """The final test cost of one greedy episode of each saved policy in each of
+    ``config.eval_episodes`` replay environments reset with ``config.eval_seed``: a policies
+    x episodes matrix. The environments are built once and every policy plays the same
+    episodes (the reset seed fixes them), as the trainers' evaluations do."""
     from agents.experiments.training.recorder import greedy_costs
     from agents.experiments.training.rollouts import make_envs
     from agents.experiments.training.torch_trainer import envs_arguments
@@ -51,11 +53,11 @@ def evaluation_costs(config: TrainConfig, model_path: Path) -> np.ndarray:
     if config.replay_store is None:
         raise ValueError("a seed sweep evaluates its policies on the replay environment: give "
                          "--replay-store DIR")
-    policy = load_policy(model_path).model.policy
+    masked = config.algo == "maskable_ppo"
     envs = make_envs(*envs_arguments(config, config.eval_episodes))
     try:
-        masked = config.algo == "maskable_ppo"
-        return greedy_costs(policy, envs, masked, config.eval_seed)[1]
+        return np.stack([greedy_costs(load_policy(path).model.policy, envs, masked,
+                                      config.eval_seed)[1] for path in model_paths])
     finally:
         envs.close()
 
@@ -79,8 +81,7 @@ def train_seeds(config: TrainConfig, n_seeds: int,
     run: Callable[[TrainConfig], TrainResult] = train_one if train is None else train
     configs = seed_configs(config, n_seeds)
     results = [run(c) for c in configs]
-    costs = np.stack([evaluation_costs(c, r.model_path) for c, r in zip(configs, results,
-                                                                          strict=True)])
+    costs = evaluation_costs(config, [r.model_path for r in results])
     summary = {"runs": [c.name for c in configs], "eval_episodes": config.eval_episodes,
                "eval_seed": config.eval_seed,
                **summarise([c.seed for c in configs], costs)}
