@@ -15,9 +15,10 @@ import pytest
 import torch
 from conftest import small_store, train_replay
 
+from agents.experiments.training import config as config_module
 from agents.experiments.training import exchange as exchange_module
 from agents.experiments.training import updates
-from agents.experiments.training.config import Hyperparameters, TrainConfig
+from agents.experiments.training.config import Hyperparameters, TrainConfig, stores_in_order
 from agents.experiments.training.exchange import Endpoint, Exchange
 from agents.experiments.training.rollouts import make_envs
 from agents.experiments.training.split_schedule import (
@@ -55,6 +56,11 @@ def _flat_and_table(rows: int, masked: bool, seed: int = 0) -> tuple[updates.Fla
     table = updates.pack(obs, masks, actions, old_logp, torch.randn(rows, generator=gen) * 3,
                          torch.randn(rows, generator=gen))
     return layout, flat, table
+
+
+#: The exchange (and so a split run) needs x86's store order: elsewhere it is refused.
+x86_only = pytest.mark.skipif(not stores_in_order(),
+                              reason="the split schedule's exchange needs x86's store order")
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -169,6 +175,7 @@ def _child(exchange: Exchange, n: int, width: int) -> None:
     os._exit(0 if all(_swap_many(exchange, 1, n, width)) else 1)
 
 
+@x86_only
 def test_two_processes_swap_vectors_in_step() -> None:
     """Two processes (one forked here) meet 2,000 times: every exchange's slot holds both
     sides' vectors of that exchange, never a vector of the one before or after (the slots
@@ -223,6 +230,7 @@ def _one_process_weights(config: TrainConfig, n_rollouts: int) -> torch.Tensor:
     return update.weights().clone()
 
 
+@x86_only
 def test_the_two_process_run_is_the_one_process_schedule_bit_for_bit(store, tmp_path) -> None:
     """Two rollouts of MaskablePPO on 5 environments (3 and 2: an odd split, and 75-row
     rollouts cut into minibatches of 32, 32 and 11 rows: odd halves) in two processes give
@@ -249,10 +257,11 @@ def test_the_two_process_run_is_the_one_process_schedule_bit_for_bit(store, tmp_
         first.policy.parameters()).detach())
 
 
-def test_the_schedule_is_resolved_and_checked(store) -> None:
-    """Compiled runs split unless told (sequential with one environment or off the CPU);
-    --no-overlap is sequential and overlap pipelined; split is refused for the autograd
-    trainer, against --no-overlap, off the CPU and for one environment."""
+def test_the_schedule_is_resolved_and_checked(store, monkeypatch) -> None:
+    """Compiled runs split unless told on an x86 CPU (sequential with one environment or off
+    the CPU); --no-overlap is sequential and overlap pipelined; split is refused for the
+    autograd trainer, against --no-overlap, off the CPU and for one environment."""
+    monkeypatch.setattr(config_module.platform, "machine", lambda: "x86_64")
     base: dict[str, Any] = {"replay_store": str(store), "datasets": ("large",)}
     assert TrainConfig(trainer="compiled", **base).run_schedule == "split"
     assert TrainConfig(trainer="compiled", n_envs=1, **base).run_schedule == "sequential"
@@ -270,6 +279,20 @@ def test_the_schedule_is_resolved_and_checked(store) -> None:
             TrainConfig(**{"trainer": "compiled", "schedule": "split", **base, **options})
     with pytest.raises(ValueError, match="unknown schedule 'halves'"):
         TrainConfig(trainer="compiled", schedule="halves", **base)
+
+
+@pytest.mark.parametrize("machine", ["arm64", "aarch64"])
+def test_cpus_without_x86s_store_order_default_to_pipelined_and_refuse_split(
+        store, monkeypatch, machine) -> None:
+    """The exchange relies on x86's store order: elsewhere the compiled trainer's default is
+    the pipelined schedule, and asking for the split names the machine and the fix."""
+    monkeypatch.setattr(config_module.platform, "machine", lambda: machine)
+    base: dict[str, Any] = {"replay_store": str(store), "datasets": ("large",),
+                            "trainer": "compiled"}
+    assert TrainConfig(**base).run_schedule == "pipelined"
+    with pytest.raises(ValueError, match=f"this machine is '{machine}': use --schedule "
+                                         "pipelined"):
+        TrainConfig(schedule="split", **base)
 
 
 @pytest.mark.slow

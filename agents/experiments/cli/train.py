@@ -79,8 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "as --no-overlap), pipelined (a worker plays the next rollout during "
                         "the update; faster than split on a busy machine) or split (two "
                         "processes each play half of the environments and compute half of "
-                        "every minibatch's gradient; compiled only, and its default on a "
-                        "CPU)")
+                        "every minibatch's gradient; compiled only, and its default on an "
+                        "x86 CPU)")
     p.add_argument("--algo", choices=ALGORITHMS, default="ppo", help="RL algorithm")
     p.add_argument("--datasets", nargs="+", default=None,
                    help="data sets (names or paths); one is drawn per episode (default: every "

@@ -7,6 +7,7 @@ import it, not each other.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -32,6 +33,15 @@ TORCH_TRAINERS = ("batched", "compiled")
 #: half of the environments and computing half of every minibatch's gradient (``split``,
 #: ``training.split_schedule``; the compiled trainer's step only).
 SCHEDULES = ("sequential", "pipelined", "split")
+#: The machines (``platform.machine()``, lower case) whose CPUs keep one thread's stores in
+#: order (x86's total store order), which the split schedule's exchange relies on
+#: (``training.exchange``); elsewhere (ARM's weaker order) it is refused.
+STORE_ORDERED_MACHINES = ("x86_64", "amd64")
+
+
+def stores_in_order() -> bool:
+    """Whether this machine's CPU keeps stores in order (:data:`STORE_ORDERED_MACHINES`)."""
+    return platform.machine().lower() in STORE_ORDERED_MACHINES
 #: The algorithms the torch trainers run.
 TORCH_ALGORITHMS = ("ppo", "maskable_ppo")
 #: The run's sizes by trainer where :class:`TrainConfig`'s own defaults (SB3's) do not fit:
@@ -230,6 +240,10 @@ class TrainConfig:
         if self.schedule != "sequential" and self.device != "cpu":
             raise ValueError(f"the {self.schedule} schedule's second process runs on the CPU: "
                              f"on device {self.device!r} use --schedule sequential")
+        if self.schedule == "split" and not stores_in_order():
+            raise ValueError("the split schedule's exchange relies on x86's store order, and "
+                             f"this machine is {platform.machine()!r}: use --schedule "
+                             "pipelined")
         if self.schedule == "split" and self.n_envs < 2:
             raise ValueError("the split schedule gives each process half of the environments: "
                              f"give --n-envs 2 or more, not {self.n_envs}")
@@ -261,15 +275,18 @@ class TrainConfig:
     def run_schedule(self) -> str:
         """The torch trainer's schedule (:data:`SCHEDULES`): :attr:`schedule` where given,
         else ``pipelined`` or ``sequential`` as :attr:`overlap` says, else (neither given)
-        ``split`` for ``compiled`` on a CPU with two environments or more (the fastest on an
-        otherwise idle machine, and PPO with no policy lag: ``docs/training.md``) and
-        ``sequential`` for the rest."""
+        ``split`` for ``compiled`` on an x86 CPU with two environments or more (the fastest
+        on an otherwise idle machine, and PPO with no policy lag: ``docs/training.md``),
+        ``pipelined`` for ``compiled`` on other CPUs, and ``sequential`` for the rest."""
         if self.schedule is not None:
             return self.schedule
         if self.overlap is not None:
             return "pipelined" if self.overlap else "sequential"
-        split = self.trainer == "compiled" and self.device == "cpu" and self.n_envs >= 2
-        return "split" if split else "sequential"
+        if self.trainer != "compiled" or self.device != "cpu":
+            return "sequential"
+        if not stores_in_order():
+            return "pipelined"
+        return "split" if self.n_envs >= 2 else "sequential"
 
     @property
     def run_overlapped(self) -> bool:

@@ -18,7 +18,10 @@ the run has not failed (either side can mark it, :meth:`Endpoint.fail`) and, abo
 second, that the other process is alive.
 
 The counter is written after the vector, by the same thread, and read before it: on x86
-(total store order) the reader then sees the whole vector; the CPUs this project runs on.
+(total store order) the reader then sees the whole vector. Other CPUs (ARM) may reorder
+the stores, so the split schedule is refused there (``config.stores_in_order``) and their
+default is the pipelined schedule, whose pipe is a barrier. Where the system has no
+``os.sched_yield`` (Windows) the yield is a zero-length sleep.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ SPINS = 2000
 YIELD_SECONDS, NAP_SECONDS, ALIVE_EVERY = 0.002, 50e-6, 1.0
 #: The counters' index of the failure flag (after the two sides' sequence numbers).
 FAILED = 2
+#: Give up the core for a moment (``os.sched_yield`` where the system has it).
+_yield_core: Callable[[], None] = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
 class Exchange:
@@ -94,7 +99,7 @@ class Endpoint:
                                        "without finishing the run")
                 checked = now
             if now - start < YIELD_SECONDS:
-                os.sched_yield()
+                _yield_core()
             else:
                 time.sleep(NAP_SECONDS)
 
