@@ -34,3 +34,18 @@ def test_the_heavy_libraries_still_load_where_they_are_used() -> None:
     assert roc_auc(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8])) == 0.75
     low, high = rejected_counts(10, 0.1, 32.0)
     assert 0 <= low and high <= 10
+
+
+def test_a_run_imports_no_plotting_library_before_it_trains() -> None:
+    """``train_and_plot`` (what ``ballad-env train`` calls) draws its curve after training:
+    matplotlib and pandas are not imported while the run sets up."""
+    code = ("import json, sys\n"
+            "import agents.experiments.training as training\n"
+            "def train(config):\n"
+            "    print(json.dumps([m for m in ('matplotlib', 'pandas') if m in sys.modules]))\n"
+            "    raise SystemExit(0)\n"
+            "training.train = train\n"
+            "training.train_and_plot(None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []

@@ -39,10 +39,11 @@ def train(config: TrainConfig) -> TrainResult:
 
 def train_and_plot(config: TrainConfig) -> tuple[TrainResult, Path]:
     """Train one policy (``training.train``, any trainer) and draw its learning curve to
-    ``<run>/curve.png``; the result and the curve's path."""
+    ``<run>/curve.png``; the result and the curve's path. The plotting libraries are
+    imported after the training, so their import is not part of the run's setup."""
+    result = train(config)
     from agents.experiments.training.curves import plot_training_curves
 
-    result = train(config)
     window = max(1, min(30, config.total_timesteps // 150))
     curve = plot_training_curves({config.name: [result.run_dir]}, result.run_dir / "curve.png",
                                  window=window, title=config.name)
