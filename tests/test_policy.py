@@ -171,6 +171,28 @@ def test_training_uses_and_records_non_default_settings(tmp_path):
     assert abs(start - default["test_cost"]) > 1e-3
 
 
+def test_a_run_closes_its_progress_table(tmp_path, monkeypatch):
+    """SB3's logger writes ``logs/progress.csv``; the run closes it when training ends (left
+    open, the file was closed whenever it was collected, as a ResourceWarning in some other
+    test)."""
+    from agents.experiments.training import sb3
+
+    loggers, original = [], sb3.configure
+
+    def configure(*args, **kwargs):
+        loggers.append(original(*args, **kwargs))
+        return loggers[-1]
+
+    monkeypatch.setattr(sb3, "configure", configure)
+    config = TrainConfig(datasets=("toy",), settings=Settings(reward="cost", prior=PRIOR),
+                         total_timesteps=30, hyperparameters={"n_steps": 10, "batch_size": 10},
+                         n_envs=1, vec_env="dummy", output_dir=str(tmp_path),
+                         progress_bar=False)
+    train(config)
+    files = [fmt.file for fmt in loggers[0].output_formats]
+    assert files and all(f.closed for f in files)
+
+
 def test_mask_from_observation_allows_both_when_nothing_is_left():
     obs = np.zeros((1, len(FEATURE_INDEX)), dtype=np.float32)
     assert mask_from_observation(obs).tolist() == [[True, True]]

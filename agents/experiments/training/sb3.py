@@ -178,10 +178,12 @@ def _train_locked(config: TrainConfig) -> TrainResult:
 
     run_dir = fresh_run_dir(config)
     env = make_vec_env(config, monitor_dir=run_dir / "monitor")
+    logger = None
     try:
         model = ALGORITHM_CLASSES[config.algo]("MlpPolicy", env, seed=config.seed, verbose=0,
                                              device="cpu", **algorithm_kwargs(config))
-        model.set_logger(configure(str(run_dir / "logs"), ["csv"]))
+        logger = configure(str(run_dir / "logs"), ["csv"])
+        model.set_logger(logger)
         write_record(config, num_timesteps=0, seconds=0.0)
         start, cpu_start = time.perf_counter(), time.process_time()
         with warnings.catch_warnings():
@@ -192,6 +194,8 @@ def _train_locked(config: TrainConfig) -> TrainResult:
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     finally:
         env.close()
+        if logger is not None:  # its progress.csv, closed now rather than whenever collected
+            logger.close()
     model_path = run_dir / f"{config.name}.zip"
     model.save(model_path)
     record = write_record(config, num_timesteps=model.num_timesteps, seconds=seconds,
