@@ -107,3 +107,18 @@ def test_a_gain_on_one_outer_fold_is_never_beyond_its_standard_error() -> None:
     assert gain == pytest.approx(0.0232 / 5) and gain - se > 0  # the last bit says beyond
     assert se == pytest.approx(0.0232 / 5)
     assert not table["preferred"].any()
+
+
+def test_a_studys_tables_are_printed_rounded_and_written(tmp_path, capsys) -> None:
+    """``show_and_write``: each table printed under its name at the digits asked, and written
+    as ``<prefix>_<name>`` (CSV and Markdown)."""
+
+    from scripts.studies.allocation.tasks_report import show_and_write
+
+    paths = show_and_write({"nested": pd.DataFrame({"rule": ["single"], "share": [0.28184]})},
+                           tmp_path, prefix="allocation6", digits=3)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "nested" and "0.282" in out and "0.2818" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["allocation6_nested.csv",
+                                                          "allocation6_nested.md"]
+    assert paths

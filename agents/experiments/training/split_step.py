@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 from collections.abc import Callable, Iterable
 
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.step_cache import Announce, load_step
+from agents.experiments.training.step_cache import Announce, load_step, warn_eager
 from agents.experiments.training.updates import (
     FlatLayout,
     clip_and_adam,
@@ -125,9 +124,7 @@ class HalfSteps:
                                                    announce_once)
             self.built = self.built or built
         except Exception as err:  # noqa: BLE001 - export's and inductor's errors share no base
-            warnings.warn(f"compiling the split PPO step failed ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0] if str(err) else ''}); it runs eagerly",
-                          RuntimeWarning, stacklevel=2)
+            warn_eager("the split PPO step", err)
             self.half_compiled.clear()
             self.apply_compiled = None
         self.compiled = self.apply_compiled is not None

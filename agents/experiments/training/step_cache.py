@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -166,5 +167,13 @@ def load_step(function: functools.partial[torch.Tensor], example: tuple[torch.Te
     return load_package(path), built
 
 
+def warn_eager(step: str, err: Exception) -> None:
+    """Say that building or loading ``step`` failed with ``err`` (its type and first line)
+    and that it runs eagerly: the one warning of every compiled step's fallback."""
+    first = str(err).splitlines()[0] if str(err) else ""
+    warnings.warn(f"compiling {step} failed ({type(err).__name__}: {first}); it runs eagerly",
+                  RuntimeWarning, stacklevel=3)
+
+
 __all__ = ["INDUCTOR_CACHE_ENV", "STEP_SOURCES", "build", "cache_dir", "cpu_features",
-           "load_package", "load_step", "package_key", "use_inductor_cache"]
+           "load_package", "load_step", "package_key", "use_inductor_cache", "warn_eager"]

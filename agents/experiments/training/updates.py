@@ -30,7 +30,6 @@ import functools
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +45,7 @@ from agents.experiments.training.ppo import (
     over_minibatches,
     ppo_update,
 )
-from agents.experiments.training.step_cache import Announce, load_step
+from agents.experiments.training.step_cache import Announce, load_step, warn_eager
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -355,9 +354,7 @@ class FlatUpdate:
                 self.compiled_steps[rows], built = load_step(self.eager, example, announce)
                 self.built = self.built or built
         except Exception as err:  # noqa: BLE001 - export's and inductor's errors share no base
-            warnings.warn(f"compiling the PPO step failed ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0] if str(err) else ''}); it runs eagerly",
-                          RuntimeWarning, stacklevel=2)
+            warn_eager("the PPO step", err)
             self.compiled_steps.clear()
         self.compiled = bool(self.compiled_steps)
         return time.perf_counter() - start

@@ -309,12 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--update-docs", action="store_true",
                    help="write the tables into docs/tables as allocation7_*")
     args = p.parse_args(argv)
-    tables = study(args.out, args.point)
-    for name, frame in tables.items():
-        print(name)
-        print(frame.round(4).to_string(index=False))
-    R.write_all(tables, (REPO / "docs" if args.update_docs else args.out) / "tables",
-                prefix="allocation7")
+    R.show_and_write(study(args.out, args.point),
+                     (REPO / "docs" if args.update_docs else args.out) / "tables",
+                     prefix="allocation7", digits=4)
     return 0
 
 

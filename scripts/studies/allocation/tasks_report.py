@@ -143,6 +143,16 @@ def write_all(tables: Mapping[str, pd.DataFrame], folder: Path,
             for name, frame in tables.items()]
 
 
+def show_and_write(tables: Mapping[str, pd.DataFrame], folder: Path, prefix: str,
+                   digits: int) -> list[Path]:
+    """Print each table (rounded to ``digits``) under its name, then :func:`write_all` them
+    into ``folder``: a study's last step, into docs/tables or its own folder."""
+    for name, frame in tables.items():
+        print(name)
+        print(frame.round(digits).to_string(index=False))
+    return write_all(tables, folder, prefix=prefix)
+
+
 def _rounded(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6)
@@ -186,5 +196,5 @@ def write_entries(path: Path, entries: Mapping[str, Mapping[str, Any]],
 
 
 __all__ = ["LEVELS", "PAPER_18", "curve_figure", "curve_frame", "paper_check", "paper_means",
-           "per_dataset",
-           "shares_frame", "shares_with_se", "write_all", "write_entries"]
+           "per_dataset", "shares_frame", "shares_with_se", "show_and_write", "write_all",
+           "write_entries"]
