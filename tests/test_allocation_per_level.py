@@ -112,7 +112,6 @@ def test_a_gain_on_one_outer_fold_is_never_beyond_its_standard_error() -> None:
 def test_a_studys_tables_are_printed_rounded_and_written(tmp_path, capsys) -> None:
     """``show_and_write``: each table printed under its name at the digits asked, and written
     as ``<prefix>_<name>`` (CSV and Markdown)."""
-
     from scripts.studies.allocation.tasks_report import show_and_write
 
     paths = show_and_write({"nested": pd.DataFrame({"rule": ["single"], "share": [0.28184]})},
