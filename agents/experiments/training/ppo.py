@@ -13,12 +13,10 @@ thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.nn import functional
-
-from agents.experiments.training.config import Hyperparameters
 
 #: The logit a masked action gets (sb3-contrib's ``MaskableCategorical``).
 HUGE_NEG = -1e8
@@ -27,6 +25,31 @@ STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 #: One layer's (weight, bias).
 Layer = tuple[torch.Tensor, torch.Tensor]
+
+
+class Hyperparameters(Protocol):
+    """The hyperparameters PPO's steps read, by SB3's names and meanings. The training
+    configuration's block (``agents.experiments.training.config.Hyperparameters``) is one;
+    the algorithm names what it reads here so that it imports nothing of the harness."""
+
+    @property
+    def n_epochs(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def gae_lambda(self) -> float: ...
+    @property
+    def clip_range(self) -> float: ...
+    @property
+    def ent_coef(self) -> float: ...
+    @property
+    def vf_coef(self) -> float: ...
+    @property
+    def max_grad_norm(self) -> float: ...
+    @property
+    def normalize_advantage(self) -> bool: ...
 
 
 class Rollout:
@@ -220,5 +243,6 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "over_minibatches",
-           "policy_forward", "policy_layers", "policy_outputs", "ppo_update", "tanh"]
+__all__ = ["HUGE_NEG", "STATS", "Hyperparameters", "Layer", "Rollout", "gae", "mlp", "network",
+           "over_minibatches", "policy_forward", "policy_layers", "policy_outputs", "ppo_update",
+           "tanh"]

@@ -206,6 +206,9 @@ class SplitUpdate(FlatUpdate):
     """The flat update whose minibatch steps run as two halves (:class:`HalfSteps`), this
     process's state the policy's (so the model saves as ``FlatUpdate``'s does)."""
 
+    #: The configuration's block, whose rollout sizes the plan reads too.
+    hp: Hyperparameters
+
     def __init__(self, policy: Any, hp: Hyperparameters, masked: bool) -> None:
         super().__init__(policy, hp, masked)
         self.halves = HalfSteps(self.layout, hp, masked)

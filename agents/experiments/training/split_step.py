@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from agents.experiments.training.config import Hyperparameters
+from agents.experiments.training.ppo import Hyperparameters
 from agents.experiments.training.step_cache import Announce, load_step, warn_eager
 from agents.experiments.training.updates import (
     FlatLayout,

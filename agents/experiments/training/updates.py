@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.ppo import (
+    Hyperparameters,
     Layer,
     Rollout,
     gae,
