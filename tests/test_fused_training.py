@@ -1,4 +1,4 @@
-"""The compiled trainer's flat PPO step (agents.experiments.training.updates) against SB3's
+"""The compiled trainer's flat PPO step (agents.ppo.updates) against SB3's
 step under autograd, its fallbacks, and the rollout worker of the overlapped loop
 (agents.experiments.training.pipelined)."""
 
@@ -17,12 +17,12 @@ import pytest
 import torch
 from conftest import small_store, train_replay
 
-from agents.experiments.training import step_cache, updates
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.pipelined import stream_seeds
-from agents.experiments.training.ppo import HUGE_NEG, _minibatch_step
 from agents.experiments.training.torch_trainer import build_model
 from agents.policy import load_policy
+from agents.ppo import step_cache, updates
+from agents.ppo.core import HUGE_NEG, _minibatch_step
 
 HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e-3,
                                           "ent_coef": 0.05})

@@ -40,7 +40,6 @@ from agents.experiments.training.config import (
     TrainResult,
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo import Rollout, policy_forward
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
@@ -53,16 +52,17 @@ from agents.experiments.training.split_schedule import (
     SplitUpdate,
     split_loop,
 )
-from agents.experiments.training.split_step import halves
-from agents.experiments.training.updates import (
+from agents.experiments.training.worker_process import WorkerProcess
+from agents.policy import ALGORITHM_CLASSES
+from agents.ppo.core import Rollout, policy_forward
+from agents.ppo.split_step import halves
+from agents.ppo.updates import (
     ADAM_EPS,
     AutogradUpdate,
     FlatLayout,
     FlatUpdate,
     update_on,
 )
-from agents.experiments.training.worker_process import WorkerProcess
-from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, observation_space
 
 

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from agents.experiments.training.ppo import Hyperparameters
-from agents.experiments.training.step_cache import Announce, load_step, warn_eager
-from agents.experiments.training.updates import (
+from agents.ppo.core import Hyperparameters
+from agents.ppo.step_cache import Announce, load_step, warn_eager
+from agents.ppo.updates import (
     FlatLayout,
     clip_and_adam,
     compile_wanted,

@@ -1,7 +1,7 @@
 """PPO's minibatch step as one function: the forward pass, SB3's loss, the backward pass by
 hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
 
-The batched trainer's step (``ppo``) runs SB3's ``MlpPolicy`` under autograd and
+The batched trainer's step (``core``) runs SB3's ``MlpPolicy`` under autograd and
 torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
 bookkeeping and Python around it, so on one core it reaches about a third of what a
 matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.ppo import (
+from agents.ppo.core import (
     Hyperparameters,
     Layer,
     Rollout,
@@ -45,7 +45,7 @@ from agents.experiments.training.ppo import (
     over_minibatches,
     ppo_update,
 )
-from agents.experiments.training.step_cache import Announce, load_step, warn_eager
+from agents.ppo.step_cache import Announce, load_step, warn_eager
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -143,7 +143,7 @@ class FlatLayout:
 def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
             masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
-    are ``flat`` (``ppo.network`` on its views)."""
+    are ``flat`` (``core.network`` on its views)."""
     return network(*layout.split(flat), obs, masks)[2:]
 
 
@@ -297,11 +297,11 @@ def compile_wanted() -> bool:
 
 
 class FlatUpdate:
-    """``ppo.ppo_update`` with :func:`ppo_step`: the policy's parameters become
+    """``core.ppo_update`` with :func:`ppo_step`: the policy's parameters become
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
-    ``ppo_update``'s (``ppo.over_minibatches``: a permutation per epoch from the run's
+    ``ppo_update``'s (``core.over_minibatches``: a permutation per epoch from the run's
     generator)."""
 
     def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
@@ -381,7 +381,7 @@ class FlatUpdate:
 
 
 class AutogradUpdate:
-    """``ppo.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
+    """``core.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
     update), behind the interface of :class:`FlatUpdate` (``warm``, ``update``,
     ``finish``) so one training loop runs either."""
 

@@ -45,7 +45,7 @@ INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 #: The modules beside this one whose code every step runs (the forward pass, the loss's
 #: gradient, Adam): their source is in every package's key with the step's own module.
-STEP_SOURCES = ("ppo.py", "updates.py")
+STEP_SOURCES = ("core.py", "updates.py")
 #: What is called (with no arguments) just before a build: say that compiling starts.
 Announce = Callable[[], None]
 
