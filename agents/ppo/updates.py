@@ -2,10 +2,10 @@
 hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
 
 The batched trainer's step (``core``) runs SB3's ``MlpPolicy`` under autograd and
-torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
-bookkeeping and Python around it, so on one core it reaches about a third of what a
-matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
-plain tensor arithmetic written out once (:func:`ppo_step`):
+torch's fused Adam: dozens of small kernels a minibatch, each with its dispatch, autograd
+bookkeeping and Python around it, so it runs well below the speed of the matrix products
+it holds (``docs/training.md``, "Speed", gives the figures with their machine). Here the
+step is plain tensor arithmetic written out once (:func:`ppo_step`):
 
 * the two tanh MLPs and their heads as ``addmm`` calls on views of one flat parameter
   vector (:class:`FlatLayout`);

@@ -2,11 +2,12 @@
 
 stable-baselines3 steps a ``VecEnv`` one vector step at a time through Python objects (a
 forward pass, a ``RolloutBuffer`` write and a list of ``info`` dicts per step) and updates on
-minibatches of tens of rows; on the replay environment, which steps a million environment
-steps a second at N = 1,024 (``ballad_env.replay.vector``), that overhead is nearly all of a
-run. :func:`train_torch` keeps the whole loop on (N,)-shaped arrays: the rollout (one
-forward pass of all N environments per step, written into preallocated tensors), the
-advantages (GAE over the (T, N) rollout), and the updates (minibatches of thousands of rows).
+minibatches of tens of rows; on the replay environment, which steps all N environments at
+once in numpy (``ballad_env.replay.vector``; its speed is ``ballad-env bench --vector``'s),
+that overhead is nearly all of a run. :func:`train_torch` keeps the whole loop on
+(N,)-shaped arrays: the rollout (one forward pass of all N environments per step, written
+into preallocated tensors), the advantages (GAE over the (T, N) rollout), and the updates
+(minibatches of thousands of rows).
 
 The network *is* SB3's: the algorithm's own ``MlpPolicy`` (``ActorCriticPolicy`` or
 sb3-contrib's ``MaskableActorCriticPolicy``, the same layers, orthogonal initialisation and
