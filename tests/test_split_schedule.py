@@ -141,6 +141,40 @@ def test_a_package_is_keyed_by_the_code_its_step_calls(monkeypatch, tmp_path) ->
     assert len(set(keys)) == 1 + len(step_cache.STEP_SOURCES) == 3
 
 
+def test_a_packages_key_covers_every_module_its_steps_import() -> None:
+    """Every module of ``agents.ppo`` that a compiled step's module imports, directly or
+    through another, is in the package's key (``STEP_SOURCES``, or the step's own module), so
+    a module the step comes to call cannot be left out of it and a stale package load;
+    ``step_cache`` itself, which builds and loads packages and runs in no step, aside."""
+    import ast
+    import inspect
+
+    from agents.ppo import split_step, step_cache
+
+    folder = Path(step_cache.__file__).parent
+
+    def imported(name: str) -> set[str]:
+        found: set[str] = set()
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "agents.ppo":
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "agents.ppo."):
+                found.add(str(node.module).rsplit(".", 1)[1])
+        return found
+
+    keyed = {Path(name).stem for name in step_cache.STEP_SOURCES}
+    for step in (updates.ppo_step, split_step.half_gradient, split_step.apply_halves):
+        own = Path(str(inspect.getsourcefile(step))).stem
+        seen, todo = {own}, [own]
+        while todo:
+            for name in imported(todo.pop()) - seen:
+                seen.add(name)
+                todo.append(name)
+        assert seen - {"step_cache"} <= keyed | {own}, (step.__name__, seen, keyed)
+    assert imported("split_step") >= {"core", "updates", "step_cache"}
+
+
 def test_a_layout_is_its_shapes_so_both_processes_load_one_package() -> None:
     """SB3's policy's layout (named parameters) and the one built from the sizes alone (the
     helper's, started before the model exists) are equal and key the same package: the
