@@ -152,7 +152,9 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
     assert updates.FlatLayout.mlp_pair(18, (64, 64)).shapes == layout.shapes
     relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, HP, 0, "cpu")
     relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
-    with pytest.raises(ValueError, match="flat PPO step runs tanh MLPs.*--trainer batched"):
+    # Both torch trainers take the layout (the batched one for its rollout worker), so the
+    # refusal sends the user to the SB3 trainer, not to the other torch trainer.
+    with pytest.raises(ValueError, match="torch trainers run tanh MLPs.*ReLU.*--trainer sb3"):
         updates.FlatLayout.of(relu.policy)
 
 

@@ -44,6 +44,7 @@ from agents.ppo.core import (
     network,
     over_minibatches,
     ppo_update,
+    tanh_mlps,
 )
 from agents.ppo.step_cache import Announce, load_step, warn_eager
 
@@ -69,16 +70,12 @@ class FlatLayout:
 
     @classmethod
     def of(cls, policy: Any) -> FlatLayout:
-        """The layout of ``policy``; a policy this step cannot run (another activation, a
-        shared network, a feature extractor with weights) is refused by name."""
-        extractor = policy.mlp_extractor
-        for net in (extractor.policy_net, extractor.value_net):
-            kinds = {type(layer) for layer in net}
-            if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
-                raise ValueError(f"the flat PPO step runs tanh MLPs; this policy has "
-                                 f"{sorted(k.__name__ for k in kinds)}: use --trainer batched")
+        """The layout of ``policy``; a policy this step cannot run (another activation:
+        :func:`~agents.ppo.core.tanh_mlps`; a shared network, a feature extractor with
+        weights) is refused by name."""
+        actor, _ = tanh_mlps(policy)
         named = list(policy.named_parameters())
-        depth = sum(isinstance(layer, torch.nn.Linear) for layer in extractor.policy_net)
+        depth = sum(isinstance(layer, torch.nn.Linear) for layer in actor)
         expected = 4 * depth + 4
         if len(named) != expected or not named[-1][0].startswith("value_net"):
             raise ValueError(f"the flat PPO step expects actor, critic, action head and value "
