@@ -222,6 +222,21 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
     assert built[0].name == f"{key}.pt2"
 
 
+def test_a_warm_up_that_builds_two_shapes_announces_once(monkeypatch, tmp_path) -> None:
+    """A rollout of 24 rows in minibatches of 16 takes two packages (16 rows and the last 8):
+    both are built, after one "compiling" line for the run, not one a shape."""
+    monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
+    monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
+    built: list[Path] = []
+    monkeypatch.setattr(step_cache, "build", lambda function, example, path: built.append(path))
+    monkeypatch.setattr(step_cache, "load_package", lambda path: print)
+    said: list[str] = []
+    update = updates.FlatUpdate(_model().policy, HP, False)
+    update.warm(_rollout_shape(2, 12), lambda: said.append("compiling"))
+    assert sorted(update.compiled_steps) == [8, 16] and len(built) == 2 and update.built
+    assert said == ["compiling"]
+
+
 def test_a_package_is_keyed_by_the_cpu(monkeypatch) -> None:
     """A package built on a CPU with other vector instructions or feature flags (a cache
     folder shared between machines) is not loaded here: the CPU is part of its key, read

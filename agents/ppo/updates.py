@@ -46,7 +46,7 @@ from agents.ppo.core import (
     ppo_update,
     tanh_mlps,
 )
-from agents.ppo.step_cache import Announce, load_step, warn_eager
+from agents.ppo.step_cache import Announce, load_step, once, warn_eager
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -336,19 +336,20 @@ class FlatUpdate:
 
     def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
         """Load the compiled step for each minibatch shape of ``buf``'s rollouts from the
-        user's cache (``step_cache``; built there the first time, after ``announce()``), so
-        it happens before a run's clock; its seconds. Where building or loading fails the
-        step runs eagerly, with a warning."""
+        user's cache (``step_cache``; built there the first time, after one ``announce()``
+        for them all), so it happens before a run's clock; its seconds. Where building or
+        loading fails the step runs eagerly, with a warning."""
         if not self.compile:
             return 0.0
         flat = buf.n_steps * buf.n_envs
         sizes = {min(self.hp.batch_size, flat), flat % self.hp.batch_size} - {0}
         start = time.perf_counter()
+        announce_once = once(announce)
         try:
             for rows in sorted(sizes):
                 example = (self.state.clone(), self.step.clone(),
                            torch.zeros(rows, buf.obs.shape[-1] + 6, device=self.state.device))
-                self.compiled_steps[rows], built = load_step(self.eager, example, announce)
+                self.compiled_steps[rows], built = load_step(self.eager, example, announce_once)
                 self.built = self.built or built
         except Exception as err:  # noqa: BLE001 - export's and inductor's errors share no base
             warn_eager("the PPO step", err)
