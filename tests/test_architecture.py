@@ -1,8 +1,9 @@
 """The floors of docs/architecture.md, checked on the imports of every module.
 
 ballad_env (the environment) imports no other floor; agents (the allocators) import only
-ballad_env; agents.reports (tables, figures and statistics of results) imports both;
-agents.experiments (the harness) imports those three; agents.interop (rl-zoo3 and Minari)
+ballad_env; agents.ppo (the PPO algorithm) imports only ballad_env; agents.reports (tables,
+figures and statistics of results) imports ballad_env and the allocators; agents.experiments
+(the harness) imports those four; agents.interop (rl-zoo3 and Minari)
 sits on the harness; the command line
 (agents.experiments.cli, and ``python -m ballad_env``) sits on top of the library. The
 research lives in scripts/, never installed: the studies (scripts.studies.<study>) import the
@@ -39,6 +40,8 @@ def layer(module: str) -> str:
         return "reports"
     if module.startswith("agents.interop"):
         return "interop"
+    if module.startswith("agents.ppo"):
+        return "ppo"
     if module.startswith("agents"):
         return "agents"
     if module.startswith("ballad_env"):
@@ -52,11 +55,12 @@ def layer(module: str) -> str:
     return ""
 
 
-LIBRARY = {"environment", "agents", "reports", "harness", "interop", "commands"}
+LIBRARY = {"environment", "agents", "ppo", "reports", "harness", "interop", "commands"}
 ALLOWED = {"environment": {"environment"}, "agents": {"environment", "agents"},
+           "ppo": {"environment", "ppo"},
            "reports": {"environment", "agents", "reports"},
-           "harness": {"environment", "agents", "reports", "harness"},
-           "interop": {"environment", "agents", "reports", "harness", "interop"},
+           "harness": {"environment", "agents", "ppo", "reports", "harness"},
+           "interop": {"environment", "agents", "ppo", "reports", "harness", "interop"},
            "commands": LIBRARY,
            "common": LIBRARY | {"common"},
            "studies": LIBRARY | {"common"},
@@ -284,6 +288,15 @@ def test_a_forbidden_import_would_be_caught(tmp_path: Path) -> None:
     assert allowed("agents.interop.minari_datasets", "agents.experiments.lattice_build")
     assert not allowed("agents.experiments.training.sb3", "agents.interop.zoo")
     assert allowed("agents.experiments.cli.minari_data", "agents.interop.minari_datasets")
+    # PPO sits below the harness: the trainers import it; it imports none of them, nor the
+    # allocators, and the allocators and the reports do not import it.
+    assert layer("agents.ppo.updates") == "ppo"
+    assert allowed("agents.experiments.training.torch_trainer", "agents.ppo.updates")
+    assert allowed("agents.ppo.updates", "ballad_env.files")
+    assert not allowed("agents.ppo.core", "agents.experiments.training.config")
+    assert not allowed("agents.ppo.core", "agents.policy")
+    assert not allowed("agents.policy", "agents.ppo.core")
+    assert not allowed("agents.reports.tables", "agents.ppo.core")
 
 
 def test_study_to_study_and_private_imports_would_be_caught(tmp_path: Path) -> None:
@@ -356,8 +369,8 @@ def wide_functions(path: Path) -> list[str]:
 
 
 def test_no_training_function_takes_more_than_8_positional_parameters() -> None:
-    folder = ROOT / "agents" / "experiments" / "training"
-    wide = {str(p.relative_to(ROOT)): w for p in sorted(folder.rglob("*.py"))
+    folders = (ROOT / "agents" / "experiments" / "training", ROOT / "agents" / "ppo")
+    wide = {str(p.relative_to(ROOT)): w for folder in folders for p in sorted(folder.rglob("*.py"))
             if (w := wide_functions(p))}
     assert not wide, f"more than {MAX_POSITIONAL} positional parameters: {wide}"
 

@@ -1,4 +1,4 @@
-"""The batched trainer (agents.experiments.training.torch_trainer, ppo): SB3's PPO loss
+"""The batched trainer (agents.experiments.training.torch_trainer, agents.ppo.core): SB3's PPO loss
 pieces by hand, the run folder of the SB3 path, and a policy that is an ordinary SB3 agent
 (the safe loader, the live environment, compare's grid and evaluate_policy)."""
 
@@ -23,12 +23,12 @@ from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
-from agents.experiments.training import ppo
 from agents.experiments.training.config import Hyperparameters, TrainConfig
 from agents.experiments.training.curves import read_monitor
-from agents.experiments.training.ppo import Rollout, gae, policy_outputs
 from agents.experiments.training.record import record_dict
 from agents.policy import load_policy
+from agents.ppo import core
+from agents.ppo.core import Rollout, gae, policy_outputs
 from agents.registry import make_agent
 from ballad_env.env import BudgetAllocationEnv
 from ballad_env.observation import OBSERVATIONS
@@ -90,14 +90,14 @@ def test_the_rollouts_forward_pass_finds_the_layers_once(monkeypatch) -> None:
     hp = Hyperparameters.of("batched", "ppo", {})
     model = build_model("ppo", gym.spaces.Box(0, 1, (5,)), 4, hp, seed=3, device="cpu")
     walks: list[Any] = []
-    real = ppo.policy_layers
+    real = core.policy_layers
 
     def counted(policy: Any) -> Any:
         walks.append(policy)
         return real(policy)
 
-    monkeypatch.setattr(ppo, "policy_layers", counted)
-    forward = ppo.policy_forward(model.policy)
+    monkeypatch.setattr(core, "policy_layers", counted)
+    forward = core.policy_forward(model.policy)
     obs = torch.rand(6, 5, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         before = forward(obs, None)[0].clone()

@@ -1,4 +1,4 @@
-"""The compiled trainer's flat PPO step (agents.experiments.training.updates) against SB3's
+"""The compiled trainer's flat PPO step (agents.ppo.updates) against SB3's
 step under autograd, its fallbacks, and the rollout worker of the overlapped loop
 (agents.experiments.training.pipelined)."""
 
@@ -17,12 +17,12 @@ import pytest
 import torch
 from conftest import small_store, train_replay
 
-from agents.experiments.training import step_cache, updates
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.pipelined import stream_seeds
-from agents.experiments.training.ppo import HUGE_NEG, _minibatch_step
 from agents.experiments.training.torch_trainer import build_model
 from agents.policy import load_policy
+from agents.ppo import step_cache, updates
+from agents.ppo.core import HUGE_NEG, _minibatch_step
 
 HP = Hyperparameters.of("batched", "ppo", {"batch_size": 16, "learning_rate": 3e-3,
                                           "ent_coef": 0.05})
@@ -152,7 +152,9 @@ def test_flops_by_hand_and_other_policies_refused() -> None:
     assert updates.FlatLayout.mlp_pair(18, (64, 64)).shapes == layout.shapes
     relu = build_model("ppo", gym.spaces.Box(0, 1, (18,)), 4, HP, 0, "cpu")
     relu.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
-    with pytest.raises(ValueError, match="flat PPO step runs tanh MLPs.*--trainer batched"):
+    # Both torch trainers take the layout (the batched one for its rollout worker), so the
+    # refusal sends the user to the SB3 trainer, not to the other torch trainer.
+    with pytest.raises(ValueError, match="torch trainers run tanh MLPs.*ReLU.*--trainer sb3"):
         updates.FlatLayout.of(relu.policy)
 
 
@@ -218,6 +220,21 @@ def test_the_step_is_built_once_per_machine_and_loaded_after(monkeypatch, tmp_pa
     assert len(set(built)) == 3
     key = step_cache.package_key(function, (state, torch.zeros(()), torch.zeros(16, 11)))
     assert built[0].name == f"{key}.pt2"
+
+
+def test_a_warm_up_that_builds_two_shapes_announces_once(monkeypatch, tmp_path) -> None:
+    """A rollout of 24 rows in minibatches of 16 takes two packages (16 rows and the last 8):
+    both are built, after one "compiling" line for the run, not one a shape."""
+    monkeypatch.setenv(updates.NO_COMPILE_ENV, "0")
+    monkeypatch.setenv("BALLAD_DATA_HOME", str(tmp_path))
+    built: list[Path] = []
+    monkeypatch.setattr(step_cache, "build", lambda function, example, path: built.append(path))
+    monkeypatch.setattr(step_cache, "load_package", lambda path: print)
+    said: list[str] = []
+    update = updates.FlatUpdate(_model().policy, HP, False)
+    update.warm(_rollout_shape(2, 12), lambda: said.append("compiling"))
+    assert sorted(update.compiled_steps) == [8, 16] and len(built) == 2 and update.built
+    assert said == ["compiling"]
 
 
 def test_a_package_is_keyed_by_the_cpu(monkeypatch) -> None:

@@ -28,4 +28,5 @@ def test_the_wheel_holds_the_library_only(tmp_path: Path) -> None:
     # the library's data and its benchmark come along
     assert "ballad_env/data/benchmarks/manifest.json" in names
     assert "agents/experiments/bench/vector.py" in names
+    assert "agents/ppo/step_cache.py" in names  # the trainers' PPO, a package of its own
     assert "agents/allocation_params.json" in names

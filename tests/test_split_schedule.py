@@ -1,4 +1,4 @@
-"""The split schedule of the torch trainers (agents.experiments.training.split_step and
+"""The split schedule of the torch trainers (agents.ppo.split_step and
 split_schedule): a minibatch's gradient as two halves, the exchange between two processes,
 and the two-process run against the same schedule in one process."""
 
@@ -16,10 +16,7 @@ import torch
 from conftest import small_store, train_replay
 
 from agents.experiments.training import config as config_module
-from agents.experiments.training import exchange as exchange_module
-from agents.experiments.training import updates
 from agents.experiments.training.config import Hyperparameters, TrainConfig, stores_in_order
-from agents.experiments.training.exchange import Endpoint, Exchange
 from agents.experiments.training.rollouts import make_envs
 from agents.experiments.training.split_schedule import (
     Half,
@@ -28,9 +25,12 @@ from agents.experiments.training.split_schedule import (
     one_process_update,
     split_seeds,
 )
-from agents.experiments.training.split_step import HalfSteps, apply_halves, half_gradient, halves
 from agents.experiments.training.torch_trainer import build_model, envs_arguments
 from agents.policy import load_policy
+from agents.ppo import exchange as exchange_module
+from agents.ppo import updates
+from agents.ppo.exchange import Endpoint, Exchange
+from agents.ppo.split_step import HalfSteps, apply_halves, half_gradient, halves
 from ballad_env.observation import observation_space
 
 HP = Hyperparameters.of("compiled", "ppo", {"batch_size": 24, "learning_rate": 3e-3,
@@ -118,13 +118,13 @@ def test_applying_two_halves_is_the_whole_step(masked) -> None:
 
 
 def test_a_package_is_keyed_by_the_code_its_step_calls(monkeypatch, tmp_path) -> None:
-    """The half step lives in ``split_step`` but runs ``updates``' gradient and ``ppo``'s
+    """The half step lives in ``split_step`` but runs ``updates``' gradient and ``core``'s
     forward pass: a change to either module's source gives its package another key, so a
     stale package is never loaded."""
     import functools
     import shutil
 
-    from agents.experiments.training import split_step, step_cache
+    from agents.ppo import split_step, step_cache
 
     here = step_cache.Path(step_cache.__file__).parent
     for name in step_cache.STEP_SOURCES:
@@ -141,13 +141,47 @@ def test_a_package_is_keyed_by_the_code_its_step_calls(monkeypatch, tmp_path) ->
     assert len(set(keys)) == 1 + len(step_cache.STEP_SOURCES) == 3
 
 
+def test_a_packages_key_covers_every_module_its_steps_import() -> None:
+    """Every module of ``agents.ppo`` that a compiled step's module imports, directly or
+    through another, is in the package's key (``STEP_SOURCES``, or the step's own module), so
+    a module the step comes to call cannot be left out of it and a stale package load;
+    ``step_cache`` itself, which builds and loads packages and runs in no step, aside."""
+    import ast
+    import inspect
+
+    from agents.ppo import split_step, step_cache
+
+    folder = Path(step_cache.__file__).parent
+
+    def imported(name: str) -> set[str]:
+        found: set[str] = set()
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "agents.ppo":
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "agents.ppo."):
+                found.add(str(node.module).rsplit(".", 1)[1])
+        return found
+
+    keyed = {Path(name).stem for name in step_cache.STEP_SOURCES}
+    for step in (updates.ppo_step, split_step.half_gradient, split_step.apply_halves):
+        own = Path(str(inspect.getsourcefile(step))).stem
+        seen, todo = {own}, [own]
+        while todo:
+            for name in imported(todo.pop()) - seen:
+                seen.add(name)
+                todo.append(name)
+        assert seen - {"step_cache"} <= keyed | {own}, (step.__name__, seen, keyed)
+    assert imported("split_step") >= {"core", "updates", "step_cache"}
+
+
 def test_a_layout_is_its_shapes_so_both_processes_load_one_package() -> None:
     """SB3's policy's layout (named parameters) and the one built from the sizes alone (the
     helper's, started before the model exists) are equal and key the same package: the
     helper loads what this process built instead of building it again."""
     import functools
 
-    from agents.experiments.training import split_step, step_cache
+    from agents.ppo import split_step, step_cache
 
     model = build_model("ppo", gym.spaces.Box(0, 1, (5,)), 4, HP, seed=3, device="cpu")
     of_policy = updates.FlatLayout.of(model.policy)
@@ -347,7 +381,7 @@ def test_a_package_refuses_a_strided_view(monkeypatch) -> None:
     tensors go through."""
     from types import SimpleNamespace
 
-    from agents.experiments.training import step_cache
+    from agents.ppo import step_cache
 
     calls: list[int] = []
 

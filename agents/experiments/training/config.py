@@ -35,7 +35,7 @@ TORCH_TRAINERS = ("batched", "compiled")
 SCHEDULES = ("sequential", "pipelined", "split")
 #: The machines (``platform.machine()``, lower case) whose CPUs keep one thread's stores in
 #: order (x86's total store order), which the split schedule's exchange relies on
-#: (``training.exchange``); elsewhere (ARM's weaker order) it is refused.
+#: (``agents.ppo.exchange``); elsewhere (ARM's weaker order) it is refused.
 STORE_ORDERED_MACHINES = ("x86_64", "amd64")
 
 

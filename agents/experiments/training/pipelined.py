@@ -32,9 +32,9 @@ import numpy as np
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.rollouts import collect, make_envs
-from agents.experiments.training.updates import FlatLayout, outputs, update_on
+from agents.ppo.core import Rollout
+from agents.ppo.updates import FlatLayout, outputs, update_on
 
 if TYPE_CHECKING:  # worker_process imports this module in the process it starts
     from agents.experiments.training.worker_process import WorkerProcess

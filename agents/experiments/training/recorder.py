@@ -17,10 +17,10 @@ import torch
 
 import ballad_env
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.ppo import policy_outputs
 from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import append_row, write_eval
 from agents.experiments.training.vec_adapter import valid
+from agents.ppo.core import policy_outputs
 
 
 @dataclass

@@ -17,8 +17,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import ballad_env
-from agents.experiments.training.ppo import Rollout
 from agents.experiments.training.vec_adapter import valid
+from agents.ppo.core import Rollout
 from ballad_env.settings import Settings
 
 #: A policy's forward pass: (observations, masks or None) -> (logits, values).

@@ -4,7 +4,8 @@ environments and computes half of every minibatch's gradient.
 The pipelined schedule (``pipelined``) gives the second core the rollouts, which take a
 fraction of the update's time, so that core mostly waits. Here the two processes (this
 one, side 0, and a helper, side 1, started early as the rollout worker is:
-``worker_process``) do the same work on the same weights:
+``worker_process``) do the same work on the same weights (the steps and the exchange named
+below are :mod:`agents.ppo`'s; this module runs the two processes):
 
 1. each plays its half of the N environments for one rollout with its copy of the
    current weights (no policy lag: the algorithm is sequential PPO's), computes GAE for
@@ -41,12 +42,12 @@ import numpy as np
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.exchange import Endpoint, Exchange
 from agents.experiments.training.pipelined import Helper, Record
-from agents.experiments.training.ppo import Rollout, gae, over_minibatches
 from agents.experiments.training.rollouts import collect, make_envs
-from agents.experiments.training.split_step import HalfSteps, halves
-from agents.experiments.training.updates import (
+from agents.ppo.core import Rollout, gae, over_minibatches
+from agents.ppo.exchange import Endpoint, Exchange
+from agents.ppo.split_step import HalfSteps, halves
+from agents.ppo.updates import (
     FlatLayout,
     FlatUpdate,
     outputs,
@@ -205,6 +206,9 @@ def serve_half(conn: Any, *, plan: Plan, exchange: Exchange, make_envs_args: tup
 class SplitUpdate(FlatUpdate):
     """The flat update whose minibatch steps run as two halves (:class:`HalfSteps`), this
     process's state the policy's (so the model saves as ``FlatUpdate``'s does)."""
+
+    #: The configuration's block, whose rollout sizes the plan reads too.
+    hp: Hyperparameters
 
     def __init__(self, policy: Any, hp: Hyperparameters, masked: bool) -> None:
         super().__init__(policy, hp, masked)

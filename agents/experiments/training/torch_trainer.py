@@ -2,11 +2,12 @@
 
 stable-baselines3 steps a ``VecEnv`` one vector step at a time through Python objects (a
 forward pass, a ``RolloutBuffer`` write and a list of ``info`` dicts per step) and updates on
-minibatches of tens of rows; on the replay environment, which steps a million environment
-steps a second at N = 1,024 (``ballad_env.replay.vector``), that overhead is nearly all of a
-run. :func:`train_torch` keeps the whole loop on (N,)-shaped arrays: the rollout (one
-forward pass of all N environments per step, written into preallocated tensors), the
-advantages (GAE over the (T, N) rollout), and the updates (minibatches of thousands of rows).
+minibatches of tens of rows; on the replay environment, which steps all N environments at
+once in numpy (``ballad_env.replay.vector``; its speed is ``ballad-env bench --vector``'s),
+that overhead is nearly all of a run. :func:`train_torch` keeps the whole loop on
+(N,)-shaped arrays: the rollout (one forward pass of all N environments per step, written
+into preallocated tensors), the advantages (GAE over the (T, N) rollout), and the updates
+(minibatches of thousands of rows).
 
 The network *is* SB3's: the algorithm's own ``MlpPolicy`` (``ActorCriticPolicy`` or
 sb3-contrib's ``MaskableActorCriticPolicy``, the same layers, orthogonal initialisation and
@@ -40,7 +41,6 @@ from agents.experiments.training.config import (
     TrainResult,
 )
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
-from agents.experiments.training.ppo import Rollout, policy_forward
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Record, Recorder
@@ -53,16 +53,17 @@ from agents.experiments.training.split_schedule import (
     SplitUpdate,
     split_loop,
 )
-from agents.experiments.training.split_step import halves
-from agents.experiments.training.updates import (
+from agents.experiments.training.worker_process import WorkerProcess
+from agents.policy import ALGORITHM_CLASSES
+from agents.ppo.core import Rollout, policy_forward
+from agents.ppo.split_step import halves
+from agents.ppo.updates import (
     ADAM_EPS,
     AutogradUpdate,
     FlatLayout,
     FlatUpdate,
     update_on,
 )
-from agents.experiments.training.worker_process import WorkerProcess
-from agents.policy import ALGORITHM_CLASSES
 from ballad_env.observation import OBSERVATIONS, observation_space
 
 

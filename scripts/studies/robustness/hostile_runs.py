@@ -91,7 +91,7 @@ def environment_cases(folder: Path) -> list[Case]:
     cases += [(f"${name} a file", functools.partial(_first_use, name, str(a_file), *where),
                (f"${name}", "not a folder")) for name, where in folders.items()]
     cases.append(("$BALLAD_NO_COMPILE=abc", functools.partial(
-        _first_use, "BALLAD_NO_COMPILE", "abc", "agents.experiments.training.updates",
+        _first_use, "BALLAD_NO_COMPILE", "abc", "agents.ppo.updates",
         "compile_wanted"), ("$BALLAD_NO_COMPILE",)))
     data = folder / "data"
     data.mkdir(exist_ok=True)

@@ -160,7 +160,7 @@ def training_report(result: dict[str, Any], n_features: int = 18) -> str:
     """The thread table, the steps-a-second table with ratios to SB3 (the study's sizes
     and 256 environments), steps a CPU second, the share of the two cores' matrix-product
     peak each trainer's arithmetic reaches, and each run's split."""
-    from agents.experiments.training.updates import FlatLayout
+    from agents.ppo.updates import FlatLayout
 
     lines = ["torch threads: median ms of the actor-critic pair at N rows (fresh processes)",
              f"{'rows':>6} {'threads':>7} {'forward':>9} {'train step':>11} {'load':>5}"]

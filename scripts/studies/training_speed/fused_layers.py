@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
-from agents.experiments.training import ppo, updates
 from agents.experiments.training.config import Hyperparameters
+from agents.ppo import core, updates
 
 
 def fused_step(layout: updates.FlatLayout, hp: Hyperparameters, masked: bool,
@@ -34,13 +34,13 @@ def fused_gradient(layout: updates.FlatLayout, hp: Hyperparameters, masked: bool
     obs, *columns = updates.unpack(batch, layout.shapes[0][1])
     actor, critic, (wa, ba), (wv, bv) = layout.split(flat)
     width = actor[0][0].shape[0]
-    first = ppo.tanh(torch.addmm(torch.cat([actor[0][1], critic[0][1]]), obs,
+    first = core.tanh(torch.addmm(torch.cat([actor[0][1], critic[0][1]]), obs,
                                  torch.cat([actor[0][0], critic[0][0]]).t()))
-    hidden_pi = [obs, *ppo.mlp(actor[1:], first[:, :width])]
-    hidden_vf = [obs, *ppo.mlp(critic[1:], first[:, width:])]
+    hidden_pi = [obs, *core.mlp(actor[1:], first[:, :width])]
+    hidden_vf = [obs, *core.mlp(critic[1:], first[:, width:])]
     logits = torch.addmm(ba, hidden_pi[-1], wa.t())
     if masked:
-        logits = torch.where(columns[0], logits, ppo.HUGE_NEG)
+        logits = torch.where(columns[0], logits, core.HUGE_NEG)
     values = torch.addmm(bv, hidden_vf[-1], wv.t())[:, 0]
     d_logits, d_values, stats = updates.loss_gradient(hp, masked, logits, values, columns)
     rest_pi, up_pi = _after_first(actor, hidden_pi, d_logits @ wa)
@@ -53,7 +53,7 @@ def fused_gradient(layout: updates.FlatLayout, hp: Hyperparameters, masked: bool
     return torch.cat([g.reshape(-1) for g in grads]), stats
 
 
-def _after_first(layers: Sequence[ppo.Layer], outs: Sequence[torch.Tensor],
+def _after_first(layers: Sequence[core.Layer], outs: Sequence[torch.Tensor],
                  upstream: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
     """The (W, b) gradients of the layers after the first, from the loss's gradient at the
     last layer's output; and the loss's gradient at the first layer's output."""

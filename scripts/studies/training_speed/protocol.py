@@ -24,7 +24,7 @@ from typing import Any
 
 from agents.experiments.bench.timing import in_fresh_process
 from agents.experiments.cli.train import main as train_main
-from agents.experiments.training.updates import FlatLayout
+from agents.ppo.updates import FlatLayout
 from scripts.studies.common.matmul import matmul_peak
 from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED as COMPILED
 from scripts.studies.common.ppo_sizes import PROTOCOL_SB3 as SB3

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training import updates
 from agents.experiments.training.config import Hyperparameters
+from agents.ppo import updates
 from scripts.studies.training_speed.update_step import initial_weights, random_batches
 
 Call = Callable[[], Any]

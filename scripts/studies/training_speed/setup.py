@@ -68,7 +68,7 @@ def timed_fresh_run(argv: list[str]) -> dict[str, Any]:
 
 def measure(store: str, n_envs: int, steps: int, runs: int) -> list[dict[str, Any]]:
     """``runs`` runs, the first on an empty cache folder; one rollout each by default."""
-    from agents.experiments.training.step_cache import INDUCTOR_CACHE_ENV
+    from agents.ppo.step_cache import INDUCTOR_CACHE_ENV
     from ballad_env.data.adbench import DATA_HOME_ENV
 
     cache = Path(tempfile.mkdtemp(prefix="ballad-cache-"))

@@ -1,4 +1,4 @@
-"""The split schedule's minibatch step (``training.split_step``) for the ``update-step``
+"""The split schedule's minibatch step (``agents.ppo.split_step``) for the ``update-step``
 study to time against the trainer's whole step.
 
 Two variants, both with the half and apply steps loaded as the trainer loads them (the
@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import torch
 
-from agents.experiments.training import updates
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.progress import announce_compile
-from agents.experiments.training.split_step import HalfSteps, halves
+from agents.ppo import updates
+from agents.ppo.split_step import HalfSteps, halves
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 

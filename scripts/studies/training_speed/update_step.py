@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training import updates
 from agents.experiments.training.config import Hyperparameters
 from agents.experiments.training.progress import announce_compile
-from agents.experiments.training.step_cache import load_step
+from agents.ppo import updates
+from agents.ppo.step_cache import load_step
 from scripts.studies.common.matmul import matmul_peak
 from scripts.studies.training_speed.fused_layers import fused_step
 from scripts.studies.training_speed.split_halves import split_variants

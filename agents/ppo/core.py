@@ -13,12 +13,10 @@ thousands of rows. :mod:`agents.experiments.training.torch_trainer` runs them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.nn import functional
-
-from agents.experiments.training.config import Hyperparameters
 
 #: The logit a masked action gets (sb3-contrib's ``MaskableCategorical``).
 HUGE_NEG = -1e8
@@ -27,6 +25,31 @@ STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 #: One layer's (weight, bias).
 Layer = tuple[torch.Tensor, torch.Tensor]
+
+
+class Hyperparameters(Protocol):
+    """The hyperparameters PPO's steps read, by SB3's names and meanings. The training
+    configuration's block (``agents.experiments.training.config.Hyperparameters``) is one;
+    the algorithm names what it reads here so that it imports nothing of the harness."""
+
+    @property
+    def n_epochs(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def gae_lambda(self) -> float: ...
+    @property
+    def clip_range(self) -> float: ...
+    @property
+    def ent_coef(self) -> float: ...
+    @property
+    def vf_coef(self) -> float: ...
+    @property
+    def max_grad_norm(self) -> float: ...
+    @property
+    def normalize_advantage(self) -> bool: ...
 
 
 class Rollout:
@@ -102,18 +125,26 @@ def network(actor: Sequence[Layer], critic: Sequence[Layer], action_head: Layer,
     return hidden_pi, hidden_vf, logits, values
 
 
-def policy_layers(policy: Any) -> tuple[list[Layer], list[Layer], Layer, Layer]:
-    """The (weight, bias) pairs of an SB3 ``MlpPolicy``'s actor, critic and two heads; a
-    policy with another activation or a shared network is refused by name."""
+def tanh_mlps(policy: Any) -> tuple[Any, Any]:
+    """The actor's and the critic's networks of an SB3 ``MlpPolicy``, checked to be what
+    both torch trainers' steps run: linear and tanh layers only; a policy with another
+    activation is refused by name."""
     extractor = policy.mlp_extractor
-    nets: list[list[Layer]] = []
-    for net in (extractor.policy_net, extractor.value_net):
+    nets = extractor.policy_net, extractor.value_net
+    for net in nets:
         kinds = {type(layer) for layer in net}
         if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
             raise ValueError(f"the torch trainers run tanh MLPs; this policy has "
                              f"{sorted(k.__name__ for k in kinds)}: train it with --trainer sb3")
-        nets.append([(layer.weight, layer.bias) for layer in net
-                     if isinstance(layer, torch.nn.Linear)])
+    return nets
+
+
+def policy_layers(policy: Any) -> tuple[list[Layer], list[Layer], Layer, Layer]:
+    """The (weight, bias) pairs of an SB3 ``MlpPolicy``'s actor, critic and two heads; a
+    policy with another activation (:func:`tanh_mlps`) is refused by name."""
+    nets: list[list[Layer]] = [[(layer.weight, layer.bias) for layer in net
+                                if isinstance(layer, torch.nn.Linear)]
+                               for net in tanh_mlps(policy)]
     heads: list[Layer] = [(head.weight, head.bias)
                           for head in (policy.action_net, policy.value_net)]
     return nets[0], nets[1], heads[0], heads[1]
@@ -220,5 +251,6 @@ def _minibatch_step(policy: Any, obs: torch.Tensor, masks: torch.Tensor | None,
                             clip_fraction]).detach()
 
 
-__all__ = ["HUGE_NEG", "STATS", "Layer", "Rollout", "gae", "mlp", "network", "over_minibatches",
-           "policy_forward", "policy_layers", "policy_outputs", "ppo_update", "tanh"]
+__all__ = ["HUGE_NEG", "STATS", "Hyperparameters", "Layer", "Rollout", "gae", "mlp", "network",
+           "over_minibatches", "policy_forward", "policy_layers", "policy_outputs", "ppo_update",
+           "tanh", "tanh_mlps"]

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.step_cache import Announce, load_step, warn_eager
-from agents.experiments.training.updates import (
+from agents.ppo.core import Hyperparameters
+from agents.ppo.step_cache import Announce, load_step, once, warn_eager
+from agents.ppo.updates import (
     FlatLayout,
     clip_and_adam,
     compile_wanted,
@@ -103,13 +103,7 @@ class HalfSteps:
         if not self.compile:
             return 0.0
         start = time.perf_counter()
-        said: list[bool] = []
-
-        def announce_once() -> None:  # one line for the run, however many shapes it builds
-            if announce is not None and not said:
-                said.append(True)
-                announce()
-
+        announce_once = once(announce)
         state = torch.zeros(3, self.layout.numel)
         try:
             for rows, whole in sorted(shape for shape in set(half_rows) if shape[0]):

@@ -45,7 +45,7 @@ INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 #: The modules beside this one whose code every step runs (the forward pass, the loss's
 #: gradient, Adam): their source is in every package's key with the step's own module.
-STEP_SOURCES = ("ppo.py", "updates.py")
+STEP_SOURCES = ("core.py", "updates.py")
 #: What is called (with no arguments) just before a build: say that compiling starts.
 Announce = Callable[[], None]
 
@@ -167,6 +167,22 @@ def load_step(function: functools.partial[torch.Tensor], example: tuple[torch.Te
     return load_package(path), built
 
 
+def once(announce: Announce | None) -> Announce | None:
+    """``announce`` called at most once however often the result is, so a warm-up that
+    builds a package for each of several shapes says one line for the run (None stays
+    None)."""
+    if announce is None:
+        return None
+    said: list[bool] = []
+
+    def announce_once() -> None:
+        if not said:
+            said.append(True)
+            announce()
+
+    return announce_once
+
+
 def warn_eager(step: str, err: Exception) -> None:
     """Say that building or loading ``step`` failed with ``err`` (its type and first line)
     and that it runs eagerly: the one warning of every compiled step's fallback."""
@@ -176,4 +192,5 @@ def warn_eager(step: str, err: Exception) -> None:
 
 
 __all__ = ["INDUCTOR_CACHE_ENV", "STEP_SOURCES", "build", "cache_dir", "cpu_features",
-           "load_package", "load_step", "package_key", "use_inductor_cache", "warn_eager"]
+           "load_package", "load_step", "once", "package_key", "use_inductor_cache",
+           "warn_eager"]

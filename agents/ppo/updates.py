@@ -1,11 +1,11 @@
 """PPO's minibatch step as one function: the forward pass, SB3's loss, the backward pass by
 hand, gradient-norm clipping and Adam, over one flat vector of the policy's parameters.
 
-The batched trainer's step (``ppo``) runs SB3's ``MlpPolicy`` under autograd and
-torch's fused Adam: about 60 small kernels a minibatch, each with its dispatch, autograd
-bookkeeping and Python around it, so on one core it reaches about a third of what a
-matrix product of the same shape runs at (``docs/training.md``, "Speed"). Here the step is
-plain tensor arithmetic written out once (:func:`ppo_step`):
+The batched trainer's step (``core``) runs SB3's ``MlpPolicy`` under autograd and
+torch's fused Adam: dozens of small kernels a minibatch, each with its dispatch, autograd
+bookkeeping and Python around it, so it runs well below the speed of the matrix products
+it holds (``docs/training.md``, "Speed", gives the figures with their machine). Here the
+step is plain tensor arithmetic written out once (:func:`ppo_step`):
 
 * the two tanh MLPs and their heads as ``addmm`` calls on views of one flat parameter
   vector (:class:`FlatLayout`);
@@ -36,16 +36,17 @@ from typing import Any
 
 import torch
 
-from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.ppo import (
+from agents.ppo.core import (
+    Hyperparameters,
     Layer,
     Rollout,
     gae,
     network,
     over_minibatches,
     ppo_update,
+    tanh_mlps,
 )
-from agents.experiments.training.step_cache import Announce, load_step, warn_eager
+from agents.ppo.step_cache import Announce, load_step, once, warn_eager
 
 #: Set to ``1`` to run the step eagerly instead of compiling it (tests, machines without a
 #: C++ compiler); the run's JSON records which ran.
@@ -69,16 +70,12 @@ class FlatLayout:
 
     @classmethod
     def of(cls, policy: Any) -> FlatLayout:
-        """The layout of ``policy``; a policy this step cannot run (another activation, a
-        shared network, a feature extractor with weights) is refused by name."""
-        extractor = policy.mlp_extractor
-        for net in (extractor.policy_net, extractor.value_net):
-            kinds = {type(layer) for layer in net}
-            if not kinds <= {torch.nn.Linear, torch.nn.Tanh}:
-                raise ValueError(f"the flat PPO step runs tanh MLPs; this policy has "
-                                 f"{sorted(k.__name__ for k in kinds)}: use --trainer batched")
+        """The layout of ``policy``; a policy this step cannot run (another activation:
+        :func:`~agents.ppo.core.tanh_mlps`; a shared network, a feature extractor with
+        weights) is refused by name."""
+        actor, _ = tanh_mlps(policy)
         named = list(policy.named_parameters())
-        depth = sum(isinstance(layer, torch.nn.Linear) for layer in extractor.policy_net)
+        depth = sum(isinstance(layer, torch.nn.Linear) for layer in actor)
         expected = 4 * depth + 4
         if len(named) != expected or not named[-1][0].startswith("value_net"):
             raise ValueError(f"the flat PPO step expects actor, critic, action head and value "
@@ -143,7 +140,7 @@ class FlatLayout:
 def outputs(layout: FlatLayout, flat: torch.Tensor, obs: torch.Tensor,
             masks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits (masked actions at ``HUGE_NEG``) and values of the policy whose parameters
-    are ``flat`` (``ppo.network`` on its views)."""
+    are ``flat`` (``core.network`` on its views)."""
     return network(*layout.split(flat), obs, masks)[2:]
 
 
@@ -297,11 +294,11 @@ def compile_wanted() -> bool:
 
 
 class FlatUpdate:
-    """``ppo.ppo_update`` with :func:`ppo_step`: the policy's parameters become
+    """``core.ppo_update`` with :func:`ppo_step`: the policy's parameters become
     views of one flat vector (so the rollouts' forward passes through the SB3 policy read
     the updated weights with no copy), Adam's moments are flat vectors beside it, and
     each minibatch is one call of the (compiled) step. The minibatches are drawn as
-    ``ppo_update``'s (``ppo.over_minibatches``: a permutation per epoch from the run's
+    ``ppo_update``'s (``core.over_minibatches``: a permutation per epoch from the run's
     generator)."""
 
     def __init__(self, policy: Any, hp: Hyperparameters, masked: bool,
@@ -339,19 +336,20 @@ class FlatUpdate:
 
     def warm(self, buf: Rollout, announce: Announce | None = None) -> float:
         """Load the compiled step for each minibatch shape of ``buf``'s rollouts from the
-        user's cache (``step_cache``; built there the first time, after ``announce()``), so
-        it happens before a run's clock; its seconds. Where building or loading fails the
-        step runs eagerly, with a warning."""
+        user's cache (``step_cache``; built there the first time, after one ``announce()``
+        for them all), so it happens before a run's clock; its seconds. Where building or
+        loading fails the step runs eagerly, with a warning."""
         if not self.compile:
             return 0.0
         flat = buf.n_steps * buf.n_envs
         sizes = {min(self.hp.batch_size, flat), flat % self.hp.batch_size} - {0}
         start = time.perf_counter()
+        announce_once = once(announce)
         try:
             for rows in sorted(sizes):
                 example = (self.state.clone(), self.step.clone(),
                            torch.zeros(rows, buf.obs.shape[-1] + 6, device=self.state.device))
-                self.compiled_steps[rows], built = load_step(self.eager, example, announce)
+                self.compiled_steps[rows], built = load_step(self.eager, example, announce_once)
                 self.built = self.built or built
         except Exception as err:  # noqa: BLE001 - export's and inductor's errors share no base
             warn_eager("the PPO step", err)
@@ -381,7 +379,7 @@ class FlatUpdate:
 
 
 class AutogradUpdate:
-    """``ppo.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
+    """``core.ppo_update`` on the SB3 policy and its own optimizer (the batched trainer's
     update), behind the interface of :class:`FlatUpdate` (``warm``, ``update``,
     ``finish``) so one training loop runs either."""
 
