@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from scripts.studies.timings.stop_at_target import saved_checkpoints, stopped_facts, watch
-from scripts.studies.timings.time_to_target import build_parser, checkpoints, main, plan, run_facts
+from scripts.studies.timings.time_to_target import (
+    build_parser,
+    checkpoints,
+    evaluate,
+    main,
+    plan,
+    run_facts,
+)
 
 #: A child that writes ``r_<100 k>_steps.zip`` for k = 1..10, one every ``argv[2]`` seconds,
 #: then exits.
@@ -92,4 +99,40 @@ def test_stopping_needs_a_target_fixed_beforehand(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         main(["--out", "x", "--train-store", "t", "--heldout-store", "h",
               "--stop-at-target", "sb3"])
-    assert "--stop-at-target needs --target-cost" in capsys.readouterr().err
+    assert "need --target-cost" in capsys.readouterr().err
+
+
+class _FakeCells:
+    """Cells whose cost of an agent (here a checkpoint's path) is read off its steps."""
+
+    all_in_lr = 1.0
+
+    def __init__(self, costs: dict[int, float]) -> None:
+        self.costs, self.scored = costs, 0
+
+    def cost(self, agent: str) -> float:
+        self.scored += 1
+        return self.costs[int(Path(agent).stem.split("_")[-2])] if "_steps" in agent \
+            else self.costs[0]
+
+
+def test_scoring_until_the_target_skips_all_but_the_last_checkpoint_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints at 100-500 steps and a final model (cost under key 0): with the target
+    0.6, the first at or below it is 200's; 300 to 500 are skipped, the final model kept."""
+    import agents.registry
+
+    monkeypatch.setattr(agents.registry, "make_agent", str)
+    run = tmp_path / "seeds-sb3-s0"
+    (run / "checkpoints").mkdir(parents=True)
+    for steps in (100, 200, 300, 400, 500):
+        (run / "checkpoints" / f"seeds-sb3-s0_{steps}_steps.zip").write_text("x")
+    (run / "seeds-sb3-s0.zip").write_text("x")
+    (run / "seeds-sb3-s0.json").write_text('{"num_timesteps": 500}')
+    costs = {100: 0.9, 200: 0.5, 300: 0.8, 400: 0.3, 500: 0.7, 0: 0.4}
+    cells = _FakeCells(costs)
+    rows = evaluate(run, 0.0, {"train": cells}, until=("train", 0.6))  # type: ignore[dict-item]
+    assert [(r["steps"], r["train_cost"]) for r in rows] == [(100, 0.9), (200, 0.5),
+                                                             (500, 0.4)]
+    assert cells.scored == 3
+    assert len(evaluate(run, 0.0, {"train": _FakeCells(costs)})) == 6  # type: ignore[dict-item]

@@ -135,15 +135,21 @@ def train(argv: list[str], run: Path, env: dict[str, str],
 
 
 def evaluate(run: Path, started: float, cells: dict[str, Cells],
-             known: dict[str, dict[Path, float]] | None = None) -> list[dict[str, Any]]:
+             known: dict[str, dict[Path, float]] | None = None,
+             until: tuple[str, float] | None = None) -> list[dict[str, Any]]:
     """One row per checkpoint of a run (``ROW_COLUMNS`` less the run's own), its cost on
     each of ``cells`` (by measure); ``known`` costs (by measure, then checkpoint: the ones
-    a watch scored) are taken as they are."""
+    a watch scored) are taken as they are. With ``until`` (a measure and a target cost),
+    the checkpoints after the first at or below the target are skipped, all but the last
+    (the final model, whose cost the report shows)."""
     from agents.registry import make_agent
 
-    known = known or {}
-    rows = []
-    for steps, path in checkpoints(run):
+    known, points = known or {}, checkpoints(run)
+    rows: list[dict[str, Any]] = []
+    for index, (steps, path) in enumerate(points):
+        reached = until is not None and any(r[f"{until[0]}_cost"] <= until[1] for r in rows)
+        if reached and index < len(points) - 1:
+            continue
         agent = make_agent(str(path))
         rows.append({"steps": steps, "wall_s": path.stat().st_mtime - started,
                      **{f"{m}_cost": known[m][path] if path in known.get(m, {})
@@ -213,7 +219,8 @@ def run_study(args: argparse.Namespace) -> Path:
                     else None)
             started, seen = train(argv, run, env, stop)
         load_end = os.getloadavg()[0]
-        rows = evaluate(run, started, cells, {args.measure: seen.costs} if seen else None)
+        rows = evaluate(run, started, cells, {args.measure: seen.costs} if seen else None,
+                        (args.measure, args.target_cost) if args.score_until_target else None)
         facts = {"phase": phase, "trainer": trainer, "seed": seed, "commit": args.commit,
                  "options": " ".join(options), "load_start": load_start,
                  "load_end": load_end, **run_facts(run, started, rows)}
@@ -343,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="end these trainers' runs once a checkpoint reaches "
                              "--target-cost on --measure (scored while the run trains, so "
                              "only for a trainer that leaves a core free: SB3)")
+    parser.add_argument("--score-until-target", action="store_true",
+                        help="score a run's checkpoints only up to the first at or below "
+                             "--target-cost on --measure, and its last (the time to the "
+                             "target needs no more; shortens the study)")
     parser.add_argument("--report-only", action="store_true",
                         help="print the analysis of the table, run nothing")
     return parser
@@ -362,8 +373,9 @@ def main(argv: list[str] | None = None) -> None:
     if not args.report_only:
         if not (args.train_store and args.heldout_store):
             parser.error("--train-store and --heldout-store are needed to run the study")
-        if args.stop_at_target and args.target_cost is None:
-            parser.error("--stop-at-target needs --target-cost (the target fixed beforehand)")
+        if (args.stop_at_target or args.score_until_target) and args.target_cost is None:
+            parser.error("--stop-at-target and --score-until-target need --target-cost "
+                         "(the target fixed beforehand)")
         args.commit = commit()
         run_study(args)
     if not table.exists():
