@@ -15,6 +15,10 @@ interleaved within a seed; a compiled run there loads the cached step), then ``l
 long run per ``--long-trainers``: how low a cost is reachable at all). Rows are appended
 to ``<out>/checkpoints.csv`` one run at a time, and a rerun skips the runs it holds, so an
 interrupted study resumes. ``--report-only`` prints the analysis (``target_table``).
+With a target fixed beforehand, ``--stop-at-target`` ends a trainer's runs at the first
+checkpoint at or below it (``stop_at_target``) and ``--score-until-target`` scores no
+checkpoint after that one but the last: the steps and the scoring after the target add
+nothing to the time to it.
 
     python -m scripts.studies.timings.time_to_target --train-store S --heldout-store H \\
         --out results/time_to_target
