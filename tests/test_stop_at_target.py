@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def _score(path: Path) -> float:
 
 def test_watch_ends_the_run_at_the_first_checkpoint_at_or_below_the_target(tmp_path: Path
                                                                            ) -> None:
-    process = _writer(tmp_path / "checkpoints", 0.2)  # 2 s if it ran to the end
+    process = _writer(tmp_path / "checkpoints", 0.5)  # 5 s if it ran to the end
     seen = watch(process, tmp_path / "checkpoints", _score, 0.7, poll_s=0.02)
     assert process.returncode != 0  # ended, not finished
     assert seen.reached is not None and seen.reached.name == "r_300_steps.zip"
@@ -136,3 +137,47 @@ def test_scoring_until_the_target_skips_all_but_the_last_checkpoint_after_it(
                                                              (500, 0.4)]
     assert cells.scored == 3
     assert len(evaluate(run, 0.0, {"train": _FakeCells(costs)})) == 6  # type: ignore[dict-item]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_run_is_paused_while_its_checkpoints_are_scored(tmp_path: Path) -> None:
+    """Each scoring finds the writer stopped (state T, once the signal has landed: it is
+    sent, not waited for), and every pause is kept."""
+    states: list[str] = []
+    process = _writer(tmp_path / "checkpoints", 0.05)
+
+    def state() -> str:
+        return Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+    def score(path: Path) -> float:
+        deadline = time.monotonic() + 2.0
+        while state() != "T" and time.monotonic() < deadline:
+            time.sleep(0.001)
+        states.append(state())
+        return _score(path)
+
+    seen = watch(process, tmp_path / "checkpoints", score, 0.5, poll_s=0.02)
+    assert seen.reached is not None and states and set(states) == {"T"}
+    assert seen.pauses and all(start <= end for start, end in seen.pauses)
+
+
+def test_a_watched_runs_wall_times_are_less_its_pauses(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints saved 12 s and 20 s after the start, a 3 s pause between them: the
+    second's wall time is 17 s, and the watch's cost is kept."""
+    import agents.registry
+    from scripts.studies.timings.stop_at_target import Watch
+
+    monkeypatch.setattr(agents.registry, "make_agent", str)
+    run = tmp_path / "seeds-sb3-s0"
+    (run / "checkpoints").mkdir(parents=True)
+    for steps, wall in ((100, 12.0), (200, 20.0)):
+        path = run / "checkpoints" / f"seeds-sb3-s0_{steps}_steps.zip"
+        path.write_text("x")
+        os.utime(path, (1000 + wall, 1000 + wall))
+    seen = Watch(costs={run / "checkpoints" / "seeds-sb3-s0_100_steps.zip": 0.123},
+                 pauses=[(1013.0, 1016.0)])
+    assert seen.paused_before(1012.0) == 0 and seen.paused_before(1020.0) == 3.0
+    rows = evaluate(run, 1000.0, {"train": _FakeCells({100: 0.9, 200: 0.5})},  # type: ignore[dict-item]
+                    ("train", seen))
+    assert [(r["wall_s"], r["train_cost"]) for r in rows] == [(12.0, 0.123), (17.0, 0.5)]

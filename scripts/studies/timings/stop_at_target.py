@@ -9,15 +9,23 @@ still being written is never read; the run therefore trains one checkpoint inter
 the one that reached the target, and that checkpoint's file (its wall time) is already
 written when the process ends.
 
-A stopped run writes no run record, so ``stopped_facts`` reads its training speed and
-setup off the checkpoints' wall times instead.
+The run is paused (SIGSTOP, then SIGCONT) while its checkpoints are scored, and the pauses
+are kept: a checkpoint's wall time less the pauses before it is the time it would have had
+unwatched. Scoring beside the run instead would share the machine with it and slow it
+(``docs/training.md``, "The final measurement", has the figures).
+
+A stopped run writes no run record, and a watched run's own training clock counts the
+pauses, so ``stopped_facts`` reads a watched run's training speed and setup off its
+checkpoints' wall times instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,22 +47,36 @@ def saved_checkpoints(folder: Path) -> list[Path]:
 
 @dataclass
 class Watch:
-    """What ``watch`` saw: each scored checkpoint's cost, and the one that reached the
-    target (``None`` where the run ended first)."""
+    """What ``watch`` saw: each scored checkpoint's cost, the one that reached the target
+    (``None`` where the run ended first), and the run's pauses (wall clock start and end)."""
 
     costs: dict[Path, float] = field(default_factory=dict)
     reached: Path | None = None
+    pauses: list[tuple[float, float]] = field(default_factory=list)
+
+    def paused_before(self, moment: float) -> float:
+        """Seconds the run was paused before ``moment`` (a wall clock time)."""
+        return sum(end - start for start, end in self.pauses if end <= moment)
 
 
-def _score_ready(folder: Path, ended: bool, score: Callable[[Path], float], target: float,
-                 seen: Watch) -> None:
-    """Score, in step order, the checkpoints not yet scored whose file is complete (a later
-    one exists, or the process has ended); stop at the first at or below ``target``."""
-    saved = saved_checkpoints(folder)
-    ready = saved if ended else saved[:-1]
-    for path in ready:
-        if path in seen.costs:
-            continue
+@contextlib.contextmanager
+def paused(process: subprocess.Popen[bytes], pauses: list[tuple[float, float]]
+           ) -> Iterator[None]:
+    """``process`` stopped (SIGSTOP) within the block and continued after; the pause's
+    start and end are appended to ``pauses``."""
+    process.send_signal(signal.SIGSTOP)
+    start = time.time()
+    try:
+        yield
+    finally:
+        pauses.append((start, time.time()))
+        process.send_signal(signal.SIGCONT)
+
+
+def _score(paths: list[Path], score: Callable[[Path], float], target: float,
+           seen: Watch) -> None:
+    """Score ``paths`` in order, stopping at the first at or below ``target``."""
+    for path in paths:
         seen.costs[path] = score(path)
         if seen.costs[path] <= target:
             seen.reached = path
@@ -63,13 +85,20 @@ def _score_ready(folder: Path, ended: bool, score: Callable[[Path], float], targ
 
 def watch(process: subprocess.Popen[bytes], folder: Path, score: Callable[[Path], float],
           target: float, poll_s: float = POLL_S) -> Watch:
-    """Follow ``process`` while it writes checkpoints to ``folder``; end it (SIGTERM, then
-    SIGKILL after ``GRACE_S``) once ``score`` of one is at or below ``target``. Returns when
-    the process has ended, with the costs it scored."""
+    """Follow ``process`` while it writes checkpoints to ``folder``, pausing it while
+    ``score`` reads each complete one (a later one exists, or the process has ended), in
+    step order; end it (SIGTERM, then SIGKILL after ``GRACE_S``) once one is at or below
+    ``target``. Returns when the process has ended, with the costs and the pauses."""
     seen = Watch()
     while seen.reached is None:
         ended = process.poll() is not None
-        _score_ready(folder, ended, score, target, seen)
+        saved = saved_checkpoints(folder)
+        ready = [p for p in (saved if ended else saved[:-1]) if p not in seen.costs]
+        if ready and not ended:
+            with paused(process, seen.pauses):
+                _score(ready, score, target, seen)
+        elif ready:
+            _score(ready, score, target, seen)
         if ended:
             break
         if seen.reached is None:
@@ -99,5 +128,5 @@ def stopped_facts(walls: list[tuple[int, float]]) -> dict[str, float]:
     return {"steps_per_s": speed, "setup_s": setup, "train_s": last_wall - setup}
 
 
-__all__ = ["GRACE_S", "POLL_S", "Watch", "checkpoint_steps", "saved_checkpoints",
+__all__ = ["GRACE_S", "POLL_S", "Watch", "checkpoint_steps", "paused", "saved_checkpoints",
            "stopped_facts", "watch"]

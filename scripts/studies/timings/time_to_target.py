@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -117,7 +118,8 @@ def train(argv: list[str], run: Path, env: dict[str, str],
     """``ballad-env train argv`` in a fresh process (its output in ``<run>.log``): the
     moment it started, also kept in ``<run>.start`` (a resumed study evaluates from it),
     and, with ``stop`` (cells and a target cost on them), what ``watch`` saw while it
-    ended the process at the first checkpoint at or below the target."""
+    ended the process at the first checkpoint at or below the target (its pauses also
+    kept, in ``<run>.pauses``)."""
     from agents.registry import make_agent
 
     started = time.time()
@@ -134,40 +136,48 @@ def train(argv: list[str], run: Path, env: dict[str, str],
     if process.returncode and (seen is None or seen.reached is None):
         raise RuntimeError(f"ballad-env train failed ({process.returncode}): see "
                            f"{run.with_suffix('.log')}")
+    if seen is not None:
+        run.with_suffix(".pauses").write_text(json.dumps(seen.pauses))
     run.with_suffix(".start").write_text(repr(started))
     return started, seen
 
 
 def evaluate(run: Path, started: float, cells: dict[str, Cells],
-             known: dict[str, dict[Path, float]] | None = None,
+             watched: tuple[str, Watch] | None = None,
              until: tuple[str, float] | None = None) -> list[dict[str, Any]]:
     """One row per checkpoint of a run (``ROW_COLUMNS`` less the run's own), its cost on
-    each of ``cells`` (by measure); ``known`` costs (by measure, then checkpoint: the ones
-    a watch scored) are taken as they are. With ``until`` (a measure and a target cost),
-    the checkpoints after the first at or below the target are skipped, all but the last
-    (the final model, whose cost the report shows)."""
+    each of ``cells`` (by measure). A ``watched`` run's (a measure and what ``watch`` saw)
+    wall times are less its pauses before them, and the costs the watch scored on that
+    measure are taken as they are. With ``until`` (a measure and a target cost), the
+    checkpoints after the first at or below the target are skipped, all but the last (the
+    final model, whose cost the report shows)."""
     from agents.registry import make_agent
 
-    known, points = known or {}, checkpoints(run)
+    measure, seen = watched or ("", Watch())
+    points = checkpoints(run)
     rows: list[dict[str, Any]] = []
     for index, (steps, path) in enumerate(points):
         reached = until is not None and any(r[f"{until[0]}_cost"] <= until[1] for r in rows)
         if reached and index < len(points) - 1:
             continue
         agent = make_agent(str(path))
-        rows.append({"steps": steps, "wall_s": path.stat().st_mtime - started,
-                     **{f"{m}_cost": known[m][path] if path in known.get(m, {})
+        saved = path.stat().st_mtime
+        rows.append({"steps": steps, "wall_s": saved - started - seen.paused_before(saved),
+                     **{f"{m}_cost": seen.costs[path] if m == measure and path in seen.costs
                         else c.cost(agent) for m, c in cells.items()},
                      **{f"{m}_all_in_lr": c.all_in_lr for m, c in cells.items()}})
     return rows
 
 
-def run_facts(run: Path, started: float, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def run_facts(run: Path, started: float, rows: list[dict[str, Any]], watched: bool = False
+              ) -> dict[str, Any]:
     """What the run's JSON says: training seconds, steps a second, how the step was had,
-    and the setup (wall time to the final model less the training clock); for a run stopped
-    at the target (no final record), what its checkpoints' wall times say (``stopped_facts``)."""
-    if (record := finished(run)) is None:
-        return {"compile": "", "stopped": True,
+    and the setup (wall time to the final model less the training clock); for a watched
+    run (its clock counts its pauses) or one stopped at the target (no final record), what
+    its checkpoints' wall times say (``stopped_facts``)."""
+    record = finished(run)
+    if watched or record is None:
+        return {"compile": "", "stopped": record is None,
                 **stopped_facts([(r["steps"], r["wall_s"]) for r in rows])}
     update = record.get("update") or {}
     how = ("built" if update.get("compile_built") else "loaded" if update.get("compiled")
@@ -217,17 +227,19 @@ def run_study(args: argparse.Namespace) -> Path:
         load_start, seen = os.getloadavg()[0], None
         if (run / f"{name}.zip").exists() and run.with_suffix(".start").exists():
             started = float(run.with_suffix(".start").read_text())  # trained, not evaluated
+            if (pauses := run.with_suffix(".pauses")).exists():
+                seen = Watch(pauses=[(a, b) for a, b in json.loads(pauses.read_text())])
         else:
             print(f"{name}: {steps:,} steps (load {load_start:.1f})", flush=True)
             stop = ((cells[args.measure], args.target_cost) if trainer in args.stop_at_target
                     else None)
             started, seen = train(argv, run, env, stop)
         load_end = os.getloadavg()[0]
-        rows = evaluate(run, started, cells, {args.measure: seen.costs} if seen else None,
+        rows = evaluate(run, started, cells, (args.measure, seen) if seen else None,
                         (args.measure, args.target_cost) if args.score_until_target else None)
         facts = {"phase": phase, "trainer": trainer, "seed": seed, "commit": args.commit,
                  "options": " ".join(options), "load_start": load_start,
-                 "load_end": load_end, **run_facts(run, started, rows)}
+                 "load_end": load_end, **run_facts(run, started, rows, seen is not None)}
         frame = pd.DataFrame([{**facts, **r} for r in rows], columns=list(ROW_COLUMNS))
         frame.to_csv(table, mode="a", header=not table.exists(), index=False)
         print(f"{name}: {facts['steps_per_s']:,.0f} steps/s, setup {facts['setup_s']:.1f} s, "
@@ -352,8 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stop-at-target", nargs="*", choices=TRAINERS, default=[],
                         metavar="TRAINER",
                         help="end these trainers' runs once a checkpoint reaches "
-                             "--target-cost on --measure (scored while the run trains, so "
-                             "only for a trainer that leaves a core free: SB3)")
+                             "--target-cost on --measure (each scored while the run is "
+                             "paused; its wall times are less the pauses)")
     parser.add_argument("--score-until-target", action="store_true",
                         help="score a run's checkpoints only up to the first at or below "
                              "--target-cost on --measure, and its last (the time to the "
@@ -380,6 +392,9 @@ def main(argv: list[str] | None = None) -> None:
         if (args.stop_at_target or args.score_until_target) and args.target_cost is None:
             parser.error("--stop-at-target and --score-until-target need --target-cost "
                          "(the target fixed beforehand)")
+        if args.stop_at_target and not hasattr(signal, "SIGSTOP"):
+            parser.error("--stop-at-target pauses runs with SIGSTOP, which this system "
+                         "lacks: leave it out (the runs then train their whole budget)")
         args.commit = commit()
         run_study(args)
     if not table.exists():
