@@ -63,6 +63,16 @@ def test_watch_scores_every_checkpoint_of_a_run_that_never_reaches_the_target(
                                                 ] == pytest.approx(0.0)
 
 
+def test_a_scoring_that_fails_leaves_no_run_behind(tmp_path: Path) -> None:
+    def score(path: Path) -> float:
+        raise RuntimeError("a policy file that does not load")
+
+    process = _writer(tmp_path / "checkpoints", 0.5)
+    with pytest.raises(RuntimeError, match="does not load"):
+        watch(process, tmp_path / "checkpoints", score, 0.0, poll_s=0.02)
+    assert process.returncode is not None and process.returncode != 0
+
+
 def test_a_stopped_runs_speed_and_setup_come_from_its_checkpoints() -> None:
     # 100 steps a second from 3 s on: training started at 2 s, 3 s of it to the last
     facts = stopped_facts([(100, 3.0), (200, 4.0), (300, 5.0)])

@@ -90,27 +90,35 @@ def watch(process: subprocess.Popen[bytes], folder: Path, score: Callable[[Path]
     step order; end it (SIGTERM, then SIGKILL after ``GRACE_S``) once one is at or below
     ``target``. Returns when the process has ended, with the costs and the pauses."""
     seen = Watch()
-    while seen.reached is None:
-        ended = process.poll() is not None
-        saved = saved_checkpoints(folder)
-        ready = [p for p in (saved if ended else saved[:-1]) if p not in seen.costs]
-        if ready and not ended:
-            with paused(process, seen.pauses):
+    try:
+        while seen.reached is None:
+            ended = process.poll() is not None
+            saved = saved_checkpoints(folder)
+            ready = [p for p in (saved if ended else saved[:-1]) if p not in seen.costs]
+            if ready and not ended:
+                with paused(process, seen.pauses):
+                    _score(ready, score, target, seen)
+            elif ready:
                 _score(ready, score, target, seen)
-        elif ready:
-            _score(ready, score, target, seen)
-        if ended:
-            break
-        if seen.reached is None:
-            time.sleep(poll_s)
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(GRACE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if ended:
+                break
+            if seen.reached is None:
+                time.sleep(poll_s)
+    finally:  # reached, or the scoring failed: no run is left behind
+        _end(process)
     return seen
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """End ``process`` if it still runs: SIGTERM, then SIGKILL after ``GRACE_S``."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def stopped_facts(walls: list[tuple[int, float]]) -> dict[str, float]:
