@@ -111,6 +111,8 @@ def test_stopping_needs_a_target_fixed_beforehand(capsys: pytest.CaptureFixture[
         main(["--out", "x", "--train-store", "t", "--heldout-store", "h",
               "--stop-at-target", "sb3"])
     assert "need --target-cost" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the compiled trainer's worker would not pause
+        main(["--out", "x", "--stop-at-target", "compiled", "--target-cost", "0.04"])
 
 
 class _FakeCells:

@@ -361,11 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "--fraction of the best improvement")
     parser.add_argument("--measure", choices=target_table.MEASURES, default="heldout",
                         help="the cost the target is set on: the held-out or the training cells'")
-    parser.add_argument("--stop-at-target", nargs="*", choices=TRAINERS, default=[],
+    parser.add_argument("--stop-at-target", nargs="*", choices=["sb3"], default=[],
                         metavar="TRAINER",
                         help="end these trainers' runs once a checkpoint reaches "
                              "--target-cost on --measure (each scored while the run is "
-                             "paused; its wall times are less the pauses)")
+                             "paused; its wall times are less the pauses). SB3 only: it "
+                             "trains in one process, where the torch trainers' second "
+                             "process would run on while the first is paused")
     parser.add_argument("--score-until-target", action="store_true",
                         help="score a run's checkpoints only up to the first at or below "
                              "--target-cost on --measure, and its last (the time to the "
