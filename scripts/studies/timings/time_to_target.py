@@ -10,11 +10,15 @@ the process, so the interpreter's start, the imports, the environments, any comp
 rollout worker's start all count.
 
 The runs, in order: ``cold`` (the first compiled run, on an empty cache folder: the
-update compiled from nothing), ``seeds`` (seed 0..N-1 of every trainer, the trainers
+update compiled from nothing), ``seeds`` (seeds F..F+N-1 of every trainer, the trainers
 interleaved within a seed; a compiled run there loads the cached step), then ``long`` (one
 long run per ``--long-trainers``: how low a cost is reachable at all). Rows are appended
 to ``<out>/checkpoints.csv`` one run at a time, and a rerun skips the runs it holds, so an
 interrupted study resumes. ``--report-only`` prints the analysis (``target_table``).
+With a target fixed beforehand, ``--stop-at-target`` ends a trainer's runs at the first
+checkpoint at or below it (``stop_at_target``) and ``--score-until-target`` scores no
+checkpoint after that one but the last: the steps and the scoring after the target add
+nothing to the time to it.
 
     python -m scripts.studies.timings.time_to_target --train-store S --heldout-store H \\
         --out results/time_to_target
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +42,7 @@ import pandas as pd
 
 from scripts.studies.common.ppo_sizes import PROTOCOL_COMPILED, PROTOCOL_SB3
 from scripts.studies.timings import target_table
+from scripts.studies.timings.stop_at_target import Watch, checkpoint_steps, stopped_facts, watch
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Each trainer's options: the speed protocol's (``common.ppo_sizes``); a later
@@ -51,7 +57,7 @@ EVERY = {"sb3": 16_384, "compiled": 30_720, "batched": 30_720, "split": 30_720}
 #: The table's columns: the run's, then the checkpoint's.
 ROW_COLUMNS = ("phase", "trainer", "seed", "commit", "options", "compile", "load_start",
                "load_end", "setup_s", "train_s", "steps_per_s", "steps", "wall_s",
-               "heldout_cost", "heldout_all_in_lr", "train_cost", "train_all_in_lr")
+               "heldout_cost", "heldout_all_in_lr", "train_cost", "train_all_in_lr", "stopped")
 TABLE = "checkpoints.csv"
 #: Where the compiled step's package and inductor's cache go (``BALLAD_DATA_HOME``).
 DATA_HOME_ENV, INDUCTOR_ENV = "BALLAD_DATA_HOME", "TORCHINDUCTOR_CACHE_DIR"
@@ -87,54 +93,98 @@ class Cells:
         return float(np.mean([lat.costs_along(lat.replay(agent))[-1] for lat in self.lattices]))
 
 
+def finished(run: Path) -> dict[str, Any] | None:
+    """The run record of a run that trained to its end (its final model saved), or None for
+    one stopped at the target (its record then holds only the settings written first)."""
+    record_path, model = run / f"{run.name}.json", run / f"{run.name}.zip"
+    if not (record_path.exists() and model.exists()):
+        return None
+    record = json.loads(record_path.read_text())
+    return record if "num_timesteps" in record else None
+
+
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
-    """A finished run's checkpoints and final model, by steps, then by when each was saved
-    (a last checkpoint comes before the final model of the same steps)."""
-    record = json.loads((run / f"{run.name}.json").read_text())
-    saved = [(int(p.stem.split("_")[-2]), p) for p in (run / "checkpoints").glob("*_steps.zip")]
-    saved.append((int(record["num_timesteps"]), run / f"{run.name}.zip"))
+    """A run's checkpoints and final model, by steps, then by when each was saved (a last
+    checkpoint comes before the final model of the same steps). A run stopped at the target
+    has no final model: its checkpoints alone."""
+    saved = [(checkpoint_steps(p), p) for p in (run / "checkpoints").glob("*_steps.zip")]
+    if (record := finished(run)) is not None:
+        saved.append((int(record["num_timesteps"]), run / f"{run.name}.zip"))
     return sorted(saved, key=lambda point: (point[0], point[1].stat().st_mtime))
 
 
-def train(argv: list[str], run: Path, env: dict[str, str]) -> float:
-    """``ballad-env train argv`` in a fresh process (its output in ``<run>.log``); the
-    moment it started, also kept in ``<run>.start`` (a resumed study evaluates from it)."""
+def train(argv: list[str], run: Path, env: dict[str, str],
+          stop: tuple[Cells, float] | None = None) -> tuple[float, Watch | None]:
+    """``ballad-env train argv`` in a fresh process (its output in ``<run>.log``): the
+    moment it started, also kept in ``<run>.start`` (a resumed study evaluates from it),
+    and, with ``stop`` (cells and a target cost on them), what ``watch`` saw while it
+    ended the process at the first checkpoint at or below the target (its pauses also
+    kept, in ``<run>.pauses``)."""
+    from agents.registry import make_agent
+
     started = time.time()
     run.parent.mkdir(parents=True, exist_ok=True)
     with open(run.with_suffix(".log"), "w") as log:
-        done = subprocess.run([sys.executable, "-m", "ballad_env", "train", *argv], env=env,
-                              stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    if done.returncode:
-        raise RuntimeError(f"ballad-env train failed ({done.returncode}): see "
+        process = subprocess.Popen([sys.executable, "-m", "ballad_env", "train", *argv],
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        seen = None
+        if stop is not None:
+            cells, target = stop
+            seen = watch(process, run / "checkpoints",
+                         lambda path: cells.cost(make_agent(str(path))), target)
+        process.wait()
+    if process.returncode and (seen is None or seen.reached is None):
+        raise RuntimeError(f"ballad-env train failed ({process.returncode}): see "
                            f"{run.with_suffix('.log')}")
+    if seen is not None:
+        run.with_suffix(".pauses").write_text(json.dumps(seen.pauses))
     run.with_suffix(".start").write_text(repr(started))
-    return started
+    return started, seen
 
 
-def evaluate(run: Path, started: float, cells: dict[str, Cells]) -> list[dict[str, Any]]:
-    """One row per checkpoint of a finished run (``ROW_COLUMNS`` less the run's own), its
-    cost on each of ``cells`` (by measure)."""
+def evaluate(run: Path, started: float, cells: dict[str, Cells],
+             watched: tuple[str, Watch] | None = None,
+             until: tuple[str, float] | None = None) -> list[dict[str, Any]]:
+    """One row per checkpoint of a run (``ROW_COLUMNS`` less the run's own), its cost on
+    each of ``cells`` (by measure). A ``watched`` run's (a measure and what ``watch`` saw)
+    wall times are less its pauses before them, and the costs the watch scored on that
+    measure are taken as they are. With ``until`` (a measure and a target cost), the
+    checkpoints after the first at or below the target are skipped, all but the last (the
+    final model, whose cost the report shows)."""
     from agents.registry import make_agent
 
-    rows = []
-    for steps, path in checkpoints(run):
+    measure, seen = watched or ("", Watch())
+    points = checkpoints(run)
+    rows: list[dict[str, Any]] = []
+    for index, (steps, path) in enumerate(points):
+        reached = until is not None and any(r[f"{until[0]}_cost"] <= until[1] for r in rows)
+        if reached and index < len(points) - 1:
+            continue
         agent = make_agent(str(path))
-        rows.append({"steps": steps, "wall_s": path.stat().st_mtime - started,
-                     **{f"{m}_cost": c.cost(agent) for m, c in cells.items()},
+        saved = path.stat().st_mtime
+        rows.append({"steps": steps, "wall_s": saved - started - seen.paused_before(saved),
+                     **{f"{m}_cost": seen.costs[path] if m == measure and path in seen.costs
+                        else c.cost(agent) for m, c in cells.items()},
                      **{f"{m}_all_in_lr": c.all_in_lr for m, c in cells.items()}})
     return rows
 
 
-def run_facts(run: Path, started: float, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def run_facts(run: Path, started: float, rows: list[dict[str, Any]], watched: bool = False
+              ) -> dict[str, Any]:
     """What the run's JSON says: training seconds, steps a second, how the step was had,
-    and the setup (wall time to the final model less the training clock)."""
-    record = json.loads((run / f"{run.name}.json").read_text())
+    and the setup (wall time to the final model less the training clock); for a watched
+    run (its clock counts its pauses) or one stopped at the target (no final record), what
+    its checkpoints' wall times say (``stopped_facts``)."""
+    record = finished(run)
+    if watched or record is None:
+        return {"compile": "", "stopped": record is None,
+                **stopped_facts([(r["steps"], r["wall_s"]) for r in rows])}
     update = record.get("update") or {}
     how = ("built" if update.get("compile_built") else "loaded" if update.get("compiled")
            else "")
     return {"compile": how, "train_s": record["train_seconds"],
             "steps_per_s": record["num_timesteps"] / record["train_seconds"],
-            "setup_s": rows[-1]["wall_s"] - record["train_seconds"]}
+            "setup_s": rows[-1]["wall_s"] - record["train_seconds"], "stopped": False}
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int, int]]:
@@ -142,8 +192,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int, int]]:
     runs = []
     if args.cold and "compiled" in args.trainers:
         runs.append(("cold", "compiled", 0, args.steps["compiled"], args.every["compiled"]))
-    runs += [("seeds", t, s, args.steps[t], args.every[t])
-             for s in range(args.seeds) for t in args.trainers]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    runs += [("seeds", t, s, args.steps[t], args.every[t]) for s in seeds for t in args.trainers]
     return runs + [("long", t, 0, args.long_steps, args.long_every) for t in args.long_trainers]
 
 
@@ -153,6 +203,8 @@ def run_study(args: argparse.Namespace) -> Path:
     done = set()
     if table.exists():
         held_rows = pd.read_csv(table)
+        if tuple(held_rows.columns) != ROW_COLUMNS:
+            raise SystemExit(f"{table} has an older study's columns: give a new --out")
         done = set(zip(held_rows["phase"], held_rows["trainer"], held_rows["seed"], strict=True))
     cache = Path(args.cache_dir or out / "cache")
     env = {**os.environ, DATA_HOME_ENV: str(cache)}
@@ -172,17 +224,22 @@ def run_study(args: argparse.Namespace) -> Path:
         argv = [*options, "--replay-store", args.train_store, "--total-timesteps", str(steps),
                 "--seed", str(seed), "--checkpoint-freq", str(every), "--output-dir",
                 str(out / "runs"), "--run-name", name, "--overwrite", "--no-progress"]
-        load_start = os.getloadavg()[0]
+        load_start, seen = os.getloadavg()[0], None
         if (run / f"{name}.zip").exists() and run.with_suffix(".start").exists():
             started = float(run.with_suffix(".start").read_text())  # trained, not evaluated
+            if (pauses := run.with_suffix(".pauses")).exists():
+                seen = Watch(pauses=[(a, b) for a, b in json.loads(pauses.read_text())])
         else:
             print(f"{name}: {steps:,} steps (load {load_start:.1f})", flush=True)
-            started = train(argv, run, env)
+            stop = ((cells[args.measure], args.target_cost) if trainer in args.stop_at_target
+                    else None)
+            started, seen = train(argv, run, env, stop)
         load_end = os.getloadavg()[0]
-        rows = evaluate(run, started, cells)
+        rows = evaluate(run, started, cells, (args.measure, seen) if seen else None,
+                        (args.measure, args.target_cost) if args.score_until_target else None)
         facts = {"phase": phase, "trainer": trainer, "seed": seed, "commit": args.commit,
                  "options": " ".join(options), "load_start": load_start,
-                 "load_end": load_end, **run_facts(run, started, rows)}
+                 "load_end": load_end, **run_facts(run, started, rows, seen is not None)}
         frame = pd.DataFrame([{**facts, **r} for r in rows], columns=list(ROW_COLUMNS))
         frame.to_csv(table, mode="a", header=not table.exists(), index=False)
         print(f"{name}: {facts['steps_per_s']:,.0f} steps/s, setup {facts['setup_s']:.1f} s, "
@@ -273,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="the study's folder (table, runs, cache)")
     parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=["sb3", "compiled"],
                         help="trainers of the seeds phase")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 of each trainer")
+    parser.add_argument("--seeds", type=int, default=5, help="how many seeds of each trainer")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first of the seeds (a pilot runs on seeds the study does not)")
     parser.add_argument("--steps", nargs="+", default=[], metavar="TRAINER=N",
                         help=f"steps of a seeds run (default {STEPS})")
     parser.add_argument("--every", nargs="+", default=[], metavar="TRAINER=N",
@@ -302,6 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "--fraction of the best improvement")
     parser.add_argument("--measure", choices=target_table.MEASURES, default="heldout",
                         help="the cost the target is set on: the held-out or the training cells'")
+    parser.add_argument("--stop-at-target", nargs="*", choices=["sb3"], default=[],
+                        metavar="TRAINER",
+                        help="end these trainers' runs once a checkpoint reaches "
+                             "--target-cost on --measure (each scored while the run is "
+                             "paused; its wall times are less the pauses). SB3 only: it "
+                             "trains in one process, where the torch trainers' second "
+                             "process would run on while the first is paused")
+    parser.add_argument("--score-until-target", action="store_true",
+                        help="score a run's checkpoints only up to the first at or below "
+                             "--target-cost on --measure, and its last (the time to the "
+                             "target needs no more; shortens the study)")
     parser.add_argument("--report-only", action="store_true",
                         help="print the analysis of the table, run nothing")
     return parser
@@ -321,6 +391,12 @@ def main(argv: list[str] | None = None) -> None:
     if not args.report_only:
         if not (args.train_store and args.heldout_store):
             parser.error("--train-store and --heldout-store are needed to run the study")
+        if (args.stop_at_target or args.score_until_target) and args.target_cost is None:
+            parser.error("--stop-at-target and --score-until-target need --target-cost "
+                         "(the target fixed beforehand)")
+        if args.stop_at_target and not hasattr(signal, "SIGSTOP"):
+            parser.error("--stop-at-target pauses runs with SIGSTOP, which this system "
+                         "lacks: leave it out (the runs then train their whole budget)")
         args.commit = commit()
         run_study(args)
     if not table.exists():
