@@ -159,6 +159,24 @@ def test_the_run_folder_is_the_sb3_paths(run) -> None:
     assert evaluations[0] == "timesteps,mean_return,mean_test_cost" and len(evaluations) == 3
 
 
+def test_the_best_evaluated_model_is_kept_as_sb3_keeps_it(store, tmp_path) -> None:
+    """``eval/best_model.zip``, as SB3's ``EvalCallback`` writes it for the SB3 trainer: the
+    model at the evaluation of the highest mean return (the first of equals), which the
+    safe loader reads; its weights are the checkpoint's of the same steps."""
+    run = train_replay(store, n_envs=8, total_timesteps=360, eval_freq=120, eval_episodes=4,
+                       checkpoint_freq=120, output_dir=tmp_path)
+    rows = [line.split(",") for line in
+            (run / "eval" / "evaluations.csv").read_text().splitlines()[1:]]
+    returns = [float(r[1]) for r in rows]
+    best = int(rows[returns.index(max(returns))][0])
+    assert [int(r[0]) for r in rows] == [120, 240, 360]
+    kept = load_policy(run / "eval" / "best_model.zip").model
+    assert kept.num_timesteps == best
+    checkpoint = load_policy(run / "checkpoints" / f"{run.name}_{best}_steps.zip").model
+    weights = checkpoint.policy.state_dict()
+    assert all(torch.equal(t, weights[k]) for k, t in kept.policy.state_dict().items())
+
+
 @pytest.mark.parametrize("trainer", ["batched", "compiled"])
 def test_the_saved_policy_loads_safely_and_acts_as_trained(trainer, request, store) -> None:
     """The safe loader rebuilds the network with the trained weights: its greedy actions,

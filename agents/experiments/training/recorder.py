@@ -93,8 +93,9 @@ Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], 
 
 class Recorder:
     """What runs after each update: the monitor and progress rows, the greedy evaluation
-    every ``eval_freq`` steps, a checkpoint every ``checkpoint_freq`` and the progress bar
-    (``training.progress``; :meth:`close` ends it)."""
+    every ``eval_freq`` steps (its row, and ``eval/best_model.zip`` as SB3's
+    ``EvalCallback`` keeps it for the SB3 trainer), a checkpoint every ``checkpoint_freq``
+    and the progress bar (``training.progress``; :meth:`close` ends it)."""
 
     def __init__(self, config: TrainConfig, run_dir: Path, model: Any, updater: Any,
                  eval_envs: Any) -> None:
@@ -109,6 +110,7 @@ class Recorder:
         self.bar = progress_bar(-(-config.total_timesteps // rollout) * rollout,
                                 config.progress_bar)
         self.eval_cost: float | None = None
+        self.best_return = -np.inf
         self.start = time.perf_counter()
 
     def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
@@ -120,19 +122,32 @@ class Recorder:
                               "ep_rew_mean": row["r"], "test_cost_mean": row["test_cost"],
                               **stats})
         if self.eval_envs is not None and steps >= self.next_eval:
-            mean_return, self.eval_cost = greedy_episodes(
-                self.policy, self.eval_envs, self.masked, self.config.eval_seed)
-            write_eval(self.run_dir, steps, mean_return, self.eval_cost)
+            self._evaluate(steps)
             self.next_eval += self.config.eval_freq
         show_costs(self.bar, None if np.isnan(row["test_cost"]) else row["test_cost"],
                    self.eval_cost)
         if self.config.checkpoint_freq and steps >= self.next_checkpoint:
-            self.updater.sync()
-            self.model.num_timesteps = steps
-            folder = self.run_dir / "checkpoints"
-            folder.mkdir(exist_ok=True)
-            self.model.save(folder / f"{self.config.name}_{steps}_steps")
+            self._save(self.run_dir / "checkpoints" / f"{self.config.name}_{steps}_steps",
+                       steps)
             self.next_checkpoint += self.config.checkpoint_freq
+
+    def _evaluate(self, steps: int) -> None:
+        """The greedy evaluation's row, and the model saved as ``eval/best_model`` when its
+        mean return beats every earlier evaluation's (SB3's rule: by return, the first of
+        equals), so every trainer's run folder holds the same files."""
+        mean_return, self.eval_cost = greedy_episodes(
+            self.policy, self.eval_envs, self.masked, self.config.eval_seed)
+        write_eval(self.run_dir, steps, mean_return, self.eval_cost)
+        if mean_return > self.best_return:
+            self.best_return = mean_return
+            self._save(self.run_dir / "eval" / "best_model", steps)
+
+    def _save(self, path: Path, steps: int) -> None:
+        """The model as it is after ``steps`` steps, saved (SB3's ``save``) to ``path``."""
+        self.updater.sync()
+        self.model.num_timesteps = steps
+        path.parent.mkdir(exist_ok=True)
+        self.model.save(path)
 
     def close(self) -> None:
         """End the progress bar."""

@@ -101,7 +101,8 @@ def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) ->
     autograd's; ``compiled``: the flat step, compiled before the clock starts). The run
     folder holds what the SB3 trainer's does: ``<run>.zip`` (an SB3 model), ``<run>.json``
     (``training.record``), ``monitor/`` and ``logs/`` (the curves), ``eval/evaluations.csv``
-    with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
+    and ``eval/best_model.zip`` with ``eval_freq`` > 0 and SB3's checkpoints with
+    ``checkpoint_freq`` > 0. A rollout is
     ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
     rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
     with ``overwrite``. A pipelined or split run's second process runs in ``process`` where
