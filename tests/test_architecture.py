@@ -375,6 +375,31 @@ def test_no_training_function_takes_more_than_8_positional_parameters() -> None:
     assert not wide, f"more than {MAX_POSITIONAL} positional parameters: {wide}"
 
 
+def repeated_aliases(paths: list[Path]) -> dict[str, list[str]]:
+    """Type aliases (a module-level name given a subscripted type, ``Record = Callable[...]``)
+    whose type is written out in more than one place, by that type's text: where each is."""
+    places: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Subscript)):
+                places.setdefault(ast.unparse(node.value), []).append(
+                    f"{path.name}:{node.targets[0].id}")
+    return {text: where for text, where in places.items() if len(where) > 1}
+
+
+def test_the_trainers_write_each_type_alias_once(tmp_path: Path) -> None:
+    """One definition of each type the training modules share (the loops' ``Record`` was
+    written out in two modules); a second copy is caught."""
+    paths = sorted((ROOT / "agents" / "experiments" / "training").rglob("*.py"))
+    assert not repeated_aliases(paths)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text("Pairs = list[tuple[int, int]]\n")
+    assert repeated_aliases(sorted(tmp_path.glob("*.py"))) == {
+        "list[tuple[int, int]]": ["a.py:Pairs", "b.py:Pairs"]}
+
+
 def test_a_wide_function_would_be_caught(tmp_path: Path) -> None:
     path = tmp_path / "wide.py"
     path.write_text("def run(a, b, c, d, e, f, g, h, i): ...\n"

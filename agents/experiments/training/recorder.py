@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import ballad_env
 from agents.experiments.training.config import TrainConfig
 from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import append_row, write_eval
+from agents.experiments.training.rollouts import Ended, Record
 from agents.experiments.training.vec_adapter import valid
 from agents.ppo.core import policy_outputs
 
@@ -40,7 +41,7 @@ class Curves:
         (self.run_dir / "monitor" / "batched.monitor.csv").write_text(
             f"#{head}\nr,l,t,test_cost,episodes\n")
 
-    def rollout(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    def rollout(self, steps: int, ended: Ended) -> dict[str, float]:
         """Append the rollout's row; ``ended`` holds (returns, test costs) per vector step."""
         returns = np.concatenate([r for r, _ in ended]) if ended else np.zeros(0)
         costs = np.concatenate([c for _, c in ended]) if ended else np.zeros(0)
@@ -88,9 +89,6 @@ def greedy_episodes(policy: Any, envs: Any, masked: bool, seed: int) -> tuple[fl
     return float(returns.mean()), float(costs.mean())
 
 
-Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
-
-
 class Recorder:
     """What runs after each update: the monitor and progress rows, the greedy evaluation
     every ``eval_freq`` steps (its row, and ``eval/best_model.zip`` as SB3's
@@ -113,7 +111,7 @@ class Recorder:
         self.best_return = -np.inf
         self.start = time.perf_counter()
 
-    def __call__(self, steps: int, ended: list[tuple[np.ndarray, np.ndarray]],
+    def __call__(self, steps: int, ended: Ended,
                  stats: dict[str, float]) -> None:
         row = self.curves.rollout(steps - self.steps, ended)
         self.bar.update(steps - self.steps)

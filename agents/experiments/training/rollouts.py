@@ -25,6 +25,14 @@ from ballad_env.settings import Settings
 Forward = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
 #: The ``info`` key the trainer reads (each episode's final test cost, for the curves).
 INFO_KEYS = ("test_cost",)
+#: The episodes that ended in a rollout: (returns, final test costs), one pair per vector
+#: step in which some ended.
+Ended = list[tuple[np.ndarray, np.ndarray]]
+#: What a loop calls after each update: ``record(steps so far, the rollout's ended
+#: episodes, the update's statistics)`` (``recorder.Recorder``).
+Record = Callable[[int, Ended, dict[str, float]], None]
+
+
 def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequence[str] | None,
               seeds: Sequence[int] | None, observation: str) -> Any:
     """``n_envs`` replay episodes stepped together (``ReplayVectorEnv``, same-step autoreset,
@@ -39,13 +47,13 @@ def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequ
 
 def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: bool,
             gen: torch.Generator, returns: np.ndarray, timer: dict[str, float]
-            ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+            ) -> tuple[np.ndarray, Ended]:
     """One rollout of ``buf.n_steps`` vector steps into ``buf``, the policy's logits and
     values from ``forward(obs, masks or None)``; the next observations and the (returns,
     final test costs) of the episodes that ended. The replay environment ends an episode
     only by spending its budget (terminated, never truncated), so nothing past an episode's
     end is bootstrapped; an environment that truncates is refused."""
-    ended: list[tuple[np.ndarray, np.ndarray]] = []
+    ended: Ended = []
     device = buf.obs.device
     for t in range(buf.n_steps):
         tick = time.perf_counter()
@@ -79,4 +87,4 @@ def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: 
     return obs, ended
 
 
-__all__ = ["INFO_KEYS", "Forward", "collect", "make_envs"]
+__all__ = ["INFO_KEYS", "Ended", "Forward", "Record", "collect", "make_envs"]

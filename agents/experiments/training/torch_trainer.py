@@ -43,8 +43,8 @@ from agents.experiments.training.config import (
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
-from agents.experiments.training.recorder import Record, Recorder
-from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.recorder import Recorder
+from agents.experiments.training.rollouts import Record, collect, make_envs
 from agents.experiments.training.run_folder import fresh_run_dir, run_lock
 from agents.experiments.training.split_schedule import (
     Half,
