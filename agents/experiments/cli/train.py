@@ -14,7 +14,7 @@ Example::
         --datasets Pima WBC Glass --total-timesteps 3000
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
-from a lattice store built by ``ballad-env lattices`` (200 to 2,000 times faster).
+from a lattice store built by ``ballad-env lattices``, far faster (``docs/REPLAY.md``).
 ``--trainer batched --replay-store DIR`` (or ``compiled``) trains PPO or MaskablePPO on N
 replay episodes at once, batched in torch (``docs/training.md``): the same run folder and an
 SB3 model, several times faster than the SB3 trainer. Every trainer takes the one

@@ -160,8 +160,8 @@ class TrainConfig:
     #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
     episode_seeds: int = 0
     #: A lattice store (``ballad-env lattices``): train on the replay environment
-    #: (``ballad_env.replay.env``), the same episodes 200 to 2,000 times faster; the data sets are
-    #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
+    #: (``ballad_env.replay.env``), the same episodes far faster (``docs/REPLAY.md``); the
+    #: data sets are then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
     replay_store: str | None = None
     #: The torch trainers' device ("cpu", "cuda", ...).
     device: str = "cpu"
