@@ -17,8 +17,8 @@ module's private name, and no module starts a script as a process.
 from __future__ import annotations
 
 import ast
-import re
 import functools
+import re
 from pathlib import Path
 
 import pytest
