@@ -1,8 +1,10 @@
-"""Train a stable-baselines3 allocation policy on BALLAD data sets (PPO, A2C, DQN, MaskablePPO).
+"""Train an allocation policy (a stable-baselines3 model) on BALLAD data sets: SB3's PPO, A2C,
+DQN or MaskablePPO, or PPO and MaskablePPO batched in torch on the replay environment.
 
-Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
-``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
-statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
+Every trainer writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its
+settings), ``monitor/*.monitor.csv`` (one row per training episode; the torch trainers', one
+per rollout), ``logs/progress.csv`` (the update's statistics), ``eval/`` and
+``checkpoints/`` when asked, and ``curve.png``. The run name
 carries the algorithm, reward, data sets, seed and steps; training again under the name of an
 earlier run, finished or interrupted (its checkpoints), is refused unless ``--overwrite``.
 Compare the result with ``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to
