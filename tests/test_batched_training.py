@@ -23,9 +23,12 @@ from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
+from agents.experiments.training import train
 from agents.experiments.training.config import Hyperparameters, TrainConfig
 from agents.experiments.training.curves import read_monitor
 from agents.experiments.training.record import record_dict
+from agents.experiments.training.recorder import greedy_costs, policy_act
+from agents.experiments.training.rollouts import envs_arguments, make_envs
 from agents.policy import load_policy
 from agents.ppo import core
 from agents.ppo.core import Rollout, gae, policy_outputs
@@ -175,6 +178,31 @@ def test_the_best_evaluated_model_is_kept_as_sb3_keeps_it(store, tmp_path) -> No
     checkpoint = load_policy(run / "checkpoints" / f"{run.name}_{best}_steps.zip").model
     weights = checkpoint.policy.state_dict()
     assert all(torch.equal(t, weights[k]) for k, t in kept.policy.state_dict().items())
+
+
+@pytest.mark.parametrize("algo", ["ppo", "maskable_ppo"])
+def test_the_sb3_trainer_on_a_store_evaluates_as_the_torch_trainers(algo, store,
+                                                                     tmp_path) -> None:
+    """On a replay store the SB3 trainer's evaluation is the torch trainers' (and the seed
+    sweep's): the cost and return it records are those of the same replay episodes played
+    greedily by the policy it had (its checkpoint of the same steps), and it keeps the best
+    model. SB3's own EvalCallback played other episodes, so the trainers' evaluations did
+    not compare."""
+    config = TrainConfig(algo=algo, datasets=("large",), replay_store=str(store),
+                         settings=SETTINGS, vec_env="vector", n_envs=4, total_timesteps=240,
+                         hyperparameters={"n_steps": 15, "batch_size": 30, "n_epochs": 1},
+                         eval_freq=60, eval_episodes=6, checkpoint_freq=120,
+                         progress_bar=False, output_dir=str(tmp_path))
+    result = train(config)
+    rows = {int(r.split(",")[0]): r.split(",")[1:] for r in
+            (result.run_dir / "eval" / "evaluations.csv").read_text().splitlines()[1:]}
+    assert sorted(rows) == [60, 120, 180, 240]
+    checkpoint = result.run_dir / "checkpoints" / f"{config.name}_120_steps.zip"
+    masked = algo == "maskable_ppo"
+    returns, costs = greedy_costs(policy_act(load_policy(checkpoint).model.policy, masked),
+                                  make_envs(*envs_arguments(config, 6)), config.eval_seed)
+    assert rows[120] == [f"{returns.mean():.6f}", f"{costs.mean():.6f}"]
+    assert (result.run_dir / "eval" / "best_model.zip").is_file()
 
 
 @pytest.mark.parametrize("trainer", ["batched", "compiled"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +20,9 @@ import ballad_env
 from agents.experiments.training.vec_adapter import valid
 from agents.ppo.core import Rollout
 from ballad_env.settings import Settings
+
+if TYPE_CHECKING:
+    from agents.experiments.training.config import TrainConfig
 
 #: A policy's forward pass: (observations, masks or None) -> (logits, values).
 Forward = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
@@ -43,6 +46,12 @@ def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequ
                         seeds=None if seeds is None else list(seeds), settings=settings,
                         observation=observation, autoreset_mode=AutoresetMode.SAME_STEP,
                         info_keys=INFO_KEYS)
+
+
+def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
+    """:func:`make_envs`' arguments for ``n_envs`` of the config's replay episodes."""
+    return (config.replay_store, n_envs, config.settings, config.datasets,
+            config.episode_seed_range, config.observation)
 
 
 def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: bool,
@@ -87,4 +96,4 @@ def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: 
     return obs, ended
 
 
-__all__ = ["INFO_KEYS", "Ended", "Forward", "Record", "collect", "make_envs"]
+__all__ = ["INFO_KEYS", "Ended", "Forward", "Record", "collect", "envs_arguments", "make_envs"]

@@ -51,9 +51,8 @@ def evaluation_costs(config: TrainConfig, model_paths: list[Path]
     x episodes matrix), and each episode's data set. The environments are built once and
     every policy plays the same episodes (the reset seed fixes them), as the trainers'
     evaluations do."""
-    from agents.experiments.training.recorder import greedy_costs
-    from agents.experiments.training.rollouts import make_envs
-    from agents.experiments.training.torch_trainer import envs_arguments
+    from agents.experiments.training.recorder import greedy_costs, policy_act
+    from agents.experiments.training.rollouts import envs_arguments, make_envs
     from agents.policy import load_policy
 
     if config.replay_store is None:
@@ -64,7 +63,7 @@ def evaluation_costs(config: TrainConfig, model_paths: list[Path]
     try:
         envs.reset(seed=config.eval_seed)  # the cells greedy_costs's reset plays again
         datasets = [str(cell[0]) for cell in envs.unwrapped.playing()]
-        costs = np.stack([greedy_costs(load_policy(path).model.policy, envs, masked,
+        costs = np.stack([greedy_costs(policy_act(load_policy(path).model.policy, masked), envs,
                                        config.eval_seed)[1] for path in model_paths])
         return costs, datasets
     finally:

@@ -44,7 +44,7 @@ from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
 from agents.experiments.training.recorder import Recorder
-from agents.experiments.training.rollouts import Record, collect, make_envs
+from agents.experiments.training.rollouts import Record, collect, envs_arguments, make_envs
 from agents.experiments.training.run_folder import fresh_run_dir, run_lock
 from agents.experiments.training.split_schedule import (
     Half,
@@ -87,12 +87,6 @@ def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
     policy.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=ADAM_EPS,
                                         fused=True)
     return model
-
-
-def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
-    """``rollouts.make_envs``' arguments for ``n_envs`` of the config's replay episodes."""
-    return (config.replay_store, n_envs, config.settings, config.datasets,
-            config.episode_seed_range, config.observation)
 
 
 def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) -> TrainResult:
