@@ -4,6 +4,7 @@ their evaluation cost with its bootstrap interval."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,12 @@ from conftest import small_store
 
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.seed_sweep import evaluation_costs, seed_configs, summarise
+from agents.experiments.training.seed_sweep import (
+    evaluation_costs,
+    seed_configs,
+    summarise,
+    train_seeds,
+)
 from agents.policy import load_policy
 from agents.reports.policy_stats import interval, iqm
 
@@ -93,3 +99,17 @@ def test_the_interval_spans_the_seeds_however_many_episodes_each_plays() -> None
     assert [summary["iqm_cost"], *summary["iqm_interval"]] == pytest.approx(list(expected))
     low, high = summary["iqm_interval"]
     assert high - low > 0.02
+
+
+def test_a_sweep_without_a_store_is_refused_before_it_trains(tmp_path) -> None:
+    """The sweep evaluates on the replay environment: without a store it is refused before
+    its first run, not after training every seed (it trained them all, then refused)."""
+    trained: list[TrainConfig] = []
+
+    def fake(config: TrainConfig) -> Any:
+        trained.append(config)
+        raise AssertionError("trained")
+
+    with pytest.raises(ValueError, match="give --replay-store DIR"):
+        train_seeds(TrainConfig(output_dir=str(tmp_path)), 3, train=fake)
+    assert trained == []

@@ -44,6 +44,14 @@ def seed_configs(config: TrainConfig, n_seeds: int) -> list[TrainConfig]:
             for seed in range(config.seed, config.seed + n_seeds)]
 
 
+def check_evaluable(config: TrainConfig) -> None:
+    """Refuse a sweep whose policies cannot be evaluated (no replay store), before any of
+    its runs trains rather than after all of them."""
+    if config.replay_store is None:
+        raise ValueError("a seed sweep evaluates its policies on the replay environment: give "
+                         "--replay-store DIR")
+
+
 def evaluation_costs(config: TrainConfig, model_paths: list[Path]
                      ) -> tuple[np.ndarray, list[str]]:
     """The final test cost of one greedy episode of each saved policy in each of
@@ -55,9 +63,7 @@ def evaluation_costs(config: TrainConfig, model_paths: list[Path]
     from agents.experiments.training.rollouts import envs_arguments, make_envs
     from agents.policy import load_policy
 
-    if config.replay_store is None:
-        raise ValueError("a seed sweep evaluates its policies on the replay environment: give "
-                         "--replay-store DIR")
+    check_evaluable(config)
     masked = config.algo == "maskable_ppo"
     envs = make_envs(*envs_arguments(config, config.eval_episodes))
     try:
@@ -98,6 +104,7 @@ def train_seeds(config: TrainConfig, n_seeds: int,
     from agents.experiments.training import train as train_one
 
     run: Callable[[TrainConfig], TrainResult] = train_one if train is None else train
+    check_evaluable(config)
     configs = seed_configs(config, n_seeds)
     results = [run(c) for c in configs]
     costs, datasets = evaluation_costs(config, [r.model_path for r in results])
@@ -110,4 +117,5 @@ def train_seeds(config: TrainConfig, n_seeds: int,
     return results, path
 
 
-__all__ = ["MAX_SEEDS", "evaluation_costs", "seed_configs", "summarise", "train_seeds"]
+__all__ = ["MAX_SEEDS", "check_evaluable", "evaluation_costs", "seed_configs", "summarise",
+           "train_seeds"]
