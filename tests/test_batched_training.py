@@ -66,7 +66,7 @@ def compiled_run(store, tmp_path_factory) -> Path:
     rollouts played by a worker process one update ahead."""
     return train_replay(store, algo="maskable_ppo", n_envs=8, total_timesteps=240,
                         eval_freq=120, eval_episodes=4, output_dir=tmp_path_factory.mktemp("runs"),
-                        trainer="compiled", overlap=True, checkpoint_freq=200)
+                        trainer="compiled", schedule="pipelined", checkpoint_freq=200)
 
 
 def test_gae_by_hand() -> None:

@@ -191,7 +191,18 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
              if getattr(args, name) is not None}
     return TrainConfig(**{**options, **sizes, "datasets": tuple(datasets), "settings": settings,
                           "hyperparameters": given, "progress_bar": not args.no_progress,
-                          "overlap": False if args.no_overlap else None})
+                          "schedule": chosen_schedule(args)})
+
+
+def chosen_schedule(args: argparse.Namespace) -> str | None:
+    """``--schedule``, or ``sequential`` for ``--no-overlap`` (its other name); both at
+    once must agree."""
+    if not args.no_overlap:
+        return args.schedule
+    if args.schedule not in (None, "sequential"):
+        raise ValueError(f"--no-overlap is --schedule sequential, not {args.schedule}: give "
+                         "one of --no-overlap and --schedule")
+    return "sequential"
 
 
 def _sweep(config: TrainConfig, n_seeds: int) -> int:
