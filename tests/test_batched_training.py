@@ -239,7 +239,8 @@ def test_the_compiled_run_folder_records_its_update(compiled_run) -> None:
     past 200 steps that the safe loader reads."""
     record = json.loads((compiled_run / f"{compiled_run.name}.json").read_text())
     assert record["trainer"] == "compiled" and compiled_run.name.startswith("compiled-")
-    assert record["update"]["compiled"] is False and record["update"]["overlapped"] is True
+    assert record["update"]["compiled"] is False and record["update"]["schedule"] == "pipelined"
+    assert "overlapped" not in record["update"]  # the schedule says it, once
     assert record["num_timesteps"] == 240 and set(record["seconds"]) == {
         "env", "rollout", "update", "wait"}
     assert list(read_monitor(compiled_run)["episodes"]) == [8, 8]
@@ -318,7 +319,7 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
                 "--no-progress"]
     assert train_main(compiled) == 0
     record = json.loads((tmp_path / "cli2" / "cli2.json").read_text())
-    assert record["trainer"] == "compiled" and record["update"]["overlapped"] is False
+    assert record["trainer"] == "compiled" and record["update"]["schedule"] == "sequential"
     assert record["algorithm_kwargs"]["n_epochs"] == 4  # the torch trainers' default
     assert TrainConfig(**record["config"]).hp.batch_size == 30
     assert (tmp_path / "cli" / "curve.png").is_file()

@@ -338,7 +338,7 @@ def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     runs = [train_replay(store, run_name=name, **kwargs) for name in ("a", "b")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert json.loads((runs[0] / "a.json").read_text())["update"]["overlapped"] is True
+    assert json.loads((runs[0] / "a.json").read_text())["update"]["schedule"] == "pipelined"
     assert len(set(stream_seeds(0))) == 2 and stream_seeds(0) == stream_seeds(0)
 
 

@@ -183,8 +183,7 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
     policy, masked = model.policy, config.algo == "maskable_ppo"
     buf = Rollout(hp.n_steps, config.n_envs, space.shape[0], hp.gamma, config.device)
     updater = make_update(config, policy, hp, masked)
-    setup: dict[str, Any] = {"overlapped": isinstance(helper, RolloutWorker),
-                             "schedule": config.run_schedule, "timeline": timeline}
+    setup: dict[str, Any] = {"schedule": config.run_schedule, "timeline": timeline}
     if helper is not None and updater.layout.shapes != helper.layout.shapes:
         raise ValueError(f"the policy's parameters have shapes {updater.layout.shapes}, "
                          f"the second process's {helper.layout.shapes}")
