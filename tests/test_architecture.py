@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -373,6 +374,63 @@ def test_no_training_function_takes_more_than_8_positional_parameters() -> None:
     wide = {str(p.relative_to(ROOT)): w for folder in folders for p in sorted(folder.rglob("*.py"))
             if (w := wide_functions(p))}
     assert not wide, f"more than {MAX_POSITIONAL} positional parameters: {wide}"
+
+
+def repeated_aliases(paths: list[Path]) -> dict[str, list[str]]:
+    """Type aliases (a module-level name given a subscripted type, ``Record = Callable[...]``)
+    whose type is written out in more than one place, by that type's text: where each is."""
+    places: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Subscript)):
+                places.setdefault(ast.unparse(node.value), []).append(
+                    f"{path.name}:{node.targets[0].id}")
+    return {text: where for text, where in places.items() if len(where) > 1}
+
+
+def test_the_trainers_write_each_type_alias_once(tmp_path: Path) -> None:
+    """One definition of each type the training modules share (the loops' ``Record`` was
+    written out in two modules); a second copy is caught."""
+    paths = sorted((ROOT / "agents" / "experiments" / "training").rglob("*.py"))
+    assert not repeated_aliases(paths)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text("Pairs = list[tuple[int, int]]\n")
+    assert repeated_aliases(sorted(tmp_path.glob("*.py"))) == {
+        "list[tuple[int, int]]": ["a.py:Pairs", "b.py:Pairs"]}
+
+
+#: What a docstring of the library must not hold (figures live in the docs, with their
+#: machine): an issue's number, and a machine's timings (micro- or milliseconds, a speed-up,
+#: steps a second, a load).
+DOCSTRING_FIGURES = tuple(re.compile(p, re.IGNORECASE) for p in (
+    r"\bissues? #?\d+", r"(?<![\w/])#\d{2,}\b", r"\d[\d,.]*\s?(µs|us|ms)\b",
+    r"\d[\d,.]*\s?(x|times)\s(faster|slower|sb3)", r"\d[\d,]*\s?steps/s",
+    r"\bload (average )?\d"))
+
+
+def docstring_figures(path: Path) -> list[str]:
+    """``name: figure`` for each issue number or machine timing in ``path``'s docstrings."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node) or ""
+            found += [f"{getattr(node, 'name', path.stem)}: {m.group(0)}"
+                      for pattern in DOCSTRING_FIGURES for m in pattern.finditer(doc)]
+    return found
+
+
+def test_the_librarys_docstrings_hold_no_issue_numbers_or_timings(tmp_path: Path) -> None:
+    """The library's docstrings say what and why; an issue's number or one machine's timings
+    there go stale unseen (``docs/`` holds the figures with their machine)."""
+    found = {str(p.relative_to(ROOT)): f for p in sorted((ROOT / "agents").rglob("*.py"))
+             if (f := docstring_figures(p))}
+    assert not found, f"issue numbers or machine timings in docstrings: {found}"
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""Fixed in issue 48: a step in 1.2 ms, 7.8x SB3 at load 7."""\n')
+    assert docstring_figures(sample) == [
+        "sample: issue 48", "sample: 1.2 ms", "sample: 7.8x SB3", "sample: load 7"]
 
 
 def test_a_wide_function_would_be_caught(tmp_path: Path) -> None:

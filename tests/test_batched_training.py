@@ -23,9 +23,12 @@ from agents.experiments.grid import Grid
 from agents.experiments.lattice_build import build_store, store_settings
 from agents.experiments.run import run_grid
 from agents.experiments.stores.results import RunError
+from agents.experiments.training import train
 from agents.experiments.training.config import Hyperparameters, TrainConfig
 from agents.experiments.training.curves import read_monitor
 from agents.experiments.training.record import record_dict
+from agents.experiments.training.recorder import greedy_costs, policy_act
+from agents.experiments.training.rollouts import envs_arguments, make_envs
 from agents.policy import load_policy
 from agents.ppo import core
 from agents.ppo.core import Rollout, gae, policy_outputs
@@ -63,7 +66,7 @@ def compiled_run(store, tmp_path_factory) -> Path:
     rollouts played by a worker process one update ahead."""
     return train_replay(store, algo="maskable_ppo", n_envs=8, total_timesteps=240,
                         eval_freq=120, eval_episodes=4, output_dir=tmp_path_factory.mktemp("runs"),
-                        trainer="compiled", overlap=True, checkpoint_freq=200)
+                        trainer="compiled", schedule="pipelined", checkpoint_freq=200)
 
 
 def test_gae_by_hand() -> None:
@@ -159,6 +162,49 @@ def test_the_run_folder_is_the_sb3_paths(run) -> None:
     assert evaluations[0] == "timesteps,mean_return,mean_test_cost" and len(evaluations) == 3
 
 
+def test_the_best_evaluated_model_is_kept_as_sb3_keeps_it(store, tmp_path) -> None:
+    """``eval/best_model.zip``, as SB3's ``EvalCallback`` writes it for the SB3 trainer: the
+    model at the evaluation of the highest mean return (the first of equals), which the
+    safe loader reads; its weights are the checkpoint's of the same steps."""
+    run = train_replay(store, n_envs=8, total_timesteps=360, eval_freq=120, eval_episodes=4,
+                       checkpoint_freq=120, output_dir=tmp_path)
+    rows = [line.split(",") for line in
+            (run / "eval" / "evaluations.csv").read_text().splitlines()[1:]]
+    returns = [float(r[1]) for r in rows]
+    best = int(rows[returns.index(max(returns))][0])
+    assert [int(r[0]) for r in rows] == [120, 240, 360]
+    kept = load_policy(run / "eval" / "best_model.zip").model
+    assert kept.num_timesteps == best
+    checkpoint = load_policy(run / "checkpoints" / f"{run.name}_{best}_steps.zip").model
+    weights = checkpoint.policy.state_dict()
+    assert all(torch.equal(t, weights[k]) for k, t in kept.policy.state_dict().items())
+
+
+@pytest.mark.parametrize("algo", ["ppo", "maskable_ppo"])
+def test_the_sb3_trainer_on_a_store_evaluates_as_the_torch_trainers(algo, store,
+                                                                     tmp_path) -> None:
+    """On a replay store the SB3 trainer's evaluation is the torch trainers' (and the seed
+    sweep's): the cost and return it records are those of the same replay episodes played
+    greedily by the policy it had (its checkpoint of the same steps), and it keeps the best
+    model. SB3's own EvalCallback played other episodes, so the trainers' evaluations did
+    not compare."""
+    config = TrainConfig(algo=algo, datasets=("large",), replay_store=str(store),
+                         settings=SETTINGS, vec_env="vector", n_envs=4, total_timesteps=240,
+                         hyperparameters={"n_steps": 15, "batch_size": 30, "n_epochs": 1},
+                         eval_freq=60, eval_episodes=6, checkpoint_freq=120,
+                         progress_bar=False, output_dir=str(tmp_path))
+    result = train(config)
+    rows = {int(r.split(",")[0]): r.split(",")[1:] for r in
+            (result.run_dir / "eval" / "evaluations.csv").read_text().splitlines()[1:]}
+    assert sorted(rows) == [60, 120, 180, 240]
+    checkpoint = result.run_dir / "checkpoints" / f"{config.name}_120_steps.zip"
+    masked = algo == "maskable_ppo"
+    returns, costs = greedy_costs(policy_act(load_policy(checkpoint).model.policy, masked),
+                                  make_envs(*envs_arguments(config, 6)), config.eval_seed)
+    assert rows[120] == [f"{returns.mean():.6f}", f"{costs.mean():.6f}"]
+    assert (result.run_dir / "eval" / "best_model.zip").is_file()
+
+
 @pytest.mark.parametrize("trainer", ["batched", "compiled"])
 def test_the_saved_policy_loads_safely_and_acts_as_trained(trainer, request, store) -> None:
     """The safe loader rebuilds the network with the trained weights: its greedy actions,
@@ -193,7 +239,8 @@ def test_the_compiled_run_folder_records_its_update(compiled_run) -> None:
     past 200 steps that the safe loader reads."""
     record = json.loads((compiled_run / f"{compiled_run.name}.json").read_text())
     assert record["trainer"] == "compiled" and compiled_run.name.startswith("compiled-")
-    assert record["update"]["compiled"] is False and record["update"]["overlapped"] is True
+    assert record["update"]["compiled"] is False and record["update"]["schedule"] == "pipelined"
+    assert "overlapped" not in record["update"]  # the schedule says it, once
     assert record["num_timesteps"] == 240 and set(record["seconds"]) == {
         "env", "rollout", "update", "wait"}
     assert list(read_monitor(compiled_run)["episodes"]) == [8, 8]
@@ -272,7 +319,7 @@ def test_the_command_line_trains_batched(store, tmp_path, capsys) -> None:
                 "--no-progress"]
     assert train_main(compiled) == 0
     record = json.loads((tmp_path / "cli2" / "cli2.json").read_text())
-    assert record["trainer"] == "compiled" and record["update"]["overlapped"] is False
+    assert record["trainer"] == "compiled" and record["update"]["schedule"] == "sequential"
     assert record["algorithm_kwargs"]["n_epochs"] == 4  # the torch trainers' default
     assert TrainConfig(**record["config"]).hp.batch_size == 30
     assert (tmp_path / "cli" / "curve.png").is_file()

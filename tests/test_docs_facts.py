@@ -58,3 +58,27 @@ def test_cache_folder_mirror_and_margin_are_said() -> None:
 def test_the_architecture_says_how_plugins_reach_workers() -> None:
     text = " ".join(_page("architecture.md").split())
     assert "--import my_module" in text and "ballad_env.plugins" in text
+
+
+#: A module of the clone named in backticks, as the pages name the code they describe.
+MODULE_PATH = re.compile(r"`((?:agents|ballad_env|scripts|tests)/[\w/]+\.py)`")
+
+
+def named_modules_missing(pages: list[Path]) -> list[str]:
+    """The ``page:line: path`` of every module the pages name that the clone lacks."""
+    return [f"{page}:{number}: {found}"
+            for page in pages
+            for number, line in enumerate(page.read_text().splitlines(), 1)
+            for found in MODULE_PATH.findall(line) if not (ROOT / found).is_file()]
+
+
+def test_every_module_the_pages_name_exists(tmp_path: Path) -> None:
+    """A page names the module that holds what it describes; after a move, a stale path
+    sends the reader to nothing (``docs/studies/POLICIES.md`` named the policy study's
+    runner in ``agents/experiments/training/`` after it moved to ``scripts/``)."""
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    assert not named_modules_missing(pages)
+    stale = tmp_path / "stale.md"
+    stale.write_text("see `agents/experiments/training/gone.py` and `agents/policy.py`\n")
+    assert [m.split(": ")[1] for m in named_modules_missing([stale])] == [
+        "agents/experiments/training/gone.py"]

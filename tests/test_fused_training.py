@@ -312,11 +312,11 @@ def store(tmp_path_factory) -> Path:
 
 def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(store,
                                                                              tmp_path) -> None:
-    """Without the worker (overlap off) the compiled trainer draws the batched trainer's
+    """Without the worker (sequential) the compiled trainer draws the batched trainer's
     actions and minibatches from the same seed: the same weights after two rollouts, to
     float32 rounding."""
     kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 120, "output_dir": tmp_path}
-    runs = [train_replay(store, run_name=name, trainer=name, overlap=False, **kwargs)
+    runs = [train_replay(store, run_name=name, trainer=name, schedule="sequential", **kwargs)
             for name in ("batched", "compiled")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
@@ -324,8 +324,8 @@ def test_the_sequential_compiled_trainer_trains_the_batched_trainers_weights(sto
 
 
 def test_the_worker_is_refused_off_the_cpu(store, tmp_path) -> None:
-    with pytest.raises(ValueError, match="rollout worker runs on the CPU.*--no-overlap"):
-        train_replay(store, trainer="compiled", overlap=True, device="cuda",
+    with pytest.raises(ValueError, match="pipelined schedule's second process runs on the CPU"):
+        train_replay(store, trainer="compiled", schedule="pipelined", device="cuda",
                      output_dir=tmp_path)
 
 
@@ -334,11 +334,11 @@ def test_the_overlapped_run_is_reproducible(store, tmp_path) -> None:
     """The worker's schedule is fixed, not timed: the same seed gives the same weights; the
     worker and the minibatches draw from two streams of the seed."""
     kwargs = {"algo": "ppo", "n_envs": 4, "total_timesteps": 180, "output_dir": tmp_path,
-              "trainer": "compiled", "overlap": True}
+              "trainer": "compiled", "schedule": "pipelined"}
     runs = [train_replay(store, run_name=name, **kwargs) for name in ("a", "b")]
     a, b = (load_policy(d / f"{d.name}.zip").model.policy.state_dict() for d in runs)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert json.loads((runs[0] / "a.json").read_text())["update"]["overlapped"] is True
+    assert json.loads((runs[0] / "a.json").read_text())["update"]["schedule"] == "pipelined"
     assert len(set(stream_seeds(0))) == 2 and stream_seeds(0) == stream_seeds(0)
 
 

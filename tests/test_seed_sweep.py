@@ -4,6 +4,7 @@ their evaluation cost with its bootstrap interval."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,9 +13,14 @@ from conftest import small_store
 
 from agents.experiments.cli.train import main as train_main
 from agents.experiments.training.config import TrainConfig
-from agents.experiments.training.seed_sweep import evaluation_costs, seed_configs, summarise
+from agents.experiments.training.seed_sweep import (
+    evaluation_costs,
+    seed_configs,
+    summarise,
+    train_seeds,
+)
 from agents.policy import load_policy
-from agents.reports.policy_stats import iqm
+from agents.reports.policy_stats import interval, iqm
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +53,10 @@ def test_two_seeds_write_two_policies_and_their_iqm(store, tmp_path, capsys) -> 
     assert "IQM of the evaluation cost over 2 seeds" in capsys.readouterr().out
     config = TrainConfig(replay_store=str(store), datasets=("large",), eval_episodes=6,
                          algo="ppo", settings=TrainConfig().settings.replace(prior="knn"))
-    both, apart = evaluation_costs(config, runs), [evaluation_costs(config, [r]) for r in runs]
+    (both, datasets), apart = (evaluation_costs(config, runs),
+                               [evaluation_costs(config, [r])[0] for r in runs])
     assert both.shape == (2, 6) and np.array_equal(both, np.concatenate(apart))  # shared envs
+    assert datasets == ["large"] * 6 and summary["datasets"] == ["large"]
     assert summary["mean_cost_by_seed"] == pytest.approx(both.mean(axis=1).tolist())
     alone = [*argv[:-1], "alone", "--seed", "1", "--output-dir", str(tmp_path / "b")]
     assert train_main(alone) == 0
@@ -58,15 +66,50 @@ def test_two_seeds_write_two_policies_and_their_iqm(store, tmp_path, capsys) -> 
 
 def test_the_sweep_names_its_seeds_and_summarises_them() -> None:
     """Seeds from --seed on, runs named by seed, the sweep's size bounded; the summary's
-    IQM is the IQM of the seeds x episodes matrix, inside its interval."""
+    IQM is the IQM of the seeds x data sets matrix (each seed's episodes averaged per data
+    set), inside its interval; episodes and their data set names must match."""
     configs = seed_configs(TrainConfig(seed=5, run_name="r"), 3)
     assert [c.seed for c in configs] == [5, 6, 7]
     assert [c.name for c in configs] == ["r-seed5", "r-seed6", "r-seed7"]
     with pytest.raises(ValueError, match="--seeds must be between 1 and"):
         seed_configs(TrainConfig(), 0)
     costs = np.array([[0.1, 0.2, 0.3, 0.4], [0.2, 0.2, 0.5, 0.1], [0.9, 0.0, 0.3, 0.3]])
-    summary = summarise([5, 6, 7], costs)
-    assert summary["iqm_cost"] == pytest.approx(iqm(costs.reshape(-1)))
+    summary = summarise([5, 6, 7], costs, ["a", "b", "a", "b"])
+    by_dataset = np.array([[0.2, 0.3], [0.35, 0.15], [0.6, 0.15]])  # seeds x (a, b)
+    assert summary["datasets"] == ["a", "b"]
+    assert np.allclose(summary["cost_by_seed_and_dataset"], by_dataset)
+    assert summary["iqm_cost"] == pytest.approx(iqm(by_dataset.reshape(-1)))
     low, high = summary["iqm_interval"]
     assert low < summary["iqm_cost"] < high
     assert summary["mean_cost_by_seed"] == pytest.approx(costs.mean(axis=1).tolist())
+    with pytest.raises(ValueError, match="4 evaluation episodes but 3 data set names"):
+        summarise([5, 6, 7], costs, ["a", "b", "a"])
+
+
+def test_the_interval_spans_the_seeds_however_many_episodes_each_plays() -> None:
+    """Sixteen seeds of one data set, eight near 0.025 and eight near 0.074, each evaluated
+    on the same 256 episodes: the interval is over the seeds (their means resampled), so it
+    is as wide as their spread says, not narrowed by the episodes' count (drawing seeds
+    within each episode on its own averaged the spread away: 0.036 to 0.037)."""
+    rng = np.random.default_rng(0)
+    means = np.repeat([0.025, 0.074], 8)
+    costs = means[:, None] + rng.normal(0.0, 0.01, size=(16, 256))
+    summary = summarise(list(range(16)), costs, ["Glass"] * 256)
+    expected = interval(costs.mean(axis=1, keepdims=True), np.random.default_rng(0))
+    assert [summary["iqm_cost"], *summary["iqm_interval"]] == pytest.approx(list(expected))
+    low, high = summary["iqm_interval"]
+    assert high - low > 0.02
+
+
+def test_a_sweep_without_a_store_is_refused_before_it_trains(tmp_path) -> None:
+    """The sweep evaluates on the replay environment: without a store it is refused before
+    its first run, not after training every seed (it trained them all, then refused)."""
+    trained: list[TrainConfig] = []
+
+    def fake(config: TrainConfig) -> Any:
+        trained.append(config)
+        raise AssertionError("trained")
+
+    with pytest.raises(ValueError, match="give --replay-store DIR"):
+        train_seeds(TrainConfig(output_dir=str(tmp_path)), 3, train=fake)
+    assert trained == []

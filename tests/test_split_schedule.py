@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import small_store, train_replay
 
+from agents.experiments.cli.train import config_from_args, parse_args
 from agents.experiments.training import config as config_module
 from agents.experiments.training.config import Hyperparameters, TrainConfig, stores_in_order
 from agents.experiments.training.rollouts import make_envs
@@ -293,20 +294,26 @@ def test_the_two_process_run_is_the_one_process_schedule_bit_for_bit(store, tmp_
 
 def test_the_schedule_is_resolved_and_checked(store, monkeypatch) -> None:
     """Compiled runs split unless told on an x86 CPU (sequential with one environment or off
-    the CPU); --no-overlap is sequential and overlap pipelined; split is refused for the
-    autograd trainer, against --no-overlap, off the CPU and for one environment."""
+    the CPU); the one schedule field says the rest (--no-overlap is --schedule sequential,
+    and clashes with another); split is refused for the autograd trainer, off the CPU and
+    for one environment."""
     monkeypatch.setattr(config_module.platform, "machine", lambda: "x86_64")
     base: dict[str, Any] = {"replay_store": str(store), "datasets": ("large",)}
     assert TrainConfig(trainer="compiled", **base).run_schedule == "split"
     assert TrainConfig(trainer="compiled", n_envs=1, **base).run_schedule == "sequential"
     assert TrainConfig(trainer="compiled", device="cuda", **base).run_schedule == "sequential"
     assert TrainConfig(trainer="batched", **base).run_schedule == "sequential"
-    assert TrainConfig(trainer="compiled", overlap=False, **base).run_schedule == "sequential"
-    assert TrainConfig(trainer="compiled", overlap=True, **base).run_schedule == "pipelined"
+    for schedule in ("sequential", "pipelined"):
+        assert TrainConfig(trainer="compiled", schedule=schedule, **base
+                           ).run_schedule == schedule
+    assert "overlap" not in TrainConfig(**base).to_dict()  # one field says the schedule
+    cli = ["--replay-store", str(store), "--datasets", "large", "--trainer", "compiled"]
+    assert config_from_args(parse_args([*cli, "--no-overlap"])).schedule == "sequential"
+    with pytest.raises(ValueError, match="give one of --no-overlap and --schedule"):
+        config_from_args(parse_args([*cli, "--no-overlap", "--schedule", "split"]))
     split = TrainConfig(trainer="compiled", schedule="split", **base)
     assert split.run_schedule == "split" and split.second_process and not split.run_overlapped
     for options, message in (({"trainer": "batched"}, "use --trainer compiled"),
-                             ({"overlap": False}, "give one of --no-overlap and --schedule"),
                              ({"device": "cuda"}, "use --schedule sequential"),
                              ({"n_envs": 1}, "--n-envs 2 or more")):
         with pytest.raises(ValueError, match=message):

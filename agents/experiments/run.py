@@ -201,8 +201,9 @@ WORKER_START_S = 5.0
 
 
 def _expected_seconds(tasks: list[_Task], sizes: dict[str, int]) -> float:
-    """A rough in-process time for ``tasks``: 0.2 s per reset, and per cell 0.05 s plus 20 us
-    per row (the benchmark data sets' episodes, ``ballad-env bench``)."""
+    """A rough in-process time for ``tasks``: a time per reset, and per cell a fixed time
+    plus a time per row of the data set (constants read off the benchmark data sets'
+    episodes, ``ballad-env bench``)."""
     return sum(0.2 + (0.05 + 2e-5 * sizes[task.name]) * sum(len(a) for _, a in task.cells)
                for task in tasks)
 

@@ -1,8 +1,10 @@
-"""Train a stable-baselines3 allocation policy on BALLAD data sets (PPO, A2C, DQN, MaskablePPO).
+"""Train an allocation policy (a stable-baselines3 model) on BALLAD data sets: SB3's PPO, A2C,
+DQN or MaskablePPO, or PPO and MaskablePPO batched in torch on the replay environment.
 
-Writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its settings),
-``monitor/*.monitor.csv`` (one row per training episode), ``logs/progress.csv`` (SB3's
-statistics), ``eval/`` and ``checkpoints/`` when asked, and ``curve.png``. The run name
+Every trainer writes ``<output-dir>/<run>/<run>.zip`` (the model), ``<run>.json`` (its
+settings), ``monitor/*.monitor.csv`` (one row per training episode; the torch trainers', one
+per rollout), ``logs/progress.csv`` (the update's statistics), ``eval/`` and
+``checkpoints/`` when asked, and ``curve.png``. The run name
 carries the algorithm, reward, data sets, seed and steps; training again under the name of an
 earlier run, finished or interrupted (its checkpoints), is refused unless ``--overwrite``.
 Compare the result with ``agents.policy.load_policy(path)`` or by giving the ``.zip`` path to
@@ -14,7 +16,7 @@ Example::
         --datasets Pima WBC Glass --total-timesteps 3000
 
 ``--replay-store DIR`` trains on the replay environment instead: the same episodes, read
-from a lattice store built by ``ballad-env lattices`` (200 to 2,000 times faster).
+from a lattice store built by ``ballad-env lattices``, far faster (``docs/REPLAY.md``).
 ``--trainer batched --replay-store DIR`` (or ``compiled``) trains PPO or MaskablePPO on N
 replay episodes at once, batched in torch (``docs/training.md``): the same run folder and an
 SB3 model, several times faster than the SB3 trainer. Every trainer takes the one
@@ -189,7 +191,18 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
              if getattr(args, name) is not None}
     return TrainConfig(**{**options, **sizes, "datasets": tuple(datasets), "settings": settings,
                           "hyperparameters": given, "progress_bar": not args.no_progress,
-                          "overlap": False if args.no_overlap else None})
+                          "schedule": chosen_schedule(args)})
+
+
+def chosen_schedule(args: argparse.Namespace) -> str | None:
+    """``--schedule``, or ``sequential`` for ``--no-overlap`` (its other name); both at
+    once must agree."""
+    if not args.no_overlap:
+        return args.schedule
+    if args.schedule not in (None, "sequential"):
+        raise ValueError(f"--no-overlap is --schedule sequential, not {args.schedule}: give "
+                         "one of --no-overlap and --schedule")
+    return "sequential"
 
 
 def _sweep(config: TrainConfig, n_seeds: int) -> int:

@@ -160,17 +160,13 @@ class TrainConfig:
     #: comes from the reset cache (``ballad_env.compute``); evaluation episodes never do.
     episode_seeds: int = 0
     #: A lattice store (``ballad-env lattices``): train on the replay environment
-    #: (``ballad_env.replay.env``), the same episodes 200 to 2,000 times faster; the data sets are
-    #: then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
+    #: (``ballad_env.replay.env``), the same episodes far faster (``docs/REPLAY.md``); the
+    #: data sets are then stored ones, and ``episode_seeds`` N keeps the store's seeds 0..N-1.
     replay_store: str | None = None
     #: The torch trainers' device ("cpu", "cuda", ...).
     device: str = "cpu"
-    #: The torch trainers: a worker process plays the next rollout while this one updates
-    #: (``training.pipelined``: True) or not (``sequential``: False); None: see
-    #: :attr:`run_schedule`.
-    overlap: bool | None = None
-    #: The torch trainers' :data:`SCHEDULES` entry; None: what :attr:`overlap` says
-    #: (``run_schedule``).
+    #: The torch trainers' :data:`SCHEDULES` entry; None: the trainer's default
+    #: (:attr:`run_schedule`).
     schedule: str | None = None
 
     def __post_init__(self) -> None:
@@ -218,22 +214,14 @@ class TrainConfig:
             raise ValueError(f"--trainer {self.trainer} trains on the replay environment: give "
                              "--replay-store DIR (a store built with ballad-env lattices)")
         self.vec_env = "vector"
-        if self.overlap and self.device != "cpu":
-            raise ValueError(f"the rollout worker runs on the CPU: on device {self.device!r} "
-                             "train with overlap=False (--no-overlap)")
         self._check_schedule()
 
     def _check_schedule(self) -> None:
-        """A known schedule, that :attr:`overlap` does not contradict and the run can take."""
+        """A known schedule that the run can take."""
         if self.schedule is None:
             return
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}: use one of {SCHEDULES}")
-        implied = self.schedule if self.overlap is None else (
-            "pipelined" if self.overlap else "sequential")
-        if implied != self.schedule:
-            raise ValueError(f"overlap={self.overlap} plays the {implied} schedule, not "
-                             f"{self.schedule!r}: give one of --no-overlap and --schedule")
         if self.schedule == "split" and self.trainer != "compiled":
             raise ValueError("the split schedule runs the compiled trainer's flat step in two "
                              f"halves: use --trainer compiled, not {self.trainer}")
@@ -274,14 +262,11 @@ class TrainConfig:
     @property
     def run_schedule(self) -> str:
         """The torch trainer's schedule (:data:`SCHEDULES`): :attr:`schedule` where given,
-        else ``pipelined`` or ``sequential`` as :attr:`overlap` says, else (neither given)
-        ``split`` for ``compiled`` on an x86 CPU with two environments or more (the fastest
+        else ``split`` for ``compiled`` on an x86 CPU with two environments or more (the fastest
         on an otherwise idle machine, and PPO with no policy lag: ``docs/training.md``),
         ``pipelined`` for ``compiled`` on other CPUs, and ``sequential`` for the rest."""
         if self.schedule is not None:
             return self.schedule
-        if self.overlap is not None:
-            return "pipelined" if self.overlap else "sequential"
         if self.trainer != "compiled" or self.device != "cpu":
             return "sequential"
         if not stores_in_order():

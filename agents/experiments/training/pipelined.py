@@ -25,14 +25,14 @@ from __future__ import annotations
 import functools
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.rollouts import Ended, Record, collect, make_envs
 from agents.ppo.core import Rollout
 from agents.ppo.updates import FlatLayout, outputs, update_on
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # worker_process imports this module in the process it starts
 
 #: What the worker answers a request with: (slot, ended episodes, its seconds in the
 #: environment and in the whole rollout), or an error's traceback.
-Answer = tuple[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]]
+Answer = tuple[int, Ended, dict[str, float]]
 
 
 def stream_seeds(seed: int) -> tuple[int, int]:
@@ -179,9 +179,6 @@ class RolloutWorker(Helper):
         """The next finished rollout: (slot, ended episodes, the worker's seconds)."""
         answer: Answer = self._receive()
         return answer
-
-
-Record = Callable[[int, list[tuple[np.ndarray, np.ndarray]], dict[str, float]], None]
 
 
 def overlapped_loop(worker: RolloutWorker, updater: Any, hp: Hyperparameters,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -21,10 +21,21 @@ from agents.experiments.training.vec_adapter import valid
 from agents.ppo.core import Rollout
 from ballad_env.settings import Settings
 
+if TYPE_CHECKING:
+    from agents.experiments.training.config import TrainConfig
+
 #: A policy's forward pass: (observations, masks or None) -> (logits, values).
 Forward = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
 #: The ``info`` key the trainer reads (each episode's final test cost, for the curves).
 INFO_KEYS = ("test_cost",)
+#: The episodes that ended in a rollout: (returns, final test costs), one pair per vector
+#: step in which some ended.
+Ended = list[tuple[np.ndarray, np.ndarray]]
+#: What a loop calls after each update: ``record(steps so far, the rollout's ended
+#: episodes, the update's statistics)`` (``recorder.Recorder``).
+Record = Callable[[int, Ended, dict[str, float]], None]
+
+
 def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequence[str] | None,
               seeds: Sequence[int] | None, observation: str) -> Any:
     """``n_envs`` replay episodes stepped together (``ReplayVectorEnv``, same-step autoreset,
@@ -37,15 +48,21 @@ def make_envs(store: str | Path, n_envs: int, settings: Settings, datasets: Sequ
                         info_keys=INFO_KEYS)
 
 
+def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
+    """:func:`make_envs`' arguments for ``n_envs`` of the config's replay episodes."""
+    return (config.replay_store, n_envs, config.settings, config.datasets,
+            config.episode_seed_range, config.observation)
+
+
 def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: bool,
             gen: torch.Generator, returns: np.ndarray, timer: dict[str, float]
-            ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+            ) -> tuple[np.ndarray, Ended]:
     """One rollout of ``buf.n_steps`` vector steps into ``buf``, the policy's logits and
     values from ``forward(obs, masks or None)``; the next observations and the (returns,
     final test costs) of the episodes that ended. The replay environment ends an episode
     only by spending its budget (terminated, never truncated), so nothing past an episode's
     end is bootstrapped; an environment that truncates is refused."""
-    ended: list[tuple[np.ndarray, np.ndarray]] = []
+    ended: Ended = []
     device = buf.obs.device
     for t in range(buf.n_steps):
         tick = time.perf_counter()
@@ -79,4 +96,4 @@ def collect(envs: Any, forward: Forward, obs: np.ndarray, buf: Rollout, masked: 
     return obs, ended
 
 
-__all__ = ["INFO_KEYS", "Forward", "collect", "make_envs"]
+__all__ = ["INFO_KEYS", "Ended", "Forward", "Record", "collect", "envs_arguments", "make_envs"]

@@ -35,7 +35,10 @@ from agents.experiments.training.config import TrainConfig, TrainResult
 from agents.experiments.training.envs import build_env, make_vec_env
 from agents.experiments.training.progress import progress_bar, show_costs
 from agents.experiments.training.record import algorithm_kwargs, write_eval, write_record
+from agents.experiments.training.recorder import Evaluation
+from agents.experiments.training.rollouts import envs_arguments, make_envs
 from agents.experiments.training.run_folder import fresh_run_dir, run_lock
+from agents.experiments.training.vec_adapter import valid
 from agents.policy import ALGORITHM_CLASSES  # TrainConfig checks the name
 from ballad_env.env import BudgetAllocationEnv
 
@@ -46,7 +49,8 @@ class TqdmProgress(BaseCallback):
     (``training.progress``): steps, steps/s, the recent episodes' final test cost and the
     latest held-out evaluation's (of ``evaluation``, when the run evaluates)."""
 
-    def __init__(self, total: int, evaluation: CostEvalCallback | None = None) -> None:
+    def __init__(self, total: int,
+                 evaluation: CostEvalCallback | ReplayEvalCallback | None = None) -> None:
         super().__init__()
         self.total, self.evaluation = total, evaluation
         self.bar: Any = None
@@ -115,6 +119,39 @@ class MaskableCostEvalCallback(CostEvalCallback, MaskableEvalCallback):
     """:class:`CostEvalCallback` for MaskablePPO (it evaluates with the action masks)."""
 
 
+class ReplayEvalCallback(BaseCallback):
+    """On a replay store, the torch trainers' evaluation (``recorder.Evaluation``: one greedy
+    episode in each of ``eval_episodes`` replay environments reset with ``eval_seed``, its
+    row and the best model), so an evaluation of the SB3 trainer's run plays the episodes
+    the torch trainers' play and its cost compares with theirs."""
+
+    def __init__(self, config: TrainConfig, run_dir: Path) -> None:
+        super().__init__()
+        self.envs = make_envs(*envs_arguments(config, config.eval_episodes))
+        self.evaluation = Evaluation(self.envs, config.eval_seed, run_dir)
+        self.every = max(config.eval_freq // config.n_envs, 1)
+        self.maskable = config.algo == "maskable_ppo"
+
+    @property
+    def latest_cost(self) -> float | None:
+        """The latest evaluation's mean final test cost (None before the first)."""
+        return self.evaluation.latest_cost
+
+    def _act(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """The model's greedy actions (masked for MaskablePPO), a spent one swapped."""
+        model: Any = self.model  # MaskablePPO's predict takes the masks
+        extra = {"action_masks": masks} if self.maskable else {}
+        return valid(model.predict(obs, deterministic=True, **extra)[0], masks)
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.every == 0:
+            self.evaluation(self._act, self.num_timesteps, self.model.save)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.envs.close()
+
+
 def eval_callback(config: TrainConfig, eval_env: Any, run_dir: Path) -> CostEvalCallback:
     """The evaluation callback of ``config``'s algorithm (the maskable one for MaskablePPO)."""
     kind = MaskableCostEvalCallback if config.algo == "maskable_ppo" else CostEvalCallback
@@ -122,10 +159,14 @@ def eval_callback(config: TrainConfig, eval_env: Any, run_dir: Path) -> CostEval
 
 
 def make_callbacks(config: TrainConfig, run_dir: Path) -> list[Any]:
-    """Progress bar, periodic evaluation and checkpoints, as the settings ask."""
+    """Progress bar, periodic evaluation (on a replay store the torch trainers', else SB3's
+    on the live environment) and checkpoints, as the settings ask."""
     callbacks: list[Any] = []
-    evaluation = None
-    if config.eval_freq > 0:
+    evaluation: CostEvalCallback | ReplayEvalCallback | None = None
+    if config.eval_freq > 0 and config.replay_store is not None:
+        evaluation = ReplayEvalCallback(config, run_dir)
+        callbacks.append(evaluation)
+    elif config.eval_freq > 0:
         eval_config = replace(config, vec_env="dummy", episode_seeds=0)
         eval_env = make_vec_env(eval_config, monitor_dir=None, n_envs=1)
         evaluation = eval_callback(config, eval_env, run_dir)
@@ -203,5 +244,6 @@ def _train_locked(config: TrainConfig) -> TrainResult:
     return TrainResult(model_path, record, run_dir, seconds)
 
 
-__all__ = ["CostEvalCallback", "MaskableCostEvalCallback", "TqdmProgress", "check_data",
+__all__ = ["CostEvalCallback", "MaskableCostEvalCallback", "ReplayEvalCallback",
+           "TqdmProgress", "check_data",
            "eval_callback", "make_callbacks", "train"]

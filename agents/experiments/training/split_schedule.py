@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from agents.experiments.training.config import Hyperparameters
-from agents.experiments.training.pipelined import Helper, Record
-from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.pipelined import Helper
+from agents.experiments.training.rollouts import Ended, Record, collect, make_envs
 from agents.ppo.core import Rollout, gae, over_minibatches
 from agents.ppo.exchange import Endpoint, Exchange
 from agents.ppo.split_step import HalfSteps, halves
@@ -53,8 +53,6 @@ from agents.ppo.updates import (
     outputs,
     pack,
 )
-
-Ended = list[tuple[np.ndarray, np.ndarray]]
 
 
 def split_seeds(seed: int) -> tuple[int, int, int]:

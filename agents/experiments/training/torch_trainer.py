@@ -43,8 +43,8 @@ from agents.experiments.training.config import (
 from agents.experiments.training.pipelined import RolloutWorker, overlapped_loop, stream_seeds
 from agents.experiments.training.progress import announce_compile
 from agents.experiments.training.record import write_record
-from agents.experiments.training.recorder import Record, Recorder
-from agents.experiments.training.rollouts import collect, make_envs
+from agents.experiments.training.recorder import Recorder
+from agents.experiments.training.rollouts import Record, collect, envs_arguments, make_envs
 from agents.experiments.training.run_folder import fresh_run_dir, run_lock
 from agents.experiments.training.split_schedule import (
     Half,
@@ -89,19 +89,14 @@ def build_model(algo: str, observation_space: gym.spaces.Box, n_envs: int,
     return model
 
 
-def envs_arguments(config: TrainConfig, n_envs: int) -> tuple[Any, ...]:
-    """``rollouts.make_envs``' arguments for ``n_envs`` of the config's replay episodes."""
-    return (config.replay_store, n_envs, config.settings, config.datasets,
-            config.episode_seed_range, config.observation)
-
-
 def train_torch(config: TrainConfig, *, process: WorkerProcess | None = None) -> TrainResult:
     """Train PPO or MaskablePPO on ``config.n_envs`` replay episodes of
     ``config.replay_store`` at once, with ``config.trainer``'s update (``batched``:
     autograd's; ``compiled``: the flat step, compiled before the clock starts). The run
     folder holds what the SB3 trainer's does: ``<run>.zip`` (an SB3 model), ``<run>.json``
     (``training.record``), ``monitor/`` and ``logs/`` (the curves), ``eval/evaluations.csv``
-    with ``eval_freq`` > 0 and SB3's checkpoints with ``checkpoint_freq`` > 0. A rollout is
+    and ``eval/best_model.zip`` with ``eval_freq`` > 0 and SB3's checkpoints with
+    ``checkpoint_freq`` > 0. A rollout is
     ``n_steps`` vector steps, so a run takes ``total_timesteps`` rounded up to whole
     rollouts of ``n_steps * n_envs`` steps. A finished run of the same name is replaced only
     with ``overwrite``. A pipelined or split run's second process runs in ``process`` where
@@ -188,8 +183,7 @@ def _train(config: TrainConfig, envs: Any, eval_envs: Any, run_dir: Path,
     policy, masked = model.policy, config.algo == "maskable_ppo"
     buf = Rollout(hp.n_steps, config.n_envs, space.shape[0], hp.gamma, config.device)
     updater = make_update(config, policy, hp, masked)
-    setup: dict[str, Any] = {"overlapped": isinstance(helper, RolloutWorker),
-                             "schedule": config.run_schedule, "timeline": timeline}
+    setup: dict[str, Any] = {"schedule": config.run_schedule, "timeline": timeline}
     if helper is not None and updater.layout.shapes != helper.layout.shapes:
         raise ValueError(f"the policy's parameters have shapes {updater.layout.shapes}, "
                          f"the second process's {helper.layout.shapes}")
