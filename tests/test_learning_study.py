@@ -97,3 +97,15 @@ def test_the_report_gives_each_trainers_iqm_less_sb3s_at_the_same_steps() -> Non
     assert rows[("SB3 PPO", "200")][5].strip() == rows[("fast", "100")][5].strip() == ""
     kept = learning.report({"SB3 PPO": sb3, "fast": fast}, shown=[100]).splitlines()[3:]
     assert [line.split("|")[1:3] for line in kept] == [[" fast ", " 100 "]]
+
+
+def test_the_reports_intervals_draw_whole_seeds() -> None:
+    """Three seeds whose policies cost 0.02, 0.04 and 0.06 in every cell: a copy that draws
+    the first seed three times (1 in 27) holds only 0.02, so the interval reaches down to
+    it; seeds drawn cell by cell would mix them and keep the low end near the middle."""
+    seeds = [{0: [0.03] * 4, 100: [cost] * 4} for cost in (0.02, 0.04, 0.06)]
+    row = next(line.split("|") for line in learning.report({"SB3 PPO": seeds}).splitlines()
+               if line.split("|")[2].strip() == "100")
+    value, low, high = (float(x) for x in re.findall(
+        r"([\d.]+) \[([\d.]+), ([\d.]+)\]", row[3])[0])
+    assert (low, value, high) == (0.02, 0.04, 0.06)

@@ -31,6 +31,19 @@ def test_the_bootstrap_resamples_runs_within_each_task() -> None:
         ps.stratified_bootstrap(np.ones(3), stream(0))
 
 
+def test_whole_runs_draws_each_run_once_for_every_task() -> None:
+    # Run 0 scores 0 on all six tasks, run 1 scores 1: a copy of whole runs holds 0, 1 or 2
+    # copies of run 1, so its mean is 0, 0.5 or 1; drawn per task it is k / 12 for any k.
+    scores = np.array([[0.0] * 6, [1.0] * 6])
+    whole = ps.stratified_bootstrap(scores, stream(0, "w"), np.mean, resamples=300,
+                                    whole_runs=True)
+    assert set(np.round(whole, 9)) <= {0.0, 0.5, 1.0}
+    per_task = ps.stratified_bootstrap(scores, stream(0, "w"), np.mean, resamples=300)
+    assert not set(np.round(per_task, 9)) <= {0.0, 0.5, 1.0}
+    value, low, high = ps.interval(scores, stream(0, "w"), np.mean, whole_runs=True)
+    assert (value, low, high) == (0.5, 0.0, 1.0)
+
+
 def test_interval_is_seeded_and_covers_the_iqm() -> None:
     scores = np.random.default_rng(3).normal(0.2, 0.05, size=(10, 4))
     first = ps.interval(scores, stream(1, "a"), resamples=500)

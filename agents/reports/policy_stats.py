@@ -57,25 +57,28 @@ def score_matrix(table: pd.DataFrame, policy: str, *, metric: str = "test_cost",
 
 def stratified_bootstrap(scores: np.ndarray, rng: np.random.Generator,
                          statistic: Callable[..., np.ndarray | float] = iqm,
-                         resamples: int = RESAMPLES) -> np.ndarray:
+                         resamples: int = RESAMPLES, *, whole_runs: bool = False
+                         ) -> np.ndarray:
     """``statistic`` of ``resamples`` bootstrap copies of a runs x tasks matrix, each drawing
-    its runs with replacement within every task (column) on its own."""
+    its runs with replacement within every task (column) on its own. With ``whole_runs`` a
+    copy draws its runs once for all tasks: right where a run is one policy played on every
+    task (its scores move together), which drawing per task would average away."""
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 2 or scores.shape[0] < 1:
         raise ValueError(f"scores must be a runs x tasks matrix, got shape {scores.shape}")
     runs, tasks = scores.shape
-    picks = rng.integers(0, runs, size=(resamples, runs, tasks))
+    picks = rng.integers(0, runs, size=(resamples, runs, 1 if whole_runs else tasks))
     copies = scores[picks, np.arange(tasks)]  # (resamples, runs, tasks)
     return np.asarray(statistic(copies.reshape(resamples, -1), axis=1))
 
 
 def interval(scores: np.ndarray, rng: np.random.Generator,
              statistic: Callable[..., np.ndarray | float] = iqm,
-             confidence: float = CONFIDENCE, resamples: int = RESAMPLES
-             ) -> tuple[float, float, float]:
+             confidence: float = CONFIDENCE, resamples: int = RESAMPLES, *,
+             whole_runs: bool = False) -> tuple[float, float, float]:
     """``statistic`` of ``scores`` (runs x tasks) and its percentile stratified bootstrap
-    interval: ``(value, low, high)``."""
-    draws = stratified_bootstrap(scores, rng, statistic, resamples)
+    interval: ``(value, low, high)`` (``whole_runs``: as in ``stratified_bootstrap``)."""
+    draws = stratified_bootstrap(scores, rng, statistic, resamples, whole_runs=whole_runs)
     tail = (1 - confidence) / 2
     low, high = np.quantile(draws, [tail, 1 - tail])
     return float(statistic(np.asarray(scores, dtype=float))), float(low), float(high)

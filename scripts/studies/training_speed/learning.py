@@ -141,7 +141,7 @@ def variants(specs: Sequence[str]) -> dict[str, list[str]]:
 def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0,
            reference: str = "SB3 PPO", shown: Sequence[int] = ()) -> str:
     """One row per trainer and step count present in every seed's run: the IQM over seeds x
-    cells with its 95% stratified-bootstrap interval, the mean, the IQM less
+    cells with its 95% bootstrap interval over whole seeds, the mean, the IQM less
     ``reference``'s at the same steps (where it has them) with the interval of that
     difference, each seed's mean. The difference is what "no worse than SB3 after as many
     steps" asks: an interval whose upper end is below or near 0. ``shown``, when given,
@@ -171,16 +171,18 @@ def report(costs: dict[str, list[dict[int, list[float]]]], seed: int = 0,
 
 
 def _iqm_cell(matrix: np.ndarray, rng: np.random.Generator, interval: Any) -> str:
-    value, low, high = interval(matrix, rng)
+    value, low, high = interval(matrix, rng, whole_runs=True)
     return f"{value:.4f} [{low:.4f}, {high:.4f}]"
 
 
 def _difference_cell(matrix: np.ndarray, other: np.ndarray, rng: np.random.Generator) -> str:
-    """IQM(matrix) - IQM(other) and its 95% interval: each side's seeds resampled within
-    every cell on their own (the runs are independent), the difference taken draw by draw."""
+    """IQM(matrix) - IQM(other) and its 95% interval: each side's seeds resampled as whole
+    seeds (one policy per seed plays every cell, so a seed's costs move together), the two
+    sides on their own (their runs are independent), the difference taken draw by draw."""
     from agents.reports.policy_stats import CONFIDENCE, iqm, stratified_bootstrap
 
-    draws = stratified_bootstrap(matrix, rng) - stratified_bootstrap(other, rng)
+    draws = (stratified_bootstrap(matrix, rng, whole_runs=True)
+             - stratified_bootstrap(other, rng, whole_runs=True))
     tail = (1 - CONFIDENCE) / 2
     low, high = np.quantile(draws, [tail, 1 - tail])
     return f"{float(iqm(matrix)) - float(iqm(other)):+.4f} [{low:+.4f}, {high:+.4f}]"
