@@ -135,3 +135,18 @@ def test_the_shipped_allocator_on_the_new_sources_by_hand() -> None:
     assert np.isnan(b["share allocator"]) and b["allocator - lr"] == pytest.approx(-0.4)
     summary = table.loc[("default", "all (share +- se over groups)")]
     assert summary["share allocator"] == pytest.approx(0.4 / ((1.0 + 0.001) / 2))
+
+
+def test_the_oracles_take_the_best_split_per_level_and_per_data_set() -> None:
+    """Two data sets at one level, All-in-LR 1 and optimum 0. Split costs: a (0.2, 1.2,
+    0.9), b (1.2, 0.4, 0.9). One split per level: the first (means 0.7, 0.8, 0.9 and
+    All-in-LR's 1), share (0.8 - 0.2) / 2 = 0.3; one per data set: 0.2 and 0.4, share
+    0.7."""
+    rows = pd.DataFrame([{"level": lv, "dataset": d, "all-in-lr": 1.0, "optimal": 0.0,
+                          "split_costs": np.array(c)}
+                         for lv in LEVELS for d, c in (("a", [0.2, 1.2, 0.9]),
+                                                       ("b", [1.2, 0.4, 0.9]))])
+    table = M.oracle_shares(rows).set_index("oracle")
+    assert table.loc["one split per level", "default"] == pytest.approx(0.3)
+    assert table.loc["one split per data set", "cfp10"] == pytest.approx(0.7)
+    assert table.loc["one split per data set", "mean"] == pytest.approx(0.7)

@@ -16,7 +16,8 @@ of every point and All-in-LR (``tasks_fit.choose_safely(..., harmless=True)``). 
 chooses among many on the folds it scores, the comparison with ``safe-split-3`` is nested
 (``late_switch.nested``, ``per_level.paired``): a new candidate is preferred only where its
 paired gain on the outer folds exceeds one standard error. The held-out sets are not read
-here.
+here
+for any candidate: only the test-label ceilings (:func:`oracle_shares`) are computed on them.
 
 Beside it, :func:`shipped_on_new` scores the shipped allocator on the embedding sources'
 own cells: groups it never saw, read only as a measurement.
@@ -42,7 +43,7 @@ from scripts.studies.allocation import per_level as P
 from scripts.studies.allocation import tasks_fit as F
 from scripts.studies.allocation import tasks_report as R
 from scripts.studies.allocation.late_switch import base_candidate, nested
-from scripts.studies.allocation.safe_study import GRID, is_safe, load_rows
+from scripts.studies.allocation.safe_study import GRID, digest, is_safe, load_rows
 from scripts.studies.common.options import REPO
 
 #: The shipped allocator a new candidate must beat.
@@ -77,24 +78,39 @@ def extra_rows(point: Point, tasks: pd.DataFrame, new_real: pd.DataFrame,
     return pd.concat(parts, ignore_index=True)
 
 
+def point_results(real: pd.DataFrame, extra: pd.DataFrame, cache: Path | None = None
+                  ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, np.ndarray],
+                             list[list[str]]]:
+    """``tasks_fit.out_of_fold_costs`` of one point; with ``cache`` (a folder) kept as
+    ``cv8_<digest>.pkl`` and read back for the very same rows and grid
+    (``safe_study.digest``)."""
+    path = None if cache is None else Path(cache) / f"cv8_{digest(real, extra)}.pkl"
+    if path is not None and path.exists():
+        return pd.read_pickle(path)
+    found = F.out_of_fold_costs(real, extra, GRID)
+    if path is not None:
+        pd.to_pickle(found, path)
+    return found
+
+
 def curve_results(real: pd.DataFrame, extras: Mapping[str, pd.DataFrame],
-                  shipped: Mapping[str, Any], first: str
+                  shipped: Mapping[str, Any], first: str, cache: Path | None = None
                   ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, np.ndarray],
                              list[list[str]]]:
     """Every point's out-of-fold costs (``tasks_fit.out_of_fold_costs``) in one set of
     candidates named ``<point>|safe <n>`` (All-in-LR once); the ``shipped`` candidate at
-    point ``first`` is named :data:`BASE`."""
+    point ``first`` is named :data:`BASE`; ``cache``: :func:`point_results`'."""
     keys: list[tuple[str, dict[str, Any]]] = []
     results: dict[str, np.ndarray] = {}
     fold_list: list[list[str]] = []
     for label, extra in extras.items():
-        point_keys, point_results, fold_list = F.out_of_fold_costs(real, extra, GRID)
+        point_keys, found, fold_list = point_results(real, extra, cache)
         for name, candidate in point_keys:
             if not name.startswith("safe"):
                 continue
             tag = BASE if label == first and candidate == shipped else f"{label}|{name}"
             keys.append((tag, {**candidate, "point": label}))
-            results[tag] = point_results[name]
+            results[tag] = found[name]
     if BASE not in results:
         raise ValueError(f"{BASE}'s candidate {dict(shipped)} is not in the grid at {first!r}")
     keys.append(("all-in-lr", {}))
@@ -158,6 +174,28 @@ def shipped_on_new(new_real: pd.DataFrame, entry: Mapping[str, Any]) -> pd.DataF
     return pd.concat([per_group.reset_index(), summary], ignore_index=True)
 
 
+def oracle_shares(rows: pd.DataFrame) -> pd.DataFrame:
+    """Ceilings that read the test labels, per level: the share of the room (and its
+    standard error over data sets) of the one split per level, and of the one split per
+    data set and level, each the least mean cost over that level's (or data set's) cells
+    among every candidate split and All-in-LR. An allocator that plays one split per level
+    whatever the task cannot beat the first."""
+    costs = np.column_stack([np.stack(list(rows["split_costs"])), rows["all-in-lr"]])
+    played = {"one split per level": np.empty(len(rows)),
+              "one split per data set": np.empty(len(rows))}
+    for keys, target in (("level", "one split per level"),
+                         (["level", "dataset"], "one split per data set")):
+        for _, index in rows.groupby(keys).indices.items():
+            played[target][index] = costs[index, costs[index].mean(axis=0).argmin()]
+    records = []
+    for name, values in played.items():
+        shares = R.shares_with_se(rows, values)
+        records.append({"oracle": name, **{lv: shares[lv][0] for lv in R.LEVELS},
+                        **{f"se {lv}": shares[lv][1] for lv in R.LEVELS},
+                        "mean": float(np.mean([shares[lv][0] for lv in R.LEVELS]))})
+    return pd.DataFrame(records)
+
+
 def study(out: Path, data_dir: Path, seeds: int = 5) -> dict[str, pd.DataFrame]:
     """The eighth round's tables on the cached rows in ``out`` (the module docstring)."""
     sources = list(E.linked_sources(data_dir))
@@ -168,12 +206,16 @@ def study(out: Path, data_dir: Path, seeds: int = 5) -> dict[str, pd.DataFrame]:
     extras = {p.label: extra_rows(p, tasks, new_real, new_tasks) for p in POINTS}
     entry = packaged_params()["families"][BASE]
     keys, results, fold_list = curve_results(real, extras, base_candidate(entry),
-                                             POINTS[0].label)
+                                             POINTS[0].label, cache=out)
     eligible = shippable(keys)
-    outer = nested(real, eligible, results, fold_list).rename(columns={"switch": "choice"})
+    outer = nested(real, eligible, results, fold_list).rename(columns={"switch": "new"})
+    held = load_rows(out, "held_out", 10)  # for the test-label ceilings only
+    oracles = pd.concat([oracle_shares(frame).assign(cells=name) for name, frame in
+                         (("held-out", held), ("training", real), ("new sources", new_real))],
+                        ignore_index=True)
     return {"curve": curve_table(real, eligible, results, fold_list, extras),
-            "paired": P.paired(outer, new="choice", old="base"), "outer": outer,
-            "shipped_on_new": shipped_on_new(new_real, entry)}
+            "paired": P.paired(outer, new="new", old="base"), "outer": outer,
+            "shipped_on_new": shipped_on_new(new_real, entry), "oracles": oracles}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
