@@ -120,21 +120,29 @@ def test_the_curve_names_the_shipped_candidate_and_keeps_every_points_costs(
 
 def test_the_shipped_allocator_on_the_new_sources_by_hand() -> None:
     """Group A: room 1, the allocator plays (LR, 1) at cost 0.6 (share 0.4), the best
-    fixed split 0.5 (share 0.5). Group B: room 0.001, no share."""
+    fixed split 0.5 (share 0.5). Group B: room 0.001, no share. Group C: room 1, the
+    allocator pays 1.3 (it loses)."""
+    lose = _rows("default", ["C"])
+    lose["split_costs"] = [np.array([0.9, 1.3, 0.8])]
     new_real = pd.concat([_rows("default", ["A", "A"]),
-                          _rows("default", ["B"]).assign(optimal=0.999)], ignore_index=True)
+                          _rows("default", ["B"]).assign(optimal=0.999), lose],
+                         ignore_index=True)
     entry = {"features": ["log_size"], "center": [0.0], "scale": [1.0], "coef": [[[0.0]]],
              "intercept": [[0.1]], "splits": [[LR, 1]], "z": 0.0, "margin": 0.0,
              "ood": {"features": ["log_size"], "center": [0.0], "precision": [[1.0]],
                      "threshold": None}}
-    table = M.shipped_on_new(new_real, entry).set_index(["level", "group"])
+    table, summary = M.shipped_on_new(new_real, entry)
+    table = table.set_index(["level", "group"])
     a, b = table.loc[("default", "A")], table.loc[("default", "B")]
     assert a["allocator - lr"] == pytest.approx(-0.4)
     assert a["share allocator"] == pytest.approx(0.4)
     assert a["share best fixed"] == pytest.approx(0.5)
     assert np.isnan(b["share allocator"]) and b["allocator - lr"] == pytest.approx(-0.4)
-    summary = table.loc[("default", "all (share +- se over groups)")]
-    assert summary["share allocator"] == pytest.approx(0.4 / ((1.0 + 0.001) / 2))
+    row = summary.set_index("level").loc["default"]
+    room = (1.0 + 0.001 + 1.0) / 3
+    assert row["share allocator"] == pytest.approx((0.4 + 0.4 - 0.3) / 3 / room)
+    assert row["share best fixed"] == pytest.approx(0.5 / room)
+    assert row["groups it loses on"] == 1 and row["groups"] == 3
 
 
 def test_the_oracles_take_the_best_split_per_level_and_per_data_set() -> None:

@@ -114,11 +114,16 @@ def task_cells(names: Sequence[str], per_source: int, data_dir: Path
 
 def build(out: Path, data_dir: Path, names: Sequence[str], seeds: int, per_source: int,
           n_jobs: int = 1) -> None:
-    """Build every missing lattice: the sources' cells, then their tasks (resumable)."""
+    """Build every missing lattice: the sources' cells, then their tasks, one task per
+    source at a time (resumable). Each task has its own costs, and the store's preparation
+    visits every (data set, setting) pair of a call: in one call for all the tasks that
+    grows with their square."""
     root = Path(out) / "lattices"
     build_cells(root, real_cells(names, seeds), data_dir=data_dir, n_jobs=n_jobs)
-    build_cells(root, task_cells(names, per_source, data_dir), data_dir=data_dir,
-                n_jobs=n_jobs)
+    cells = task_cells(names, per_source, data_dir)
+    for start in range(0, len(cells), len(names)):
+        build_cells(root, cells[start:start + len(names)], data_dir=data_dir, n_jobs=n_jobs,
+                    progress=False)
 
 
 def read_rows(out: Path, data_dir: Path, names: Sequence[str], kind: str, count: int

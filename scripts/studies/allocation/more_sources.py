@@ -15,9 +15,8 @@ the fifth round fits it). The harmless safety rule chooses among every shippable
 of every point and All-in-LR (``tasks_fit.choose_safely(..., harmless=True)``). Because it
 chooses among many on the folds it scores, the comparison with ``safe-split-3`` is nested
 (``late_switch.nested``, ``per_level.paired``): a new candidate is preferred only where its
-paired gain on the outer folds exceeds one standard error. The held-out sets are not read
-here
-for any candidate: only the test-label ceilings (:func:`oracle_shares`) are computed on them.
+paired gain on the outer folds exceeds one standard error. The held-out sets are read for no
+candidate: only the test-label ceilings (:func:`oracle_shares`) are computed on them.
 
 Beside it, :func:`shipped_on_new` scores the shipped allocator on the embedding sources'
 own cells: groups it never saw, read only as a measurement.
@@ -154,10 +153,13 @@ def _curve_row(label: str, extra: pd.DataFrame, best: pd.Series) -> dict[str, An
                      "loss": best["loss"]}
 
 
-def shipped_on_new(new_real: pd.DataFrame, entry: Mapping[str, Any]) -> pd.DataFrame:
-    """The shipped allocator on the embedding sources' own cells, per level and group
-    (seed means of the group's sources): All-in-LR's mean cost, the room, the best fixed
-    split's share and the allocator's (a share only where the room exceeds 0.005)."""
+def shipped_on_new(new_real: pd.DataFrame, entry: Mapping[str, Any]
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The shipped allocator on the embedding sources' own cells: per level and group
+    (seed means of the group's sources) All-in-LR's mean cost, the room, the allocator's
+    cost minus All-in-LR's, its share and the best fixed split's (a share only where the
+    room exceeds 0.005); and per level its share with the standard error over groups, the
+    best fixed split's, and the groups where it loses to All-in-LR."""
     costs = F.costs_of(new_real, F.safe_choices(entry, new_real))
     frame = new_real[["level", "group", "all-in-lr", "optimal", "best-fixed-per-cell"]]
     means = frame.assign(agent=costs).groupby(["level", "group"]).mean()
@@ -166,12 +168,17 @@ def shipped_on_new(new_real: pd.DataFrame, entry: Mapping[str, Any]) -> pd.DataF
               for k in ("best-fixed-per-cell", "agent")}
     per_group = means[["all-in-lr"]].assign(room=room, **{
         "allocator - lr": means["agent"] - means["all-in-lr"],
-        "share best fixed": shares["best-fixed-per-cell"], "share allocator": shares["agent"]})
-    levels = R.shares_with_se(new_real.assign(dataset=new_real["group"]), costs)
-    summary = pd.DataFrame([{"level": lv, "group": "all (share +- se over groups)",
-                             "share allocator": share, "se": se}
-                            for lv, (share, se) in levels.items()])
-    return pd.concat([per_group.reset_index(), summary], ignore_index=True)
+        "share allocator": shares["agent"], "share best fixed": shares["best-fixed-per-cell"]})
+    by_group = new_real.assign(dataset=new_real["group"])
+    agent = R.shares_with_se(by_group, costs)
+    best = R.shares_with_se(by_group, new_real["best-fixed-per-cell"].to_numpy())
+    loses = (per_group["allocator - lr"] > 1e-12).groupby(level="level")
+    summary = pd.DataFrame([{"level": lv, "share allocator": agent[lv][0], "se": agent[lv][1],
+                             "share best fixed": best[lv][0],
+                             "groups it loses on": int(loses.sum()[lv]),
+                             "groups": int(loses.size()[lv])} for lv in R.LEVELS
+                            if lv in agent])
+    return per_group.reset_index(), summary
 
 
 def oracle_shares(rows: pd.DataFrame) -> pd.DataFrame:
@@ -209,13 +216,14 @@ def study(out: Path, data_dir: Path, seeds: int = 5) -> dict[str, pd.DataFrame]:
                                              POINTS[0].label, cache=out)
     eligible = shippable(keys)
     outer = nested(real, eligible, results, fold_list).rename(columns={"switch": "new"})
+    on_new = shipped_on_new(new_real, entry)
     held = load_rows(out, "held_out", 10)  # for the test-label ceilings only
     oracles = pd.concat([oracle_shares(frame).assign(cells=name) for name, frame in
                          (("held-out", held), ("training", real), ("new sources", new_real))],
                         ignore_index=True)
     return {"curve": curve_table(real, eligible, results, fold_list, extras),
             "paired": P.paired(outer, new="new", old="base"), "outer": outer,
-            "shipped_on_new": shipped_on_new(new_real, entry), "oracles": oracles}
+            "new_sources": on_new[0], "new_summary": on_new[1], "oracles": oracles}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
