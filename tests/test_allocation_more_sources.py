@@ -5,6 +5,7 @@ hand."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -127,10 +128,11 @@ def test_the_shipped_allocator_on_the_new_sources_by_hand() -> None:
     new_real = pd.concat([_rows("default", ["A", "A"]),
                           _rows("default", ["B"]).assign(optimal=0.999), lose],
                          ignore_index=True)
-    entry = {"features": ["log_size"], "center": [0.0], "scale": [1.0], "coef": [[[0.0]]],
-             "intercept": [[0.1]], "splits": [[LR, 1]], "z": 0.0, "margin": 0.0,
-             "ood": {"features": ["log_size"], "center": [0.0], "precision": [[1.0]],
-                     "threshold": None}}
+    entry: dict[str, Any] = {
+        "features": ["log_size"], "center": [0.0], "scale": [1.0], "coef": [[[0.0]]],
+        "intercept": [[0.1]], "splits": [[LR, 1]], "z": 0.0, "margin": 0.0,
+        "ood": {"features": ["log_size"], "center": [0.0], "precision": [[1.0]],
+                "threshold": None}}
     table, summary = M.shipped_on_new(new_real, entry)
     table = table.set_index(["level", "group"])
     a, b = table.loc[("default", "A")], table.loc[("default", "B")]
@@ -143,6 +145,12 @@ def test_the_shipped_allocator_on_the_new_sources_by_hand() -> None:
     assert row["share allocator"] == pytest.approx((0.4 + 0.4 - 0.3) / 3 / room)
     assert row["share best fixed"] == pytest.approx(0.5 / room)
     assert row["groups it loses on"] == 1 and row["groups"] == 3
+    assert row["cells it leaves all-in-lr"] == 1.0 and row["cells the trait check flags"] == 0.0
+    # distance |log_size|: A's second row (0.1) lies beyond 0.05, the others (0) do not
+    far = {**entry, "ood": {**entry["ood"], "threshold": 0.05}}
+    row = M.shipped_on_new(new_real, far)[1].iloc[0]
+    assert row["cells the trait check flags"] == pytest.approx(0.25)
+    assert row["cells it leaves all-in-lr"] == pytest.approx(0.75)
 
 
 def test_the_oracles_take_the_best_split_per_level_and_per_data_set() -> None:

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from agents.allocation import packaged_params
+from agents.split_allocators import ALL_IN_LR, SafeSplit
 from scripts.studies.allocation import embedding_sources as E
 from scripts.studies.allocation import per_level as P
 from scripts.studies.allocation import tasks_fit as F
@@ -159,8 +160,15 @@ def shipped_on_new(new_real: pd.DataFrame, entry: Mapping[str, Any]
     (seed means of the group's sources) All-in-LR's mean cost, the room, the allocator's
     cost minus All-in-LR's, its share and the best fixed split's (a share only where the
     room exceeds 0.005); and per level its share with the standard error over groups, the
-    best fixed split's, and the groups where it loses to All-in-LR."""
-    costs = F.costs_of(new_real, F.safe_choices(entry, new_real))
+    best fixed split's, the cells where it leaves All-in-LR and those its trait check sends
+    back to it, and the groups where it loses to All-in-LR."""
+    agent = SafeSplit.from_entry(entry)
+    choices = [agent.choose(obs) for obs in new_real["obs"]]
+    costs = F.costs_of(new_real, [split for split, _, _ in choices])
+    threshold = entry["ood"]["threshold"]
+    flags = new_real[["level"]].assign(
+        leaves=[split != ALL_IN_LR for split, _, _ in choices],
+        flagged=[threshold is not None and d > threshold for _, _, d in choices])
     frame = new_real[["level", "group", "all-in-lr", "optimal", "best-fixed-per-cell"]]
     means = frame.assign(agent=costs).groupby(["level", "group"]).mean()
     room = means["all-in-lr"] - means["optimal"]
@@ -170,14 +178,17 @@ def shipped_on_new(new_real: pd.DataFrame, entry: Mapping[str, Any]
         "allocator - lr": means["agent"] - means["all-in-lr"],
         "share allocator": shares["agent"], "share best fixed": shares["best-fixed-per-cell"]})
     by_group = new_real.assign(dataset=new_real["group"])
-    agent = R.shares_with_se(by_group, costs)
+    share = R.shares_with_se(by_group, costs)
     best = R.shares_with_se(by_group, new_real["best-fixed-per-cell"].to_numpy())
     loses = (per_group["allocator - lr"] > 1e-12).groupby(level="level")
-    summary = pd.DataFrame([{"level": lv, "share allocator": agent[lv][0], "se": agent[lv][1],
+    rates = flags.groupby("level").mean()
+    summary = pd.DataFrame([{"level": lv, "share allocator": share[lv][0], "se": share[lv][1],
                              "share best fixed": best[lv][0],
+                             "cells it leaves all-in-lr": rates.loc[lv, "leaves"],
+                             "cells the trait check flags": rates.loc[lv, "flagged"],
                              "groups it loses on": int(loses.sum()[lv]),
                              "groups": int(loses.size()[lv])} for lv in R.LEVELS
-                            if lv in agent])
+                            if lv in share])
     return per_group.reset_index(), summary
 
 
