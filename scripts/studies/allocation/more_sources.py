@@ -60,8 +60,10 @@ class Point(NamedTuple):
     new_tasks: int
 
 
-#: The learning curve: the 15 sets (``safe-split-3``'s point first), then the new sources.
+#: The learning curve: the 15 sets (``safe-split-3``'s point first), then the new sources
+#: (their tasks alone, their cells, both).
 POINTS = (Point("15 sets, 10 tasks", 10, False, 0), Point("15 sets, 40 tasks", 40, False, 0),
+          Point("+ 10 new tasks, no new cells", 10, False, 10),
           Point("+ new cells, 10 tasks", 10, True, 0),
           Point("+ new cells and 10 new tasks", 10, True, 10),
           Point("+ new cells and 40 new tasks", 40, True, 40))
