@@ -81,14 +81,15 @@ def summarise(seeds: list[int], costs: np.ndarray, datasets: list[str],
     """Per-seed mean costs over the episodes (``costs``: seeds x episodes; ``datasets``:
     each episode's data set), each seed's mean per data set (seeds x data sets, the data
     sets in their first episode's order), and the IQM over that matrix with its 95%
-    stratified bootstrap interval (seeds drawn within each data set)."""
+    bootstrap interval over whole seeds (a seed's policy plays every data set, so its costs
+    move together; every data set keeps its count of seeds)."""
     if len(datasets) != costs.shape[1]:
         raise ValueError(f"{costs.shape[1]} evaluation episodes but {len(datasets)} data set "
                          "names: give one name per episode")
     names = list(dict.fromkeys(datasets))
     by_dataset = np.stack([costs[:, [d == name for d in datasets]].mean(axis=1)
                            for name in names], axis=1)
-    value, low, high = interval(by_dataset, np.random.default_rng(rng_seed))
+    value, low, high = interval(by_dataset, np.random.default_rng(rng_seed), whole_runs=True)
     return {"seeds": seeds, "mean_cost_by_seed": [float(c) for c in costs.mean(axis=1)],
             "episodes": int(costs.shape[1]), "datasets": names,
             "cost_by_seed_and_dataset": by_dataset.tolist(), "iqm_cost": value,
