@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +45,7 @@ require("pandas")  # installed or named now; imported where a table is read or b
 if TYPE_CHECKING:  # pandas is imported where a table is built: training needs none
     import pandas as pd
 
-#: The columns of :func:`store_table`: one row per stored cell.
+#: The columns of :func:`cell_table` (and :func:`store_table`): one row per stored cell.
 CELL_COLUMNS = ("setting", "dataset", "seed", "n_rounds", "build_seconds", "bytes")
 #: Options that shape neither the label-free reset nor, under most strategies, the labels
 #: bought on D: settings that differ only in these share SSIF's fits (``detectors.ssif.episode``).
@@ -101,10 +101,16 @@ def _versions() -> dict[str, str]:
 
 
 def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
-                  settings: Sequence[Settings]) -> LatticeStore:
+                  settings: Sequence[Settings],
+                  pairs: Iterable[tuple[str, Settings]] | None = None) -> LatticeStore:
     """Create or reopen the store at ``root`` for these data sets and settings; ``RunError``
     (naming the file) if it was built by other code, package versions or data, or if a
-    setting cannot have a lattice (``check_lattice_settings``: nothing is written)."""
+    setting cannot have a lattice (``check_lattice_settings``: nothing is written).
+
+    ``pairs`` are the (data set, setting) pairs the build writes (default: every data set
+    with every setting, a grid); a killed build's temporaries are removed from their folders
+    alone, so a build of many tasks, each at its own costs, visits one folder per task, not
+    one per task and setting."""
     for setting in settings:
         try:
             check_lattice_settings(setting)
@@ -112,12 +118,13 @@ def prepare_store(root: str | os.PathLike, loaded: dict[str, Dataset],
             raise RunError(str(err)) from err
     folder = writable_folder(root, "--out")
     store = LatticeStore(folder, create=True)
+    written = ((name, s) for name in loaded for s in settings) if pairs is None else pairs
     # One step for every process: two builds started at once never both pass the checks.
     try:
         with store.lock():
             _check_and_record(store, loaded, settings)
             # left by killed builds, in the folders this build writes (and nowhere else)
-            folders = {store.path(name, 0, s).parent for name in loaded for s in settings}
+            folders = {store.path(name, 0, s).parent for name, s in written}
             remove_stale_temporaries([store.root, *sorted(folders)])
     except TimeoutError as err:  # another build keeps store.json's lock
         raise RunError(str(err)) from err
@@ -190,7 +197,7 @@ def build_store(root: str | os.PathLike, datasets: Sequence[str | Dataset], seed
 
     ``n_jobs`` local worker processes (1: this process), or a Dask cluster at
     ``scheduler``. The reward of each setting is irrelevant (a lattice holds every reward);
-    settings that differ only by it are built once. Returns :func:`store_table` of the
+    settings that differ only by it are built once. Returns :func:`cell_table` of the
     cells asked for.
     """
     datasets = named_arrays(datasets)  # several (X, y): arrays-0, arrays-1, ...
@@ -212,77 +219,111 @@ def _name_lookup(directory: str | None) -> Callable[[str | Dataset], str]:
     return name_of
 
 
-def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, int, Settings]], *,
-                data_dir: str | os.PathLike | None = None, n_jobs: int = 1,
-                scheduler: str | None = None, progress: bool = True) -> pd.DataFrame:
-    """Build every missing lattice of ``cells``, (data set, seed, setting) triples, into
-    ``root``: :func:`build_store` for cells that are no grid (a generated task at its own
-    costs, ``ballad_env.data.tasks``). Returns :func:`store_table` of the cells asked for."""
-    directory = None if data_dir is None else str(data_dir)
-    name_of = _name_lookup(directory)
-    sources: dict[str, str | Dataset] = {}
-    for source, _, _ in cells:
-        sources.setdefault(name_of(source), source)
-    names = list(sources)
-    pairs = colliding(names)
-    if pairs:
-        raise RunError("; ".join(f"data sets {a!r} and {b!r}" for a, b in pairs) + " would "
-                       "share one folder of the store on a case-insensitive file system "
-                       "(macOS, Windows): rename one")
-    loaded = {name: load_data(source, directory) for name, source in sources.items()}
-    stored_as: dict[int, tuple[Settings, str]] = {}  # per settings object: hashing one is slow
+def _distinct_cells(cells: Sequence[tuple[str | Dataset, int, Settings]],
+                    name_of: Callable[[str | Dataset], str]
+                    ) -> tuple[list[tuple[str, int, str]], dict[str, Settings]]:
+    """The distinct cells asked for, (data set name, seed, setting key) in their order, and
+    the stored settings (``lattice_settings``) of each key, in the order keys first occur;
+    each settings object is turned into its stored form once (hashing one is slow)."""
+    stored_as: dict[int, tuple[Settings, str]] = {}
     for _, _, setting in cells:
         if id(setting) not in stored_as:
             stored_as[id(setting)] = (lattice_settings(setting), setting_key(setting))
-    asked = [(name_of(d), int(seed), stored_as[id(s)]) for d, seed, s in cells]
-    unique = list({key: s for _, _, (s, key) in asked}.values())
-    store = prepare_store(root, loaded, unique)
-    todo = [cell for cell in dict.fromkeys((n, seed, key) for n, seed, (_, key) in asked)]
-    by_key = {setting_key(s): s for s in unique}
-    pending = {(n, seed, setting_key(s)) for n, seed, s in pending_cells_of(
-        store, [(n, seed, by_key[k]) for n, seed, k in todo])}
+    by_key = {key: stored for stored, key in stored_as.values()}
+    todo = dict.fromkeys((name_of(d), int(seed), stored_as[id(s)][1]) for d, seed, s in cells)
+    return list(todo), by_key
+
+
+def _build_tasks(todo: Sequence[tuple[str, int, str]], pending: set[tuple[str, int, str]],
+                 by_key: dict[str, Settings], sources: dict[str, str | Dataset],
+                 loaded: dict[str, Dataset], directory: str | None, root: str
+                 ) -> list[_BuildTask]:
+    """One task per (data set, seed) with pending cells: seed after seed (a store stopped
+    early holds whole seeds), the largest data first, its settings in ``sharing_order``."""
     groups: dict[tuple[str, int], list[str]] = {}  # the setting keys of each data set and seed
     for name, seed, key in todo:
         if (name, seed, key) in pending:
             groups.setdefault((name, seed), []).append(key)
-    # Seed after seed (a store stopped early holds whole seeds), the largest data first.
     order = sorted(groups, key=lambda key: (key[1], -loaded[key[0]].n_samples, key[0]))
     ordered: dict[tuple[str, ...], tuple[Settings, ...]] = {}  # one order per group of keys
     for keys in map(tuple, groups.values()):
         if keys not in ordered:
             ordered[keys] = tuple(sharing_order([by_key[k] for k in keys]))
-    tasks = [_BuildTask(name, sources[name], directory, seed, ordered[tuple(groups[name, seed])],
-                        str(store.root))
-             for name, seed in order]
+    return [_BuildTask(name, sources[name], directory, seed, ordered[tuple(groups[name, seed])],
+                       root) for name, seed in order]
+
+
+def build_cells(root: str | os.PathLike, cells: Sequence[tuple[str | Dataset, int, Settings]], *,
+                data_dir: str | os.PathLike | None = None, n_jobs: int = 1,
+                scheduler: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """Build every missing lattice of ``cells``, (data set, seed, setting) triples, into
+    ``root``: :func:`build_store` for cells that are no grid (a generated task at its own
+    costs, ``ballad_env.data.tasks``). Returns :func:`cell_table` of the cells asked for,
+    setting by setting (in the order they first occur), each sorted by data set and seed.
+
+    The store's preparation, the pending check and the table visit only the (data set,
+    setting) pairs that occur in ``cells``: a build of many tasks, each at its own costs,
+    grows with the tasks, not with tasks x settings."""
+    directory = None if data_dir is None else str(data_dir)
+    name_of = _name_lookup(directory)
+    sources: dict[str, str | Dataset] = {}
+    for source, _, _ in cells:
+        sources.setdefault(name_of(source), source)
+    clashes = colliding(list(sources))
+    if clashes:
+        raise RunError("; ".join(f"data sets {a!r} and {b!r}" for a, b in clashes) + " would "
+                       "share one folder of the store on a case-insensitive file system "
+                       "(macOS, Windows): rename one")
+    loaded = {name: load_data(source, directory) for name, source in sources.items()}
+    todo, by_key = _distinct_cells(cells, name_of)
+    written = [(name, by_key[key]) for name, key in dict.fromkeys((n, k) for n, _, k in todo)]
+    store = prepare_store(root, loaded, list(by_key.values()), written)
+    key_of = {id(s): key for key, s in by_key.items()}
+    pending = {(n, seed, key_of[id(s)]) for n, seed, s in pending_cells_of(
+        store, [(n, seed, by_key[k]) for n, seed, k in todo])}
+    tasks = _build_tasks(todo, pending, by_key, sources, loaded, directory, str(store.root))
     bar = progress_bar(len(todo), len(todo) - len(pending), progress)
     try:
         for built in execute(tasks, _build_task, n_jobs, scheduler):
             bar.update(len(built))
     finally:
         bar.close()
-    return store_table(store, unique, names, sorted({seed for _, seed, _ in asked}))
+    rank = {key: index for index, key in enumerate(by_key)}
+    listed = sorted(todo, key=lambda cell: (rank[cell[2]], cell[0], cell[1]))
+    return cell_table(store, [(name, seed, by_key[key]) for name, seed, key in listed])
+
+
+def cell_table(store: LatticeStore, cells: Sequence[tuple[str, int, Settings]]
+               ) -> pd.DataFrame:
+    """One row per stored cell of ``cells``, (data set, seed, setting) triples, in their
+    order: its build time and file size (``CELL_COLUMNS``). Each cell's file is found by
+    its path, so the work grows with the cells named, never with the store's listing."""
+    rows = []
+    for name, seed, setting in cells:
+        path = store.path(name, seed, setting)
+        if not path.exists():
+            continue
+        header = read_header(path)
+        rows.append({"setting": setting_key(setting), "dataset": name, "seed": seed,
+                     "n_rounds": header["n_rounds"],
+                     "build_seconds": header.get("build_seconds", np.nan),
+                     "bytes": path.stat().st_size})
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 
 def store_table(store: LatticeStore, settings: Sequence[Settings],
                 datasets: Sequence[str] | None = None, seeds: Sequence[int] | None = None
                 ) -> pd.DataFrame:
     """One row per stored cell of these settings (and data sets and seeds): its build time
-    and file size (``CELL_COLUMNS``)."""
-    rows = []
-    for setting in settings:
-        for name, seed in store.cells(setting):
-            if (datasets is not None and name not in datasets) or \
-                    (seeds is not None and seed not in seeds):
-                continue
-            path = store.path(name, seed, setting)
-            header = read_header(path)
-            rows.append({"setting": setting_key(setting), "dataset": name, "seed": seed,
-                         "n_rounds": header["n_rounds"],
-                         "build_seconds": header.get("build_seconds", np.nan),
-                         "bytes": path.stat().st_size})
-    import pandas as pd
-
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+    and file size (:func:`cell_table` of the store's listing, setting after setting)."""
+    names = None if datasets is None else set(datasets)
+    kept = None if seeds is None else set(seeds)
+    return cell_table(store, [(name, seed, setting) for setting in settings
+                              for name, seed in store.cells(setting)
+                              if (names is None or name in names)
+                              and (kept is None or seed in kept)])
 
 
 def build_summary(cells: pd.DataFrame, n_seeds: int = 100) -> pd.DataFrame:
@@ -325,5 +366,5 @@ def store_datasets(store: str | Path, settings: Settings) -> list[str]:
 
 
 __all__ = ["CELL_COLUMNS", "SHARING_OPTIONS", "build_cells", "build_store", "build_summary",
-           "pending_cells", "pending_cells_of", "prepare_store", "sharing_order", "store_datasets",
-           "store_settings", "store_table"]
+           "cell_table", "pending_cells", "pending_cells_of", "prepare_store", "sharing_order",
+           "store_datasets", "store_settings", "store_table"]
