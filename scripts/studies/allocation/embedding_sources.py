@@ -115,9 +115,10 @@ def task_cells(names: Sequence[str], per_source: int, data_dir: Path
 def build(out: Path, data_dir: Path, names: Sequence[str], seeds: int, per_source: int,
           n_jobs: int = 1) -> None:
     """Build every missing lattice: the sources' cells, then their tasks, one task per
-    source at a time (resumable). Each task has its own costs, and the store's preparation
-    visits every (data set, setting) pair of a call: in one call for all the tasks that
-    grows with their square."""
+    source at a time (resumable). The eighth round built them so because the store's
+    preparation then visited every (data set, setting) pair of a call, which grew with the
+    square of the tasks; ``build_cells`` now prepares only the cells asked for, so one call
+    would do as well, and the batches are kept as the round ran them."""
     root = Path(out) / "lattices"
     build_cells(root, real_cells(names, seeds), data_dir=data_dir, n_jobs=n_jobs)
     cells = task_cells(names, per_source, data_dir)
