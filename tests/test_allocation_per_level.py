@@ -121,3 +121,13 @@ def test_a_studys_tables_are_printed_rounded_and_written(tmp_path, capsys) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["allocation6_nested.csv",
                                                           "allocation6_nested.md"]
     assert paths
+
+
+def test_a_studys_tables_go_to_the_docs_only_when_asked(tmp_path) -> None:
+    """``tables_folder``: ``docs/tables`` of the repository with --update-docs, else the
+    study's own ``<out>/tables``."""
+    from scripts.studies.allocation.tasks_report import tables_folder
+    from scripts.studies.common.options import REPO
+
+    assert tables_folder(tmp_path, False) == tmp_path / "tables"
+    assert tables_folder(tmp_path, True) == REPO / "docs" / "tables"

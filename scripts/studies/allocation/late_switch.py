@@ -310,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="write the tables into docs/tables as allocation7_*")
     args = p.parse_args(argv)
     R.show_and_write(study(args.out, args.point),
-                     (REPO / "docs" if args.update_docs else args.out) / "tables",
+                     R.tables_folder(args.out, args.update_docs),
                      prefix="allocation7", digits=4)
     return 0
 

@@ -44,7 +44,6 @@ from scripts.studies.allocation import tasks_fit as F
 from scripts.studies.allocation import tasks_report as R
 from scripts.studies.allocation.late_switch import base_candidate, nested
 from scripts.studies.allocation.safe_study import GRID, digest, is_safe, load_rows
-from scripts.studies.common.options import REPO
 
 #: The shipped allocator a new candidate must beat.
 BASE = "safe-split-3"
@@ -250,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="write the tables into docs/tables as allocation8_*")
     args = p.parse_args(argv)
     R.show_and_write(study(args.out, args.data_dir),
-                     (REPO / "docs" if args.update_docs else args.out) / "tables",
+                     R.tables_folder(args.out, args.update_docs),
                      prefix="allocation8", digits=3)
     return 0
 

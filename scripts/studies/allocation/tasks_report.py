@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from agents.reports.tables import write_table
+from scripts.studies.common.options import REPO
 
 LEVELS = ("default", "cfn10", "cfp10")
 _NUMBERS = re.compile(r"\[\s*([-+0-9.eE]+(?:,\s*[-+0-9.eE]+)*)\s*\]")
@@ -143,6 +144,12 @@ def write_all(tables: Mapping[str, pd.DataFrame], folder: Path,
             for name, frame in tables.items()]
 
 
+def tables_folder(out: Path, update_docs: bool) -> Path:
+    """Where a study's tables go: ``docs/tables`` with ``--update-docs``, else the study's
+    own ``<out>/tables``."""
+    return (REPO / "docs" if update_docs else Path(out)) / "tables"
+
+
 def show_and_write(tables: Mapping[str, pd.DataFrame], folder: Path, prefix: str,
                    digits: int) -> list[Path]:
     """Print each table (rounded to ``digits``) under its name, then :func:`write_all` them
@@ -196,5 +203,5 @@ def write_entries(path: Path, entries: Mapping[str, Mapping[str, Any]],
 
 
 __all__ = ["LEVELS", "PAPER_18", "curve_figure", "curve_frame", "paper_check", "paper_means",
-           "per_dataset", "shares_frame", "shares_with_se", "show_and_write", "write_all",
-           "write_entries"]
+           "per_dataset", "shares_frame", "shares_with_se", "show_and_write", "tables_folder",
+           "write_all", "write_entries"]
