@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -30,13 +30,12 @@ from agents.ppo.core import Hyperparameters
 from agents.ppo.step_cache import Announce, load_step, once, warn_eager
 from agents.ppo.updates import (
     FlatLayout,
+    Step,
     clip_and_adam,
     compile_wanted,
     gradient,
     whole_minibatch,
 )
-
-Step = Callable[..., torch.Tensor]
 
 
 def halves(rows: int) -> tuple[int, int]:
